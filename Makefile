@@ -1,0 +1,56 @@
+# tether's development entry points. `make help` lists them.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -o errexit -o nounset -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO      ?= go
+BIN     := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+# The manifests `make run` uses: a stdio connection to the example server.
+MANIFESTS ?= examples/manifests
+
+# What `make run` runs once everything is built.
+RUN_CMD = $(BIN)/tether validate $(MANIFESTS)
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_.-]+:.*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/tether and bin/tether-example-server
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tether ./cmd/tether
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tether-example-server ./examples/server
+
+.PHONY: run
+run: build ## Build, then run tether on examples/manifests (MANIFESTS=DIR for another tree)
+	$(RUN_CMD)
+
+.PHONY: test
+test: ## gofmt and go vet checks, install the test peers, then go test -race ./...
+	hack/verify-gofmt.sh
+	hack/verify-govet.sh
+	hack/install-peers.sh
+	hack/test-go.sh
+
+.PHONY: bench
+bench: ## Run the benchmarks (no tests)
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: verify
+verify: ## Run every hack/verify-*.sh (gofmt, go vet, go mod tidy)
+	@for s in hack/verify-*.sh; do echo "== $$s"; "$$s"; done
+
+.PHONY: update
+update: ## Run every hack/update-*.sh (gofmt -w, go mod tidy)
+	@for s in hack/update-*.sh; do echo "== $$s"; "$$s"; done
+
+.PHONY: peers
+peers: ## Install the real MCP servers the tests use (npm peers, bin/everything-server)
+	hack/install-peers.sh
+
+.PHONY: clean
+clean: ## Remove build and test output (bin/, _output/)
+	rm -rf $(BIN) _output

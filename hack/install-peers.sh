@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the real MCP servers that tether's tests run against, at the
+# versions the repository pins:
+#   - the npm peers of hack/peers (npm ci from package-lock.json) into
+#     hack/peers/node_modules/.bin
+#   - bin/everything-server, the go-sdk's conformance server (a `tool` in go.mod)
+#   - bin/tether-example-server, the project's own example server
+# Idempotent and fast when nothing changed: npm ci runs only when the lock
+# file differs from the one last installed; go build reuses its cache.
+#
+# Without npm the npm peers are left out and the tests that need them skip,
+# except under CI=true, where a missing peer is an error.
+set -o errexit -o nounset -o pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+
+peers=hack/peers
+stamp="${peers}/node_modules/.tether-installed-lock.json"
+
+if ! command -v npm >/dev/null 2>&1; then
+	[[ "${CI:-}" != "true" ]] || die "npm is missing and CI=true: install Node.js (with npm)"
+	log "npm not found: skipping the npm peers; tests that need them will skip"
+elif cmp -s "${peers}/package-lock.json" "${stamp}" && [[ -x "${peers}/node_modules/.bin/mcp-server-everything" ]]; then
+	log "npm peers up to date"
+else
+	log "installing npm peers (npm ci in ${peers})"
+	(cd "${peers}" && npm ci --no-audit --no-fund --loglevel=error)
+	cp "${peers}/package-lock.json" "${stamp}"
+fi
+
+log "building bin/everything-server and bin/tether-example-server"
+go build -o bin/everything-server github.com/modelcontextprotocol/go-sdk/conformance/everything-server
+go build -o bin/tether-example-server ./examples/server
