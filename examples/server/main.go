@@ -28,6 +28,10 @@ import (
 // version is set with -ldflags "-X main.version=…" by the Makefile.
 var version = "v0.0.0-dev"
 
+// logLevelEnv sets the default of -log-level, so a manifest can turn on debug
+// logs through its env list.
+const logLevelEnv = "EXAMPLE_SERVER_LOG_LEVEL"
+
 // shutdownGrace bounds how long in-flight HTTP requests may take to finish
 // once a signal arrives; a slow call that outlives it is cut off.
 const shutdownGrace = 5 * time.Second
@@ -40,7 +44,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tether-example-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	httpAddr := fs.String("http", "", "serve streamable HTTP at `ADDR` (path /mcp) instead of stdin/stdout")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logLevel := fs.String("log-level", envOr(logLevelEnv, "info"),
+		"log level: debug, info, warn or error (default from $"+logLevelEnv+")")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -81,6 +86,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
 }
 
 // serveHTTP serves server over streamable HTTP at /mcp on ln until ctx ends,

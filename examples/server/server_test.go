@@ -448,18 +448,23 @@ func TestHTTPProcessStopsOnSIGTERM(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	tests := []struct {
+		name       string
 		args       []string
+		env        string // value of EXAMPLE_SERVER_LOG_LEVEL
 		wantCode   int
 		wantStdout string
 	}{
-		{[]string{"-version"}, 0, "tether-example-server v"},
-		{[]string{"-no-such-flag"}, 2, ""},
-		{[]string{"extra"}, 2, ""},
-		{[]string{"-log-level", "loud"}, 2, ""},
-		{[]string{"-http", "not an address"}, 1, ""},
+		{name: "version", args: []string{"-version"}, wantCode: 0, wantStdout: "tether-example-server v"},
+		{name: "unknown flag", args: []string{"-no-such-flag"}, wantCode: 2},
+		{name: "argument", args: []string{"extra"}, wantCode: 2},
+		{name: "bad level", args: []string{"-log-level", "loud"}, wantCode: 2},
+		{name: "bad level from env", env: "loud", wantCode: 2},
+		{name: "flag wins over env", args: []string{"-log-level", "debug", "-http", "not an address"}, env: "loud", wantCode: 1},
+		{name: "bad address", args: []string{"-http", "not an address"}, wantCode: 1},
 	}
 	for _, tt := range tests {
-		t.Run(tt.args[0], func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(logLevelEnv, tt.env)
 			var stdout, stderr safeBuffer
 			if got := run(tt.args, &stdout, &stderr); got != tt.wantCode {
 				t.Errorf("run(%q) = %d, want %d; stderr:\n%s", tt.args, got, tt.wantCode, stderr.String())

@@ -41,6 +41,7 @@ func newServer(logger *slog.Logger, now func() time.Time) *mcp.Server {
 		// server never sends.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	server.AddReceivingMiddleware(t.logCalls)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "echo",
 		Description: "Return the given text unchanged.",
@@ -63,6 +64,27 @@ func newServer(logger *slog.Logger, now func() time.Time) *mcp.Server {
 		Description: "Always fail with a tool error (isError: true) carrying the given message.",
 	}, t.fail)
 	return server
+}
+
+// logCalls logs every method at debug level, with the tool name for
+// tools/call. Arguments are not logged: they may carry anything.
+func (t *tools) logCalls(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		start := time.Now()
+		res, err := next(ctx, method, req)
+		attrs := []any{"method", method, "duration", time.Since(start)}
+		if call, ok := req.(*mcp.CallToolRequest); ok {
+			attrs = append(attrs, "tool", call.Params.Name)
+			if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+				attrs = append(attrs, "toolError", true)
+			}
+		}
+		if err != nil {
+			attrs = append(attrs, "error", err)
+		}
+		t.logger.Debug("request", attrs...)
+		return res, err
+	}
 }
 
 type echoInput struct {
