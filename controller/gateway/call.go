@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const methodCallTool = "tools/call"
+
+// callError is the JSON-RPC error the gateway answers when a call produced no
+// tool result: the connection is down, the call timed out, the backend failed.
+// The MCP spec reports "could not find or run the tool" as a protocol error;
+// a tool's own failure (isError) is forwarded as the backend sent it.
+func callError(msg string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
+}
+
+// callTool is the handler of every exposed tool: it routes the call to the
+// backend that owns the name, with the caller's arguments as they came.
+func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	name := req.Params.Name
+	table := g.routes.Load()
+	r, ok := table.routes[name]
+	if !ok {
+		// The tool left between the SDK's lookup and ours.
+		if d := table.lookupDown(name); d != nil {
+			g.observe(ctx, d.name, name, ResultError, 0, nil)
+			return nil, d.err()
+		}
+		return nil, callError(fmt.Sprintf("tool %q is no longer served by the gateway", name))
+	}
+	t := r.target
+	start := time.Now()
+
+	callCtx, cancel := context.WithTimeout(ctx, t.timeout)
+	// A backend that is replaced, goes down or is removed ends t.life: calls
+	// in flight on it must not wait for their own timeout.
+	stopLife := context.AfterFunc(t.life, cancel)
+
+	// Only the arguments travel upstream. The caller's _meta stays here: it
+	// carries keys of the caller's protocol version that an older backend
+	// rejects; the progress token is mapped by the Backend instead.
+	p := &mcp.CallToolParams{Name: r.tool}
+	if len(req.Params.Arguments) > 0 {
+		p.Arguments = req.Params.Arguments
+	}
+	var progress func(*mcp.ProgressNotificationParams)
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		progress = forwardProgress(ctx, req.Session, tok)
+	}
+
+	res, err := t.backend.CallTool(callCtx, p, progress)
+	callErr := callCtx.Err()
+	stopLife()
+	cancel()
+	d := time.Since(start)
+
+	if err == nil && res != nil {
+		result := ResultOK
+		if res.IsError {
+			result = ResultError
+		}
+		g.observe(ctx, t.name, name, result, d, nil)
+		return res, nil
+	}
+	var result string
+	switch {
+	case err == nil:
+		result, err = ResultError, callError(fmt.Sprintf("tool %q: connection %s returned no result", name, t.name))
+	case ctx.Err() != nil:
+		result, err = ResultCanceled, callError(fmt.Sprintf("tool %q: call canceled by the client", name))
+	case t.life.Err() != nil:
+		result, err = ResultError, callError(context.Cause(t.life).Error())
+	case errors.Is(callErr, context.DeadlineExceeded):
+		result, err = ResultTimeout, callError(fmt.Sprintf("tool %q timed out after %s (callTimeout of connection %s)", name, t.timeout, t.name))
+	default:
+		result = ResultError
+		// A JSON-RPC error of the backend (invalid params, unknown tool) keeps
+		// its code; a transport failure gets the connection's name.
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) {
+			err = callError(fmt.Sprintf("tool %q: connection %s: %v", name, t.name, err))
+		}
+	}
+	g.observe(ctx, t.name, name, result, d, err)
+	return nil, err
+}
+
+// forwardProgress relays the backend's progress for one call to the caller,
+// under the token the caller chose. The backend's own _meta is not relayed.
+func forwardProgress(ctx context.Context, ss *mcp.ServerSession, token any) func(*mcp.ProgressNotificationParams) {
+	return func(p *mcp.ProgressNotificationParams) {
+		if p == nil {
+			return
+		}
+		// ctx is the downstream request's: it routes the notification to the
+		// caller's response stream. An error means the caller is gone.
+		_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token,
+			Progress:      p.Progress,
+			Total:         p.Total,
+			Message:       p.Message,
+		})
+	}
+}
+
+func (g *Gateway) observe(ctx context.Context, conn, tool, result string, d time.Duration, err error) {
+	if g.opts.ObserveCall != nil {
+		g.opts.ObserveCall(conn, result, d)
+	}
+	if g.log.Enabled(ctx, slog.LevelDebug) {
+		attrs := []slog.Attr{
+			slog.String("connection", conn),
+			slog.String("tool", tool),
+			slog.String("result", result),
+			slog.Duration("duration", d),
+		}
+		if err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		g.log.LogAttrs(ctx, slog.LevelDebug, "gateway tool call", attrs...)
+	}
+}
+
+// interceptDown answers calls to tools of a connection that is not
+// Connected. Those tools are no longer on the server, so without it the SDK
+// would answer "unknown tool", which tells an agent nothing about why or
+// whether to retry.
+func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == methodCallTool {
+			table := g.routes.Load()
+			if table.down != nil || table.downPrefixes != nil {
+				if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil {
+					name := cr.Params.Name
+					if _, live := table.routes[name]; !live {
+						if d := table.lookupDown(name); d != nil {
+							g.observe(ctx, d.name, name, ResultError, 0, nil)
+							return nil, d.err()
+						}
+					}
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// lookupDown finds the unavailable connection a tool name belongs to: a name
+// it exposed before, else the longest matching prefix.
+func (t *routeTable) lookupDown(name string) *downTarget {
+	if d := t.down[name]; d != nil {
+		return d
+	}
+	var best *downPrefix
+	for i := range t.downPrefixes {
+		dp := &t.downPrefixes[i]
+		if strings.HasPrefix(name, dp.prefix) && (best == nil || len(dp.prefix) > len(best.prefix)) {
+			best = dp
+		}
+	}
+	if best != nil {
+		return best.target
+	}
+	return nil
+}

@@ -1,0 +1,491 @@
+package gateway
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Backend is a live upstream session.
+//
+// The progress callback receives the backend's progress notifications for
+// this call with the backend-side token; the gateway forwards them to the
+// downstream caller with the caller's original progressToken. progress is nil
+// when the caller sent no progressToken. CallTool must return promptly once
+// ctx is done (the gateway bounds every call with it).
+//
+// Implementations must be comparable (a pointer, typically): the gateway
+// compares backends to tell a reconnect from a filter or prefix edit.
+type Backend interface {
+	CallTool(ctx context.Context, p *mcp.CallToolParams,
+		progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error)
+}
+
+// Connection is one connected backend as the gateway exposes it.
+type Connection struct {
+	Name        string
+	Prefix      string           // "" = names unchanged
+	Filter      *spec.ToolFilter // nil = all
+	CallTimeout time.Duration    // <= 0: spec.DefaultCallTimeout
+	Tools       []*mcp.Tool      // the backend's full list (read-only, never mutated)
+	Backend     Backend
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Logger *slog.Logger
+	// ObserveCall receives every tools/call outcome routed to a connection:
+	// result is ok | error | timeout | canceled. It runs on the call path:
+	// keep it cheap. May be nil.
+	ObserveCall func(connection, result string, d time.Duration)
+	// OnCollisionsChanged is called (not under a gateway lock) when the set
+	// of collisions changes, so the reconciler can refresh statuses. May be nil.
+	OnCollisionsChanged func()
+	Version             string
+	// MaxRequestBodyBytes bounds an HTTP request body; 0 means 4 MiB.
+	MaxRequestBodyBytes int64
+	// ShutdownTimeout bounds the graceful part of Serve's shutdown; 0 means 5s.
+	ShutdownTimeout time.Duration
+}
+
+// Call results passed to Options.ObserveCall.
+const (
+	ResultOK       = "ok"
+	ResultError    = "error"
+	ResultTimeout  = "timeout"
+	ResultCanceled = "canceled"
+)
+
+const (
+	defaultMaxBody         = 4 << 20
+	defaultShutdownTimeout = 5 * time.Second
+)
+
+// Gateway is the aggregated MCP server. All methods are safe for concurrent use.
+type Gateway struct {
+	log     *slog.Logger
+	opts    Options
+	server  *mcp.Server
+	handler *mcp.StreamableHTTPHandler
+
+	// routes is what the call path reads: an immutable snapshot, replaced
+	// whole on every change, so a call costs one atomic load and one map
+	// lookup and never waits for Set.
+	routes atomic.Pointer[routeTable]
+
+	// mu serialises changes of the exposed set: conns, exposed and the
+	// server's tool list move together under it. The call path never takes it.
+	mu      sync.Mutex
+	conns   map[string]*connState
+	exposed map[string]*exposedTool // exposed name → definition on the server
+	// toolChanges counts AddTool/RemoveTools calls, so tests can prove an
+	// identical Set changed nothing.
+	toolChanges int
+}
+
+// connState is the gateway's record of one connection.
+type connState struct {
+	name      string
+	prefix    string
+	available bool
+	reason    string // why it is not available
+	filter    *spec.ToolFilter
+	timeout   time.Duration
+	tools     []*mcp.Tool
+	backend   Backend
+	// candidates are the tools after the filter, in backend order; rebuilt
+	// only when tools, filter or prefix change.
+	candidates []*exposedTool
+	// life ends when this backend stops serving calls (replaced, unavailable,
+	// removed); its cause is the error in-flight calls answer.
+	life       context.Context
+	endLife    context.CancelCauseFunc
+	exposedN   int
+	lost       []spec.ToolCollision
+	lastNames  []string // names exposed while available; answered "not connected" afterwards
+	lastPrefix string
+}
+
+// routeTable is an immutable snapshot of where calls go.
+type routeTable struct {
+	routes map[string]route
+	// down maps names that an unavailable connection used to expose to it;
+	// downPrefixes catch the rest of such a connection's names (prefix+"_").
+	down         map[string]*downTarget
+	downPrefixes []downPrefix
+}
+
+type route struct {
+	target *target
+	tool   string // the backend's own tool name
+}
+
+// target is what a call needs of its connection; immutable.
+type target struct {
+	name    string
+	backend Backend
+	timeout time.Duration
+	life    context.Context
+}
+
+type downTarget struct {
+	name   string
+	reason string
+}
+
+type downPrefix struct {
+	prefix string // including the trailing "_"
+	target *downTarget
+}
+
+func (d *downTarget) err() error {
+	return callError(fmt.Sprintf("connection %s is not connected: %s", d.name, d.reason))
+}
+
+// New returns a gateway with no connections. Its server declares the tools
+// capability with listChanged from the start: clients that see no tools
+// capability at initialize never listen for tools/list_changed.
+func New(opts Options) *Gateway {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxRequestBodyBytes <= 0 {
+		opts.MaxRequestBodyBytes = defaultMaxBody
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = defaultShutdownTimeout
+	}
+	g := &Gateway{
+		log:     log,
+		opts:    opts,
+		conns:   make(map[string]*connState),
+		exposed: make(map[string]*exposedTool),
+	}
+	g.routes.Store(&routeTable{})
+	// The SDK logs every session start and end at INFO; tether's log keeps
+	// its own lifecycle lines and only the SDK's warnings and errors.
+	sdkLog := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn}).With("component", "mcp-sdk")
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "tether", Version: opts.Version}, &mcp.ServerOptions{
+		Logger: sdkLog,
+		Capabilities: &mcp.ServerCapabilities{
+			Tools: &mcp.ToolCapabilities{ListChanged: true},
+		},
+	})
+	g.server.AddReceivingMiddleware(g.interceptDown)
+	srv := g.server
+	g.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Logger:              sdkLog,
+		MaxRequestBodyBytes: opts.MaxRequestBodyBytes,
+	})
+	return g
+}
+
+// Server returns the one server shared by every gateway session.
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// Set adds or replaces a connected backend. It is idempotent and cheap: only
+// tools whose published definition changed are added or removed, so a Set
+// that changes nothing visible sends no tools/list_changed. Replacing the
+// Backend (a reconnect) fails calls still in flight on the old one.
+func (g *Gateway) Set(c Connection) {
+	timeout := c.CallTimeout
+	if timeout <= 0 {
+		timeout = spec.DefaultCallTimeout
+	}
+	g.mu.Lock()
+	st := g.conns[c.Name]
+	if st == nil {
+		st = &connState{name: c.Name}
+		g.conns[c.Name] = st
+	}
+	if !st.available || !sameBackend(st.backend, c.Backend) {
+		st.end(fmt.Errorf("connection %s reconnected while the call was in flight", c.Name))
+		st.life, st.endLife = context.WithCancelCause(context.Background())
+	}
+	if !st.available || st.prefix != c.Prefix || !reflect.DeepEqual(st.filter, c.Filter) || !slices.Equal(st.tools, c.Tools) {
+		st.candidates = candidates(c)
+	}
+	st.available = true
+	st.reason = ""
+	st.prefix = c.Prefix
+	st.filter = c.Filter
+	st.timeout = timeout
+	st.tools = c.Tools
+	st.backend = c.Backend
+	st.lastNames = nil
+	changed := g.applyLocked()
+	g.mu.Unlock()
+	g.notifyCollisions(changed)
+}
+
+// SetUnavailable records that the connection exists but is not Connected:
+// its tools leave tools/list, calls in flight on it fail at once, and a call
+// to one of its former tools (or any name under prefix+"_") answers
+// "connection <name> is not connected: <reason>" instead of "unknown tool".
+func (g *Gateway) SetUnavailable(name, prefix, reason string) {
+	g.mu.Lock()
+	st := g.conns[name]
+	if st == nil {
+		st = &connState{name: name}
+		g.conns[name] = st
+	}
+	if st.available {
+		st.lastNames = g.ownedLocked(name)
+	}
+	st.end(fmt.Errorf("connection %s is not connected: %s", name, reason))
+	st.available = false
+	st.reason = reason
+	st.prefix = prefix
+	st.backend = nil
+	st.tools = nil
+	st.candidates = nil
+	changed := g.applyLocked()
+	g.mu.Unlock()
+	g.notifyCollisions(changed)
+}
+
+// Remove forgets a connection whose manifest is gone.
+func (g *Gateway) Remove(name string) {
+	g.mu.Lock()
+	st := g.conns[name]
+	if st == nil {
+		g.mu.Unlock()
+		return
+	}
+	st.end(fmt.Errorf("connection %s was removed", name))
+	delete(g.conns, name)
+	changed := g.applyLocked()
+	g.mu.Unlock()
+	g.notifyCollisions(changed)
+}
+
+// Exposed returns how many tools the connection has on the gateway after
+// filters and collisions; 0 for an unknown or unavailable connection.
+func (g *Gateway) Exposed(name string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.conns[name]; st != nil {
+		return st.exposedN
+	}
+	return 0
+}
+
+// Collisions returns the exposed names this connection lost to another
+// connection, sorted by tool name; nil when it lost none.
+func (g *Gateway) Collisions(name string) []spec.ToolCollision {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.conns[name]; st != nil {
+		return slices.Clone(st.lost)
+	}
+	return nil
+}
+
+func (g *Gateway) notifyCollisions(changed bool) {
+	if changed && g.opts.OnCollisionsChanged != nil {
+		g.opts.OnCollisionsChanged()
+	}
+}
+
+func (st *connState) end(cause error) {
+	if st.endLife != nil {
+		st.endLife(cause)
+		st.endLife = nil
+	}
+}
+
+// sameBackend reports whether a and b are the same session, without
+// panicking on a non-comparable implementation (which then counts as new).
+func sameBackend(a, b Backend) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
+}
+
+// candidates lists the connection's tools that pass its filter, as they
+// would be published. A backend that lists one name twice gets it once.
+func candidates(c Connection) []*exposedTool {
+	out := make([]*exposedTool, 0, len(c.Tools))
+	seen := make(map[string]bool, len(c.Tools))
+	for _, t := range c.Tools {
+		if t == nil || seen[t.Name] || !allows(c.Filter, t.Name) {
+			continue
+		}
+		seen[t.Name] = true
+		out = append(out, exposeTool(t, exposedName(c.Prefix, t.Name)))
+	}
+	return out
+}
+
+// ownedLocked lists the exposed names currently routed to the connection.
+func (g *Gateway) ownedLocked(name string) []string {
+	var names []string
+	for n, r := range g.routes.Load().routes {
+		if r.target.name == name {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// applyLocked recomputes the exposed set from g.conns, publishes the new
+// routing table, then brings the server's tool list in line with it, adding
+// and removing only what changed. Collisions go to the connection that sorts
+// first by name, so the outcome does not depend on the order of events, and
+// a loser takes over when the winner leaves. It reports whether any
+// connection's collisions changed.
+func (g *Gateway) applyLocked() (collisionsChanged bool) {
+	names := make([]string, 0, len(g.conns))
+	for n := range g.conns {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+
+	table := &routeTable{routes: make(map[string]route, len(g.exposed))}
+	want := make(map[string]*exposedTool, len(g.exposed))
+	owner := make(map[string]string, len(g.exposed))
+	for _, n := range names {
+		st := g.conns[n]
+		if !st.available {
+			continue
+		}
+		tg := &target{name: st.name, backend: st.backend, timeout: st.timeout, life: st.life}
+		var lost []spec.ToolCollision
+		exposedN := 0
+		for _, et := range st.candidates {
+			name := et.tool.Name
+			if w, taken := owner[name]; taken {
+				lost = append(lost, spec.ToolCollision{Tool: name, Connection: w})
+				continue
+			}
+			owner[name] = st.name
+			want[name] = et
+			table.routes[name] = route{target: tg, tool: et.orig}
+			exposedN++
+		}
+		slices.SortFunc(lost, func(a, b spec.ToolCollision) int { return cmp.Compare(a.Tool, b.Tool) })
+		if !slices.Equal(lost, st.lost) {
+			collisionsChanged = true
+		}
+		st.lost, st.exposedN = lost, exposedN
+	}
+	for _, n := range names {
+		st := g.conns[n]
+		if st.available {
+			continue
+		}
+		if st.lost != nil {
+			collisionsChanged = true
+		}
+		st.lost, st.exposedN = nil, 0
+		dt := &downTarget{name: st.name, reason: st.reason}
+		for _, tn := range st.lastNames {
+			if _, live := table.routes[tn]; !live {
+				if table.down == nil {
+					table.down = make(map[string]*downTarget)
+				}
+				table.down[tn] = dt
+			}
+		}
+		if st.prefix != "" {
+			table.downPrefixes = append(table.downPrefixes, downPrefix{prefix: st.prefix + "_", target: dt})
+		}
+	}
+
+	var remove []string
+	for name := range g.exposed {
+		if _, ok := want[name]; !ok {
+			remove = append(remove, name)
+		}
+	}
+	var add []*exposedTool
+	for name, et := range want {
+		if cur, ok := g.exposed[name]; !ok || !bytes.Equal(cur.def, et.def) {
+			add = append(add, et)
+		}
+	}
+	slices.Sort(remove)
+	slices.SortFunc(add, func(a, b *exposedTool) int { return cmp.Compare(a.tool.Name, b.tool.Name) })
+
+	// Publish routes before touching the server: a client that sees a new
+	// tool can already call it, and a call racing a removal finds no route
+	// and answers a clear error instead of reaching a stale backend.
+	g.routes.Store(table)
+	if len(remove) > 0 {
+		g.server.RemoveTools(remove...)
+		g.toolChanges++
+		for _, name := range remove {
+			delete(g.exposed, name)
+		}
+	}
+	for _, et := range add {
+		g.addTool(owner[et.tool.Name], et)
+		g.toolChanges++
+		g.exposed[et.tool.Name] = et
+	}
+	if len(remove)+len(add) > 0 {
+		g.log.Debug("gateway tool set changed", "added", len(add), "removed", len(remove), "exposed", len(want))
+	}
+	return collisionsChanged
+}
+
+// addTool publishes one tool. The repairs of exposeTool cover what the SDK
+// is known to reject; should it still panic (it validates more than the
+// schema type, e.g. x-mcp-header annotations), the tool is published with a
+// minimal definition rather than dropped, and the log says so.
+func (g *Gateway) addTool(conn string, et *exposedTool) {
+	for _, fix := range et.fixes {
+		g.log.Warn("gateway normalised a tool definition", "connection", conn, "tool", et.tool.Name, "change", fix)
+	}
+	err := tryAddTool(g.server, et.tool, g.callTool)
+	if err == nil {
+		return
+	}
+	g.log.Warn("gateway published a tool with a minimal definition: the SDK rejected the backend's",
+		"connection", conn, "tool", et.tool.Name, "error", err)
+	if err := tryAddTool(g.server, minimalTool(et.tool), g.callTool); err != nil {
+		g.log.Error("gateway could not publish a tool", "connection", conn, "tool", et.tool.Name, "error", err)
+	}
+}
+
+func tryAddTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	s.AddTool(t, h)
+	return nil
+}
+
+// minLevel drops records below min; used to keep the SDK's INFO chatter out.
+type minLevel struct {
+	h   slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.h.Enabled(ctx, l)
+}
+func (m minLevel) Handle(ctx context.Context, r slog.Record) error { return m.h.Handle(ctx, r) }
+func (m minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h: m.h.WithAttrs(as), min: m.min}
+}
+func (m minLevel) WithGroup(n string) slog.Handler {
+	return minLevel{h: m.h.WithGroup(n), min: m.min}
+}

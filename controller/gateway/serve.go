@@ -1,0 +1,222 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Path is where Serve mounts the MCP endpoint.
+const Path = "/mcp"
+
+// Handler returns the streamable HTTP handler of the shared server, stateful
+// (sessions carry list_changed and cancellation), with DNS-rebinding
+// protection on for loopback and request bodies bounded. It does no
+// authentication: Serve adds that.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Serve listens on addr and serves the gateway at /mcp until ctx is done,
+// then shuts down within Options.ShutdownTimeout. A non-loopback addr (which
+// includes an empty host, i.e. every interface) is refused unless
+// authTokenFile names a file holding a bearer token; with a token file, every
+// request must carry "Authorization: Bearer <token>".
+func (g *Gateway) Serve(ctx context.Context, addr, authTokenFile string) error {
+	loopback, err := isLoopbackAddr(ctx, addr)
+	if err != nil {
+		return err
+	}
+	if !loopback && authTokenFile == "" {
+		return fmt.Errorf("gateway: refusing to listen on non-loopback address %q without an auth token file", addr)
+	}
+	// Read the token before listening so that a bad file fails fast.
+	var token []byte
+	if authTokenFile != "" {
+		if token, err = readToken(authTokenFile); err != nil {
+			return err
+		}
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return g.serve(ctx, ln, token)
+}
+
+// ServeListener is Serve on a listener the caller opened (tests, socket
+// activation, port 0). It closes ln. The loopback rule applies to the
+// address ln is bound to.
+func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener, authTokenFile string) error {
+	var token []byte
+	if authTokenFile != "" {
+		var err error
+		if token, err = readToken(authTokenFile); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	return g.serve(ctx, ln, token)
+}
+
+func (g *Gateway) serve(ctx context.Context, ln net.Listener, token []byte) error {
+	if !isLoopbackNetAddr(ln.Addr()) && token == nil {
+		ln.Close()
+		return fmt.Errorf("gateway: refusing to serve on non-loopback address %s without an auth token file", ln.Addr())
+	}
+	var h http.Handler = g.handler
+	if token != nil {
+		h = requireBearer(token, h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, h)
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	g.log.Info("gateway listening", "addr", ln.Addr().String(), "path", Path, "auth", token != nil)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("gateway: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), g.opts.ShutdownTimeout)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(sctx) }()
+	// Shutdown waits for active connections, and a session's standalone SSE
+	// stream stays active until its session ends: end the HTTP sessions so
+	// that clients see the stream close and shutdown completes.
+	g.closeHTTPSessions()
+	err := <-shut
+	if err != nil {
+		srv.Close()
+	}
+	<-served // Serve returned ErrServerClosed once Shutdown began
+	g.log.Info("gateway stopped", "addr", ln.Addr().String())
+	if err != nil {
+		return fmt.Errorf("gateway: shutdown: %w", err)
+	}
+	return nil
+}
+
+// closeHTTPSessions ends the server's streamable HTTP sessions; a stdio
+// session has no ID and is left to ServeStdio.
+func (g *Gateway) closeHTTPSessions() {
+	for ss := range g.server.Sessions() {
+		if ss.ID() != "" {
+			ss.Close()
+		}
+	}
+}
+
+// ServeStdio serves one session on os.Stdin/os.Stdout until the client
+// closes stdin or ctx is done. Nothing else may write to stdout meanwhile:
+// logs belong on stderr.
+func (g *Gateway) ServeStdio(ctx context.Context) error {
+	return g.serveTransport(ctx, &mcp.StdioTransport{})
+}
+
+func (g *Gateway) serveTransport(ctx context.Context, t mcp.Transport) error {
+	ss, err := g.server.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	g.log.Info("gateway serving on stdio")
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		ss.Close()
+		err = <-done
+	}
+	g.log.Info("gateway stdio session ended")
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) && ctx.Err() == nil {
+		return fmt.Errorf("gateway: stdio session: %w", err)
+	}
+	return nil
+}
+
+// requireBearer admits requests that carry the token. Both sides are hashed
+// first so the comparison takes the same time whatever the token's length.
+func requireBearer(token []byte, next http.Handler) http.Handler {
+	want := sha256.Sum256(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		scheme, got, ok := strings.Cut(auth, " ")
+		have := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(have[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readToken reads a bearer token file. Errors name the file, never its content.
+func readToken(file string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: auth token file: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil, fmt.Errorf("gateway: auth token file %s is empty", file)
+	}
+	return b, nil
+}
+
+// isLoopbackAddr reports whether every address host:port can bind to is a
+// loopback one. An empty or unspecified host means every interface.
+func isLoopbackAddr(ctx context.Context, addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("gateway: listen address %q: %w", addr, err)
+	}
+	if host == "" {
+		return false, nil
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback(), nil
+	}
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return false, fmt.Errorf("gateway: listen address %q: %w", addr, err)
+	}
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(ips) > 0, nil
+}
+
+func isLoopbackNetAddr(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
