@@ -1,0 +1,79 @@
+package spec
+
+// DeepCopy returns a copy that shares no memory with c, so a holder of a
+// cached connection can hand it out without anyone mutating the cache.
+func (c *McpConnection) DeepCopy() *McpConnection {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	if c.Metadata.Labels != nil {
+		out.Metadata.Labels = make(map[string]string, len(c.Metadata.Labels))
+		for k, v := range c.Metadata.Labels {
+			out.Metadata.Labels[k] = v
+		}
+	}
+	out.Spec = *c.Spec.DeepCopy()
+	return &out
+}
+
+// DeepCopy returns a copy of s that shares no memory with it.
+func (s *Spec) DeepCopy() *Spec {
+	if s == nil {
+		return nil
+	}
+	out := *s
+	if s.Stdio != nil {
+		st := *s.Stdio
+		st.Args = cloneStrings(s.Stdio.Args)
+		st.Env = cloneEnv(s.Stdio.Env)
+		out.Stdio = &st
+	}
+	if s.HTTP != nil {
+		h := *s.HTTP
+		h.Headers = cloneEnv(s.HTTP.Headers)
+		out.HTTP = &h
+	}
+	out.ToolPrefix = clonePtr(s.ToolPrefix)
+	if s.Tools != nil {
+		out.Tools = &ToolFilter{Allow: cloneStrings(s.Tools.Allow), Deny: cloneStrings(s.Tools.Deny)}
+	}
+	if s.HealthCheck != nil {
+		out.HealthCheck = &HealthCheck{
+			Interval:         clonePtr(s.HealthCheck.Interval),
+			Timeout:          clonePtr(s.HealthCheck.Timeout),
+			FailureThreshold: clonePtr(s.HealthCheck.FailureThreshold),
+		}
+	}
+	if s.Backoff != nil {
+		out.Backoff = &Backoff{Initial: clonePtr(s.Backoff.Initial), Max: clonePtr(s.Backoff.Max)}
+	}
+	out.CallTimeout = clonePtr(s.CallTimeout)
+	return &out
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func cloneStrings(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	return append([]string(nil), s...)
+}
+
+func cloneEnv(env []EnvVar) []EnvVar {
+	if env == nil {
+		return nil
+	}
+	out := make([]EnvVar, len(env))
+	for i, e := range env {
+		out[i] = EnvVar{Name: e.Name, Value: clonePtr(e.Value), ValueFrom: clonePtr(e.ValueFrom)}
+	}
+	return out
+}

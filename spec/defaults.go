@@ -1,0 +1,150 @@
+package spec
+
+import (
+	"path"
+	"time"
+)
+
+// Default fills every optional field that has a default, so the object shows
+// the effective configuration. It is idempotent and keeps what was set:
+// an explicit `toolPrefix: ""` stays empty, and Tools stays nil (all tools).
+func (c *McpConnection) Default() {
+	s := &c.Spec
+	if s.ToolPrefix == nil {
+		p := c.Metadata.Name
+		s.ToolPrefix = &p
+	}
+	s.defaultSpec()
+}
+
+// defaultSpec applies the defaults that do not depend on metadata.
+func (s *Spec) defaultSpec() {
+	if s.HTTP != nil && s.HTTP.Transport == "" {
+		s.HTTP.Transport = TransportStreamable
+	}
+	if s.HealthCheck == nil {
+		s.HealthCheck = &HealthCheck{}
+	}
+	hc := s.HealthCheck
+	if hc.Interval == nil {
+		hc.Interval = &Duration{DefaultHealthInterval}
+	}
+	if hc.Timeout == nil {
+		hc.Timeout = &Duration{DefaultHealthTimeout}
+	}
+	if hc.FailureThreshold == nil {
+		n := DefaultFailureThreshold
+		hc.FailureThreshold = &n
+	}
+	if s.Backoff == nil {
+		s.Backoff = &Backoff{}
+	}
+	if s.Backoff.Initial == nil {
+		s.Backoff.Initial = &Duration{DefaultBackoffInitial}
+	}
+	if s.Backoff.Max == nil {
+		s.Backoff.Max = &Duration{DefaultBackoffMax}
+	}
+	if s.CallTimeout == nil {
+		s.CallTimeout = &Duration{DefaultCallTimeout}
+	}
+}
+
+// ToolPrefix is the prefix of the exposed tool names: metadata.name unless
+// spec.toolPrefix is set. An explicit "" means names are exposed unchanged.
+func (c *McpConnection) ToolPrefix() string {
+	if c.Spec.ToolPrefix != nil {
+		return *c.Spec.ToolPrefix
+	}
+	return c.Metadata.Name
+}
+
+// HealthInterval is the time between two health checks of a connected session.
+func (s *Spec) HealthInterval() time.Duration {
+	if s.HealthCheck != nil && s.HealthCheck.Interval != nil {
+		return s.HealthCheck.Interval.Duration
+	}
+	return DefaultHealthInterval
+}
+
+// HealthTimeout bounds one health check.
+func (s *Spec) HealthTimeout() time.Duration {
+	if s.HealthCheck != nil && s.HealthCheck.Timeout != nil {
+		return s.HealthCheck.Timeout.Duration
+	}
+	return DefaultHealthTimeout
+}
+
+// FailureThreshold is how many health checks in a row must fail before the
+// connection is considered broken.
+func (s *Spec) FailureThreshold() int {
+	if s.HealthCheck != nil && s.HealthCheck.FailureThreshold != nil {
+		return *s.HealthCheck.FailureThreshold
+	}
+	return DefaultFailureThreshold
+}
+
+// BackoffInitial is the first reconnect delay.
+func (s *Spec) BackoffInitial() time.Duration {
+	if s.Backoff != nil && s.Backoff.Initial != nil {
+		return s.Backoff.Initial.Duration
+	}
+	return DefaultBackoffInitial
+}
+
+// BackoffMax caps the reconnect delay.
+func (s *Spec) BackoffMax() time.Duration {
+	if s.Backoff != nil && s.Backoff.Max != nil {
+		return s.Backoff.Max.Duration
+	}
+	return DefaultBackoffMax
+}
+
+// CallTimeoutDuration bounds one tools/call through the gateway.
+func (s *Spec) CallTimeoutDuration() time.Duration {
+	if s.CallTimeout != nil {
+		return s.CallTimeout.Duration
+	}
+	return DefaultCallTimeout
+}
+
+// Transport kinds as TransportName reports them.
+const (
+	TransportStdio = "stdio"
+)
+
+// TransportName is "stdio", "streamable" or "sse"; "" when no transport is
+// set (only possible for a spec that did not validate).
+func (s *Spec) TransportName() string {
+	switch {
+	case s.Stdio != nil:
+		return TransportStdio
+	case s.HTTP != nil && s.HTTP.Transport == "":
+		return TransportStreamable
+	case s.HTTP != nil:
+		return s.HTTP.Transport
+	}
+	return ""
+}
+
+// Allows reports whether the filter exposes a tool, by the server's own tool
+// name. A nil filter or an empty allow list allows every tool; deny wins.
+func (f *ToolFilter) Allows(tool string) bool {
+	if f == nil {
+		return true
+	}
+	for _, p := range f.Deny {
+		if ok, _ := path.Match(p, tool); ok {
+			return false
+		}
+	}
+	if len(f.Allow) == 0 {
+		return true
+	}
+	for _, p := range f.Allow {
+		if ok, _ := path.Match(p, tool); ok {
+			return true
+		}
+	}
+	return false
+}

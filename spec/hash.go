@@ -1,0 +1,55 @@
+package spec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// Hash returns "sha256:<hex>" over a canonical encoding of the spec with its
+// defaults applied: the same for the same spec whatever the key order,
+// quoting, comments or spelling of durations ("90s" and "1m30s"), and for a
+// default written out or left implicit.
+//
+// The encoding includes plain `value:` env and header values. That does not
+// expose them further: whoever can read the hash (status beside the manifest)
+// can read the manifest that holds those values in clear text. Values read
+// through valueFrom are not part of the spec, so only their source counts.
+func (s *Spec) Hash() string {
+	c := s.DeepCopy()
+	c.defaultSpec()
+	if c.Tools != nil && len(c.Tools.Allow) == 0 && len(c.Tools.Deny) == 0 {
+		c.Tools = nil // `tools: {}` filters nothing, like no tools at all
+	}
+	return digest(c)
+}
+
+// ConnectHash covers only what needs a reconnect when it changes: the
+// transport kind, command, args, workingDir, env (names and value sources),
+// url, http transport and headers. A change of anything else (filters,
+// prefix, health, backoff, call timeout, suspend) applies in place.
+func (s *Spec) ConnectHash() string {
+	c := struct {
+		Stdio *StdioSpec `json:"stdio,omitempty"`
+		HTTP  *HTTPSpec  `json:"http,omitempty"`
+	}{Stdio: s.Stdio, HTTP: s.HTTP}
+	if s.HTTP != nil && s.HTTP.Transport == "" {
+		h := *s.HTTP
+		h.Transport = TransportStreamable
+		c.HTTP = &h
+	}
+	return digest(c)
+}
+
+// digest hashes the JSON encoding of v. encoding/json writes struct fields in
+// declaration order and map keys sorted, and Duration in its canonical
+// String form, so equal specs encode to equal bytes.
+func digest(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only unsupported types can fail, and the spec has none.
+		panic("spec: hashing: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

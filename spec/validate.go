@@ -1,0 +1,341 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// validate checks every rule of DESIGN §1 that needs no I/O and records each
+// problem on d. Fields whose value already failed to decode are skipped: the
+// decoder has said what is wrong with them.
+func validate(c *McpConnection, d *docDecoder) {
+	v := validator{d: d}
+	switch {
+	case c.APIVersion == "":
+		v.errorf("apiVersion", "required (want %q)", APIVersion)
+	case c.APIVersion != APIVersion:
+		v.errorf("apiVersion", "unsupported apiVersion %s (want %q)", truncateQuote(c.APIVersion), APIVersion)
+	}
+	switch {
+	case c.Kind == "":
+		v.errorf("kind", "required (want %q)", Kind)
+	case c.Kind != Kind:
+		v.errorf("kind", "unsupported kind %s (want %q)", truncateQuote(c.Kind), Kind)
+	}
+	v.metadata(&c.Metadata)
+	v.spec(&c.Spec)
+}
+
+type validator struct{ d *docDecoder }
+
+// errorf records a problem about field unless the decoder already reported
+// that field or one that contains it.
+func (v validator) errorf(field, format string, args ...any) {
+	if v.d.failed[""] {
+		return // the document is not a mapping: nothing below it was read
+	}
+	for p := field; ; {
+		if v.d.failed[p] {
+			return
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	v.d.errorAt(v.lineOf(field), field, fmt.Sprintf(format, args...))
+}
+
+// lineOf is the line of the field, or of the nearest field around it that
+// was present, or the document's start.
+func (v validator) lineOf(field string) int {
+	for p := field; p != ""; {
+		if l, ok := v.d.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return v.d.docLine
+}
+
+var (
+	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	labelName        = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	toolPrefixChars  = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
+)
+
+const (
+	maxNameLen       = 63
+	maxToolPrefixLen = 64
+)
+
+func (v validator) metadata(m *ObjectMeta) {
+	switch {
+	case m.Name == "":
+		v.errorf("metadata.name", "required")
+	case len(m.Name) > maxNameLen || !dns1123Label.MatchString(m.Name):
+		v.errorf("metadata.name", "invalid name %s: must be a DNS-1123 label (at most %d characters: lowercase letters, digits and '-', starting and ending with a letter or digit)", truncateQuote(m.Name), maxNameLen)
+	}
+	for _, k := range sortedKeys(m.Labels) {
+		field := joinKey("metadata.labels", k)
+		if msg := labelKeyProblem(k); msg != "" {
+			v.errorf(field, "invalid label key: %s", msg)
+		}
+		if val := m.Labels[k]; val != "" && (len(val) > maxNameLen || !labelName.MatchString(val)) {
+			v.errorf(field, "invalid label value %s: must be at most %d characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit", truncateQuote(val), maxNameLen)
+		}
+	}
+}
+
+// labelKeyProblem checks a Kubernetes label key: an optional DNS subdomain
+// prefix and "/", then a name.
+func labelKeyProblem(k string) string {
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		name, prefix = prefix, ""
+	}
+	switch {
+	case hasPrefix && (prefix == "" || len(prefix) > 253 || !dns1123Subdomain.MatchString(prefix)):
+		return "the prefix before '/' must be a DNS subdomain (lowercase letters, digits, '-' and '.')"
+	case name == "":
+		return "the name is empty"
+	case len(name) > maxNameLen || !labelName.MatchString(name):
+		return fmt.Sprintf("the name must be at most %d characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit", maxNameLen)
+	}
+	return ""
+}
+
+func (v validator) spec(s *Spec) {
+	switch {
+	case s.Stdio == nil && s.HTTP == nil:
+		v.errorf("spec", "exactly one of stdio or http is required")
+	case s.Stdio != nil && s.HTTP != nil:
+		v.errorf("spec", "stdio and http are mutually exclusive: set exactly one")
+	}
+	if s.Stdio != nil {
+		v.stdio(s.Stdio)
+	}
+	if s.HTTP != nil {
+		v.http(s.HTTP)
+	}
+	if s.ToolPrefix != nil {
+		p := *s.ToolPrefix
+		if len(p) > maxToolPrefixLen || !toolPrefixChars.MatchString(p) {
+			v.errorf("spec.toolPrefix", "invalid prefix %s: must be at most %d characters of letters, digits, '_', '-' and '.' (tool names are <prefix>_<tool>)", truncateQuote(p), maxToolPrefixLen)
+		}
+	}
+	if s.Tools != nil {
+		v.globs("spec.tools.allow", s.Tools.Allow)
+		v.globs("spec.tools.deny", s.Tools.Deny)
+	}
+	if hc := s.HealthCheck; hc != nil {
+		v.positive("spec.healthCheck.interval", hc.Interval)
+		v.positive("spec.healthCheck.timeout", hc.Timeout)
+		if hc.FailureThreshold != nil && *hc.FailureThreshold < 1 {
+			v.errorf("spec.healthCheck.failureThreshold", "must be at least 1, got %d", *hc.FailureThreshold)
+		}
+	}
+	if b := s.Backoff; b != nil {
+		okInitial := v.positive("spec.backoff.initial", b.Initial)
+		okMax := v.positive("spec.backoff.max", b.Max)
+		if okInitial && okMax && s.BackoffMax() < s.BackoffInitial() {
+			if b.Max != nil {
+				v.errorf("spec.backoff.max", "%s is less than backoff.initial (%s)", s.BackoffMax(), s.BackoffInitial())
+			} else {
+				v.errorf("spec.backoff.initial", "%s is more than the default backoff.max (%s): set max too", s.BackoffInitial(), s.BackoffMax())
+			}
+		}
+	}
+	v.positive("spec.callTimeout", s.CallTimeout)
+}
+
+// positive checks an optional duration; it reports whether the value (or
+// its absence) is fine.
+func (v validator) positive(field string, d *Duration) bool {
+	if d == nil {
+		return true
+	}
+	if d.Duration <= 0 {
+		v.errorf(field, "must be positive, got %s", d.Duration)
+		return false
+	}
+	return true
+}
+
+func (v validator) globs(field string, patterns []string) {
+	for i, p := range patterns {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if p == "" {
+			v.errorf(f, "empty pattern")
+			continue
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			v.errorf(f, "invalid glob %s: %v", truncateQuote(p), err)
+		}
+	}
+}
+
+func (v validator) stdio(s *StdioSpec) {
+	switch {
+	case s.Command == "":
+		v.errorf("spec.stdio.command", "required")
+	case strings.ContainsRune(s.Command, 0):
+		v.errorf("spec.stdio.command", "must not contain a NUL character")
+	}
+	for i, a := range s.Args {
+		if strings.ContainsRune(a, 0) {
+			v.errorf(fmt.Sprintf("spec.stdio.args[%d]", i), "must not contain a NUL character")
+		}
+	}
+	if strings.ContainsRune(s.WorkingDir, 0) {
+		v.errorf("spec.stdio.workingDir", "must not contain a NUL character")
+	}
+	v.values("spec.stdio.env", s.Env, envNameProblem, envValueProblem)
+}
+
+func (v validator) http(h *HTTPSpec) {
+	if h.URL == "" {
+		v.errorf("spec.http.url", "required")
+	} else if msg := urlProblem(h.URL); msg != "" {
+		v.errorf("spec.http.url", "%s", msg)
+	}
+	switch h.Transport {
+	case "", TransportStreamable, TransportSSE:
+	default:
+		v.errorf("spec.http.transport", "unsupported transport %s (want %q or %q)", truncateQuote(h.Transport), TransportStreamable, TransportSSE)
+	}
+	v.values("spec.http.headers", h.Headers, headerNameProblem, headerValueProblem)
+}
+
+// urlProblem checks an http(s) URL. It does not echo the URL: a query or
+// user-info part may carry a credential.
+func urlProblem(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "invalid URL: " + err.Error()
+	}
+	switch {
+	case u.Scheme == "":
+		return "invalid URL: no scheme (want http:// or https://)"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("unsupported scheme %s (want http or https)", truncateQuote(u.Scheme))
+	case u.Host == "":
+		return "invalid URL: no host"
+	}
+	return ""
+}
+
+// values checks env vars or headers: names valid and unique, exactly one of
+// value / valueFrom, valueFrom exactly one of file / env. A value is never
+// quoted in a message: every value is a secret.
+func (v validator) values(field string, list []EnvVar, nameProblem func(string) string, valueProblem func(string) string) {
+	seen := map[string]int{}
+	for i, e := range list {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch {
+		case e.Name == "":
+			v.errorf(f+".name", "required")
+		default:
+			if msg := nameProblem(e.Name); msg != "" {
+				v.errorf(f+".name", "%s", msg)
+			}
+			key := e.Name
+			if field == "spec.http.headers" {
+				key = strings.ToLower(key) // header names are case-insensitive
+			}
+			if first, dup := seen[key]; dup {
+				v.errorf(f+".name", "duplicate name %s (also %s[%d])", truncateQuote(e.Name), field, first)
+			} else {
+				seen[key] = i
+			}
+		}
+		switch {
+		case e.Value == nil && e.ValueFrom == nil:
+			v.errorf(f, "exactly one of value or valueFrom is required")
+		case e.Value != nil && e.ValueFrom != nil:
+			v.errorf(f, "value and valueFrom are mutually exclusive: set exactly one")
+		case e.Value != nil:
+			if msg := valueProblem(*e.Value); msg != "" {
+				v.errorf(f+".value", "%s", msg)
+			}
+		default:
+			v.valueFrom(f+".valueFrom", e.ValueFrom)
+		}
+	}
+}
+
+func (v validator) valueFrom(field string, vf *ValueFrom) {
+	switch {
+	case vf.File == "" && vf.Env == "":
+		v.errorf(field, "exactly one of file or env is required")
+	case vf.File != "" && vf.Env != "":
+		v.errorf(field, "file and env are mutually exclusive: set exactly one")
+	case vf.File != "":
+		if strings.ContainsRune(vf.File, 0) {
+			v.errorf(field+".file", "must not contain a NUL character")
+		}
+	default:
+		if msg := envNameProblem(vf.Env); msg != "" {
+			v.errorf(field+".env", "%s", msg)
+		}
+	}
+}
+
+func envNameProblem(name string) string {
+	if strings.ContainsAny(name, "=\x00") {
+		return fmt.Sprintf("invalid environment variable name %s: must not contain '=' or NUL", truncateQuote(name))
+	}
+	return ""
+}
+
+func envValueProblem(val string) string {
+	if strings.ContainsRune(val, 0) {
+		return "must not contain a NUL character"
+	}
+	return ""
+}
+
+func headerNameProblem(name string) string {
+	for _, r := range name {
+		if r >= 0x80 || !isTokenChar(byte(r)) {
+			return fmt.Sprintf("invalid header name %s: must be an HTTP token (letters, digits and !#$%%&'*+-.^_`|~)", truncateQuote(name))
+		}
+	}
+	return ""
+}
+
+func headerValueProblem(val string) string {
+	if strings.ContainsAny(val, "\r\n\x00") {
+		return "must not contain CR, LF or NUL"
+	}
+	return ""
+}
+
+// isTokenChar reports whether c may appear in an HTTP token (RFC 9110 §5.6.2).
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}
