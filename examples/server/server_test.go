@@ -493,3 +493,27 @@ func (b *safeBuffer) String() string {
 	defer b.mu.Unlock()
 	return string(b.buf)
 }
+
+// TestOnlyToolCallsAreLogged checks that a client's health checks leave
+// stderr quiet (status files keep its tail) while tool calls are logged.
+func TestOnlyToolCallsAreLogged(t *testing.T) {
+	logs := newLogRecorder()
+	cs := connectInMemory(t, logs, nil)
+	if err := cs.Ping(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The server logs before it answers, so every message is in by now.
+	var got []string
+	for len(logs.msgs) > 0 {
+		got = append(got, <-logs.msgs)
+	}
+	if want := []string{"tool call"}; !slices.Equal(got, want) {
+		t.Errorf("log messages = %q, want %q", got, want)
+	}
+}

@@ -66,23 +66,26 @@ func newServer(logger *slog.Logger, now func() time.Time) *mcp.Server {
 	return server
 }
 
-// logCalls logs every method at debug level, with the tool name for
-// tools/call. Arguments are not logged: they may carry anything.
+// logCalls logs every tools/call at debug level. Other methods are not
+// logged: a client's health checks (ping, tools/list) would otherwise add a
+// line to stderr at every interval. Arguments are not logged either: they
+// may carry anything.
 func (t *tools) logCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		call, ok := req.(*mcp.CallToolRequest)
+		if !ok {
+			return next(ctx, method, req)
+		}
 		start := time.Now()
 		res, err := next(ctx, method, req)
-		attrs := []any{"method", method, "duration", time.Since(start)}
-		if call, ok := req.(*mcp.CallToolRequest); ok {
-			attrs = append(attrs, "tool", call.Params.Name)
-			if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
-				attrs = append(attrs, "toolError", true)
-			}
+		attrs := []any{"tool", call.Params.Name, "duration", time.Since(start)}
+		if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+			attrs = append(attrs, "toolError", true)
 		}
 		if err != nil {
 			attrs = append(attrs, "error", err)
 		}
-		t.logger.Debug("request", attrs...)
+		t.logger.Debug("tool call", attrs...)
 		return res, err
 	}
 }
