@@ -1,0 +1,717 @@
+package connection
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Request is everything needed to open one session.
+type Request struct {
+	Name        string     // connection name (logs, errors)
+	Spec        *spec.Spec // validated and defaulted
+	ManifestDir string     // directory of the manifest file (relative commands)
+	Logger      *slog.Logger
+	// OnToolsChanged is called, from a goroutine the session owns and never
+	// from the session's reader, after the server sent
+	// notifications/tools/list_changed, the session refreshed its tool list
+	// and the list actually differs. Bursts are coalesced.
+	OnToolsChanged func()
+	// Environ reads valueFrom.env (default os.Getenv). The base environment
+	// of a stdio child always comes from the process environment.
+	Environ func(string) string
+	// ClientVersion is sent as clientInfo.version (default "dev").
+	ClientVersion string
+}
+
+// ErrClosed is the cause of a session ended by Close.
+var ErrClosed = errors.New("session closed")
+
+// Timeouts the session applies on its own.
+const (
+	// refreshTimeout bounds a tools/list refresh after list_changed.
+	refreshTimeout = 30 * time.Second
+	// refreshCoalesce absorbs a burst of list_changed notifications.
+	refreshCoalesce = 50 * time.Millisecond
+	// exitWait is how long a broken stdio transport waits for the child's
+	// exit status before reporting the break without it.
+	exitWait = time.Second
+)
+
+// protocol2026 is the first protocol version without ping.
+const protocol2026 = "2026-07-28"
+
+// Session is one live MCP client session. All methods are safe for
+// concurrent use. Always Close a session, also after Done: Close waits for
+// the goroutines the session owns.
+type Session struct {
+	name           string
+	log            *slog.Logger
+	red            *redactor
+	transport      string // "stdio", "streamable" or "sse"
+	onToolsChanged func()
+
+	client *mcp.Client
+	cs     *mcp.ClientSession
+	proc   *process // nil for HTTP
+
+	// ctx is the session's lifetime: every upstream call derives from it and
+	// end cancels it, so that Close never waits on a call (the go-sdk's Close
+	// waits for in-flight calls).
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// rawSend is the go-sdk's sending handler beneath its client-side list
+	// cache; listMeta is the _meta of the first tools/list the go-sdk sent
+	// (the 2026-07-28 request triple), reused by probes.
+	rawSend  mcp.MethodHandler
+	listMeta atomic.Pointer[mcp.Meta]
+
+	toolsMu   sync.Mutex
+	tools     []*mcp.Tool // replaced, never modified
+	toolsJSON []byte      // to tell a real change from a repeated notification
+
+	refresh chan struct{} // list_changed signals, capacity 1: coalesces
+	fatal   chan error    // a call saw the transport die, capacity 1
+
+	progressSeq atomic.Uint64
+	routes      sync.Map // upstream progress token (string) -> *progressRoute
+
+	endOnce  sync.Once
+	done     chan struct{}
+	errMu    sync.Mutex
+	err      error // why the session ended, redacted; nil while alive
+	closeErr error
+	wg       sync.WaitGroup
+}
+
+// Connect opens one session and lists the server's tools. ctx bounds the
+// whole attempt. On failure nothing is left running; the error is redacted,
+// wraps its cause and, for stdio, carries the child's facts (see ProcessOf).
+func Connect(ctx context.Context, req Request) (*Session, error) {
+	sp := req.Spec
+	if sp == nil {
+		return nil, errors.New("connection: no spec")
+	}
+	if (sp.Stdio == nil) == (sp.HTTP == nil) {
+		return nil, errors.New("connection: exactly one of stdio and http must be set")
+	}
+	environ := req.Environ
+	if environ == nil {
+		environ = os.Getenv
+	}
+	var envVals, headerVals []namedValue
+	var err error
+	if sp.Stdio != nil {
+		envVals, err = resolveValues("stdio.env", sp.Stdio.Env, environ)
+	} else {
+		headerVals, err = resolveValues("http.headers", sp.HTTP.Headers, environ)
+	}
+	if err != nil {
+		return nil, err // names entries and sources, never values
+	}
+	red := newRedactor(envVals, headerVals)
+	lifetime, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	s := &Session{
+		name:           req.Name,
+		log:            newRedactingLogger(req.Logger, red),
+		red:            red,
+		onToolsChanged: req.OnToolsChanged,
+		ctx:            lifetime,
+		cancel:         cancel,
+		refresh:        make(chan struct{}, 1),
+		fatal:          make(chan error, 1),
+		done:           make(chan struct{}),
+	}
+	// Until Connect returns, the caller's ctx bounds what runs on the
+	// lifetime ctx too (the SSE stream, the child's handshake).
+	unbind := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer unbind()
+
+	version := req.ClientVersion
+	if version == "" {
+		version = "dev"
+	}
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "tether", Version: version}, &mcp.ClientOptions{
+		Logger: s.log,
+		// tether has no roots and answers no sampling or elicitation:
+		// advertise nothing rather than the go-sdk's default roots.
+		Capabilities: &mcp.ClientCapabilities{},
+		// Both handlers run on the session's reader: never block there.
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case s.refresh <- struct{}{}:
+			default:
+			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			s.routeProgress(r.Params)
+		},
+	})
+	s.client.AddSendingMiddleware(s.captureSend)
+
+	var transport mcp.Transport
+	if sp.Stdio != nil {
+		s.transport = "stdio"
+		transport, err = s.startStdio(sp.Stdio, req.ManifestDir, envVals)
+	} else {
+		transport, s.transport, err = httpTransport(sp.HTTP, headerVals, lifetime)
+	}
+	if err != nil {
+		cancel(err)
+		return nil, red.Err(err)
+	}
+	cs, err := s.client.Connect(ctx, transport, nil)
+	if err != nil {
+		return nil, s.failConnect(fmt.Errorf("initialize: %w", s.ctxErr(ctx, err)))
+	}
+	s.cs = cs
+	if _, err := s.refreshTools(ctx); err != nil {
+		return nil, s.failConnect(err)
+	}
+	if !unbind() {
+		return nil, s.failConnect(fmt.Errorf("connect: %w", context.Cause(ctx)))
+	}
+	s.wg.Add(2)
+	go s.watch()
+	go s.refreshLoop()
+	info := s.Server()
+	s.log.Debug("session open", "transport", s.transport, "server", info.Name,
+		"serverVersion", info.Version, "protocol", info.ProtocolVersion, "tools", len(s.Tools()))
+	return s, nil
+}
+
+// startStdio resolves the command and starts the child; the returned
+// transport speaks to it over its stdin/stdout.
+func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []namedValue) (mcp.Transport, error) {
+	env := childEnv(os.Getenv, envVals)
+	path, err := resolveCommand(st.Command, envValue(env, "PATH"), manifestDir)
+	if err != nil {
+		return nil, err
+	}
+	dir := st.WorkingDir
+	if dir != "" && !filepath.IsAbs(dir) {
+		dir = filepath.Join(manifestDir, dir)
+	}
+	proc, err := startProcess(st.Command, path, st.Args, dir, env, newStderrTail(s.red))
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", st.Command, err)
+	}
+	s.proc = proc
+	return &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin}, nil
+}
+
+// failConnect cleans up after a failed Connect and builds its error.
+func (s *Session) failConnect(err error) error {
+	s.cancel(err)
+	if s.cs != nil {
+		_ = s.cs.Close()
+	}
+	if s.proc != nil {
+		// A child that crashed is usually reaped a moment after its stdout
+		// closed; give it that moment so that the error says how it ended.
+		selfExited := false
+		select {
+		case <-s.proc.exited:
+			selfExited = true
+		case <-time.After(100 * time.Millisecond):
+		}
+		s.proc.stop(failedConnectGrace, failedConnectGrace)
+		err = s.processErr(err, selfExited)
+	}
+	s.log.Debug("connect failed", "error", err)
+	return s.red.Err(err)
+}
+
+// processErr attaches the child's facts to err.
+func (s *Session) processErr(err error, selfExited bool) error {
+	st := s.proc.status()
+	msg := err.Error()
+	if _, desc := s.proc.exit(); selfExited && desc != "" {
+		msg += "; process " + desc
+	}
+	if last := s.proc.tail.Last(); last != "" {
+		msg += "; stderr: " + last
+	}
+	return &processError{msg: msg, cause: err, status: st}
+}
+
+// processError is an error that carries a stdio child's facts.
+type processError struct {
+	msg    string
+	cause  error
+	status *spec.ProcessStatus
+}
+
+func (e *processError) Error() string { return e.msg }
+func (e *processError) Unwrap() error { return e.cause }
+
+// ProcessStatus returns a copy of the child's facts.
+func (e *processError) ProcessStatus() *spec.ProcessStatus {
+	st := *e.status
+	st.StderrTail = append([]string(nil), e.status.StderrTail...)
+	if e.status.LastExitCode != nil {
+		c := *e.status.LastExitCode
+		st.LastExitCode = &c
+	}
+	return &st
+}
+
+// ProcessOf returns the stdio child's facts (pid, exit code, stderr tail)
+// that err carries, or nil.
+func ProcessOf(err error) *spec.ProcessStatus {
+	var pe interface{ ProcessStatus() *spec.ProcessStatus }
+	if errors.As(err, &pe) {
+		return pe.ProcessStatus()
+	}
+	return nil
+}
+
+// captureSend is a sending middleware: it keeps the go-sdk's own handler
+// (below the client-side TTL cache of list results) for probes, and the
+// _meta the go-sdk puts on tools/list.
+func (s *Session) captureSend(next mcp.MethodHandler) mcp.MethodHandler {
+	s.rawSend = next
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" && s.listMeta.Load() == nil {
+			if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && len(p.Meta) > 0 {
+				m := maps.Clone(p.Meta)
+				s.listMeta.Store(&m)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// Server is what the server said about itself, with the negotiated protocol.
+func (s *Session) Server() spec.ServerInfo {
+	res := s.cs.InitializeResult()
+	if res == nil {
+		return spec.ServerInfo{}
+	}
+	info := spec.ServerInfo{ProtocolVersion: res.ProtocolVersion}
+	if res.ServerInfo != nil {
+		info.Name = res.ServerInfo.Name
+		info.Version = res.ServerInfo.Version
+	}
+	return info
+}
+
+func (s *Session) newProtocol() bool {
+	res := s.cs.InitializeResult()
+	return res != nil && res.ProtocolVersion >= protocol2026
+}
+
+// Tools returns the server's full tool list. The slice and the tools are
+// shared: read them, never modify them.
+func (s *Session) Tools() []*mcp.Tool {
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	return s.tools
+}
+
+// RefreshTools lists the server's tools again (following cursors) and
+// replaces the snapshot. It does not call OnToolsChanged. On 2026-07-28
+// sessions the go-sdk may answer from its TTL cache, which a list_changed
+// notification invalidates.
+func (s *Session) RefreshTools(ctx context.Context) error {
+	_, err := s.refreshTools(ctx)
+	return err
+}
+
+func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
+	if err := s.Err(); err != nil {
+		return false, err
+	}
+	callCtx, cancel := s.callContext(ctx)
+	defer cancel()
+	var tools []*mcp.Tool
+	for t, err := range s.cs.Tools(callCtx, nil) {
+		if err != nil {
+			return false, s.callErr("tools/list", ctx, err)
+		}
+		tools = append(tools, t)
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
+	}
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	changed = !bytes.Equal(b, s.toolsJSON)
+	s.tools, s.toolsJSON = tools, b
+	return changed, nil
+}
+
+// Probe sends one health probe: ping on classic sessions, tools/list on
+// 2026-07-28 ones (no ping there), past the go-sdk's list cache. The caller
+// bounds it with ctx; without a deadline, spec.DefaultHealthTimeout applies.
+// Any answer, a JSON-RPC error included, proves the server alive.
+func (s *Session) Probe(ctx context.Context) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, spec.DefaultHealthTimeout)
+		defer cancel()
+	}
+	callCtx, cancel := s.callContext(ctx)
+	defer cancel()
+	method := "ping"
+	var err error
+	if s.newProtocol() {
+		method = "tools/list"
+		err = s.listToolsUncached(callCtx)
+	} else {
+		err = s.cs.Ping(callCtx, nil)
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		s.log.Debug("probe answered with an error: server alive", "method", method, "code", wire.Code, "error", wire.Message)
+		return nil
+	}
+	if err != nil {
+		return s.callErr("probe ("+method+")", ctx, err)
+	}
+	return nil
+}
+
+// listToolsUncached sends tools/list through the go-sdk's own handler,
+// beneath its TTL cache, so that the request reaches the server.
+func (s *Session) listToolsUncached(ctx context.Context) error {
+	meta := s.listMeta.Load()
+	if meta == nil || s.rawSend == nil {
+		_, err := s.cs.ListTools(ctx, nil)
+		return err
+	}
+	params := &mcp.ListToolsParams{Meta: maps.Clone(*meta)}
+	_, err := s.rawSend(ctx, "tools/list", &mcp.ClientRequest[*mcp.ListToolsParams]{Session: s.cs, Params: params})
+	return err
+}
+
+// CallTool calls a tool upstream. p.Name and p.Arguments are forwarded
+// verbatim (as are the multi-round-trip fields); p.Meta is not: the
+// downstream _meta may carry keys an older server rejects (NOTES trap 5).
+//
+// If progress is non-nil, the upstream call carries a progress token of the
+// session's own, and the server's progress notifications for it reach
+// progress in order, from a goroutine of this call, before CallTool returns,
+// with ProgressToken set to nil and Message redacted: the caller sets its own
+// downstream token before forwarding. progress must not block for long.
+//
+// Cancelling ctx cancels the upstream call (the go-sdk sends
+// notifications/cancelled). Errors, and the text of results marked isError,
+// are redacted.
+func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+	if p == nil {
+		return nil, errors.New("tools/call: no params")
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	callCtx, cancel := s.callContext(ctx)
+	defer cancel()
+	up := &mcp.CallToolParams{
+		Name:           p.Name,
+		Arguments:      p.Arguments,
+		InputResponses: p.InputResponses,
+		RequestState:   p.RequestState,
+	}
+	if progress != nil {
+		token := fmt.Sprintf("tether-%d", s.progressSeq.Add(1))
+		route := newProgressRoute(progress)
+		s.routes.Store(token, route)
+		defer func() {
+			s.routes.Delete(token)
+			route.close() // delivers what is queued, then waits
+		}()
+		up.SetProgressToken(token)
+	}
+	res, err := s.cs.CallTool(callCtx, up)
+	if err != nil {
+		return nil, s.callErr(fmt.Sprintf("tools/call %q", p.Name), ctx, err)
+	}
+	if res.IsError {
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				t.Text = s.red.String(t.Text)
+			}
+		}
+	}
+	return res, nil
+}
+
+// callContext derives a call's ctx from the caller's and the session's.
+func (s *Session) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
+	return callCtx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// ctxErr prefers the reason a ctx ended over the go-sdk's echo of it.
+func (s *Session) ctxErr(callerCtx context.Context, err error) error {
+	if callerCtx.Err() == nil && s.ctx.Err() != nil {
+		if cause := context.Cause(s.ctx); cause != nil && !errors.Is(err, cause) {
+			return fmt.Errorf("%w (%w)", cause, err)
+		}
+	}
+	return err
+}
+
+// callErr wraps the error of an upstream call: redacted, naming the
+// operation, and ending the session when the transport is gone for good.
+func (s *Session) callErr(op string, callerCtx context.Context, err error) error {
+	switch {
+	case callerCtx.Err() != nil:
+		if dl, ok := callerCtx.Deadline(); ok && errors.Is(callerCtx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer in time (deadline %s ago): %w", time.Since(dl).Round(time.Millisecond), err)
+		}
+	case s.ctx.Err() != nil:
+		if e := s.Err(); e != nil {
+			err = fmt.Errorf("%w (%w)", e, err)
+		} else {
+			err = s.ctxErr(callerCtx, err)
+		}
+	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing):
+		select {
+		case s.fatal <- err:
+		default:
+		}
+	}
+	return s.red.Err(fmt.Errorf("%s: %w", op, err))
+}
+
+// Done is closed when the session ended, by itself (child exited, transport
+// broke) or by Close, and everything it ran has stopped.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err says why the session ended (redacted); nil while it is alive. For a
+// stdio child that exited, ProcessOf(Err()) describes it.
+func (s *Session) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+// Process describes the stdio child (pid, exit code once it exited, the
+// redacted stderr tail); nil for HTTP. Restarts is the caller's to count.
+func (s *Session) Process() *spec.ProcessStatus {
+	if s.proc == nil {
+		return nil
+	}
+	return s.proc.status()
+}
+
+// Redact replaces every resolved secret value in str.
+func (s *Session) Redact(str string) string { return s.red.String(str) }
+
+// Close ends the session gracefully: in-flight calls are cancelled first,
+// then the transport is closed and a stdio child stopped (stdin, SIGTERM,
+// SIGKILL to its group), bounded by StopTimeout. Idempotent; safe
+// concurrently with every other method.
+func (s *Session) Close() error {
+	s.end(ErrClosed)
+	s.wg.Wait()
+	return s.closeErr
+}
+
+// end ends the session once, for cause.
+func (s *Session) end(cause error) {
+	s.endOnce.Do(func() {
+		s.errMu.Lock()
+		s.err = s.red.Err(cause)
+		s.errMu.Unlock()
+		s.cancel(cause)
+		err := s.cs.Close()
+		if s.proc != nil {
+			s.proc.stop(stdinGrace, termGrace)
+		}
+		if err != nil && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(cause, ErrClosed) {
+			s.log.Debug("closing transport", "error", err)
+		}
+		if err != nil && errors.Is(cause, ErrClosed) && !errors.Is(err, mcp.ErrConnectionClosed) {
+			s.closeErr = s.red.Err(fmt.Errorf("close: %w", err))
+		}
+		if errors.Is(cause, ErrClosed) {
+			s.log.Debug("session closed")
+		} else {
+			s.log.Info("session ended", "reason", cause)
+		}
+		close(s.done)
+	})
+}
+
+// watch ends the session when the child exits, the transport breaks or a
+// call saw it die.
+func (s *Session) watch() {
+	defer s.wg.Done()
+	connDone := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		connDone <- s.cs.Wait() // returns once end closed the session, at the latest
+	}()
+	var exited <-chan struct{}
+	if s.proc != nil {
+		exited = s.proc.exited
+	}
+	var cause error
+	select {
+	case <-s.ctx.Done():
+		return // Close is ending it
+	case <-exited:
+		cause = s.exitErr()
+	case err := <-connDone:
+		if s.proc != nil {
+			// stdout closed: the child is most likely exiting.
+			select {
+			case <-s.proc.exited:
+				cause = s.exitErr()
+			case <-time.After(exitWait):
+				cause = s.processErr(fmt.Errorf("server closed stdout: %w", transportErr(err)), false)
+			case <-s.ctx.Done():
+				return
+			}
+		} else {
+			cause = fmt.Errorf("transport closed: %w", transportErr(err))
+		}
+	case err := <-s.fatal:
+		cause = fmt.Errorf("transport unusable: %w", err)
+		if s.proc != nil {
+			cause = s.processErr(cause, false)
+		}
+	}
+	s.end(cause)
+}
+
+func transportErr(err error) error {
+	if err == nil {
+		return mcp.ErrConnectionClosed
+	}
+	return err
+}
+
+// exitErr describes a child that exited by itself.
+func (s *Session) exitErr() error {
+	_, desc := s.proc.exit()
+	return s.processErr(fmt.Errorf("server process exited: %s", desc), false)
+}
+
+// refreshLoop refreshes the tool list after list_changed, coalescing bursts,
+// and tells OnToolsChanged when the list really changed.
+func (s *Session) refreshLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.refresh:
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(refreshCoalesce):
+		}
+		select {
+		case <-s.refresh:
+		default:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, refreshTimeout)
+		changed, err := s.refreshTools(ctx)
+		cancel()
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("refreshing tools after list_changed", "error", err)
+			}
+			continue
+		}
+		s.log.Debug("tools refreshed after list_changed", "tools", len(s.Tools()), "changed", changed)
+		if changed && s.onToolsChanged != nil {
+			s.onToolsChanged()
+		}
+	}
+}
+
+// routeProgress hands a progress notification to the call that owns its
+// token. It runs on the session's reader and never blocks.
+func (s *Session) routeProgress(p *mcp.ProgressNotificationParams) {
+	if p == nil {
+		return
+	}
+	token, ok := p.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	v, ok := s.routes.Load(token)
+	if !ok {
+		return // the call has returned; late progress is dropped
+	}
+	out := *p
+	out.ProgressToken = nil
+	out.Meta = nil
+	out.Message = s.red.String(p.Message)
+	v.(*progressRoute).deliver(&out)
+}
+
+// progressRoute delivers one call's progress notifications, in order, from a
+// goroutine the call owns. When its queue is full, notifications are
+// dropped: progress is advisory, the reader must not wait.
+type progressRoute struct {
+	mu     sync.Mutex
+	closed bool
+	ch     chan *mcp.ProgressNotificationParams
+	done   chan struct{}
+}
+
+func newProgressRoute(fn func(*mcp.ProgressNotificationParams)) *progressRoute {
+	r := &progressRoute{ch: make(chan *mcp.ProgressNotificationParams, 64), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for p := range r.ch {
+			fn(p)
+		}
+	}()
+	return r
+}
+
+func (r *progressRoute) deliver(p *mcp.ProgressNotificationParams) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	select {
+	case r.ch <- p:
+	default:
+	}
+}
+
+// close stops accepting, lets the goroutine deliver what is queued and
+// waits for it.
+func (r *progressRoute) close() {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.ch)
+	}
+	r.mu.Unlock()
+	<-r.done
+}

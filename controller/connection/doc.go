@@ -1,0 +1,60 @@
+// Package connection is the client side of one MCP connection: it opens a
+// go-sdk session over stdio, streamable HTTP or SSE, probes it, calls tools
+// through it and closes it gracefully. The reconciler (package controller)
+// decides when to connect, probe, reconnect and close; the gateway calls tools
+// through a Session. This package keeps no table of sessions and never
+// retries: one Connect is one attempt.
+//
+// # Secrets
+//
+// Every env value and header value of the manifest (plain value,
+// valueFrom.file, valueFrom.env) is resolved at each Connect, so a rotated
+// secret file is used on the next connect. A file's trailing newline is
+// dropped. Every resolved value of at least [MinRedactLen] bytes is replaced by
+// [Redacted] in everything this package shows: error messages (including the
+// errors a server sends back and the text of tool results marked isError),
+// progress messages, the child's stderr tail and the session's logs. For
+// values of the form "<scheme> <token>" (an Authorization header) the token
+// alone is redacted too. Errors keep their cause for errors.Is/As, but a
+// server's JSON-RPC error found with errors.As is a redacted copy; do not
+// print an unwrapped cause yourself.
+//
+// # Stdio children
+//
+// A relative command without a slash is looked up in the PATH the child will
+// get; one with a slash is resolved against the manifest file's directory;
+// both are checked at connect time. A relative workingDir is resolved against
+// the manifest's directory; an empty one means tether's own working directory.
+//
+// The child's environment is exactly the base variables PATH, HOME, USER,
+// LOGNAME, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR (those that are set in
+// tether's environment), then the manifest's env entries, which override the
+// base. Nothing else of tether's environment leaks to a server.
+//
+// Each child runs in its own process group. On Linux it also gets
+// PR_SET_PDEATHSIG=SIGKILL, so it dies with tether even when tether is killed
+// with SIGKILL. The kernel sends that signal when the OS *thread* that forked
+// the child exits, and Go may retire threads (a goroutine that exits while
+// locked to its thread takes the thread with it), so each child is started
+// from a goroutine locked to its thread that stays locked until it has reaped
+// the child (see golang/go#27505). The death signal reaches the direct child
+// only: a wrapper that forks (rather than execs) its server leaves a
+// grandchild that only a process-group kill by a living tether reaches.
+//
+// stderr is always drained into a bounded tail (the last [TailLines] lines of
+// at most [MaxLineBytes] bytes each), so a child that floods stderr never
+// blocks. A graceful stop closes stdin, waits, sends SIGTERM to the whole
+// process group, waits, then SIGKILL (bounded by [StopTimeout] in total); it
+// also kills whatever is left of the group when the direct child already
+// exited, e.g. a grandchild of a wrapper that still holds the pipes.
+//
+// # Health probe
+//
+// The go-sdk v1.8.0 first offers protocol 2026-07-28 (server/discover) and
+// falls back to initialize at 2025-11-25. The classic protocol has ping; the
+// 2026-07-28 protocol removed it (a go-sdk stateless HTTP server answers
+// 400), so [Session.Probe] pings on classic sessions and sends tools/list on
+// 2026-07-28 ones, bypassing the go-sdk's client-side TTL cache of list
+// results so that every probe reaches the server. A JSON-RPC error answer
+// proves the server alive and counts as success.
+package connection

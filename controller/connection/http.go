@@ -1,0 +1,80 @@
+package connection
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// sharedHTTPTransport carries every HTTP session: one connection pool for all
+// of them, so that 1,000 sessions to one host reuse connections instead of
+// each owning a pool. Per-session headers are added by headerRoundTripper.
+var sharedHTTPTransport = newSharedHTTPTransport()
+
+func newSharedHTTPTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no global cap: the per-host cap below bounds it
+	t.MaxIdleConnsPerHost = 256
+	t.IdleConnTimeout = 90 * time.Second
+	t.ResponseHeaderTimeout = 0 // SSE streams answer headers late; calls are bounded by their ctx
+	return t
+}
+
+// headerRoundTripper sets the manifest's headers on every request of one
+// session.
+type headerRoundTripper struct {
+	base    http.RoundTripper
+	headers []namedValue
+}
+
+func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) == 0 {
+		return t.base.RoundTrip(req)
+	}
+	// A RoundTripper must not modify the caller's request.
+	r := req.Clone(req.Context())
+	for _, h := range t.headers {
+		r.Header.Set(h.Name, h.Value)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// httpTransport builds the go-sdk transport for h. The SSE transport ties
+// its event stream to the ctx given to Connect, so it is wrapped to use the
+// session's lifetime ctx instead of the (bounded) connect ctx.
+func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Context) (mcp.Transport, string, error) {
+	u, err := url.Parse(h.URL)
+	if err != nil {
+		return nil, "", fmt.Errorf("http.url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
+	}
+	client := &http.Client{Transport: &headerRoundTripper{base: sharedHTTPTransport, headers: headers}}
+	switch h.Transport {
+	case "", spec.TransportStreamable:
+		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client}, spec.TransportStreamable, nil
+	case spec.TransportSSE:
+		return &lifetimeTransport{inner: &mcp.SSEClientTransport{Endpoint: h.URL, HTTPClient: client}, ctx: lifetime}, spec.TransportSSE, nil
+	default:
+		return nil, "", fmt.Errorf("http.transport: %q is not %s or %s", h.Transport, spec.TransportStreamable, spec.TransportSSE)
+	}
+}
+
+// lifetimeTransport connects inner with a ctx that lives as long as the
+// session. The caller's connect ctx still bounds the handshake: Connect
+// cancels the lifetime ctx when the connect ctx ends first.
+type lifetimeTransport struct {
+	inner mcp.Transport
+	ctx   context.Context
+}
+
+func (t *lifetimeTransport) Connect(context.Context) (mcp.Connection, error) {
+	return t.inner.Connect(t.ctx)
+}

@@ -1,0 +1,177 @@
+package connection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Helpers that find and run the real peers of PEERS.md.
+
+// repoRoot finds the module root from the test's working directory.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/tether-mcp/tether\n") {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("repository root (go.mod of github.com/tether-mcp/tether) not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// peer returns the path of a peer binary relative to the repository root. A
+// missing peer skips the test, except under CI=true where it fails.
+func peer(t testing.TB, rel, install string) string {
+	t.Helper()
+	p := filepath.Join(repoRoot(t), rel)
+	if _, err := os.Stat(p); err != nil {
+		msg := fmt.Sprintf("peer %s is missing (%v); install it with: %s", rel, err, install)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return p
+}
+
+func npmEverything(t testing.TB) string {
+	return peer(t, "hack/peers/node_modules/.bin/mcp-server-everything", "cd hack/peers && npm ci")
+}
+
+func goEverything(t testing.TB) string {
+	return peer(t, "bin/everything-server",
+		"go build -o bin/everything-server github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// httpPeer is an HTTP server process started by a test.
+type httpPeer struct {
+	cmd  *exec.Cmd
+	port int
+}
+
+// startHTTPPeer starts argv with extra env, waits until its port accepts TCP
+// connections, and kills it (and its group) when the test ends.
+func startHTTPPeer(t testing.TB, port int, env []string, argv ...string) *httpPeer {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout = t.Output()
+	cmd.Stderr = t.Output()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return &httpPeer{cmd: cmd, port: port}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("%v exited before listening on %s", argv, addr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v did not listen on %s within 15s", argv, addr)
+		}
+	}
+}
+
+func stdioSpec(command string, args ...string) *spec.Spec {
+	return &spec.Spec{Stdio: &spec.StdioSpec{Command: command, Args: args}}
+}
+
+func httpSpec(url, transport string) *spec.Spec {
+	return &spec.Spec{HTTP: &spec.HTTPSpec{URL: url, Transport: transport}}
+}
+
+func strptr(s string) *string { return &s }
+
+// connect opens a session with a 20 s bound and closes it when the test ends.
+func connect(t testing.TB, req Request) *Session {
+	t.Helper()
+	if req.Logger == nil {
+		req.Logger = testLogger(t)
+	}
+	if req.Name == "" {
+		req.Name = "test"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := Connect(ctx, req)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// waitDone waits for the session to end by itself.
+func waitDone(t testing.TB, s *Session, within time.Duration) {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-time.After(within):
+		t.Fatalf("session did not end within %s", within)
+	}
+}
+
+// groupGone waits until pid's process group is empty.
+func groupGone(t testing.TB, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := syscall.Kill(-pid, 0)
+		if errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d still alive after %s (kill 0: %v)", pid, within, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,256 @@
+package connection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Redacted replaces every resolved secret value in what tether shows.
+const Redacted = "[redacted]"
+
+// MinRedactLen is the shortest value that is redacted. Shorter values carry
+// no secret worth the name, and replacing every "1" or "on" in an error or a
+// stderr line would destroy the message (and point at the value anyway).
+const MinRedactLen = 4
+
+// namedValue is one resolved env entry or header.
+type namedValue struct {
+	Name  string
+	Value string
+}
+
+// resolveValues resolves env entries or headers. what names the list in
+// errors ("env", "headers"); errors name the entry and the source, never a
+// value.
+func resolveValues(what string, vars []spec.EnvVar, environ func(string) string) ([]namedValue, error) {
+	out := make([]namedValue, 0, len(vars))
+	for i, v := range vars {
+		val, err := resolveValue(v, environ)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d] (%s): %w", what, i, v.Name, err)
+		}
+		out = append(out, namedValue{Name: v.Name, Value: val})
+	}
+	return out, nil
+}
+
+func resolveValue(v spec.EnvVar, environ func(string) string) (string, error) {
+	switch {
+	case v.Value != nil && v.ValueFrom != nil:
+		return "", errors.New("both value and valueFrom are set")
+	case v.Value != nil:
+		return *v.Value, nil
+	case v.ValueFrom == nil:
+		return "", errors.New("neither value nor valueFrom is set")
+	case v.ValueFrom.File != "" && v.ValueFrom.Env != "":
+		return "", errors.New("valueFrom has both file and env")
+	case v.ValueFrom.File != "":
+		b, err := os.ReadFile(v.ValueFrom.File)
+		if err != nil {
+			// The *PathError names the file and the reason, not the content.
+			return "", fmt.Errorf("valueFrom.file: %w", err)
+		}
+		// Keyfiles usually end with a newline that is not part of the secret.
+		return strings.TrimRight(string(b), "\r\n"), nil
+	case v.ValueFrom.Env != "":
+		// environ cannot tell unset from empty; an empty secret is almost
+		// always a missing one, and saying so beats a confusing 401 later.
+		val := environ(v.ValueFrom.Env)
+		if val == "" {
+			return "", fmt.Errorf("valueFrom.env: %s is unset or empty in tether's environment", v.ValueFrom.Env)
+		}
+		return val, nil
+	default:
+		return "", errors.New("valueFrom has neither file nor env")
+	}
+}
+
+// redactor replaces every resolved value. It is immutable after creation and
+// safe for concurrent use.
+type redactor struct {
+	secrets  []string // longest first
+	replacer *strings.Replacer
+}
+
+func newRedactor(env, headers []namedValue) *redactor {
+	seen := map[string]bool{}
+	var secrets []string
+	add := func(s string) {
+		if len(s) >= MinRedactLen && !seen[s] {
+			seen[s] = true
+			secrets = append(secrets, s)
+		}
+	}
+	addValue := func(v string) {
+		add(v)
+		// A server that echoes the value inside JSON escapes it.
+		if b, err := json.Marshal(v); err == nil {
+			add(string(b[1 : len(b)-1]))
+		}
+	}
+	for _, nv := range env {
+		addValue(nv.Value)
+	}
+	for _, nv := range headers {
+		addValue(nv.Value)
+		// "Bearer <token>": the token alone may show up in a message.
+		if scheme, token, ok := strings.Cut(nv.Value, " "); ok && scheme != "" {
+			addValue(strings.TrimSpace(token))
+		}
+	}
+	// strings.Replacer gives earlier pairs priority at the same position:
+	// longest first, so that a value containing another is redacted whole.
+	slices.SortStableFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	r := &redactor{secrets: secrets}
+	if len(secrets) > 0 {
+		pairs := make([]string, 0, 2*len(secrets))
+		for _, s := range secrets {
+			pairs = append(pairs, s, Redacted)
+		}
+		r.replacer = strings.NewReplacer(pairs...)
+	}
+	return r
+}
+
+// String redacts s.
+func (r *redactor) String(s string) string {
+	if r == nil || r.replacer == nil {
+		return s
+	}
+	return r.replacer.Replace(s)
+}
+
+// truncated redacts a line that was cut short: besides whole values, it drops
+// a trailing prefix of any value, which the cut may have left behind.
+func (r *redactor) truncated(s string) string {
+	s = r.String(s)
+	if r == nil {
+		return s
+	}
+	for _, sec := range r.secrets {
+		for k := min(len(sec)-1, len(s)); k > 0; k-- {
+			if strings.HasSuffix(s, sec[:k]) {
+				s = s[:len(s)-k]
+				break
+			}
+		}
+	}
+	return s
+}
+
+// Err returns err with a redacted message. The cause stays reachable for
+// errors.Is/As; a JSON-RPC error the server sent is replaced, for errors.As,
+// by a redacted copy so that forwarding its code and message is safe.
+func (r *redactor) Err(err error) error {
+	if err == nil {
+		return nil
+	}
+	var already *redactedError
+	if errors.As(err, &already) && already.r == r {
+		return err
+	}
+	re := &redactedError{r: r, msg: r.String(err.Error()), cause: err}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		c := &jsonrpc.Error{Code: wire.Code, Message: r.String(wire.Message)}
+		if len(wire.Data) > 0 {
+			if d := r.String(string(wire.Data)); json.Valid([]byte(d)) {
+				c.Data = json.RawMessage(d)
+			}
+		}
+		re.wire = c
+	}
+	return re
+}
+
+// redactedError is an error whose message has been redacted.
+type redactedError struct {
+	r     *redactor
+	msg   string
+	cause error
+	wire  *jsonrpc.Error // redacted copy of the server's error, if any
+}
+
+func (e *redactedError) Error() string { return e.msg }
+
+func (e *redactedError) Unwrap() []error {
+	if e.wire != nil {
+		return []error{e.wire, e.cause}
+	}
+	return []error{e.cause}
+}
+
+// redactingHandler is a slog.Handler that redacts the message and every
+// attribute before passing the record on. The go-sdk logs through it too.
+type redactingHandler struct {
+	inner slog.Handler
+	r     *redactor
+}
+
+func newRedactingLogger(l *slog.Logger, r *redactor) *slog.Logger {
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	if r == nil || r.replacer == nil {
+		return l
+	}
+	return slog.New(&redactingHandler{inner: l.Handler(), r: r})
+}
+
+func (h *redactingHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.inner.Enabled(ctx, level)
+}
+
+func (h *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.inner.Handle(ctx, out)
+}
+
+func (h *redactingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		red[i] = h.attr(a)
+	}
+	return &redactingHandler{inner: h.inner.WithAttrs(red), r: h.r}
+}
+
+func (h *redactingHandler) WithGroup(name string) slog.Handler {
+	return &redactingHandler{inner: h.inner.WithGroup(name), r: h.r}
+}
+
+func (h *redactingHandler) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, h.r.String(v.String()))
+	case slog.KindGroup:
+		g := v.Group()
+		red := make([]any, len(g))
+		for i, ga := range g {
+			red[i] = h.attr(ga)
+		}
+		return slog.Group(a.Key, red...)
+	case slog.KindAny:
+		// Errors, Stringers and whatever else render as text: redact that.
+		if err, ok := v.Any().(error); ok {
+			return slog.String(a.Key, h.r.String(err.Error()))
+		}
+		return slog.String(a.Key, h.r.String(fmt.Sprint(v.Any())))
+	default:
+		return slog.Attr{Key: a.Key, Value: v}
+	}
+}

@@ -1,0 +1,12 @@
+//go:build unix && !linux
+
+package connection
+
+import "syscall"
+
+// childSysProcAttr puts the child in its own process group. Only Linux has a
+// parent-death signal; elsewhere a child can outlive a tether killed with
+// SIGKILL.
+func childSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
