@@ -170,4 +170,3 @@ func probeMethod(protocol string) string {
 	}
 	return "ping"
 }
-

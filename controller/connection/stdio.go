@@ -24,9 +24,9 @@ var baseEnvNames = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL",
 
 // Stop timing of a stdio child. StopTimeout bounds a whole graceful stop.
 const (
-	stdinGrace  = 2 * time.Second        // after closing stdin, before SIGTERM
-	termGrace   = 2 * time.Second        // after SIGTERM, before SIGKILL
-	killGrace   = 1 * time.Second        // after SIGKILL, before giving up
+	stdinGrace  = 2 * time.Second // after closing stdin, before SIGTERM
+	termGrace   = 2 * time.Second // after SIGTERM, before SIGKILL
+	killGrace   = 1 * time.Second // after SIGKILL, before giving up
 	StopTimeout = stdinGrace + termGrace + killGrace
 	// failedConnectGrace replaces both graces when Connect failed: the
 	// server already misbehaved and the caller is waiting.
