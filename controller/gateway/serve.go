@@ -47,8 +47,7 @@ func (g *Gateway) Serve(ctx context.Context, addr, authTokenFile string) error {
 			return err
 		}
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
