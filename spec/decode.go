@@ -140,7 +140,11 @@ func decodeDocument(file string, index int, c chunk, seen map[string]firstUse) (
 	}
 
 	var conn McpConnection
-	d.value(root.Content[0], reflect.ValueOf(&conn).Elem(), "")
+	if top := root.Content[0]; top.Kind == yaml.ScalarNode && top.ShortTag() == "!!null" {
+		d.fail(top, "", "expected a mapping (an McpConnection), got null")
+	} else {
+		d.value(top, reflect.ValueOf(&conn).Elem(), "")
+	}
 	doc.Name = conn.Metadata.Name
 	if !d.aborted {
 		validate(&conn, d)
@@ -230,17 +234,41 @@ func (d *docDecoder) finish() []*FieldError {
 
 var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// parserErrors are the problems go.yaml.in/yaml/v3's parser (as opposed to
+// its scanner) reports, from its parserc.go.
+var parserErrors = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found duplicate %YAML directive":        true,
+	"found duplicate %TAG directive":         true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
 // syntaxError reports a parser error at its line in the file.
 func (d *docDecoder) syntaxError(err error) {
 	msg := oneLine(err.Error())
 	line := d.docLine
 	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
+		msg = m[2]
 		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
+			// go.yaml.in/yaml/v3 v3.0.4 reports scanner errors 1-based but
+			// parser errors 0-based; put the parser's back on their line.
+			if parserErrors[msg] {
+				n++
+			}
 			line = d.lineOffset + n
 		}
-		msg = m[2]
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	if msg == "found incompatible YAML document" {
+		msg += " (go-yaml understands only a %YAML 1.1 directive; drop the directive)"
 	}
 	d.errorAt(line, "", "invalid YAML: "+msg)
 }
@@ -281,7 +309,9 @@ func (d *docDecoder) value(n *yaml.Node, v reflect.Value, path string) {
 		}
 		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
 		for i, item := range n.Content {
-			d.value(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+			ipath := fmt.Sprintf("%s[%d]", path, i)
+			d.remember(ipath, item)
+			d.value(item, s.Index(i), ipath)
 		}
 		v.Set(s)
 	case reflect.Map:

@@ -120,6 +120,9 @@ func labelKeyProblem(k string) string {
 func (v validator) spec(s *Spec) {
 	switch {
 	case s.Stdio == nil && s.HTTP == nil:
+		if v.d.failed["spec.stdio"] || v.d.failed["spec.http"] {
+			break // one was there, but unreadable: that is the problem to fix
+		}
 		v.errorf("spec", "exactly one of stdio or http is required")
 	case s.Stdio != nil && s.HTTP != nil:
 		v.errorf("spec", "stdio and http are mutually exclusive: set exactly one")

@@ -1,0 +1,257 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+// header is the start of every rule case: spec: is on line 5, and the case's
+// spec body starts on line 6.
+const header = `apiVersion: tether.dev/v1alpha1
+kind: McpConnection
+metadata:
+  name: demo
+spec:
+`
+
+// withSpec builds a one-document manifest whose spec body is body,
+// indented under spec:.
+func withSpec(body string) string {
+	var b strings.Builder
+	b.WriteString(header)
+	for _, l := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+// TestRules checks every validation rule of DESIGN §1 against its exact
+// message, one case per way of breaking it.
+func TestRules(t *testing.T) {
+	const stdio = "stdio: {command: srv}\n"
+	tests := []struct {
+		name string
+		in   string
+		want []string // Error() of each problem, in order
+	}{
+		{name: "minimal stdio is valid", in: withSpec(stdio)},
+		{name: "minimal http is valid", in: withSpec("http: {url: https://example.com/mcp}")},
+		{name: "every field is valid", in: withSpec(`stdio:
+  command: ./bin/server
+  args: ["-v", "--port=3"]
+  workingDir: /srv
+  env:
+    - {name: A, value: "1"}
+    - {name: B, valueFrom: {file: /run/secrets/b}}
+    - {name: C, valueFrom: {env: HOME}}
+suspend: true
+toolPrefix: ""
+tools: {allow: ["get_*", "search?"], deny: ["[a-c]*"]}
+healthCheck: {interval: 1m30s, timeout: 500ms, failureThreshold: 1}
+backoff: {initial: 1s, max: 1s}
+callTimeout: 2h`)},
+
+		// apiVersion and kind
+		{name: "apiVersion missing", in: strings.Replace(withSpec(stdio), "apiVersion: tether.dev/v1alpha1\n", "", 1),
+			want: []string{`m.yaml:1: document 1 (line 1): apiVersion: required (want "tether.dev/v1alpha1")`}},
+		{name: "apiVersion wrong", in: strings.Replace(withSpec(stdio), "v1alpha1", "v1", 1),
+			want: []string{`m.yaml:1: document 1 (line 1): apiVersion: unsupported apiVersion "tether.dev/v1" (want "tether.dev/v1alpha1")`}},
+		{name: "kind wrong", in: strings.Replace(withSpec(stdio), "kind: McpConnection", "kind: ConfigMap", 1),
+			want: []string{`m.yaml:2: document 1 (line 1): kind: unsupported kind "ConfigMap" (want "McpConnection")`}},
+		{name: "kind in the wrong case", in: strings.Replace(withSpec(stdio), "kind: McpConnection", "kind: mcpconnection", 1),
+			want: []string{`m.yaml:2: document 1 (line 1): kind: unsupported kind "mcpconnection" (want "McpConnection")`}},
+
+		// metadata
+		{name: "name missing", in: strings.Replace(withSpec(stdio), "  name: demo\n", "  labels: {}\n", 1),
+			want: []string{`m.yaml:3: document 1 (line 1): metadata.name: required`}},
+		{name: "name with upper case", in: strings.Replace(withSpec(stdio), "name: demo", "name: Demo", 1),
+			want: []string{`m.yaml:4: document 1 (line 1): metadata.name: invalid name "Demo": must be a DNS-1123 label (at most 63 characters: lowercase letters, digits and '-', starting and ending with a letter or digit)`}},
+		{name: "name with underscore", in: strings.Replace(withSpec(stdio), "name: demo", "name: my_server", 1),
+			want: []string{`m.yaml:4: document 1 (line 1): metadata.name: invalid name "my_server": must be a DNS-1123 label (at most 63 characters: lowercase letters, digits and '-', starting and ending with a letter or digit)`}},
+		{name: "name ending in a dash", in: strings.Replace(withSpec(stdio), "name: demo", "name: demo-", 1),
+			want: []string{`m.yaml:4: document 1 (line 1): metadata.name: invalid name "demo-": must be a DNS-1123 label (at most 63 characters: lowercase letters, digits and '-', starting and ending with a letter or digit)`}},
+		{name: "name of 63 characters is valid", in: strings.Replace(withSpec(stdio), "name: demo", "name: "+strings.Repeat("a", 63), 1)},
+		{name: "name of 64 characters", in: strings.Replace(withSpec(stdio), "name: demo", "name: "+strings.Repeat("a", 64), 1),
+			want: []string{`m.yaml:4: document 1 (line 1): metadata.name: invalid name "` + strings.Repeat("a", 64) + `": must be a DNS-1123 label (at most 63 characters: lowercase letters, digits and '-', starting and ending with a letter or digit)`}},
+		{name: "labels valid", in: strings.Replace(withSpec(stdio), "  name: demo\n", "  name: demo\n  labels: {team: infra, app.kubernetes.io/name: gh, empty: \"\"}\n", 1)},
+		{name: "label key and value invalid", in: strings.Replace(withSpec(stdio), "  name: demo\n", "  name: demo\n  labels:\n    Bad/x: \"-v\"\n    team: 1\n", 1),
+			want: []string{
+				`m.yaml:6: document 1 (line 1): metadata.labels["Bad/x"]: invalid label key: the prefix before '/' must be a DNS subdomain (lowercase letters, digits, '-' and '.')`,
+				`m.yaml:6: document 1 (line 1): metadata.labels["Bad/x"]: invalid label value "-v": must be at most 63 characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit`,
+				`m.yaml:7: document 1 (line 1): metadata.labels.team: expected a string, got an integer (quote the value to make it a string)`,
+			}},
+
+		// transports
+		{name: "no transport", in: withSpec("suspend: false"),
+			want: []string{`m.yaml:5: document 1 (line 1): spec: exactly one of stdio or http is required`}},
+		{name: "no spec at all", in: strings.Replace(withSpec(stdio), "spec:\n  stdio: {command: srv}\n", "", 1),
+			want: []string{`m.yaml:1: document 1 (line 1): spec: exactly one of stdio or http is required`}},
+		{name: "two transports", in: withSpec("stdio: {command: srv}\nhttp: {url: http://127.0.0.1:1/mcp}"),
+			want: []string{`m.yaml:5: document 1 (line 1): spec: stdio and http are mutually exclusive: set exactly one`}},
+		{name: "stdio without command", in: withSpec("stdio: {args: [x]}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.stdio.command: required`}},
+		{name: "stdio command empty", in: withSpec(`stdio: {command: ""}`),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.stdio.command: required`}},
+		{name: "relative command is not checked here", in: withSpec("stdio: {command: not-on-path-anywhere}")},
+		{name: "command with NUL", in: withSpec(`stdio: {command: "a\0b"}`),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.stdio.command: must not contain a NUL character`}},
+		{name: "http without url", in: withSpec("http: {transport: sse}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.http.url: required`}},
+		{name: "url with another scheme", in: withSpec("http: {url: ftp://example.com/mcp}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.http.url: unsupported scheme "ftp" (want http or https)`}},
+		{name: "url without scheme", in: withSpec("http: {url: example.com/mcp}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.http.url: invalid URL: no scheme (want http:// or https://)`}},
+		{name: "url without host", in: withSpec("http: {url: \"http:///mcp\"}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.http.url: invalid URL: no host`}},
+		{name: "url that does not parse, not echoed", in: withSpec("http: {url: \"http://[::1:80/mcp?token=hunter2\"}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.http.url: invalid URL: missing ']' in host`}},
+		{name: "http transport sse is valid", in: withSpec("http: {url: http://127.0.0.1:1/sse, transport: sse}")},
+		{name: "http transport unknown", in: withSpec("http: {url: http://127.0.0.1:1/mcp, transport: websocket}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.http.transport: unsupported transport "websocket" (want "streamable" or "sse")`}},
+
+		// durations and thresholds
+		{name: "duration that does not parse", in: withSpec(stdio + "healthCheck: {interval: 3x}"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.healthCheck.interval: invalid duration "3x": unknown unit "x" in duration`}},
+		{name: "duration without unit", in: withSpec(stdio + "healthCheck:\n  timeout: 30"),
+			want: []string{`m.yaml:8: document 1 (line 1): spec.healthCheck.timeout: invalid duration "30": missing unit in duration`}},
+		{name: "duration zero", in: withSpec(stdio + "callTimeout: 0s"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.callTimeout: must be positive, got 0s`}},
+		{name: "duration negative", in: withSpec(stdio + "backoff: {initial: -1s}"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.backoff.initial: must be positive, got -1s`}},
+		{name: "duration not a scalar", in: withSpec(stdio + "callTimeout: [1s]"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.callTimeout: expected a duration such as "30s", got a list`}},
+		{name: "failureThreshold zero", in: withSpec(stdio + "healthCheck: {failureThreshold: 0}"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.healthCheck.failureThreshold: must be at least 1, got 0`}},
+		{name: "failureThreshold negative", in: withSpec(stdio + "healthCheck: {failureThreshold: -2}"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.healthCheck.failureThreshold: must be at least 1, got -2`}},
+		{name: "failureThreshold quoted", in: withSpec(stdio + "healthCheck: {failureThreshold: \"3\"}"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.healthCheck.failureThreshold: expected an integer, got a string`}},
+		{name: "failureThreshold fraction", in: withSpec(stdio + "healthCheck: {failureThreshold: 1.5}"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.healthCheck.failureThreshold: expected an integer, got a number`}},
+		{name: "failureThreshold too big", in: withSpec(stdio + "healthCheck: {failureThreshold: 99999999999999999999}"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.healthCheck.failureThreshold: expected an integer, got a number`}},
+		{name: "backoff max below initial", in: withSpec(stdio + "backoff: {initial: 2s, max: 1s}"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.backoff.max: 1s is less than backoff.initial (2s)`}},
+		{name: "backoff initial above the default max", in: withSpec(stdio + "backoff:\n  initial: 5s"),
+			want: []string{`m.yaml:8: document 1 (line 1): spec.backoff.initial: 5s is more than the default backoff.max (3s): set max too`}},
+
+		// env and headers
+		{name: "env entry with neither value nor valueFrom", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A"),
+			want: []string{`m.yaml:9: document 1 (line 1): spec.stdio.env[0]: exactly one of value or valueFrom is required`}},
+		{name: "env entry with both", in: withSpec("stdio:\n  command: srv\n  env:\n    - {name: A, value: x, valueFrom: {env: B}}"),
+			want: []string{`m.yaml:9: document 1 (line 1): spec.stdio.env[0]: value and valueFrom are mutually exclusive: set exactly one`}},
+		{name: "env entry with an empty value is valid", in: withSpec("stdio:\n  command: srv\n  env:\n    - {name: A, value: \"\"}")},
+		{name: "valueFrom with neither", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A\n      valueFrom: {}"),
+			want: []string{`m.yaml:10: document 1 (line 1): spec.stdio.env[0].valueFrom: exactly one of file or env is required`}},
+		{name: "valueFrom with both", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A\n      valueFrom: {file: /f, env: B}"),
+			want: []string{`m.yaml:10: document 1 (line 1): spec.stdio.env[0].valueFrom: file and env are mutually exclusive: set exactly one`}},
+		{name: "valueFrom env name with =", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A\n      valueFrom: {env: \"B=C\"}"),
+			want: []string{`m.yaml:10: document 1 (line 1): spec.stdio.env[0].valueFrom.env: invalid environment variable name "B=C": must not contain '=' or NUL`}},
+		{name: "env name missing", in: withSpec("stdio:\n  command: srv\n  env:\n    - value: x"),
+			want: []string{`m.yaml:9: document 1 (line 1): spec.stdio.env[0].name: required`}},
+		{name: "env name with =", in: withSpec("stdio:\n  command: srv\n  env:\n    - {name: \"A=B\", value: x}"),
+			want: []string{`m.yaml:9: document 1 (line 1): spec.stdio.env[0].name: invalid environment variable name "A=B": must not contain '=' or NUL`}},
+		{name: "env name twice", in: withSpec("stdio:\n  command: srv\n  env:\n    - {name: A, value: x}\n    - {name: A, value: y}"),
+			want: []string{`m.yaml:10: document 1 (line 1): spec.stdio.env[1].name: duplicate name "A" (also spec.stdio.env[0])`}},
+		{name: "env not a list", in: withSpec("stdio:\n  command: srv\n  env: {A: x}"),
+			want: []string{`m.yaml:8: document 1 (line 1): spec.stdio.env: expected a list, got a mapping`}},
+		{name: "header name not a token", in: withSpec("http:\n  url: http://h/mcp\n  headers:\n    - {name: \"X Token\", valueFrom: {file: /t}}"),
+			want: []string{`m.yaml:9: document 1 (line 1): spec.http.headers[0].name: invalid header name "X Token": must be an HTTP token (letters, digits and !#$%&'*+-.^_` + "`" + `|~)`}},
+		{name: "header names are case-insensitive", in: withSpec("http:\n  url: http://h/mcp\n  headers:\n    - {name: Authorization, value: a}\n    - {name: authorization, value: b}"),
+			want: []string{`m.yaml:10: document 1 (line 1): spec.http.headers[1].name: duplicate name "authorization" (also spec.http.headers[0])`}},
+		{name: "header value with a line break, not echoed", in: withSpec("http:\n  url: http://h/mcp\n  headers:\n    - {name: X-A, value: \"Bearer s3cr3t\\r\\nX-B: 1\"}"),
+			want: []string{`m.yaml:9: document 1 (line 1): spec.http.headers[0].value: must not contain CR, LF or NUL`}},
+		{name: "header with neither", in: withSpec("http:\n  url: http://h/mcp\n  headers:\n    - {name: X-A}"),
+			want: []string{`m.yaml:9: document 1 (line 1): spec.http.headers[0]: exactly one of value or valueFrom is required`}},
+
+		// tools and prefix
+		{name: "glob that does not compile", in: withSpec(stdio + "tools:\n  allow: [\"get_*\", \"[a-\"]"),
+			want: []string{`m.yaml:8: document 1 (line 1): spec.tools.allow[1]: invalid glob "[a-": syntax error in pattern`}},
+		{name: "glob bad after a literal prefix", in: withSpec(stdio + "tools:\n  deny: [\"zz\\\\\"]"),
+			want: []string{`m.yaml:8: document 1 (line 1): spec.tools.deny[0]: invalid glob "zz\\": syntax error in pattern`}},
+		{name: "glob empty", in: withSpec(stdio + "tools: {deny: [\"\"]}"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.tools.deny[0]: empty pattern`}},
+		{name: "toolPrefix explicitly empty is valid", in: withSpec(stdio + `toolPrefix: ""`)},
+		{name: "toolPrefix with a space", in: withSpec(stdio + `toolPrefix: "my tools"`),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.toolPrefix: invalid prefix "my tools": must be at most 64 characters of letters, digits, '_', '-' and '.' (tool names are <prefix>_<tool>)`}},
+
+		// strict decoding
+		{name: "unknown field", in: withSpec(stdio + "retries: 3"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.retries: unknown field`}},
+		{name: "field in the wrong case", in: withSpec("stdio:\n  Command: srv"),
+			want: []string{
+				`m.yaml:6: document 1 (line 1): spec.stdio.command: required`,
+				`m.yaml:7: document 1 (line 1): spec.stdio.Command: unknown field (did you mean "command"? field names are case-sensitive)`,
+			}},
+		{name: "top-level field in the wrong case", in: strings.Replace(withSpec(stdio), "kind:", "Kind:", 1),
+			want: []string{
+				`m.yaml:1: document 1 (line 1): kind: required (want "McpConnection")`,
+				`m.yaml:2: document 1 (line 1): Kind: unknown field (did you mean "kind"? field names are case-sensitive)`,
+			}},
+		{name: "duplicate key", in: withSpec("stdio: {command: a}\nsuspend: true\nsuspend: false"),
+			want: []string{`m.yaml:8: document 1 (line 1): spec.suspend: duplicate field (first at line 7)`}},
+		{name: "duplicate label key", in: strings.Replace(withSpec(stdio), "  name: demo\n", "  name: demo\n  labels: {a: x, a: y}\n", 1),
+			want: []string{`m.yaml:5: document 1 (line 1): metadata.labels.a: duplicate key (first at line 5)`}},
+		{name: "args not a list", in: withSpec("stdio: {command: a, args: -v}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.stdio.args: expected a list, got a string`}},
+		{name: "args item a number", in: withSpec("stdio:\n  command: a\n  args: [--port, 8080]"),
+			want: []string{`m.yaml:8: document 1 (line 1): spec.stdio.args[1]: expected a string, got an integer (quote the value to make it a string)`}},
+		{name: "args item a boolean", in: withSpec("stdio:\n  command: a\n  args: [true]"),
+			want: []string{`m.yaml:8: document 1 (line 1): spec.stdio.args[0]: expected a string, got a boolean (quote the value to make it a string)`}},
+		{name: "stdio a string", in: withSpec("stdio: npx server"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.stdio: expected a mapping, got a string`}},
+		{name: "suspend yes is not a boolean", in: withSpec(stdio + "suspend: yes"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.suspend: expected true or false, got a string ("yes" is a string in YAML 1.2: write true or false)`}},
+		{name: "suspend quoted", in: withSpec(stdio + `suspend: "true"`),
+			want: []string{`m.yaml:7: document 1 (line 1): spec.suspend: expected true or false, got a string`}},
+		{name: "env value yes stays the string yes", in: withSpec("stdio:\n  command: srv\n  env: [{name: A, value: yes}]")},
+		{name: "env value a number, not echoed", in: withSpec("stdio:\n  command: srv\n  env: [{name: A, value: 8080}]"),
+			want: []string{`m.yaml:8: document 1 (line 1): spec.stdio.env[0].value: expected a string, got an integer (quote the value to make it a string)`}},
+		{name: "null leaves the default", in: withSpec(stdio + "healthCheck: {interval: null}\ntools: ~")},
+		{name: "unsupported tag", in: withSpec("stdio: {command: !!binary c3J2}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.stdio.command: unsupported YAML tag !!binary`}},
+		{name: "custom tag", in: withSpec("stdio: !Stdio {command: srv}"),
+			want: []string{`m.yaml:6: document 1 (line 1): spec.stdio: unsupported YAML tag !Stdio`}},
+		{name: "merge key", in: withSpec("stdio:\n  <<: {command: srv}"),
+			want: []string{
+				`m.yaml:6: document 1 (line 1): spec.stdio.command: required`,
+				`m.yaml:7: document 1 (line 1): spec.stdio: merge keys (<<) are not supported`,
+			}},
+		{name: "aliases are followed", in: withSpec("stdio:\n  command: &c srv\n  args: [*c, *c]")},
+		{name: "complex key", in: withSpec(stdio + "? [a]\n: b"),
+			want: []string{`m.yaml:7: document 1 (line 1): spec: keys must be strings, got a list`}},
+		{name: "document not a mapping", in: "- a\n- b\n",
+			want: []string{`m.yaml:1: document 1 (line 1): expected a mapping (an McpConnection), got a list`}},
+		{name: "document a scalar", in: "hello\n",
+			want: []string{`m.yaml:1: document 1 (line 1): expected a mapping (an McpConnection), got a string`}},
+		{name: "document null", in: "~\n",
+			want: []string{`m.yaml:1: document 1 (line 1): expected a mapping (an McpConnection), got null`}},
+		{name: "syntax error", in: withSpec("stdio: {command: [}"),
+			want: []string{`m.yaml:6: document 1 (line 1): invalid YAML: did not find expected node content`}},
+		{name: "tab indentation", in: header + "\tstdio: {command: a}\n",
+			want: []string{`m.yaml:6: document 1 (line 1): invalid YAML: found character that cannot start any token`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			docs := DecodeFile("m.yaml", []byte(tt.in))
+			if len(docs) != 1 {
+				t.Fatalf("got %d documents, want 1", len(docs))
+			}
+			got := errorLines(docs[0].Errors)
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("errors:\n got: %q\nwant: %q", got, tt.want)
+			}
+			if (docs[0].Conn == nil) != (len(tt.want) > 0) {
+				t.Errorf("Conn = %v with %d errors: want a connection exactly when valid", docs[0].Conn, len(got))
+			}
+		})
+	}
+}
+
+func errorLines(errs []*FieldError) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	return out
+}
