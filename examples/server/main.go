@@ -32,8 +32,8 @@ var version = "v0.0.0-dev"
 // logs through its env list.
 const logLevelEnv = "EXAMPLE_SERVER_LOG_LEVEL"
 
-// shutdownGrace bounds how long in-flight HTTP requests may take to finish
-// once a signal arrives; a slow call that outlives it is cut off.
+// shutdownGrace bounds how long serveHTTP waits, once its context ends, for
+// handlers to return; connections still open after it are closed.
 const shutdownGrace = 5 * time.Second
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -45,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	httpAddr := fs.String("http", "", "serve streamable HTTP at `ADDR` (path /mcp) instead of stdin/stdout")
 	logLevel := fs.String("log-level", envOr(logLevelEnv, "info"),
-		"log level: debug, info, warn or error (default from $"+logLevelEnv+")")
+		"log level: debug, info, warn or error; $"+logLevelEnv+" sets the default")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
