@@ -360,7 +360,8 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 // Probe sends one health probe: ping on classic sessions, tools/list on
 // 2026-07-28 ones (no ping there), past the go-sdk's list cache. The caller
 // bounds it with ctx; without a deadline, spec.DefaultHealthTimeout applies.
-// Any answer, a JSON-RPC error included, proves the server alive.
+// An answer that refuses the request (method not found, invalid params or
+// request) proves the server alive too and counts as success.
 func (s *Session) Probe(ctx context.Context) error {
 	if err := s.Err(); err != nil {
 		return err
@@ -380,13 +381,30 @@ func (s *Session) Probe(ctx context.Context) error {
 	} else {
 		err = s.cs.Ping(callCtx, nil)
 	}
-	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
+	if wire := serverRefused(err); wire != nil {
 		s.log.Debug("probe answered with an error: server alive", "method", method, "code", wire.Code, "error", wire.Message)
 		return nil
 	}
 	if err != nil {
 		return s.callErr("probe ("+method+")", ctx, err)
+	}
+	return nil
+}
+
+// serverRefused returns the server's JSON-RPC error if err is one that only
+// a live server sends back (it read the request and refused it), else nil.
+// The go-sdk reports local failures as *jsonrpc.Error too (connection
+// refused is -32005 "rejected by transport", a closing session -32003 or
+// -32004), so the type alone proves nothing: only the standard codes of a
+// request the server read and refused count.
+func serverRefused(err error) *jsonrpc.Error {
+	var wire *jsonrpc.Error
+	if err == nil || !errors.As(err, &wire) {
+		return nil
+	}
+	switch wire.Code {
+	case jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams, jsonrpc.CodeInvalidRequest:
+		return wire
 	}
 	return nil
 }
@@ -542,7 +560,13 @@ func (s *Session) end(cause error) {
 		s.cancel(cause)
 		err := s.cs.Close()
 		if s.proc != nil {
-			s.proc.stop(stdinGrace, termGrace)
+			wait := stdinGrace
+			if code, _ := s.proc.exit(); code != nil {
+				// The server is gone; what is left of its group (a
+				// wrapper's grandchild) gets no stdin grace.
+				wait = 0
+			}
+			s.proc.stop(wait, termGrace)
 		}
 		if err != nil && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(cause, ErrClosed) {
 			s.log.Debug("closing transport", "error", err)

@@ -14,8 +14,8 @@
 // [Redacted] in everything this package shows: error messages (including the
 // errors a server sends back and the text of tool results marked isError),
 // progress messages, the child's stderr tail and the session's logs. For
-// values of the form "<scheme> <token>" (an Authorization header) the token
-// alone is redacted too. Errors keep their cause for errors.Is/As, but a
+// header values of the form "<scheme> <token>" (Authorization) the token
+// alone is redacted too, and so is the JSON-escaped form of every value. Errors keep their cause for errors.Is/As, but a
 // server's JSON-RPC error found with errors.As is a redacted copy; do not
 // print an unwrapped cause yourself.
 //
@@ -55,6 +55,9 @@
 // 2026-07-28 protocol removed it (a go-sdk stateless HTTP server answers
 // 400), so [Session.Probe] pings on classic sessions and sends tools/list on
 // 2026-07-28 ones, bypassing the go-sdk's client-side TTL cache of list
-// results so that every probe reaches the server. A JSON-RPC error answer
-// proves the server alive and counts as success.
+// results so that every probe reaches the server. A server that answers
+// "method not found" (or invalid params/request) is alive: that counts as
+// success. Beware that the go-sdk reports local transport failures as
+// *jsonrpc.Error as well (-32005 "rejected by transport" for connection
+// refused), so the error type alone proves nothing.
 package connection

@@ -2,7 +2,6 @@ package connection
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -79,8 +78,23 @@ func freePort(t testing.TB) int {
 
 // httpPeer is an HTTP server process started by a test.
 type httpPeer struct {
-	cmd  *exec.Cmd
-	port int
+	cmd    *exec.Cmd
+	port   int
+	exited chan struct{} // closed once the server has been reaped
+}
+
+// kill kills the server and waits until it is reaped: the kernel tears
+// down its sockets only then.
+func (p *httpPeer) kill(t testing.TB) {
+	t.Helper()
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("killed server not reaped within 5s")
+	}
 }
 
 // startHTTPPeer starts argv with extra env, waits until its port accepts TCP
@@ -108,7 +122,7 @@ func startHTTPPeer(t testing.TB, port int, env []string, argv ...string) *httpPe
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return &httpPeer{cmd: cmd, port: port}
+			return &httpPeer{cmd: cmd, port: port, exited: exited}
 		}
 		select {
 		case <-exited:
@@ -165,12 +179,13 @@ func groupGone(t testing.TB, pid int, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		err := syscall.Kill(-pid, 0)
-		if errors.Is(err, syscall.ESRCH) {
+		// groupAlive does not count zombies: this machine's init reaps
+		// orphans seconds late.
+		if !groupAlive(pid) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("process group %d still alive after %s (kill 0: %v)", pid, within, err)
+			t.Fatalf("process group %d still has a live member after %s", pid, within)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -24,8 +24,13 @@ func groupAlive(pid int) bool {
 		return false
 	}
 	err := syscall.Kill(-pid, 0)
-	// EPERM: someone is there, we just may not signal it.
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	// kill(2) also finds zombies: a grandchild killed after its parent died
+	// stays one until init reaps it, which some inits do late (seconds).
+	// It is dead all the same.
+	return groupHasLiveMember(pid)
 }
 
 // describeExit gives the exit code (128+signal for a signalled child, as a

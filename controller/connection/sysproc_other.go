@@ -10,3 +10,7 @@ import "syscall"
 func childSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// groupHasLiveMember cannot tell zombies apart without /proc: kill(2) found
+// someone, so assume a live member.
+func groupHasLiveMember(int) bool { return true }
