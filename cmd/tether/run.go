@@ -1,17 +1,126 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/tether-mcp/tether/controller"
 )
 
+type runOptions struct {
+	dir           string
+	statusDir     string
+	selector      string
+	listen        string
+	stdio         bool
+	metricsAddr   string
+	authTokenFile string
+	workers       int
+	resync        time.Duration
+	shutdown      time.Duration
+	logFormat     string
+	logLevel      string
+}
+
 func newRunCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "run",
-		Short: "Run the controller on a directory of manifests",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("run: not implemented yet")
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run --dir DIR",
+		Short: "Run the controller: keep the connections the manifests in DIR declare",
+		Long: `run watches DIR (recursively) for McpConnection manifests, connects to every
+server they declare, keeps the connections healthy, writes a status file beside
+each manifest and serves every connected server's tools through one MCP endpoint.`,
+		Example: `  # run on a directory of manifests, gateway on 127.0.0.1:8808/mcp
+  tether run --dir ./manifests
+
+  # a read-only manifest tree (a ConfigMap, a git-sync checkout)
+  tether run --dir /etc/tether --status-dir /var/lib/tether/status
+
+  # only the connections labelled team=infra, serving MCP on stdin/stdout
+  tether run --dir ./manifests -l team=infra --stdio`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runController(cmd.Context(), o, cmd.ErrOrStderr())
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.dir, "dir", "", "directory of McpConnection manifests (watched recursively)")
+	f.StringVar(&o.statusDir, "status-dir", "", "write status files under this directory (mirroring the tree) instead of beside the manifests")
+	f.StringVarP(&o.selector, "selector", "l", "", "only manifests whose labels match this selector (e.g. team=infra,env!=dev)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8808", "address of the gateway's streamable HTTP endpoint (/mcp); empty disables it")
+	f.BoolVar(&o.stdio, "stdio", false, "serve the gateway on stdin/stdout instead of --listen (logs go to stderr)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "address of /metrics, /healthz and /readyz; empty disables it")
+	f.StringVar(&o.authTokenFile, "auth-token-file", "", "file holding the bearer token the gateway requires (needed for a non-loopback --listen)")
+	f.IntVar(&o.workers, "workers", 4, "number of reconcile workers")
+	f.DurationVar(&o.resync, "resync", 5*time.Minute, "re-read every manifest and reconcile every connection this often")
+	f.DurationVar(&o.shutdown, "shutdown-timeout", 15*time.Second, "bound on closing every connection at shutdown")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	_ = cmd.MarkFlagRequired("dir")
+	return cmd
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+}
+
+func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
+	log, err := newLogger(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(o.dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--dir %s: not a directory", o.dir)
+	}
+	var selector func(map[string]string) bool
+	if o.selector != "" {
+		sel, err := labels.Parse(o.selector)
+		if err != nil {
+			return fmt.Errorf("--selector: %w", err)
+		}
+		selector = func(l map[string]string) bool { return sel.Matches(labels.Set(l)) }
+	}
+	if o.workers < 1 {
+		return errors.New("--workers must be at least 1")
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	ctrl := controller.New(controller.Options{
+		Dir:             o.dir,
+		StatusDir:       o.statusDir,
+		Workers:         o.workers,
+		Resync:          o.resync,
+		Selector:        selector,
+		Connector:       controller.SDKConnector{},
+		Logger:          log,
+		ShutdownTimeout: o.shutdown,
+	})
+	log.Info("tether starting", "version", version, "dir", o.dir)
+	err = ctrl.Run(ctx)
+	log.Info("tether stopped")
+	return err
 }

@@ -1,0 +1,40 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	"github.com/tether-mcp/tether/controller/connection"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// SDKConnector opens real sessions with the go-sdk (controller/connection).
+type SDKConnector struct{}
+
+// Connect implements Connector.
+func (SDKConnector) Connect(ctx context.Context, req ConnectRequest) (Session, error) {
+	s, err := connection.Connect(ctx, connection.Request{
+		Name:           req.Name,
+		Spec:           &req.Conn.Spec,
+		ManifestDir:    req.ManifestDir,
+		Logger:         req.Logger,
+		OnToolsChanged: req.OnToolsChanged,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ProcessOf returns the facts of the stdio child behind a failed connect
+// (pid, exit code, stderr tail), when the error carries them.
+func ProcessOf(err error) *spec.ProcessStatus {
+	if p := connection.ProcessOf(err); p != nil {
+		return p
+	}
+	var pe interface{ ProcessStatus() *spec.ProcessStatus }
+	if errors.As(err, &pe) {
+		return pe.ProcessStatus()
+	}
+	return nil
+}

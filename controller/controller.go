@@ -1,0 +1,248 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// QueueName names the workqueue in its metrics (workqueue_*{name="connections"}).
+const QueueName = "connections"
+
+// Options configures a Controller.
+type Options struct {
+	Dir       string
+	StatusDir string
+	Workers   int
+	Resync    time.Duration
+	Selector  func(labels map[string]string) bool
+	Connector Connector
+	Exposer   Exposer
+	Metrics   Metrics
+	// QueueMetrics, when set, receives the workqueue's metrics.
+	QueueMetrics workqueue.MetricsProvider
+	Logger       *slog.Logger
+	// ShutdownTimeout bounds closing every connection on shutdown.
+	ShutdownTimeout time.Duration
+}
+
+// Controller wires the source, the desired state, the workqueue, the
+// workers and the reconciler together.
+type Controller struct {
+	opts       Options
+	log        *slog.Logger
+	desired    *DesiredState
+	status     *StatusWriter
+	source     *Source
+	queue      workqueue.TypedRateLimitingInterface[string]
+	reconciler *Reconciler
+	metrics    Metrics
+
+	ready     atomic.Bool
+	listed    chan struct{}
+	listOnce  sync.Once
+	prevFiles map[string]bool // files with manifest errors last time (source goroutine)
+}
+
+// New builds a controller; Run starts it.
+func New(opts Options) *Controller {
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noopMetrics{}
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 15 * time.Second
+	}
+	c := &Controller{
+		opts:      opts,
+		log:       opts.Logger,
+		desired:   NewDesiredState(),
+		status:    NewStatusWriter(opts.Dir, opts.StatusDir),
+		metrics:   opts.Metrics,
+		listed:    make(chan struct{}),
+		prevFiles: map[string]bool{},
+	}
+	// Reconcile errors (status writes that failed, panics) back off per
+	// item; connect failures do not come through here, they have their own
+	// per-connection backoff (RequeueAfter). The bucket keeps a storm of
+	// events from turning into a storm of reconciles.
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+	)
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{
+		Name:            QueueName,
+		MetricsProvider: opts.QueueMetrics,
+	})
+	c.reconciler = NewReconciler(ReconcilerOptions{
+		Desired:   c.desired,
+		Status:    c.status,
+		Connector: opts.Connector,
+		Exposer:   opts.Exposer,
+		Metrics:   opts.Metrics,
+		Logger:    opts.Logger,
+		Enqueue:   c.queue.Add,
+	})
+	c.source = NewSource(SourceOptions{
+		Root:     opts.Dir,
+		Logger:   opts.Logger,
+		Resync:   opts.Resync,
+		Selector: opts.Selector,
+		OnChange: func(names []string) {
+			for _, n := range names {
+				c.queue.Add(n)
+			}
+		},
+		OnListed: c.onListed,
+	}, c.desired)
+	return c
+}
+
+// Enqueue asks for a connection to be reconciled (e.g. after the gateway's
+// collisions changed).
+func (c *Controller) Enqueue(name string) { c.queue.Add(name) }
+
+// EnqueueAll asks for every connection to be reconciled.
+func (c *Controller) EnqueueAll() {
+	for _, n := range c.desired.Names() {
+		c.queue.Add(n)
+	}
+}
+
+// Ready reports whether the initial listing has been reconciled once.
+func (c *Controller) Ready() bool { return c.ready.Load() }
+
+func (c *Controller) onListed(fileErrors map[string][]string) {
+	for file, errs := range fileErrors {
+		c.metrics.SetManifestErrors(file, len(errs))
+		c.prevFiles[file] = true
+	}
+	for file := range c.prevFiles {
+		if _, ok := fileErrors[file]; !ok {
+			c.metrics.SetManifestErrors(file, 0)
+			delete(c.prevFiles, file)
+		}
+	}
+	c.listOnce.Do(func() { close(c.listed) })
+}
+
+// Run starts the source and the workers and blocks until ctx is done; then
+// it stops accepting work, closes every connection within the shutdown
+// bound and writes final status.
+func (c *Controller) Run(ctx context.Context) error {
+	srcCtx, stopSource := context.WithCancel(context.Background())
+	srcErr := make(chan error, 1)
+	go func() { srcErr <- c.source.Run(srcCtx) }()
+
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+
+	// Ready once every name of the first listing went through Reconcile.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-c.listed:
+		case <-ctx.Done():
+			return
+		}
+		for _, n := range c.desired.Names() {
+			for c.reconciledOnce(n) == false {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}
+		c.ready.Store(true)
+		c.log.Info("initial manifests reconciled", "connections", len(c.desired.Names()))
+	}()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-srcErr:
+		err = fmt.Errorf("manifest source: %w", err)
+	}
+	c.log.Info("shutting down")
+	stopSource()
+	c.queue.ShutDownWithDrain()
+	wg.Wait()
+
+	sctx, cancel := context.WithTimeout(context.Background(), c.opts.ShutdownTimeout)
+	defer cancel()
+	if serr := c.reconciler.Shutdown(sctx); serr != nil {
+		c.log.Warn("connections did not all close within the shutdown bound", "bound", c.opts.ShutdownTimeout)
+	}
+	c.reconciler.FinalStatus()
+	return err
+}
+
+func (c *Controller) reconciledOnce(name string) bool {
+	c.reconciler.mu.Lock()
+	defer c.reconciler.mu.Unlock()
+	conn, ok := c.reconciler.conns[name]
+	if !ok {
+		_, exists := c.desired.Get(name)
+		return !exists
+	}
+	return conn.known
+}
+
+// processNext takes one name off the queue and turns Reconcile's answer into
+// queue bookkeeping: Forget on success, AddRateLimited on error, AddAfter
+// for RequeueAfter.
+func (c *Controller) processNext(ctx context.Context) bool {
+	name, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(name)
+
+	start := time.Now()
+	res, err := c.reconcileSafely(ctx, name)
+	switch {
+	case err != nil:
+		c.metrics.ObserveReconcile("error", time.Since(start))
+		c.log.Error("reconcile failed; retrying", "connection", name, "err", err)
+		c.queue.AddRateLimited(name)
+	case res.RequeueAfter > 0:
+		c.metrics.ObserveReconcile("requeue", time.Since(start))
+		c.queue.Forget(name)
+		c.queue.AddAfter(name, res.RequeueAfter)
+	default:
+		c.metrics.ObserveReconcile("success", time.Since(start))
+		c.queue.Forget(name)
+	}
+	return true
+}
+
+func (c *Controller) reconcileSafely(ctx context.Context, name string) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in reconcile: %v\n%s", p, debug.Stack())
+			res = Result{}
+		}
+	}()
+	return c.reconciler.Reconcile(ctx, name)
+}

@@ -1,0 +1,178 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+func parsed(path, content string) ParsedFile {
+	return ParsedFile{Path: path, Docs: decode(path, content)}
+}
+
+func TestDesiredStateRules(t *testing.T) {
+	d := NewDesiredState()
+	a := manifest("a", "")
+	b := manifest("b", "")
+
+	// Two files, three names, one declared twice: the first file in path
+	// order wins, the other file gets an error naming it.
+	changed := d.Replace([]ParsedFile{
+		parsed("x/one.yaml", a+"---\n"+b),
+		parsed("x/two.yaml", a),
+	})
+	if want := []string{"a", "b"}; !reflect.DeepEqual(changed, want) {
+		t.Fatalf("changed = %v, want %v", changed, want)
+	}
+	if e, _ := d.Get("a"); e.File != "x/one.yaml" || e.Conn == nil {
+		t.Fatalf("a = %+v", e)
+	}
+	errs := d.FileErrors()["x/two.yaml"]
+	if len(errs) != 1 || !strings.Contains(errs[0], `"a" is already declared in x/one.yaml`) {
+		t.Fatalf("duplicate error = %v", errs)
+	}
+	if got := d.FileOrder("x/one.yaml"); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Errorf("order = %v", got)
+	}
+
+	// The earlier owner keeps the name even when it would sort later.
+	d2 := NewDesiredState()
+	d2.Replace([]ParsedFile{parsed("z.yaml", a)})
+	d2.Replace([]ParsedFile{parsed("a.yaml", a), parsed("z.yaml", a)})
+	if e, _ := d2.Get("a"); e.File != "z.yaml" {
+		t.Errorf("owner moved to %s; the earlier file must keep it", e.File)
+	}
+
+	// Nothing changed: nothing reported.
+	if changed := d.Replace([]ParsedFile{parsed("x/one.yaml", a+"---\n"+b), parsed("x/two.yaml", a)}); len(changed) != 0 {
+		t.Errorf("unchanged listing reported %v", changed)
+	}
+
+	// A syntax error in the file keeps both last valid specs, with the error.
+	before, _ := d.Get("a")
+	changed = d.Replace([]ParsedFile{
+		parsed("x/one.yaml", "apiVersion: [unclosed\n"),
+		parsed("x/two.yaml", a),
+	})
+	for _, n := range []string{"a", "b"} {
+		e, ok := d.Get(n)
+		if !ok || e.Conn == nil || e.ManifestError == "" {
+			t.Errorf("%s after a syntax error: %+v (ok=%v)", n, e, ok)
+		}
+	}
+	if e, _ := d.Get("a"); e.Conn != before.Conn {
+		t.Error("the last valid spec was replaced")
+	}
+
+	// Removing a document removes only that name.
+	d.Replace([]ParsedFile{parsed("x/one.yaml", a), parsed("x/two.yaml", a)})
+	if _, ok := d.Get("b"); ok {
+		t.Error("b survived the removal of its document")
+	}
+	// Removing the owner file hands the name to the other declaration.
+	d.Replace([]ParsedFile{parsed("x/two.yaml", a)})
+	if e, _ := d.Get("a"); e.File != "x/two.yaml" || len(d.FileErrors()) != 0 {
+		t.Errorf("after the owner left: %+v, errors %v", e, d.FileErrors())
+	}
+	// An unreadable file keeps its names.
+	d.Replace([]ParsedFile{{Path: "x/two.yaml", Err: os.ErrPermission}})
+	if e, ok := d.Get("a"); !ok || e.ManifestError == "" {
+		t.Errorf("unreadable file: %+v ok=%v", e, ok)
+	}
+	// A removed file removes its names.
+	d.Replace(nil)
+	if n := d.Names(); len(n) != 0 {
+		t.Errorf("names after removing everything: %v", n)
+	}
+}
+
+// TestSourceWatchesTree drives the real watcher: new files, new
+// subdirectories, and a removed and recreated directory.
+func TestSourceWatchesTree(t *testing.T) {
+	root := t.TempDir()
+	d := NewDesiredState()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	src := NewSource(SourceOptions{
+		Root:     root,
+		Debounce: 20 * time.Millisecond,
+		OnChange: func(names []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, n := range names {
+				seen[n]++
+			}
+		},
+	}, d)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; names %v", what, d.Names())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	has := func(n string) func() bool { return func() bool { _, ok := d.Get(n); return ok } }
+	gone := func(n string) func() bool { return func() bool { _, ok := d.Get(n); return !ok } }
+
+	write := func(p, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(root, "a.yaml"), manifest("a", ""))
+	waitFor("a", has("a"))
+
+	// A subdirectory that appears after start, with a file in it at once.
+	write(filepath.Join(root, "sub", "deep", "b.yaml"), manifest("b", ""))
+	waitFor("b", has("b"))
+	// ...and a later file in it, which needs the new directory's watch.
+	write(filepath.Join(root, "sub", "deep", "c.yaml"), manifest("c", ""))
+	waitFor("c", has("c"))
+
+	// Remove and recreate the directory.
+	if err := os.RemoveAll(filepath.Join(root, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("b and c removed", func() bool { return gone("b")() && gone("c")() })
+	write(filepath.Join(root, "sub", "b.yaml"), manifest("b", ""))
+	waitFor("b again", has("b"))
+	write(filepath.Join(root, "sub", "d.yaml"), manifest("d", ""))
+	waitFor("d", has("d"))
+
+	// Status files never trigger anything.
+	mu.Lock()
+	before := seen["a"]
+	mu.Unlock()
+	write(filepath.Join(root, "a.status.yaml"), "status: {}\n")
+	write(filepath.Join(root, "x.yaml"), manifest("x", ""))
+	waitFor("x", has("x"))
+	mu.Lock()
+	after := seen["a"]
+	mu.Unlock()
+	if after != before {
+		t.Errorf("a was reported changed %d more times by unrelated writes", after-before)
+	}
+}
+
+func decode(path, content string) []spec.Document {
+	return spec.DecodeFile(path, []byte(content))
+}

@@ -1,0 +1,586 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Result tells the worker what to do after a successful Reconcile: nothing,
+// or look again after RequeueAfter. A Reconcile that returns an error is
+// retried with the queue's rate limiter and its Result is ignored.
+type Result struct {
+	RequeueAfter time.Duration
+}
+
+// Defaults of the reconciler.
+const (
+	// DefaultConnectTimeout bounds one connect attempt (spawn + initialize +
+	// tools/list). Attempts run beside the workers, so a slow server delays
+	// nobody else.
+	DefaultConnectTimeout = 60 * time.Second
+	// stableAfter is how long a session must stay up before a drop starts
+	// the backoff from the beginning again; a server that dies right after
+	// connecting keeps backing off instead of restarting in a hot loop.
+	stableAfter = 10 * time.Second
+	// closeBound bounds a graceful close (stdin, SIGTERM, SIGKILL).
+	closeBound = 10 * time.Second
+)
+
+// ReconcilerOptions wires a Reconciler.
+type ReconcilerOptions struct {
+	Desired   *DesiredState
+	Status    *StatusWriter
+	Connector Connector
+	Exposer   Exposer // may be nil (no gateway)
+	Metrics   Metrics // may be nil
+	Logger    *slog.Logger
+	// Enqueue asks for name to be reconciled soon; the controller's queue.
+	Enqueue        func(name string)
+	ConnectTimeout time.Duration
+	// Now and Jitter are for tests.
+	Now    func() time.Time
+	Jitter func() float64 // in [0,1); the delay is scaled by 1-0.2*Jitter()
+}
+
+// Reconciler drives each connection toward its desired state. Reconcile
+// never blocks on the network: connect attempts, health probes and closes run
+// in goroutines the Reconciler owns, which report back by enqueueing the
+// connection's name. Its connection table has one lock.
+type Reconciler struct {
+	opts ReconcilerOptions
+	log  *slog.Logger
+
+	ctx    context.Context // parent of every attempt and monitor; cancelled by Shutdown
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[string]*conn
+}
+
+// conn is the actual state of one connection. Guarded by Reconciler.mu.
+type conn struct {
+	name string
+	log  *slog.Logger
+
+	session     Session
+	sessionHash string // ConnectHash of the spec the session was opened with
+	sessionSpec *spec.McpConnection
+	stopMonitor context.CancelFunc
+	connectedAt time.Time
+
+	attempting    bool
+	attemptHash   string
+	cancelAttempt context.CancelFunc
+	result        *attemptResult // a finished attempt not yet taken in
+
+	failures    int // failed attempts since the last success (status.attempt)
+	backoffStep int // position in the backoff sequence; reset once stable
+	nextRetry   time.Time
+	lastError   string
+
+	health healthState
+
+	starts       int // stdio children started (restarts = starts-1)
+	lastExitCode *int
+	process      *spec.ProcessStatus // last known facts of the child
+
+	statusFile string // where this connection's status was last written
+	prev       *spec.ConnectionStatus
+	known      bool // metrics series created
+}
+
+type attemptResult struct {
+	hash    string
+	spec    *spec.McpConnection
+	session Session
+	err     error
+	process *spec.ProcessStatus
+}
+
+type healthState struct {
+	failures int
+	lastErr  string
+	down     error // set once failures reached the threshold
+}
+
+// NewReconciler returns a reconciler. Call Shutdown to stop its goroutines.
+func NewReconciler(opts ReconcilerOptions) *Reconciler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noopMetrics{}
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = rand.Float64
+	}
+	if opts.Enqueue == nil {
+		opts.Enqueue = func(string) {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Reconciler{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, conns: map[string]*conn{}}
+}
+
+// Reconcile brings the connection name one step toward its desired state and
+// writes its status. It reads the desired and the actual state afresh every
+// time, so it does not matter which event (or how many) led here.
+func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error) {
+	entry, exists := r.opts.Desired.Get(name)
+	if !exists {
+		return Result{}, r.remove(name)
+	}
+	res, st, oldFile, firstSeen := r.decide(name, &entry)
+
+	if firstSeen {
+		r.opts.Metrics.ConnectionAdded(name)
+	}
+	r.opts.Metrics.SetPhase(name, st.Phase)
+	exposed := 0
+	if st.Tools != nil {
+		exposed = st.Tools.Exposed
+	}
+	r.opts.Metrics.SetTools(name, exposed)
+
+	if oldFile != "" && oldFile != entry.File {
+		if err := r.opts.Status.Delete(oldFile, r.opts.Desired.FileOrder(oldFile), name); err != nil {
+			return Result{}, fmt.Errorf("connection %s: %w", name, err)
+		}
+	}
+	doc := spec.StatusDocument{
+		APIVersion: spec.APIVersion,
+		Kind:       spec.Kind,
+		Metadata:   spec.ObjectMeta{Name: name},
+		Status:     st,
+	}
+	if err := r.opts.Status.Put(entry.File, r.opts.Desired.FileOrder(entry.File), doc); err != nil {
+		return Result{}, fmt.Errorf("connection %s: %w", name, err)
+	}
+	return res, nil
+}
+
+// decide acts on the connection and computes its status, under the lock.
+func (r *Reconciler) decide(name string, entry *Entry) (res Result, st spec.ConnectionStatus, oldFile string, firstSeen bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.conns[name]
+	if c == nil {
+		c = &conn{name: name, log: r.log.With("connection", name)}
+		r.conns[name] = c
+		c.log.Info("connection added", "file", entry.File)
+		if prev, ok := r.opts.Status.Previous(entry.File, name); ok {
+			pst := prev.Status
+			c.prev = &pst
+			if pst.Process != nil {
+				c.starts = pst.Process.Restarts
+				c.lastExitCode = pst.Process.LastExitCode
+			}
+		}
+	}
+	res = r.step(c, entry)
+	st = r.statusLocked(c, entry)
+	oldFile = c.statusFile
+	c.statusFile = entry.File
+	c.prev = &st
+	firstSeen = !c.known
+	c.known = true
+	return res, st, oldFile, firstSeen
+}
+
+// remove tears down a connection whose manifest is gone and deletes its
+// status and series.
+func (r *Reconciler) remove(name string) error {
+	r.mu.Lock()
+	c := r.conns[name]
+	if c != nil {
+		delete(r.conns, name)
+		r.stopLocked(c, "manifest removed")
+	}
+	r.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	c.log.Info("connection removed")
+	if r.opts.Exposer != nil {
+		r.opts.Exposer.Remove(name)
+	}
+	r.opts.Metrics.ConnectionRemoved(name)
+	if c.statusFile == "" {
+		return nil
+	}
+	return r.opts.Status.Delete(c.statusFile, r.opts.Desired.FileOrder(c.statusFile), name)
+}
+
+// step acts on one connection. Called with r.mu held; it never blocks.
+func (r *Reconciler) step(c *conn, e *Entry) Result {
+	if e.Conn == nil { // never valid
+		r.stopLocked(c, "manifest invalid")
+		return Result{}
+	}
+	want := e.Conn
+	if r.ctx.Err() != nil { // shutting down: start nothing
+		r.stopLocked(c, "shutting down")
+		return Result{}
+	}
+	if want.Spec.Suspend {
+		if c.session != nil || c.attempting {
+			c.log.Info("connection suspended")
+		}
+		r.stopLocked(c, "suspended")
+		c.failures, c.backoffStep, c.nextRetry = 0, 0, time.Time{}
+		return Result{}
+	}
+	wantHash := want.Spec.ConnectHash()
+	now := r.opts.Now()
+
+	// Take in a finished attempt.
+	if res := c.result; res != nil {
+		c.result = nil
+		r.opts.Metrics.ObserveAttempt(c.name, res.err == nil)
+		if res.process != nil {
+			c.process = res.process
+			if res.process.LastExitCode != nil {
+				c.lastExitCode = res.process.LastExitCode
+			}
+		}
+		switch {
+		case res.err != nil:
+			r.failedLocked(c, res.err.Error(), e, now)
+		case res.hash != wantHash:
+			// Connected with a spec that is no longer wanted.
+			r.closeAsync(c.log, res.session)
+		default:
+			r.adoptLocked(c, res, now)
+		}
+	}
+
+	// Watch the live session.
+	if s := c.session; s != nil {
+		var down error
+		select {
+		case <-s.Done():
+			down = s.Err()
+			if down == nil {
+				down = errors.New("session closed")
+			}
+			if p := s.Process(); p != nil {
+				c.process = p
+				if p.LastExitCode != nil {
+					c.lastExitCode = p.LastExitCode
+				}
+			}
+			down = fmt.Errorf("connection lost: %w", down)
+		default:
+			if c.health.down != nil {
+				down = c.health.down
+			}
+		}
+		switch {
+		case down != nil:
+			c.log.Warn("connection lost; reconnecting", "err", down)
+			r.dropLocked(c)
+			if now.Sub(c.connectedAt) >= stableAfter {
+				c.backoffStep = 0
+			}
+			r.failedLocked(c, down.Error(), e, now)
+		case c.sessionHash != wantHash:
+			c.log.Info("spec changed; reconnecting")
+			r.dropLocked(c)
+			c.nextRetry = time.Time{}
+		default:
+			// Connected: prefix, filters and health settings apply in place.
+			c.sessionSpec = want
+			r.exposeLocked(c)
+			return Result{}
+		}
+	}
+
+	if c.attempting {
+		if c.attemptHash != wantHash {
+			c.cancelAttempt() // it reports back; the next pass starts afresh
+		}
+		return Result{}
+	}
+	if wait := c.nextRetry.Sub(now); wait > 0 {
+		c.log.Debug("waiting before the next attempt", "attempt", c.failures+1, "delay", wait.Round(time.Millisecond))
+		return Result{RequeueAfter: wait}
+	}
+	r.startAttemptLocked(c, e, wantHash)
+	return Result{}
+}
+
+func (r *Reconciler) failedLocked(c *conn, msg string, e *Entry, now time.Time) {
+	c.failures++
+	delay := r.backoff(e.Conn, c.backoffStep)
+	c.backoffStep++
+	c.lastError = msg
+	c.nextRetry = now.Add(delay)
+	c.log.Warn("connection attempt failed; will retry", "attempt", c.failures, "err", msg, "retryIn", delay.Round(time.Millisecond))
+}
+
+// backoff is initial·2^step, capped at max, jittered down by up to 20% so
+// that connections failing together spread out without exceeding the cap.
+func (r *Reconciler) backoff(want *spec.McpConnection, step int) time.Duration {
+	initial, maxDelay := want.Spec.BackoffInitial(), want.Spec.BackoffMax()
+	d := initial
+	for i := 0; i < step && d < maxDelay; i++ {
+		d *= 2
+	}
+	d = min(d, maxDelay)
+	return time.Duration(float64(d) * (1 - 0.2*r.opts.Jitter()))
+}
+
+func (r *Reconciler) adoptLocked(c *conn, res *attemptResult, now time.Time) {
+	c.session = res.session
+	c.sessionHash = res.hash
+	c.sessionSpec = res.spec
+	c.connectedAt = now
+	c.failures = 0
+	c.nextRetry = time.Time{}
+	c.lastError = ""
+	c.health = healthState{}
+	if p := res.session.Process(); p != nil {
+		c.process = p
+	}
+	info := res.session.Server()
+	c.log.Info("connection established", "server", info.Name, "version", info.Version,
+		"protocol", info.ProtocolVersion, "tools", len(res.session.Tools()))
+	mctx, cancel := context.WithCancel(r.ctx)
+	c.stopMonitor = cancel
+	r.wg.Add(1)
+	go r.monitor(mctx, c, res.session)
+	r.exposeLocked(c)
+}
+
+func (r *Reconciler) exposeLocked(c *conn) {
+	if r.opts.Exposer == nil || c.session == nil {
+		return
+	}
+	want := c.sessionSpec
+	r.opts.Exposer.Set(Exposed{
+		Name:        c.name,
+		Prefix:      want.ToolPrefix(),
+		Filter:      want.Spec.Tools,
+		CallTimeout: want.Spec.CallTimeoutDuration(),
+		Tools:       c.session.Tools(),
+		Session:     c.session,
+	})
+}
+
+// dropLocked ends the live session (asynchronously) and hides its tools.
+func (r *Reconciler) dropLocked(c *conn) {
+	if c.session == nil {
+		return
+	}
+	if c.stopMonitor != nil {
+		c.stopMonitor()
+		c.stopMonitor = nil
+	}
+	if r.opts.Exposer != nil && c.sessionSpec != nil {
+		r.opts.Exposer.SetUnavailable(c.name, c.sessionSpec.ToolPrefix(), "connection lost")
+	}
+	r.closeAsync(c.log, c.session)
+	c.session, c.sessionHash, c.sessionSpec = nil, "", nil
+	c.health = healthState{}
+}
+
+// stopLocked ends the session and any attempt: suspend, invalid, removal.
+func (r *Reconciler) stopLocked(c *conn, why string) {
+	if c.attempting {
+		c.cancelAttempt()
+	}
+	if c.session != nil {
+		c.log.Info("disconnecting", "reason", why)
+		r.dropLocked(c)
+	}
+	if c.result != nil && c.result.session != nil {
+		r.closeAsync(c.log, c.result.session)
+	}
+	c.result = nil
+}
+
+func (r *Reconciler) closeAsync(log *slog.Logger, s Session) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := s.Close(); err != nil {
+				log.Debug("close", "err", err)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(closeBound):
+			log.Warn("session did not close in time", "bound", closeBound)
+		}
+	}()
+}
+
+func (r *Reconciler) startAttemptLocked(c *conn, e *Entry, hash string) {
+	want := e.Conn
+	ctx, cancel := context.WithTimeout(r.ctx, r.opts.ConnectTimeout)
+	c.attempting, c.attemptHash, c.cancelAttempt = true, hash, cancel
+	if want.Spec.Stdio != nil {
+		c.starts++
+	}
+	attempt := c.failures + 1
+	c.log.Info("connecting", "attempt", attempt, "transport", want.Spec.TransportName())
+	req := ConnectRequest{
+		Name:        c.name,
+		Conn:        want,
+		ManifestDir: filepath.Dir(e.File),
+		Logger:      c.log,
+		OnToolsChanged: func() {
+			r.toolsChanged(c)
+		},
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer cancel()
+		s, err := r.opts.Connector.Connect(ctx, req)
+		res := &attemptResult{hash: hash, spec: want, session: s, err: err}
+		if err != nil {
+			res.session = nil
+			res.process = ProcessOf(err)
+			if ctx.Err() != nil && r.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				res.err = fmt.Errorf("connect timed out after %s: %w", r.opts.ConnectTimeout, err)
+			}
+		}
+		r.mu.Lock()
+		stale := r.conns[c.name] != c
+		// An attempt we cancelled (suspend, spec change, removal) is no
+		// failure of the server's: drop its outcome.
+		cancelled := errors.Is(ctx.Err(), context.Canceled)
+		c.attempting, c.cancelAttempt = false, nil
+		if !stale && !cancelled {
+			c.result = res
+		}
+		r.mu.Unlock()
+		if (stale || cancelled) && s != nil {
+			r.closeAsync(c.log, s)
+		}
+		if !stale && r.ctx.Err() == nil {
+			r.opts.Enqueue(c.name)
+		}
+	}()
+}
+
+// toolsChanged re-exposes a connection whose server changed its tools.
+func (r *Reconciler) toolsChanged(c *conn) {
+	r.mu.Lock()
+	r.exposeLocked(c)
+	r.mu.Unlock()
+	r.opts.Enqueue(c.name) // tool counts in status
+}
+
+// monitor probes a live session until it ends or the reconciler stops it.
+// The health settings are read at every tick, so edits apply in place.
+func (r *Reconciler) monitor(ctx context.Context, c *conn, s Session) {
+	defer r.wg.Done()
+	for {
+		r.mu.Lock()
+		var interval, timeout time.Duration
+		threshold := 1
+		if c.sessionSpec != nil {
+			interval = c.sessionSpec.Spec.HealthInterval()
+			timeout = c.sessionSpec.Spec.HealthTimeout()
+			threshold = c.sessionSpec.Spec.FailureThreshold()
+		}
+		r.mu.Unlock()
+		if interval <= 0 {
+			interval = spec.DefaultHealthInterval
+			timeout = spec.DefaultHealthTimeout
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.Done():
+			t.Stop()
+			r.opts.Enqueue(c.name)
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		start := time.Now()
+		err := s.Probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		r.opts.Metrics.ObserveHealthCheck(c.name, time.Since(start))
+		r.mu.Lock()
+		before := c.health
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("health check timed out after %s", timeout)
+			}
+			c.health.failures++
+			c.health.lastErr = err.Error()
+			c.log.Warn("health check failed", "failures", c.health.failures, "threshold", threshold, "err", err)
+			if c.health.failures >= threshold {
+				c.health.down = fmt.Errorf("%d health checks in a row failed: %w", c.health.failures, err)
+			}
+		} else {
+			if c.health.failures > 0 {
+				c.log.Info("health check passed again")
+			}
+			c.health.failures, c.health.lastErr = 0, ""
+		}
+		changed := before.failures != c.health.failures || (before.down == nil) != (c.health.down == nil)
+		down := c.health.down != nil
+		r.mu.Unlock()
+		if changed {
+			r.opts.Enqueue(c.name)
+		}
+		if down {
+			return
+		}
+	}
+}
+
+// Shutdown closes every connection gracefully and waits for every goroutine
+// the reconciler started, or until ctx is done.
+func (r *Reconciler) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	for _, c := range r.conns {
+		r.stopLocked(c, "shutting down")
+	}
+	r.mu.Unlock()
+	r.cancel()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// FinalStatus writes every connection's status as it is after Shutdown.
+func (r *Reconciler) FinalStatus() {
+	for _, name := range r.opts.Desired.Names() {
+		if _, err := r.Reconcile(context.Background(), name); err != nil {
+			r.log.Warn("writing final status", "connection", name, "err", err)
+		}
+	}
+}

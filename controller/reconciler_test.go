@@ -1,0 +1,610 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// fakeSession is a Session whose life the test controls.
+type fakeSession struct {
+	tools    []*mcp.Tool
+	probeErr func() error
+	done     chan struct{}
+	once     sync.Once
+	err      error
+	closed   chan struct{}
+	proc     *spec.ProcessStatus
+}
+
+func newFakeSession(tools ...string) *fakeSession {
+	s := &fakeSession{done: make(chan struct{}), closed: make(chan struct{})}
+	for _, t := range tools {
+		s.tools = append(s.tools, &mcp.Tool{Name: t})
+	}
+	return s
+}
+
+func (s *fakeSession) Server() spec.ServerInfo {
+	return spec.ServerInfo{Name: "fake", Version: "1.0.0", ProtocolVersion: "2025-11-25"}
+}
+func (s *fakeSession) Tools() []*mcp.Tool { return s.tools }
+func (s *fakeSession) Probe(ctx context.Context) error {
+	if s.probeErr != nil {
+		return s.probeErr()
+	}
+	return nil
+}
+func (s *fakeSession) CallTool(context.Context, *mcp.CallToolParams, func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+	return &mcp.CallToolResult{}, nil
+}
+func (s *fakeSession) Done() <-chan struct{}        { return s.done }
+func (s *fakeSession) Err() error                   { return s.err }
+func (s *fakeSession) Process() *spec.ProcessStatus { return s.proc }
+func (s *fakeSession) Close() error {
+	s.once.Do(func() { close(s.done); close(s.closed) })
+	return nil
+}
+
+// die ends the session as a crashed server would.
+func (s *fakeSession) die(err error) {
+	s.err = err
+	s.once.Do(func() { close(s.done) })
+}
+
+// fakeConnector answers connects from a script: each call takes the next
+// outcome (a session, or an error).
+type fakeConnector struct {
+	mu       sync.Mutex
+	outcomes []any
+	calls    []ConnectRequest
+}
+
+func (f *fakeConnector) push(o ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outcomes = append(f.outcomes, o...)
+}
+
+func (f *fakeConnector) Connect(ctx context.Context, req ConnectRequest) (Session, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, req)
+	if len(f.outcomes) == 0 {
+		f.mu.Unlock()
+		return nil, errors.New("no scripted outcome")
+	}
+	o := f.outcomes[0]
+	f.outcomes = f.outcomes[1:]
+	f.mu.Unlock()
+	switch o := o.(type) {
+	case *fakeSession:
+		return o, nil
+	case error:
+		return nil, o
+	}
+	panic("bad outcome")
+}
+
+func (f *fakeConnector) ncalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+// fakeExposer records what the reconciler asks of the gateway.
+type fakeExposer struct {
+	mu  sync.Mutex
+	set map[string]Exposed
+	off map[string]string
+}
+
+func newFakeExposer() *fakeExposer {
+	return &fakeExposer{set: map[string]Exposed{}, off: map[string]string{}}
+}
+func (x *fakeExposer) Set(e Exposed) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.set[e.Name] = e
+	delete(x.off, e.Name)
+}
+func (x *fakeExposer) SetUnavailable(name, prefix, reason string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.set, name)
+	x.off[name] = reason
+}
+func (x *fakeExposer) Remove(name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.set, name)
+	delete(x.off, name)
+}
+func (x *fakeExposer) Exposed(name string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.set[name]
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, t := range e.Tools {
+		if e.Filter.Allows(t.Name) {
+			n++
+		}
+	}
+	return n
+}
+func (x *fakeExposer) Collisions(string) []spec.ToolCollision { return nil }
+func (x *fakeExposer) get(name string) (Exposed, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.set[name]
+	return e, ok
+}
+
+// harness drives a Reconciler by hand: the test writes manifests, calls
+// Reconcile and waits for the reconciler's goroutines to ask for more.
+type harness struct {
+	t        *testing.T
+	dir      string
+	desired  *DesiredState
+	status   *StatusWriter
+	conn     *fakeConnector
+	exposer  *fakeExposer
+	r        *Reconciler
+	enqueued chan string
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{
+		t:        t,
+		dir:      t.TempDir(),
+		desired:  NewDesiredState(),
+		conn:     &fakeConnector{},
+		exposer:  newFakeExposer(),
+		enqueued: make(chan string, 100),
+	}
+	h.status = NewStatusWriter(h.dir, "")
+	h.r = NewReconciler(ReconcilerOptions{
+		Desired:   h.desired,
+		Status:    h.status,
+		Connector: h.conn,
+		Exposer:   h.exposer,
+		Enqueue:   func(n string) { h.enqueued <- n },
+		Jitter:    func() float64 { return 0 },
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.r.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return h
+}
+
+// apply writes one manifest file and loads the tree into the desired state.
+func (h *harness) apply(file, content string) {
+	h.t.Helper()
+	p := filepath.Join(h.dir, file)
+	if content == "" {
+		os.Remove(p)
+	} else if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	src := NewSource(SourceOptions{Root: h.dir}, h.desired)
+	if err := src.Sync(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) reconcile(name string) Result {
+	h.t.Helper()
+	res, err := h.r.Reconcile(context.Background(), name)
+	if err != nil {
+		h.t.Fatalf("Reconcile(%s): %v", name, err)
+	}
+	return res
+}
+
+// waitEnqueued waits until a reconciler goroutine asks for name.
+func (h *harness) waitEnqueued(name string) {
+	h.t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case n := <-h.enqueued:
+			if n == name {
+				return
+			}
+		case <-deadline:
+			h.t.Fatalf("%s was not enqueued", name)
+		}
+	}
+}
+
+func (h *harness) statusOf(file, name string) spec.ConnectionStatus {
+	h.t.Helper()
+	data, err := os.ReadFile(StatusPath(h.dir, "", filepath.Join(h.dir, file)))
+	if err != nil {
+		h.t.Fatalf("reading status: %v", err)
+	}
+	for _, raw := range splitYAMLDocuments(data) {
+		var doc spec.StatusDocument
+		if err := yaml.UnmarshalStrict(raw, &doc); err != nil {
+			h.t.Fatalf("status is not a strict StatusDocument: %v\n%s", err, raw)
+		}
+		if doc.Metadata.Name == name {
+			return doc.Status
+		}
+	}
+	h.t.Fatalf("no status for %s in\n%s", name, data)
+	return spec.ConnectionStatus{}
+}
+
+func manifest(name, extra string) string {
+	return `apiVersion: tether.dev/v1alpha1
+kind: McpConnection
+metadata:
+  name: ` + name + `
+spec:
+  stdio:
+    command: server
+` + extra
+}
+
+func conditionOf(st spec.ConnectionStatus, typ string) spec.Condition {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return spec.Condition{}
+}
+
+func TestReconcileConnects(t *testing.T) {
+	h := newHarness(t)
+	h.conn.push(newFakeSession("a", "b", "c"))
+	h.apply("one.yaml", manifest("one", "  tools: {deny: [c]}\n"))
+
+	h.reconcile("one")
+	if st := h.statusOf("one.yaml", "one"); st.Phase != spec.PhaseConnecting {
+		t.Fatalf("phase after first pass = %s, want Connecting", st.Phase)
+	}
+	h.waitEnqueued("one")
+	h.reconcile("one")
+	st := h.statusOf("one.yaml", "one")
+	if st.Phase != spec.PhaseConnected {
+		t.Fatalf("phase = %s, want Connected (lastError %q)", st.Phase, st.LastError)
+	}
+	if st.Tools == nil || st.Tools.Count != 3 || st.Tools.Exposed != 2 {
+		t.Errorf("tools = %+v, want count 3 exposed 2", st.Tools)
+	}
+	if c := conditionOf(st, spec.ConditionReady); c.Status != spec.ConditionTrue || c.Reason != ReasonConnected {
+		t.Errorf("Ready = %+v", c)
+	}
+	if c := conditionOf(st, spec.ConditionReconciling); c.Status != spec.ConditionFalse {
+		t.Errorf("Reconciling = %+v", c)
+	}
+	if st.Server == nil || st.Server.Name != "fake" || st.ConnectedSince == nil {
+		t.Errorf("server/connectedSince missing: %+v", st)
+	}
+	if e, ok := h.exposer.get("one"); !ok || e.Prefix != "one" {
+		t.Errorf("gateway not given the connection: %+v %v", e, ok)
+	}
+}
+
+func TestReconcileBackoff(t *testing.T) {
+	h := newHarness(t)
+	const failures = 8
+	for range failures {
+		h.conn.push(errors.New("connection refused"))
+	}
+	h.conn.push(newFakeSession("a"))
+	h.apply("one.yaml", manifest("one", ""))
+
+	want := []time.Duration{100, 200, 400, 800, 1600, 3000, 3000, 3000}
+	h.reconcile("one")
+	for i := range failures {
+		h.waitEnqueued("one")
+		res := h.reconcile("one")
+		if res.RequeueAfter != want[i]*time.Millisecond {
+			t.Errorf("failure %d: RequeueAfter = %v, want %v", i+1, res.RequeueAfter, want[i]*time.Millisecond)
+		}
+		st := h.statusOf("one.yaml", "one")
+		if st.Phase != spec.PhaseReconnecting || st.Attempt != i+1 || st.NextRetryTime == nil ||
+			!strings.Contains(st.LastError, "connection refused") {
+			t.Fatalf("failure %d: status = %+v", i+1, st)
+		}
+		// Pretend the delay passed.
+		h.r.mu.Lock()
+		h.r.conns["one"].nextRetry = time.Time{}
+		h.r.mu.Unlock()
+		h.reconcile("one")
+	}
+	h.waitEnqueued("one")
+	h.reconcile("one")
+	st := h.statusOf("one.yaml", "one")
+	if st.Phase != spec.PhaseConnected || st.Attempt != 0 || st.LastError != "" || st.NextRetryTime != nil {
+		t.Fatalf("after success: %+v", st)
+	}
+}
+
+func TestReconcileBackoffOverride(t *testing.T) {
+	h := newHarness(t)
+	h.conn.push(errors.New("refused"), errors.New("refused"), errors.New("refused"))
+	h.apply("one.yaml", manifest("one", "  backoff: {initial: 1s, max: 1500ms}\n"))
+	h.reconcile("one")
+	for i, want := range []time.Duration{time.Second, 1500 * time.Millisecond} {
+		h.waitEnqueued("one")
+		if res := h.reconcile("one"); res.RequeueAfter != want {
+			t.Errorf("failure %d: RequeueAfter = %v, want %v", i+1, res.RequeueAfter, want)
+		}
+		h.r.mu.Lock()
+		h.r.conns["one"].nextRetry = time.Time{}
+		h.r.mu.Unlock()
+		h.reconcile("one")
+	}
+}
+
+func connectOnce(h *harness, file, name string) {
+	h.t.Helper()
+	h.reconcile(name)
+	h.waitEnqueued(name)
+	h.reconcile(name)
+	if st := h.statusOf(file, name); st.Phase != spec.PhaseConnected {
+		h.t.Fatalf("phase = %s, want Connected (%s)", st.Phase, st.LastError)
+	}
+}
+
+func TestReconcileSessionLost(t *testing.T) {
+	h := newHarness(t)
+	s1, s2 := newFakeSession("a"), newFakeSession("a")
+	s1.proc = &spec.ProcessStatus{PID: 42}
+	h.conn.push(s1, s2)
+	h.apply("one.yaml", manifest("one", ""))
+	connectOnce(h, "one.yaml", "one")
+
+	code := 3
+	s1.proc = &spec.ProcessStatus{PID: 42, LastExitCode: &code, StderrTail: []string{"boom"}}
+	s1.die(errors.New("exit status 3"))
+	h.waitEnqueued("one") // the monitor saw the session end
+	res := h.reconcile("one")
+	st := h.statusOf("one.yaml", "one")
+	if st.Phase != spec.PhaseReconnecting || !strings.Contains(st.LastError, "exit status 3") {
+		t.Fatalf("after crash: %+v", st)
+	}
+	if st.Process == nil || st.Process.LastExitCode == nil || *st.Process.LastExitCode != 3 ||
+		len(st.Process.StderrTail) != 1 {
+		t.Errorf("process = %+v", st.Process)
+	}
+	if res.RequeueAfter != 100*time.Millisecond {
+		t.Errorf("first retry after a drop = %v, want 100ms", res.RequeueAfter)
+	}
+	if _, ok := h.exposer.get("one"); ok {
+		t.Error("a lost connection is still exposed")
+	}
+	h.r.mu.Lock()
+	h.r.conns["one"].nextRetry = time.Time{}
+	h.r.mu.Unlock()
+	connectOnce(h, "one.yaml", "one")
+	if st := h.statusOf("one.yaml", "one"); st.Process == nil || st.Process.Restarts != 1 {
+		t.Errorf("restarts = %+v, want 1", st.Process)
+	}
+}
+
+func TestReconcileInPlaceAndReconnectingEdits(t *testing.T) {
+	tests := []struct {
+		name      string
+		edit      string
+		reconnect bool
+	}{
+		{"toolPrefix", "  toolPrefix: other\n", false},
+		{"tools filter", "  tools: {allow: [a]}\n", false},
+		{"health", "  healthCheck: {interval: 1m}\n", false},
+		{"callTimeout", "  callTimeout: 5s\n", false},
+		{"args", "    args: [--verbose]\n", true},
+		{"env", "    env: [{name: A, value: b}]\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			s1 := newFakeSession("a", "b")
+			h.conn.push(s1, newFakeSession("a", "b"))
+			h.apply("one.yaml", manifest("one", ""))
+			connectOnce(h, "one.yaml", "one")
+
+			h.apply("one.yaml", manifest("one", tt.edit))
+			h.reconcile("one")
+			select {
+			case <-s1.closed:
+				if !tt.reconnect {
+					t.Fatal("an in-place edit closed the session")
+				}
+			case <-time.After(100 * time.Millisecond):
+				if tt.reconnect {
+					t.Fatal("the session was not closed for a reconnecting edit")
+				}
+			}
+			if tt.reconnect {
+				h.waitEnqueued("one")
+				h.reconcile("one")
+			}
+			st := h.statusOf("one.yaml", "one")
+			if st.Phase != spec.PhaseConnected {
+				t.Fatalf("phase = %s", st.Phase)
+			}
+			wantCalls := 1
+			if tt.reconnect {
+				wantCalls = 2
+			}
+			if n := h.conn.ncalls(); n != wantCalls {
+				t.Errorf("connects = %d, want %d", n, wantCalls)
+			}
+			if tt.name == "toolPrefix" {
+				if e, _ := h.exposer.get("one"); e.Prefix != "other" {
+					t.Errorf("prefix = %q, want other", e.Prefix)
+				}
+			}
+		})
+	}
+}
+
+func TestReconcileSuspend(t *testing.T) {
+	h := newHarness(t)
+	s1 := newFakeSession("a")
+	h.conn.push(s1)
+	h.apply("one.yaml", manifest("one", ""))
+	connectOnce(h, "one.yaml", "one")
+
+	h.apply("one.yaml", manifest("one", "  suspend: true\n"))
+	if res := h.reconcile("one"); res.RequeueAfter != 0 {
+		t.Errorf("suspended connection requeued after %v", res.RequeueAfter)
+	}
+	select {
+	case <-s1.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("suspend did not close the session")
+	}
+	st := h.statusOf("one.yaml", "one")
+	if st.Phase != spec.PhaseSuspended || conditionOf(st, spec.ConditionReady).Status != spec.ConditionFalse {
+		t.Fatalf("status = %+v", st)
+	}
+	if n := h.conn.ncalls(); n != 1 {
+		t.Errorf("connects = %d, want 1", n)
+	}
+}
+
+func TestReconcileInvalidManifest(t *testing.T) {
+	h := newHarness(t)
+	s1 := newFakeSession("a")
+	h.conn.push(s1)
+	h.apply("one.yaml", manifest("one", ""))
+	connectOnce(h, "one.yaml", "one")
+	before := h.statusOf("one.yaml", "one")
+
+	// A typo keeps the working connection and reports the error.
+	h.apply("one.yaml", manifest("one", "  healthCheck: {interval: 3x}\n"))
+	h.reconcile("one")
+	st := h.statusOf("one.yaml", "one")
+	if st.Phase != spec.PhaseConnected {
+		t.Fatalf("a typo moved the connection to %s", st.Phase)
+	}
+	if !strings.Contains(st.ManifestError, "spec.healthCheck.interval") {
+		t.Errorf("manifestError = %q", st.ManifestError)
+	}
+	if st.ObservedSpecHash != before.ObservedSpecHash {
+		t.Errorf("observedSpecHash moved to the invalid spec")
+	}
+	if c := conditionOf(st, spec.ConditionStalled); c.Status != spec.ConditionTrue {
+		t.Errorf("Stalled = %+v", c)
+	}
+	select {
+	case <-s1.closed:
+		t.Fatal("a typo closed the session")
+	default:
+	}
+
+	// A manifest that was never valid is Invalid.
+	h.apply("two.yaml", manifest("two", "  bogus: 1\n"))
+	h.reconcile("two")
+	st = h.statusOf("two.yaml", "two")
+	if st.Phase != spec.PhaseInvalid || !strings.Contains(st.ManifestError, "bogus") {
+		t.Fatalf("never-valid status = %+v", st)
+	}
+	if n := h.conn.ncalls(); n != 1 {
+		t.Errorf("connects = %d, want 1 (nothing for an invalid manifest)", n)
+	}
+}
+
+func TestReconcileRemoval(t *testing.T) {
+	h := newHarness(t)
+	s1 := newFakeSession("a")
+	h.conn.push(s1)
+	h.apply("one.yaml", manifest("one", ""))
+	connectOnce(h, "one.yaml", "one")
+
+	h.apply("one.yaml", "")
+	h.reconcile("one")
+	select {
+	case <-s1.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("removal did not close the session")
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "one.status.yaml")); !os.IsNotExist(err) {
+		t.Errorf("status file still there: %v", err)
+	}
+}
+
+func TestReconcileHealthThreshold(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	failing := false
+	s1 := newFakeSession("a")
+	s1.probeErr = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			return errors.New("ping: connection refused")
+		}
+		return nil
+	}
+	h.conn.push(s1, newFakeSession("a"))
+	h.apply("one.yaml", manifest("one", "  healthCheck: {interval: 10ms, timeout: 1s, failureThreshold: 2}\n"))
+	connectOnce(h, "one.yaml", "one")
+
+	mu.Lock()
+	failing = true
+	mu.Unlock()
+	h.waitEnqueued("one") // first failure: Degraded
+	h.reconcile("one")
+	if st := h.statusOf("one.yaml", "one"); st.Phase != spec.PhaseDegraded && st.Phase != spec.PhaseReconnecting {
+		t.Fatalf("after one failed probe: %s", st.Phase)
+	}
+	h.waitEnqueued("one") // second failure: down
+	h.reconcile("one")
+	st := h.statusOf("one.yaml", "one")
+	if st.Phase != spec.PhaseReconnecting || !strings.Contains(st.LastError, "health checks in a row failed") {
+		t.Fatalf("after threshold: %+v", st)
+	}
+	select {
+	case <-s1.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("unhealthy session not closed")
+	}
+}
+
+func TestStatusWrittenOnlyOnChange(t *testing.T) {
+	h := newHarness(t)
+	h.conn.push(newFakeSession("a"))
+	h.apply("one.yaml", manifest("one", ""))
+	connectOnce(h, "one.yaml", "one")
+	p := filepath.Join(h.dir, "one.status.yaml")
+	fi1, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Make any rewrite visible: move the file's mtime into the past.
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		h.reconcile("one")
+	}
+	fi2, _ := os.Stat(p)
+	if !fi2.ModTime().Equal(old) {
+		t.Errorf("status rewritten although nothing changed (mtime %v, size %d→%d)", fi2.ModTime(), fi1.Size(), fi2.Size())
+	}
+}

@@ -1,0 +1,299 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// maxManifestBytes bounds what the source reads of one file; the decoder
+// reports anything larger as an error.
+const maxManifestBytes = 4 << 20
+
+// SourceOptions configures a Source.
+type SourceOptions struct {
+	Root   string
+	Logger *slog.Logger
+	// Debounce is how long the source waits for events to settle before it
+	// re-lists (default 50ms); MaxDelay bounds the wait under a steady stream
+	// of events (default 500ms).
+	Debounce, MaxDelay time.Duration
+	// Resync re-reads everything and re-enqueues every name (default 5m).
+	Resync time.Duration
+	// Selector keeps only the documents whose labels it accepts (nil: all).
+	Selector func(labels map[string]string) bool
+	// OnChange receives the names whose desired state changed; on a resync,
+	// every name.
+	OnChange func(names []string)
+	// OnListed is called after every listing with the manifest files' problems.
+	OnListed func(fileErrors map[string][]string)
+}
+
+// Source watches a manifest tree (fsnotify, one watcher for the whole tree)
+// and keeps a DesiredState in line with it. It does not trust event names: on
+// any relevant event it waits for the burst to settle, re-lists the tree and
+// re-reads the files whose content changed. That makes editor save patterns,
+// git checkouts and ConfigMap ..data swaps all converge to the files' final
+// content.
+type Source struct {
+	opts    SourceOptions
+	desired *DesiredState
+	log     *slog.Logger
+
+	// owned by the Run goroutine
+	cache   map[string]cachedFile
+	watched map[string]bool
+	prevErr map[string]string
+}
+
+type cachedFile struct {
+	sum  [sha256.Size]byte
+	docs []spec.Document
+}
+
+// NewSource returns a source that writes into desired.
+func NewSource(opts SourceOptions, desired *DesiredState) *Source {
+	if opts.Debounce <= 0 {
+		opts.Debounce = 50 * time.Millisecond
+	}
+	if opts.MaxDelay <= 0 {
+		opts.MaxDelay = 500 * time.Millisecond
+	}
+	if opts.Resync <= 0 {
+		opts.Resync = 5 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Source{
+		opts:    opts,
+		desired: desired,
+		log:     opts.Logger,
+		cache:   map[string]cachedFile{},
+		watched: map[string]bool{},
+		prevErr: map[string]string{},
+	}
+}
+
+// Sync lists and loads the tree once, without watching. Run calls it first;
+// tests and one-shot tools may call it alone.
+func (s *Source) Sync() error {
+	_, err := s.sync()
+	return err
+}
+
+// Run loads the tree, then watches it until ctx is done.
+func (s *Source) Run(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("starting the file watcher: %w", err)
+	}
+	defer w.Close()
+
+	rootOK := s.relist(w)
+
+	resync := time.NewTicker(s.opts.Resync)
+	defer resync.Stop()
+	// While the root is missing, poll for it: a removed directory's watch is
+	// gone and recreating it produces no event we could see.
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+
+	var debounce <-chan time.Time
+	var timer *time.Timer
+	var first time.Time
+	kick := func() {
+		now := time.Now()
+		if timer == nil {
+			first = now
+			timer = time.NewTimer(s.opts.Debounce)
+			debounce = timer.C
+			return
+		}
+		// Keep waiting while events keep coming, up to MaxDelay.
+		wait := s.opts.Debounce
+		if rest := s.opts.MaxDelay - now.Sub(first); rest < wait {
+			wait = max(rest, 0)
+		}
+		timer.Reset(wait)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("file watcher closed")
+			}
+			if s.ignore(ev) {
+				continue
+			}
+			kick()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("file watcher closed")
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				s.log.Warn("file watcher queue overflowed; re-listing everything")
+			} else {
+				s.log.Warn("file watcher error; re-listing everything", "err", err)
+			}
+			kick()
+		case <-debounce:
+			timer, debounce = nil, nil
+			rootOK = s.relist(w)
+		case <-poll.C:
+			if !rootOK {
+				if _, err := os.Stat(s.opts.Root); err == nil {
+					rootOK = s.relist(w)
+				}
+			}
+		case <-resync.C:
+			rootOK = s.relist(w)
+			if s.opts.OnChange != nil {
+				s.opts.OnChange(s.desired.Names())
+			}
+		}
+	}
+}
+
+// ignore drops the events tether causes itself: status files and their
+// temporaries. Everything else, hidden names included (a ConfigMap's ..data
+// swap names nothing else), leads to a re-list.
+func (s *Source) ignore(ev fsnotify.Event) bool {
+	base := filepath.Base(ev.Name)
+	return strings.Contains(base, ".status.yaml") || strings.Contains(base, ".status.yml")
+}
+
+// relist re-reads the tree and updates the watches. It reports whether the
+// root could be listed.
+func (s *Source) relist(w *fsnotify.Watcher) bool {
+	dirs, err := s.sync()
+	if err != nil {
+		s.log.Warn("cannot list the manifest directory; treating it as empty until it is back",
+			"dir", s.opts.Root, "err", err)
+	}
+	s.watch(w, dirs)
+	return err == nil
+}
+
+func (s *Source) watch(w *fsnotify.Watcher, dirs []string) {
+	want := make(map[string]bool, len(dirs))
+	for _, d := range dirs {
+		want[d] = true
+		if s.watched[d] {
+			continue
+		}
+		if err := w.Add(d); err != nil {
+			s.log.Warn("cannot watch directory", "dir", d, "err", err)
+			continue
+		}
+		s.watched[d] = true
+	}
+	for d := range s.watched {
+		if !want[d] {
+			_ = w.Remove(d) // the directory may be gone already
+			delete(s.watched, d)
+		}
+	}
+}
+
+// sync lists the tree, re-reads changed files, replaces the desired state
+// and reports changes. It returns the directories to watch.
+func (s *Source) sync() ([]string, error) {
+	tree, err := ListTree(s.opts.Root)
+	if err != nil {
+		tree = Tree{}
+	}
+	files := make([]ParsedFile, 0, len(tree.Files))
+	seen := make(map[string]bool, len(tree.Files))
+	for _, path := range tree.Files {
+		seen[path] = true
+		files = append(files, s.load(path))
+	}
+	for path := range s.cache {
+		if !seen[path] {
+			delete(s.cache, path)
+		}
+	}
+	changed := s.desired.Replace(files)
+	s.reportFileErrors()
+	if len(changed) > 0 && s.opts.OnChange != nil {
+		s.opts.OnChange(changed)
+	}
+	return tree.Dirs, err
+}
+
+// load reads one file, reusing the last decode when its bytes did not change.
+func (s *Source) load(path string) ParsedFile {
+	data, err := readBounded(path)
+	if err != nil {
+		delete(s.cache, path)
+		return ParsedFile{Path: path, Err: fmt.Errorf("%s: %w", path, err)}
+	}
+	sum := sha256.Sum256(data)
+	if c, ok := s.cache[path]; ok && c.sum == sum {
+		return ParsedFile{Path: path, Docs: c.docs}
+	}
+	docs := spec.DecodeFile(path, data)
+	if s.opts.Selector != nil {
+		kept := docs[:0:0]
+		for _, d := range docs {
+			// A document that cannot be decoded is kept so its error shows.
+			if d.Conn == nil || s.opts.Selector(d.Conn.Metadata.Labels) {
+				kept = append(kept, d)
+			}
+		}
+		docs = kept
+	}
+	s.cache[path] = cachedFile{sum: sum, docs: docs}
+	return ParsedFile{Path: path, Docs: docs}
+}
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// One byte past the limit lets the decoder say the file is too large.
+	return io.ReadAll(io.LimitReader(f, maxManifestBytes+1))
+}
+
+// reportFileErrors logs each file's problems once, when they change.
+func (s *Source) reportFileErrors() {
+	errs := s.desired.FileErrors()
+	for file, list := range errs {
+		joined := strings.Join(list, "\n")
+		if s.prevErr[file] == joined {
+			continue
+		}
+		s.prevErr[file] = joined
+		for _, e := range list {
+			s.log.Error("invalid manifest", "file", file, "err", e)
+		}
+	}
+	for file := range s.prevErr {
+		if _, ok := errs[file]; !ok {
+			delete(s.prevErr, file)
+			s.log.Info("manifest is valid again", "file", file)
+		}
+	}
+	if s.opts.OnListed != nil {
+		s.opts.OnListed(errs)
+	}
+}

@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// StatusPath returns where the status of a manifest file is written:
+// <manifest-base>.status.yaml beside it, or, with statusDir, the same
+// relative place under statusDir.
+func StatusPath(root, statusDir, manifest string) string {
+	dir, base := filepath.Split(manifest)
+	base = strings.TrimSuffix(strings.TrimSuffix(base, ".yaml"), ".yml") + ".status.yaml"
+	if statusDir == "" {
+		return filepath.Join(dir, base)
+	}
+	rel, err := filepath.Rel(root, filepath.Join(dir, base))
+	if err != nil || strings.HasPrefix(rel, "..") {
+		rel = base
+	}
+	return filepath.Join(statusDir, rel)
+}
+
+// StatusWriter owns the status files. It keeps the latest status document of
+// every connection, renders each manifest's status file (one document per
+// connection, in manifest order), and writes it atomically (temp file +
+// rename) only when its bytes change. One lock owns it.
+type StatusWriter struct {
+	root, statusDir string
+
+	mu    sync.Mutex
+	docs  map[string]spec.StatusDocument // connection name → latest document
+	files map[string][]byte              // status path → bytes on disk (nil: absent)
+}
+
+// NewStatusWriter returns a writer for the tree at root.
+func NewStatusWriter(root, statusDir string) *StatusWriter {
+	return &StatusWriter{
+		root:      root,
+		statusDir: statusDir,
+		docs:      map[string]spec.StatusDocument{},
+		files:     map[string][]byte{},
+	}
+}
+
+// Path returns the status file of a manifest.
+func (w *StatusWriter) Path(manifest string) string {
+	return StatusPath(w.root, w.statusDir, manifest)
+}
+
+// Previous returns the status document of name as found in the status file
+// on disk, so that a restarted tether keeps transition times and counters.
+func (w *StatusWriter) Previous(manifest, name string) (spec.StatusDocument, bool) {
+	data, err := os.ReadFile(w.Path(manifest))
+	if err != nil {
+		return spec.StatusDocument{}, false
+	}
+	for _, raw := range splitYAMLDocuments(data) {
+		var doc spec.StatusDocument
+		if err := yaml.Unmarshal(raw, &doc); err != nil {
+			continue
+		}
+		if doc.Metadata.Name == name {
+			return doc, true
+		}
+	}
+	return spec.StatusDocument{}, false
+}
+
+// Put records name's status document and rewrites its manifest's status file
+// if that changes it. order lists the file's connections in manifest order.
+func (w *StatusWriter) Put(manifest string, order []string, doc spec.StatusDocument) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.docs[doc.Metadata.Name] = doc
+	return w.flush(manifest, order)
+}
+
+// Delete forgets name and rewrites (or removes) its old manifest's status
+// file. order lists what the file holds now (possibly nothing).
+func (w *StatusWriter) Delete(manifest string, order []string, name string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.docs, name)
+	return w.flush(manifest, order)
+}
+
+func (w *StatusWriter) flush(manifest string, order []string) error {
+	path := w.Path(manifest)
+	var buf bytes.Buffer
+	for _, name := range order {
+		doc, ok := w.docs[name]
+		if !ok {
+			continue
+		}
+		b, err := yaml.Marshal(doc)
+		if err != nil {
+			return fmt.Errorf("rendering status of %s: %w", name, err)
+		}
+		if buf.Len() > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(b)
+	}
+	want := buf.Bytes()
+	have, known := w.files[path]
+	if !known {
+		// First touch since start: compare with what a previous run left.
+		if b, err := os.ReadFile(path); err == nil {
+			have = b
+		}
+	}
+	if len(want) == 0 {
+		if known && have == nil {
+			return nil
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing status file: %w", err)
+		}
+		w.files[path] = nil
+		return nil
+	}
+	if have != nil && bytes.Equal(have, want) {
+		w.files[path] = have
+		return nil
+	}
+	if err := writeAtomic(path, want); err != nil {
+		return err
+	}
+	w.files[path] = append([]byte(nil), want...)
+	return nil
+}
+
+// writeAtomic writes data to path via a hidden temp file in the same
+// directory and a rename, so a reader sees the old or the new file, never a
+// part of one.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("writing status file: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing status file: %w", err)
+	}
+	name := tmp.Name()
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(name, 0o644)
+	}
+	if werr == nil {
+		werr = os.Rename(name, path)
+	}
+	if werr != nil {
+		os.Remove(name)
+		return fmt.Errorf("writing status file: %w", werr)
+	}
+	return nil
+}
+
+// splitYAMLDocuments splits a multi-document YAML stream on "---" lines.
+func splitYAMLDocuments(data []byte) [][]byte {
+	var docs [][]byte
+	var cur bytes.Buffer
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		if t := bytes.TrimRight(line, " \t\r\n"); bytes.Equal(t, []byte("---")) {
+			if cur.Len() > 0 {
+				docs = append(docs, append([]byte(nil), cur.Bytes()...))
+			}
+			cur.Reset()
+			continue
+		}
+		cur.Write(line)
+	}
+	if len(bytes.TrimSpace(cur.Bytes())) > 0 {
+		docs = append(docs, cur.Bytes())
+	}
+	return docs
+}
