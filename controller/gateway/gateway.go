@@ -37,7 +37,7 @@ type Backend interface {
 type Connection struct {
 	Name        string
 	Prefix      string           // "" = names unchanged
-	Filter      *spec.ToolFilter // nil = all
+	Filter      *spec.ToolFilter // nil = all; matched with (*spec.ToolFilter).Allows
 	CallTimeout time.Duration    // <= 0: spec.DefaultCallTimeout
 	Tools       []*mcp.Tool      // the backend's full list (read-only, never mutated)
 	Backend     Backend
@@ -201,6 +201,13 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 // that changes nothing visible sends no tools/list_changed. Replacing the
 // Backend (a reconnect) fails calls still in flight on the old one.
 func (g *Gateway) Set(c Connection) {
+	if c.Backend == nil {
+		// A programming error upstream; answering calls with a clear error
+		// beats a nil dereference on the call path.
+		g.log.Error("gateway: Set without a backend session", "connection", c.Name)
+		g.SetUnavailable(c.Name, c.Prefix, "no backend session")
+		return
+	}
 	timeout := c.CallTimeout
 	if timeout <= 0 {
 		timeout = spec.DefaultCallTimeout
@@ -323,7 +330,7 @@ func candidates(c Connection) []*exposedTool {
 	out := make([]*exposedTool, 0, len(c.Tools))
 	seen := make(map[string]bool, len(c.Tools))
 	for _, t := range c.Tools {
-		if t == nil || seen[t.Name] || !allows(c.Filter, t.Name) {
+		if t == nil || seen[t.Name] || !c.Filter.Allows(t.Name) {
 			continue
 		}
 		seen[t.Name] = true
@@ -381,6 +388,11 @@ func (g *Gateway) applyLocked() (collisionsChanged bool) {
 		slices.SortFunc(lost, func(a, b spec.ToolCollision) int { return cmp.Compare(a.Tool, b.Tool) })
 		if !slices.Equal(lost, st.lost) {
 			collisionsChanged = true
+			for _, c := range lost {
+				if !slices.Contains(st.lost, c) {
+					g.log.Warn("gateway tool name collision: tool not exposed", "connection", st.name, "tool", c.Tool, "exposedBy", c.Connection)
+				}
+			}
 		}
 		st.lost, st.exposedN = lost, exposedN
 	}

@@ -514,3 +514,17 @@ type fakeBackend struct{}
 func (*fakeBackend) CallTool(_ context.Context, p *mcp.CallToolParams, _ func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: p.Name}}}, nil
 }
+
+func TestSetWithoutBackend(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	g.Set(Connection{Name: "n", Prefix: "n", Tools: []*mcp.Tool{{Name: "t", InputSchema: map[string]any{"type": "object"}}}})
+	if g.Exposed("n") != 0 {
+		t.Errorf("Exposed = %d, want 0", g.Exposed("n"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, err := dial(t, g, hs).call(ctx, "n_t", nil)
+	if want := "connection n is not connected: no backend session"; rpcMessage(err) != want {
+		t.Errorf("n_t: %q, want %q", rpcMessage(err), want)
+	}
+}

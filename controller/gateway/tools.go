@@ -4,38 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"path"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/tether-mcp/tether/spec"
 )
-
-// allows reports whether the filter lets the backend tool name through: an
-// empty Allow list allows everything, and Deny wins over Allow. Patterns use
-// path.Match syntax; a malformed pattern matches nothing (spec validation is
-// where a user hears about it).
-//
-// TODO: use (*spec.ToolFilter).Allows once package spec has it, so that
-// validation and matching cannot drift apart.
-func allows(f *spec.ToolFilter, name string) bool {
-	if f == nil {
-		return true
-	}
-	if len(f.Allow) > 0 && !matchAny(f.Allow, name) {
-		return false
-	}
-	return !matchAny(f.Deny, name)
-}
-
-func matchAny(patterns []string, name string) bool {
-	for _, p := range patterns {
-		if ok, err := path.Match(p, name); err == nil && ok {
-			return true
-		}
-	}
-	return false
-}
 
 // exposedName is the name a backend tool gets on the gateway.
 func exposedName(prefix, tool string) string {

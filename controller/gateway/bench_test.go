@@ -1,0 +1,171 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The gateway's cost per call, measured against a direct call to the same
+// in-process backend. Both sides speak streamable HTTP on loopback: the
+// direct client to the backend, and through the gateway client → gateway →
+// backend, which is the path of an HTTP backend in production. work is the
+// backend's own time per call (a real tool does something); with work=0 the
+// benchmark measures pure protocol cost, where the gateway's extra hop is
+// the whole difference.
+//
+//	go test -run '^$' -bench 'Call$' -benchtime 2s ./controller/gateway
+//
+// Metrics: p50-µs and p99-µs of one call, calls/s at the given concurrency.
+
+var benchCases = []struct {
+	name string
+	conc int
+	work time.Duration
+}{
+	{"conc=1/work=0", 1, 0},
+	{"conc=16/work=0", 16, 0},
+	{"conc=1/work=1ms", 1, time.Millisecond},
+	{"conc=16/work=1ms", 16, time.Millisecond},
+}
+
+func BenchmarkDirectCall(b *testing.B) {
+	for _, bc := range benchCases {
+		b.Run(bc.name, func(b *testing.B) {
+			url := benchBackend(b, bc.work)
+			cs := benchClient(b, url)
+			runCalls(b, bc.conc, func(ctx context.Context) error {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: benchArgs})
+				return err
+			})
+		})
+	}
+}
+
+func BenchmarkGatewayCall(b *testing.B) {
+	for _, bc := range benchCases {
+		b.Run(bc.name, func(b *testing.B) {
+			url := benchBackend(b, bc.work)
+			be := newSessionBackend()
+			c := mcp.NewClient(&mcp.Implementation{Name: "gateway-bench-upstream", Version: "0"}, be.clientOptions())
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			up, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { up.Close() })
+			be.cs = up
+			var tools []*mcp.Tool
+			for tool, err := range up.Tools(ctx, nil) {
+				if err != nil {
+					b.Fatal(err)
+				}
+				tools = append(tools, tool)
+			}
+			g := New(Options{ObserveCall: func(string, string, time.Duration) {}})
+			g.Set(Connection{Name: "bench", Prefix: "bench", Tools: tools, Backend: be})
+			hs := httptest.NewServer(g.Handler())
+			b.Cleanup(hs.Close)
+			cs := benchClient(b, hs.URL)
+			runCalls(b, bc.conc, func(ctx context.Context) error {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bench_echo", Arguments: benchArgs})
+				return err
+			})
+		})
+	}
+}
+
+var benchArgs = json.RawMessage(`{"message":"hello, gateway"}`)
+
+// benchBackend serves an echo tool over streamable HTTP on loopback.
+func benchBackend(b *testing.B, work time.Duration) string {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bench-backend", Version: "0"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if work > 0 {
+				time.Sleep(work)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	b.Cleanup(hs.Close)
+	return hs.URL
+}
+
+func benchClient(b *testing.B, url string) *mcp.ClientSession {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench-agent", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// runCalls runs b.N calls from exactly conc goroutines sharing one session
+// (as an agent's parallel tool calls do) and reports latency percentiles and
+// throughput.
+func runCalls(b *testing.B, conc int, call func(context.Context) error) {
+	ctx := context.Background()
+	// Warm up connections and lazily built state outside the measurement.
+	for range 20 {
+		if err := call(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	var (
+		next  atomic.Int64
+		mu    sync.Mutex
+		lats  = make([]time.Duration, 0, b.N)
+		first error
+		wg    sync.WaitGroup
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			local := make([]time.Duration, 0, b.N/conc+1)
+			var err error
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if err = call(ctx); err != nil {
+					break
+				}
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			lats = append(lats, local...)
+			if err != nil && first == nil {
+				first = err
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if first != nil {
+		b.Fatal(first)
+	}
+	slices.Sort(lats)
+	pct := func(p float64) float64 {
+		return float64(lats[int(float64(len(lats)-1)*p)].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(len(lats))/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
+}
