@@ -1,0 +1,95 @@
+package metrics
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestHealthAndReadiness(t *testing.T) {
+	m := New("test")
+	var ready atomic.Bool
+	h := m.Handler(ready.Load)
+
+	for _, tc := range []struct {
+		name  string
+		ready bool
+		path  string
+		code  int
+		body  string
+	}{
+		{"healthz before ready", false, "/healthz", http.StatusOK, "ok"},
+		{"readyz before ready", false, "/readyz", http.StatusServiceUnavailable, "not ready"},
+		{"readyz once ready", true, "/readyz", http.StatusOK, "ok"},
+		{"healthz once ready", true, "/healthz", http.StatusOK, "ok"},
+		{"index", true, "/", http.StatusOK, "/metrics"},
+		{"unknown path", true, "/nope", http.StatusNotFound, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ready.Store(tc.ready)
+			resp, body := scrape(t, h, tc.path, "")
+			if resp.StatusCode != tc.code {
+				t.Errorf("GET %s: %d, want %d", tc.path, resp.StatusCode, tc.code)
+			}
+			if !strings.Contains(body, tc.body) {
+				t.Errorf("GET %s: body %q lacks %q", tc.path, body, tc.body)
+			}
+		})
+	}
+
+	// A nil ready func means always ready.
+	if resp, _ := scrape(t, m.Handler(nil), "/readyz", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("readyz with nil ready: %d, want 200", resp.StatusCode)
+	}
+}
+
+func TestServeStopsWhenContextEnds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // Serve must listen itself; the port was free a moment ago.
+
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, addr, New("test").Handler(nil)) }()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("healthz: %s", resp.Status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Serve never answered on %s: %v", addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A second Serve on the same address fails at once.
+	if err := Serve(context.Background(), addr, http.NotFoundHandler()); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("Serve on a busy address: %v, want address already in use", err)
+	}
+
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve after cancel: %v, want nil", err)
+		}
+	case <-time.After(shutdownBound + 2*time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+	if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
+		t.Errorf("still serving on %s after Serve returned", addr)
+	}
+}
