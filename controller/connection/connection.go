@@ -47,6 +47,9 @@ const (
 	refreshTimeout = 30 * time.Second
 	// refreshCoalesce absorbs a burst of list_changed notifications.
 	refreshCoalesce = 50 * time.Millisecond
+	// progressLinger is how long a call that got its result still accepts
+	// progress sent before that result (see progressRoute.linger).
+	progressLinger = 25 * time.Millisecond
 	// exitWait is how long a broken stdio transport waits for the child's
 	// exit status before reporting the break without it.
 	exitWait = time.Second
@@ -430,7 +433,9 @@ func (s *Session) listToolsUncached(ctx context.Context) error {
 // session's own, and the server's progress notifications for it reach
 // progress in order, from a goroutine of this call, before CallTool returns,
 // with ProgressToken set to nil and Message redacted: the caller sets its own
-// downstream token before forwarding. progress must not block for long.
+// downstream token before forwarding. progress must not block for long. The
+// go-sdk may hand the server's last notifications over after the result, so
+// a call whose progress did not reach its total waits up to 25 ms for them.
 //
 // Cancelling ctx cancels the upstream call (the go-sdk sends
 // notifications/cancelled). Errors, and the text of results marked isError,
@@ -450,17 +455,22 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 		InputResponses: p.InputResponses,
 		RequestState:   p.RequestState,
 	}
+	var answered bool
 	if progress != nil {
 		token := fmt.Sprintf("tether-%d", s.progressSeq.Add(1))
 		route := newProgressRoute(progress)
 		s.routes.Store(token, route)
 		defer func() {
+			if answered {
+				route.linger(progressLinger)
+			}
 			s.routes.Delete(token)
 			route.close() // delivers what is queued, then waits
 		}()
 		up.SetProgressToken(token)
 	}
 	res, err := s.cs.CallTool(callCtx, up)
+	answered = err == nil
 	if err != nil {
 		return nil, s.callErr(fmt.Sprintf("tools/call %q", p.Name), ctx, err)
 	}
@@ -699,14 +709,19 @@ func (s *Session) routeProgress(p *mcp.ProgressNotificationParams) {
 // goroutine the call owns. When its queue is full, notifications are
 // dropped: progress is advisory, the reader must not wait.
 type progressRoute struct {
-	mu     sync.Mutex
-	closed bool
-	ch     chan *mcp.ProgressNotificationParams
-	done   chan struct{}
+	mu       sync.Mutex
+	closed   bool
+	ch       chan *mcp.ProgressNotificationParams
+	done     chan struct{}
+	complete chan struct{} // closed when progress reached its total
 }
 
 func newProgressRoute(fn func(*mcp.ProgressNotificationParams)) *progressRoute {
-	r := &progressRoute{ch: make(chan *mcp.ProgressNotificationParams, 64), done: make(chan struct{})}
+	r := &progressRoute{
+		ch:       make(chan *mcp.ProgressNotificationParams, 64),
+		done:     make(chan struct{}),
+		complete: make(chan struct{}),
+	}
 	go func() {
 		defer close(r.done)
 		for p := range r.ch {
@@ -725,6 +740,26 @@ func (r *progressRoute) deliver(p *mcp.ProgressNotificationParams) {
 	select {
 	case r.ch <- p:
 	default:
+	}
+	if p.Total > 0 && p.Progress >= p.Total {
+		select {
+		case <-r.complete:
+		default:
+			close(r.complete)
+		}
+	}
+}
+
+// linger waits up to d for late progress, unless progress already reached
+// its total. The go-sdk retires a call in its reader as soon as the response
+// arrives, but hands notifications to a separate goroutine: one the server
+// sent just before its response may be handled after the call returned.
+func (r *progressRoute) linger(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.complete:
+	case <-t.C:
 	}
 }
 
