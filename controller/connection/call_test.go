@@ -75,7 +75,7 @@ func TestCallToolProgress(t *testing.T) {
 			// The caller's own _meta (its token, protocol keys) must not
 			// travel upstream (NOTES trap 5).
 			p := &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args, Meta: mcp.Meta{
-				"progressToken":                           "downstream-token",
+				"progressToken": "downstream-token",
 				"io.modelcontextprotocol/protocolVersion": "2099-01-01",
 			}}
 			res, err := s.CallTool(ctx, p, log.add)
