@@ -34,7 +34,7 @@ const (
 type Document struct {
 	Index  int            // 0-based position in the file, counting non-empty documents
 	Line   int            // 1-based line where the document starts
-	Name   string         // metadata.name when it could be read, even if the doc is invalid ("" otherwise)
+	Name   string         // metadata.name when it could be read, even if the doc is invalid ("" otherwise); see salvageName
 	Conn   *McpConnection // decoded, defaulted and valid; nil when Errors is non-empty
 	Errors []*FieldError
 }
@@ -57,9 +57,9 @@ func DecodeFile(file string, data []byte) []Document {
 		return fileError(file, line, msg)
 	}
 	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
-	chunks := splitDocuments(data)
+	chunks := splitDocuments(data, MaxDocuments)
 	if len(chunks) > MaxDocuments {
-		return fileError(file, 0, fmt.Sprintf("file holds %d documents, over the limit of %d", len(chunks), MaxDocuments))
+		return fileError(file, 0, fmt.Sprintf("file holds more than %d documents", MaxDocuments))
 	}
 	docs := make([]Document, 0, len(chunks))
 	seen := map[string]firstUse{}
@@ -120,6 +120,7 @@ func decodeDocument(file string, index int, c chunk, seen map[string]firstUse) (
 			return doc, true
 		}
 		d.syntaxError(err)
+		doc.Name = salvageName(c.text)
 		doc.Errors = d.finish()
 		return doc, false
 	}

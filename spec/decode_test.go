@@ -119,7 +119,7 @@ func TestAgreesWithSigsYAML(t *testing.T) {
 			t.Fatal(err)
 		}
 		docs := DecodeFile(f, data)
-		for i, c := range splitDocuments(data) {
+		for i, c := range splitDocuments(data, MaxDocuments) {
 			if i >= len(docs) || docs[i].Conn == nil {
 				continue // only the valid documents can agree
 			}

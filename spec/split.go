@@ -19,8 +19,9 @@ type chunk struct {
 // exact). Chunks holding only blank lines, comments and directives are
 // glued to the next chunk: a "%YAML" directive belongs to the document
 // that follows it, and a leading comment is not a document. A trailing
-// such chunk is dropped.
-func splitDocuments(data []byte) []chunk {
+// such chunk is dropped. Splitting stops once more than limit chunks are
+// found, so that a file of markers costs no more than a file of documents.
+func splitDocuments(data []byte, limit int) []chunk {
 	var (
 		chunks    []chunk
 		start     int // byte offset of the current chunk
@@ -42,7 +43,7 @@ func splitDocuments(data []byte) []chunk {
 		start, firstLine, startLine = end, nextLine, 0
 	}
 	line := 1
-	for pos := 0; pos < len(data); line++ {
+	for pos := 0; pos < len(data) && len(chunks) <= limit; line++ {
 		next := len(data)
 		if i := bytes.IndexByte(data[pos:], '\n'); i >= 0 {
 			next = pos + i + 1
@@ -59,7 +60,7 @@ func splitDocuments(data []byte) []chunk {
 		}
 		pos = next
 	}
-	if start < len(data) {
+	if start < len(data) && len(chunks) <= limit {
 		flush(len(data), line)
 	}
 	return chunks

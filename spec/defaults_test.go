@@ -1,0 +1,185 @@
+package spec
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestAccessorsDefaults(t *testing.T) {
+	var s Spec
+	got := []any{s.HealthInterval(), s.HealthTimeout(), s.FailureThreshold(), s.BackoffInitial(), s.BackoffMax(), s.CallTimeoutDuration(), s.TransportName()}
+	want := []any{30 * time.Second, 5 * time.Second, 3, 100 * time.Millisecond, 3 * time.Second, 60 * time.Second, ""}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("defaults = %v, want %v", got, want)
+	}
+	n := 7
+	s = Spec{
+		HTTP:        &HTTPSpec{URL: "http://h", Transport: TransportSSE},
+		HealthCheck: &HealthCheck{Interval: &Duration{time.Second}, Timeout: &Duration{2 * time.Second}, FailureThreshold: &n},
+		Backoff:     &Backoff{Initial: &Duration{time.Millisecond}, Max: &Duration{time.Hour}},
+		CallTimeout: &Duration{time.Minute},
+	}
+	got = []any{s.HealthInterval(), s.HealthTimeout(), s.FailureThreshold(), s.BackoffInitial(), s.BackoffMax(), s.CallTimeoutDuration(), s.TransportName()}
+	want = []any{time.Second, 2 * time.Second, 7, time.Millisecond, time.Hour, time.Minute, "sse"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("set values = %v, want %v", got, want)
+	}
+}
+
+func TestTransportName(t *testing.T) {
+	tests := []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Stdio: &StdioSpec{Command: "a"}}, "stdio"},
+		{Spec{HTTP: &HTTPSpec{URL: "u"}}, "streamable"},
+		{Spec{HTTP: &HTTPSpec{URL: "u", Transport: "streamable"}}, "streamable"},
+		{Spec{HTTP: &HTTPSpec{URL: "u", Transport: "sse"}}, "sse"},
+		{Spec{}, ""},
+	}
+	for _, tt := range tests {
+		if got := tt.spec.TransportName(); got != tt.want {
+			t.Errorf("TransportName(%+v) = %q, want %q", tt.spec, got, tt.want)
+		}
+	}
+}
+
+func TestToolPrefix(t *testing.T) {
+	empty, custom := "", "gh"
+	tests := []struct {
+		name   string
+		prefix *string
+		want   string
+	}{
+		{"absent is the name", nil, "github"},
+		{"explicit empty stays empty", &empty, ""},
+		{"explicit", &custom, "gh"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &McpConnection{Metadata: ObjectMeta{Name: "github"}, Spec: Spec{Stdio: &StdioSpec{Command: "a"}, ToolPrefix: tt.prefix}}
+			if got := c.ToolPrefix(); got != tt.want {
+				t.Errorf("ToolPrefix() = %q, want %q", got, tt.want)
+			}
+			c.Default()
+			c.Default() // idempotent
+			if got := c.ToolPrefix(); got != tt.want {
+				t.Errorf("after Default, ToolPrefix() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestToolPrefixEmptySurvivesDecoding(t *testing.T) {
+	docs := DecodeFile("m.yaml", []byte(withSpec("stdio: {command: a}\ntoolPrefix: \"\"")))
+	if docs[0].Conn == nil {
+		t.Fatal(docs[0].Errors)
+	}
+	if p := docs[0].Conn.Spec.ToolPrefix; p == nil || *p != "" || docs[0].Conn.ToolPrefix() != "" {
+		t.Errorf("toolPrefix: \"\" became %v", p)
+	}
+}
+
+func TestAllows(t *testing.T) {
+	tests := []struct {
+		name   string
+		filter *ToolFilter
+		tool   string
+		want   bool
+	}{
+		{"nil filter allows all", nil, "anything", true},
+		{"empty filter allows all", &ToolFilter{}, "anything", true},
+		{"allow matches", &ToolFilter{Allow: []string{"get_*"}}, "get_issue", true},
+		{"allow misses", &ToolFilter{Allow: []string{"get_*"}}, "delete_issue", false},
+		{"second allow matches", &ToolFilter{Allow: []string{"x", "search?"}}, "search1", true},
+		{"deny only", &ToolFilter{Deny: []string{"delete_*"}}, "delete_repo", false},
+		{"deny only lets others through", &ToolFilter{Deny: []string{"delete_*"}}, "get_repo", true},
+		{"deny wins over allow", &ToolFilter{Allow: []string{"*"}, Deny: []string{"delete_*"}}, "delete_repo", false},
+		{"glob is anchored", &ToolFilter{Allow: []string{"get"}}, "get_issue", false},
+		{"class", &ToolFilter{Allow: []string{"[a-c]*"}}, "beta", true},
+		{"star does not cross slash", &ToolFilter{Allow: []string{"*"}}, "a/b", false},
+		{"bad pattern matches nothing", &ToolFilter{Allow: []string{"[a"}}, "a", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.filter.Allows(tt.tool); got != tt.want {
+				t.Errorf("Allows(%q) = %v, want %v", tt.tool, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDurationJSON(t *testing.T) {
+	b, err := json.Marshal(struct {
+		D  Duration  `json:"d"`
+		P  *Duration `json:"p"`
+		NP *Duration `json:"np"`
+	}{Duration{100 * time.Millisecond}, &Duration{90 * time.Second}, nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"d":"100ms","p":"1m30s","np":null}`; string(b) != want {
+		t.Errorf("Marshal = %s, want %s", b, want)
+	}
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr string
+	}{
+		{`"1m30s"`, 90 * time.Second, ""},
+		{`"100ms"`, 100 * time.Millisecond, ""},
+		{`null`, 0, ""},
+		{`"3x"`, 0, `invalid duration "3x": unknown unit "x" in duration`},
+		{`30`, 0, `duration must be a string such as "30s": 30`},
+	}
+	for _, tt := range tests {
+		var d Duration
+		err := json.Unmarshal([]byte(tt.in), &d)
+		if gotErr := errString(err); gotErr != tt.wantErr || d.Duration != tt.want {
+			t.Errorf("Unmarshal(%s) = %v, %q; want %v, %q", tt.in, d.Duration, gotErr, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestDeepCopyIsIndependent(t *testing.T) {
+	c := baseConn(t)
+	before := c.Spec.Hash()
+	cp := c.DeepCopy()
+	if !reflect.DeepEqual(c, cp) {
+		t.Fatal("copy differs")
+	}
+	cp.Metadata.Labels["team"] = "b"
+	cp.Spec.Stdio.Args[0] = "changed"
+	*cp.Spec.Stdio.Env[0].Value = "changed"
+	cp.Spec.Stdio.Env[1].ValueFrom.File = "changed"
+	*cp.Spec.ToolPrefix = "changed"
+	cp.Spec.Tools.Allow[0] = "changed"
+	cp.Spec.HealthCheck.Interval.Duration = time.Hour
+	*cp.Spec.HealthCheck.FailureThreshold = 99
+	cp.Spec.Backoff.Max.Duration = time.Hour
+	cp.Spec.CallTimeout.Duration = time.Hour
+	if c.Spec.Hash() != before || c.Metadata.Labels["team"] != "a" {
+		t.Error("changing the copy changed the original")
+	}
+}
+
+func TestDefaultFillsEffectiveValues(t *testing.T) {
+	c := &McpConnection{Metadata: ObjectMeta{Name: "x"}, Spec: Spec{HTTP: &HTTPSpec{URL: "http://h"}}}
+	c.Default()
+	s := c.Spec
+	if s.HTTP.Transport != TransportStreamable || *s.ToolPrefix != "x" || s.Tools != nil ||
+		s.HealthCheck.Interval.Duration != DefaultHealthInterval || s.HealthCheck.Timeout.Duration != DefaultHealthTimeout ||
+		*s.HealthCheck.FailureThreshold != DefaultFailureThreshold || s.Backoff.Initial.Duration != DefaultBackoffInitial ||
+		s.Backoff.Max.Duration != DefaultBackoffMax || s.CallTimeout.Duration != DefaultCallTimeout {
+		t.Errorf("Default() = %+v", s)
+	}
+}
