@@ -67,6 +67,7 @@ type Metrics interface {
 	ConnectionRemoved(name string)
 	SetPhase(name string, phase spec.Phase)
 	SetTools(name string, exposed int)
+	SetCollisions(name string, n int)
 	ObserveAttempt(name string, success bool)
 	ObserveHealthCheck(name string, d time.Duration)
 	SetManifestErrors(file string, n int)
@@ -79,6 +80,7 @@ func (noopMetrics) ConnectionAdded(string)                   {}
 func (noopMetrics) ConnectionRemoved(string)                 {}
 func (noopMetrics) SetPhase(string, spec.Phase)              {}
 func (noopMetrics) SetTools(string, int)                     {}
+func (noopMetrics) SetCollisions(string, int)                {}
 func (noopMetrics) ObserveAttempt(string, bool)              {}
 func (noopMetrics) ObserveHealthCheck(string, time.Duration) {}
 func (noopMetrics) SetManifestErrors(string, int)            {}

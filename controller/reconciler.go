@@ -155,6 +155,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		exposed = st.Tools.Exposed
 	}
 	r.opts.Metrics.SetTools(name, exposed)
+	r.opts.Metrics.SetCollisions(name, len(st.Collisions))
 
 	if oldFile != "" && oldFile != entry.File {
 		if err := r.opts.Status.Delete(oldFile, r.opts.Desired.FileOrder(oldFile), name); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/controller/metrics"
 )
 
 type runOptions struct {
@@ -31,6 +34,7 @@ type runOptions struct {
 	shutdown      time.Duration
 	logFormat     string
 	logLevel      string
+	listenSet     bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -51,6 +55,7 @@ each manifest and serves every connected server's tools through one MCP endpoint
   tether run --dir ./manifests -l team=infra --stdio`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.listenSet = cmd.Flags().Changed("listen")
 			return runController(cmd.Context(), o, cmd.ErrOrStderr())
 		},
 	}
@@ -106,21 +111,85 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		return errors.New("--workers must be at least 1")
 	}
 
+	if o.stdio && o.listen != "" && o.listenSet {
+		return errors.New("--stdio and --listen exclude each other")
+	}
+
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 
-	ctrl := controller.New(controller.Options{
+	m := metrics.New(version)
+	var ctrl *controller.Controller
+	gw := gateway.New(gateway.Options{
+		Logger:      log,
+		ObserveCall: m.ObserveCall,
+		// Collisions change other connections' status: look at all again.
+		OnCollisionsChanged: func() {
+			if ctrl != nil {
+				ctrl.EnqueueAll()
+			}
+		},
+		Version: version,
+	})
+	ctrl = controller.New(controller.Options{
 		Dir:             o.dir,
 		StatusDir:       o.statusDir,
 		Workers:         o.workers,
 		Resync:          o.resync,
 		Selector:        selector,
 		Connector:       controller.SDKConnector{},
+		Exposer:         controller.GatewayExposer{G: gw},
+		Metrics:         m,
+		QueueMetrics:    m.QueueProvider(),
 		Logger:          log,
 		ShutdownTimeout: o.shutdown,
 	})
-	log.Info("tether starting", "version", version, "dir", o.dir)
+
+	// The servers run beside the controller; one that fails ends the run.
+	var servers sync.WaitGroup
+	serve := func(what string, f func(context.Context) error) {
+		servers.Add(1)
+		go func() {
+			defer servers.Done()
+			if err := f(ctx); err != nil {
+				cancel(fmt.Errorf("%s: %w", what, err))
+			} else if what == "gateway (stdio)" {
+				// The client closed stdin: like any stdio MCP server, stop.
+				cancel(nil)
+			}
+		}()
+	}
+	switch {
+	case o.stdio:
+		serve("gateway (stdio)", gw.ServeStdio)
+	case o.listen != "":
+		serve("gateway", func(ctx context.Context) error { return gw.Serve(ctx, o.listen, o.authTokenFile) })
+	}
+	if o.metricsAddr != "" {
+		serve("metrics", func(ctx context.Context) error {
+			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready))
+		})
+	}
+
+	log.Info("tether starting", "version", version, "dir", o.dir, "gateway", gatewayDesc(o), "metrics", o.metricsAddr)
 	err = ctrl.Run(ctx)
+	cancel(nil)
+	servers.Wait()
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
 	log.Info("tether stopped")
 	return err
+}
+
+func gatewayDesc(o *runOptions) string {
+	switch {
+	case o.stdio:
+		return "stdio"
+	case o.listen != "":
+		return "http://" + o.listen + gateway.Path
+	}
+	return "off"
 }

@@ -1,0 +1,37 @@
+package controller
+
+import (
+	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// GatewayExposer drives the aggregated MCP server from the reconciler.
+type GatewayExposer struct {
+	G *gateway.Gateway
+}
+
+// Set implements Exposer.
+func (x GatewayExposer) Set(e Exposed) {
+	x.G.Set(gateway.Connection{
+		Name:        e.Name,
+		Prefix:      e.Prefix,
+		Filter:      e.Filter,
+		CallTimeout: e.CallTimeout,
+		Tools:       e.Tools,
+		Backend:     e.Session,
+	})
+}
+
+// SetUnavailable implements Exposer.
+func (x GatewayExposer) SetUnavailable(name, prefix, reason string) {
+	x.G.SetUnavailable(name, prefix, reason)
+}
+
+// Remove implements Exposer.
+func (x GatewayExposer) Remove(name string) { x.G.Remove(name) }
+
+// Exposed implements Exposer.
+func (x GatewayExposer) Exposed(name string) int { return x.G.Exposed(name) }
+
+// Collisions implements Exposer.
+func (x GatewayExposer) Collisions(name string) []spec.ToolCollision { return x.G.Collisions(name) }
