@@ -50,8 +50,8 @@ type Document struct {
 // invalid. DecodeFile never panics and its work is bounded by the limits
 // above.
 func DecodeFile(file string, data []byte) []Document {
-	if len(data) > MaxFileSize {
-		return fileError(file, 0, fmt.Sprintf("file is %d bytes, over the limit of %d", len(data), MaxFileSize))
+	if docs := OversizedFile(file, int64(len(data))); docs != nil {
+		return docs
 	}
 	if line, msg := binaryContent(data); msg != "" {
 		return fileError(file, line, msg)
@@ -74,6 +74,17 @@ func DecodeFile(file string, data []byte) []Document {
 
 // firstUse is where a metadata.name first appeared in a file.
 type firstUse struct{ index, line int }
+
+// OversizedFile returns DecodeFile's answer for a file of size bytes when
+// that is over MaxFileSize, and nil otherwise. A reader calls it with the
+// file's size before reading, so that it never reads a huge file into memory
+// just to be told it is too big.
+func OversizedFile(file string, size int64) []Document {
+	if size <= MaxFileSize {
+		return nil
+	}
+	return fileError(file, 0, fmt.Sprintf("file is %d bytes, over the limit of %d", size, MaxFileSize))
+}
 
 // fileError is the answer for a file that cannot be decoded at all.
 func fileError(file string, line int, msg string) []Document {

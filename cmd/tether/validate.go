@@ -1,18 +1,251 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/spec"
 )
 
 func newValidateCmd() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "validate PATH...",
 		Short: "Validate manifest files and directories",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `validate decodes and checks McpConnection manifests the way tether run does,
+without connecting to anything. A PATH that is a directory is walked recursively
+and its manifests are the files tether run would read (*.yaml and *.yml, except
+status files, hidden files and editor temporaries); a PATH that is a file is
+validated whatever its name. Names must be unique across all the PATHs.
+
+It exits 0 and prints a one-line summary when everything is valid, and exits 1
+after printing one line per problem (file:line: document N (line L): field: what
+is wrong) otherwise. Commands on PATH and secret files are checked when tether
+connects, not here.
+
+With -o json it prints one object instead:
+  {"valid":bool,"files":N,"documents":N,"errors":[{"file","document","documentLine","line","field","message"}]}
+where document is 1-based (0 for a problem with a whole file) and lines are 1-based (0 when unknown).`,
+		Example: `  tether validate examples/
+  tether validate manifests/github.yaml manifests/remote.yml
+  tether validate -o json manifests/ | jq '.errors[].message'`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("validate: not implemented yet")
+			if output != "text" && output != "json" {
+				return fmt.Errorf("unknown output format %q (want text or json)", output)
+			}
+			r := validatePaths(args)
+			var err error
+			if output == "json" {
+				err = r.writeJSON(cmd.OutOrStdout())
+			} else {
+				err = r.writeText(cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			if err != nil {
+				return err
+			}
+			if !r.valid() {
+				return exitCode(1)
+			}
+			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// validation is the outcome of validating some paths.
+type validation struct {
+	files     int
+	documents int
+	problems  []*spec.FieldError
+	badFiles  int      // files with at least one problem
+	empty     []string // directories given that hold no manifest
+}
+
+func (v *validation) valid() bool { return len(v.problems) == 0 }
+
+// nameOwner is where a name was first declared among the paths validated.
+type nameOwner struct{ file string }
+
+// validatePaths validates files and directory trees. The order of the
+// problems follows the order of the paths, then the sorted tree order.
+func validatePaths(paths []string) *validation {
+	v := &validation{}
+	seenFile := map[string]bool{}
+	owners := map[string]nameOwner{}
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			v.fileProblem(p, "cannot read: "+pathErrorReason(err))
+			continue
+		}
+		var files []string
+		if fi.IsDir() {
+			tree, err := controller.ListTree(p)
+			if err != nil {
+				v.fileProblem(p, "cannot walk: "+pathErrorReason(err))
+				continue
+			}
+			files = tree.Files
+			if len(files) == 0 {
+				v.empty = append(v.empty, p)
+			}
+		} else {
+			files = []string{p}
+		}
+		for _, f := range files {
+			key := filepath.Clean(f)
+			if seenFile[key] {
+				continue // named twice, or inside a directory also named
+			}
+			seenFile[key] = true
+			v.validateFile(f, owners)
+		}
+	}
+	return v
+}
+
+func (v *validation) fileProblem(file, msg string) {
+	v.files++
+	v.badFiles++
+	v.problems = append(v.problems, &spec.FieldError{File: file, Index: -1, Msg: msg})
+}
+
+// validateFile decodes one file and checks its names against the files
+// validated before it: names are unique across the whole tree.
+func (v *validation) validateFile(file string, owners map[string]nameOwner) {
+	docs, err := readManifest(file)
+	if err != nil {
+		v.fileProblem(file, "cannot read: "+pathErrorReason(err))
+		return
+	}
+	v.files++
+	before := len(v.problems)
+	var local []string // names first declared in this file
+	for _, d := range docs {
+		if d.Index >= 0 {
+			v.documents++
+		}
+		v.problems = append(v.problems, d.Errors...)
+		if d.Name == "" {
+			continue
+		}
+		if o, taken := owners[d.Name]; taken && o.file != file {
+			v.problems = append(v.problems, &spec.FieldError{
+				File: file, Index: d.Index, DocLine: d.Line, Line: d.Line, Field: "metadata.name",
+				Msg: fmt.Sprintf("%q is already declared in %s", d.Name, o.file),
+			})
+			continue
+		}
+		local = append(local, d.Name)
+	}
+	for _, n := range local {
+		owners[n] = nameOwner{file: file}
+	}
+	if len(v.problems) > before {
+		v.badFiles++
+	}
+}
+
+// readManifest reads a file no bigger than spec.MaxFileSize and decodes it.
+// A file that is not regular (a FIFO, a device) is refused: reading it
+// could block or never end.
+func readManifest(file string) ([]spec.Document, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if docs := spec.OversizedFile(file, fi.Size()); docs != nil {
+		return docs, nil
+	}
+	// The file may grow between Stat and Read: read one byte past the limit
+	// so that DecodeFile still sees it is too big.
+	data, err := io.ReadAll(io.LimitReader(f, spec.MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	return spec.DecodeFile(file, data), nil
+}
+
+// pathErrorReason drops the operation and path from an *fs.PathError: the
+// message already names the file.
+func pathErrorReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+func (v *validation) writeText(stdout, stderr io.Writer) error {
+	for _, d := range v.empty {
+		if _, err := fmt.Fprintf(stderr, "warning: %s: no manifests found\n", d); err != nil {
+			return err
+		}
+	}
+	summary := fmt.Sprintf("%s, %s", plural(v.files, "file"), plural(v.documents, "document"))
+	if v.valid() {
+		_, err := fmt.Fprintf(stdout, "%s, all valid\n", summary)
+		return err
+	}
+	for _, p := range v.problems {
+		if _, err := fmt.Fprintln(stderr, p.Error()); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(stderr, "%s, %s in %s\n", summary, plural(len(v.problems), "problem"), plural(v.badFiles, "file"))
+	return err
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// jsonReport is the stable shape of `tether validate -o json`.
+type jsonReport struct {
+	Valid     bool        `json:"valid"`
+	Files     int         `json:"files"`
+	Documents int         `json:"documents"`
+	Errors    []jsonError `json:"errors"`
+}
+
+type jsonError struct {
+	File         string `json:"file"`
+	Document     int    `json:"document"`     // 1-based; 0 for a whole-file problem
+	DocumentLine int    `json:"documentLine"` // 0 for a whole-file problem
+	Line         int    `json:"line"`         // 0 when unknown
+	Field        string `json:"field"`
+	Message      string `json:"message"`
+}
+
+func (v *validation) writeJSON(w io.Writer) error {
+	r := jsonReport{Valid: v.valid(), Files: v.files, Documents: v.documents, Errors: []jsonError{}}
+	for _, p := range v.problems {
+		r.Errors = append(r.Errors, jsonError{
+			File: p.File, Document: p.Document(), DocumentLine: p.DocLine, Line: p.Line, Field: p.Field, Message: p.Msg,
+		})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
 }
