@@ -44,10 +44,11 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	// in flight on it must not wait for their own timeout.
 	stopLife := context.AfterFunc(t.life, cancel)
 
-	// Only the arguments travel upstream. The caller's _meta stays here: it
-	// carries keys of the caller's protocol version that an older backend
-	// rejects; the progress token is mapped by the Backend instead.
-	p := &mcp.CallToolParams{Name: r.tool}
+	// Only the call itself travels upstream: arguments, and the answers of a
+	// multi-round-trip call. The caller's _meta stays here: it carries keys
+	// of the caller's protocol version that an older backend rejects; the
+	// progress token is mapped by the Backend instead.
+	p := &mcp.CallToolParams{Name: r.tool, InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
 	if len(req.Params.Arguments) > 0 {
 		p.Arguments = req.Params.Arguments
 	}
