@@ -228,7 +228,7 @@ func (g *Gateway) Set(c Connection) {
 	st.available = true
 	st.reason = ""
 	st.prefix = c.Prefix
-	st.filter = c.Filter
+	st.filter = cloneFilter(c.Filter) // compared on the next Set: keep our own
 	st.timeout = timeout
 	st.tools = c.Tools
 	st.backend = c.Backend
@@ -322,6 +322,13 @@ func sameBackend(a, b Backend) bool {
 	}
 	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
 	return ta == tb && ta.Comparable() && a == b
+}
+
+func cloneFilter(f *spec.ToolFilter) *spec.ToolFilter {
+	if f == nil {
+		return nil
+	}
+	return &spec.ToolFilter{Allow: slices.Clone(f.Allow), Deny: slices.Clone(f.Deny)}
 }
 
 // candidates lists the connection's tools that pass its filter, as they
