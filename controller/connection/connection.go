@@ -210,7 +210,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	if dir != "" && !filepath.IsAbs(dir) {
 		dir = filepath.Join(manifestDir, dir)
 	}
-	proc, err := startProcess(st.Command, path, st.Args, dir, env, newStderrTail(s.red))
+	proc, err := startProcess(st.Command, path, st.Args, dir, env, newStderrTail(s.red), s.log)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", st.Command, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,6 +124,7 @@ type process struct {
 	cmd  *exec.Cmd
 	pid  int
 	tail *stderrTail
+	log  *slog.Logger
 
 	stdin   *os.File // write end; closing it asks the server to exit
 	stdout  *os.File // read end
@@ -141,7 +143,7 @@ type process struct {
 // startProcess starts path with args in dir and env, in its own process
 // group. The child's stdin/stdout are pipes the caller gets as p.stdin and
 // p.stdout; stderr goes to tail.
-func startProcess(argv0, path string, args []string, dir string, env []string, tail *stderrTail) (p *process, err error) {
+func startProcess(argv0, path string, args []string, dir string, env []string, tail *stderrTail, log *slog.Logger) (p *process, err error) {
 	var files []*os.File // every pipe end, closed on failure
 	defer func() {
 		if err != nil {
@@ -185,6 +187,7 @@ func startProcess(argv0, path string, args []string, dir string, env []string, t
 	p = &process{
 		cmd:     cmd,
 		tail:    tail,
+		log:     log,
 		stdin:   stdinW,
 		stdout:  stdoutR,
 		stderrR: stderrR,
@@ -253,43 +256,52 @@ func (p *process) status() *spec.ProcessStatus {
 
 // stop ends the child and everything left in its process group: close
 // stdin, wait up to stdinWait; SIGTERM the group, wait up to termWait;
-// SIGKILL the group, wait up to killGrace. It returns when the group is gone or the
-// bound is spent, and is safe to call more than once and concurrently.
+// SIGKILL the group, wait up to killGrace. It returns when the group is gone
+// or the bound is spent (an unkillable child is left to run, which keeps
+// reaping it), and is safe to call more than once and concurrently.
 func (p *process) stop(stdinWait, termWait time.Duration) {
 	// Once.Do makes a concurrent caller wait for the first one to finish.
 	p.stopOnce.Do(func() { p.doStop(stdinWait, termWait) })
 }
 
 func (p *process) doStop(stdinWait, termWait time.Duration) {
+	// Absolute deadlines, so that a slow phase (a loaded machine) cannot push
+	// the whole stop past its bound.
+	start := time.Now()
+	termAt := start.Add(stdinWait)
+	killAt := termAt.Add(termWait)
+	deadline := killAt.Add(killGrace)
 	_ = p.stdin.Close()
-	if !p.waitGone(stdinWait) {
+	if !p.waitGone(termAt) {
+		p.log.Debug("process group still running after stdin closed: SIGTERM", "pid", p.pid, "after", time.Since(start))
 		_ = killGroup(p.pid, syscall.SIGTERM)
-		if !p.waitGone(termWait) {
+		if !p.waitGone(killAt) {
+			p.log.Debug("process group still running after SIGTERM: SIGKILL", "pid", p.pid, "after", time.Since(start))
 			_ = killGroup(p.pid, syscall.SIGKILL)
-			p.waitGone(killGrace)
+			if !p.waitGone(deadline) {
+				p.log.Warn("process group still running after SIGKILL", "pid", p.pid, "after", time.Since(start))
+			}
 		}
 	}
 	// With the whole group gone, stderr reaches EOF at once; a process that
 	// left the group (setsid) may still hold it, so do not wait for that.
+	drainBy := time.NewTimer(min(100*time.Millisecond, max(0, time.Until(deadline))))
+	defer drainBy.Stop()
 	select {
 	case <-p.drained:
-	case <-time.After(100 * time.Millisecond):
+	case <-drainBy.C:
 	}
 	_ = p.stderrR.Close()
 	_ = p.stdout.Close()
-	<-p.drained
-	select {
-	case <-p.exited:
-	case <-time.After(killGrace):
-		// Unkillable (uninterruptible sleep): run keeps waiting for it.
-	}
+	<-p.drained // a closed read end ends the copy at once
+	p.log.Debug("process stopped", "pid", p.pid, "took", time.Since(start))
 }
 
-// waitGone waits up to d for the child to be reaped and its process group to
-// be empty.
-func (p *process) waitGone(d time.Duration) bool {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
+// waitGone waits until deadline for the child to be reaped and its process
+// group to be empty.
+func (p *process) waitGone(deadline time.Time) bool {
+	timer := time.NewTimer(max(0, time.Until(deadline)))
+	defer timer.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -301,7 +313,7 @@ func (p *process) waitGone(d time.Duration) bool {
 		default:
 		}
 		select {
-		case <-deadline.C:
+		case <-timer.C:
 			return false
 		case <-tick.C:
 		}

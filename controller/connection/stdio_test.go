@@ -62,7 +62,7 @@ func TestWrapperDiesGrandchildKilled(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, s, StopTimeout)
+	waitDone(t, s, StopTimeout+schedSlack)
 	if ps := ProcessOf(s.Err()); ps == nil || ps.LastExitCode == nil || *ps.LastExitCode != 137 {
 		t.Fatalf("ProcessOf(Err) = %+v, want exit 137", ps)
 	}
@@ -80,7 +80,7 @@ func TestCloseKillsStubbornGrandchild(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 	took := time.Since(start)
-	if took > StopTimeout {
+	if took > StopTimeout+schedSlack {
 		t.Errorf("Close took %s, bound %s", took, StopTimeout)
 	}
 	groupGone(t, pid, 100*time.Millisecond)
