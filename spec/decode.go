@@ -33,7 +33,7 @@ const (
 // Document is one document of a manifest file, valid or not.
 type Document struct {
 	Index  int            // 0-based position in the file, counting non-empty documents
-	Line   int            // 1-based line where the document starts
+	Line   int            // 1-based line where the document starts (for Index -1: the problem's line, or 0)
 	Name   string         // metadata.name when it could be read, even if the doc is invalid ("" otherwise); see salvageName
 	Conn   *McpConnection // decoded, defaulted and valid; nil when Errors is non-empty
 	Errors []*FieldError
@@ -49,7 +49,14 @@ type Document struct {
 // decoded. A later document with the same metadata.name as an earlier one is
 // invalid. DecodeFile never panics and its work is bounded by the limits
 // above.
-func DecodeFile(file string, data []byte) []Document {
+func DecodeFile(file string, data []byte) (docs []Document) {
+	defer func() {
+		// A bug here must not take the daemon down with it: one bad file
+		// becomes one error. The fuzz target keeps this branch unused.
+		if r := recover(); r != nil {
+			docs = fileError(file, 0, fmt.Sprintf("internal error decoding the file (please report it): %v", r))
+		}
+	}()
 	if docs := OversizedFile(file, int64(len(data))); docs != nil {
 		return docs
 	}
@@ -61,7 +68,7 @@ func DecodeFile(file string, data []byte) []Document {
 	if len(chunks) > MaxDocuments {
 		return fileError(file, 0, fmt.Sprintf("file holds more than %d documents", MaxDocuments))
 	}
-	docs := make([]Document, 0, len(chunks))
+	docs = make([]Document, 0, len(chunks))
 	seen := map[string]firstUse{}
 	for _, c := range chunks {
 		doc, empty := decodeDocument(file, len(docs), c, seen)
@@ -197,8 +204,7 @@ type docDecoder struct {
 	visits  int
 	aborted bool
 
-	nameNode *yaml.Node     // where metadata.name is, for errors about it
-	lines    map[string]int // field path -> line, for validation errors
+	lines map[string]int // field path -> line, for validation errors
 }
 
 func (d *docDecoder) line(n *yaml.Node) int {
