@@ -27,8 +27,8 @@ status files, hidden files and editor temporaries); a PATH that is a file is
 validated whatever its name. Names must be unique across all the PATHs.
 
 It exits 0 and prints a one-line summary when everything is valid, and exits 1
-after printing one line per problem (file:line: document N (line L): field: what
-is wrong) otherwise. Commands on PATH and secret files are checked when tether
+after printing one line per problem on standard error (file:line: document N
+(line L): field: what is wrong) and a summary otherwise. Commands on PATH and secret files are checked when tether
 connects, not here.
 
 With -o json it prints one object instead:
@@ -73,15 +73,12 @@ type validation struct {
 
 func (v *validation) valid() bool { return len(v.problems) == 0 }
 
-// nameOwner is where a name was first declared among the paths validated.
-type nameOwner struct{ file string }
-
 // validatePaths validates files and directory trees. The order of the
 // problems follows the order of the paths, then the sorted tree order.
 func validatePaths(paths []string) *validation {
 	v := &validation{}
 	seenFile := map[string]bool{}
-	owners := map[string]nameOwner{}
+	owners := map[string]string{} // metadata.name -> the file that declared it first
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -122,7 +119,7 @@ func (v *validation) fileProblem(file, msg string) {
 
 // validateFile decodes one file and checks its names against the files
 // validated before it: names are unique across the whole tree.
-func (v *validation) validateFile(file string, owners map[string]nameOwner) {
+func (v *validation) validateFile(file string, owners map[string]string) {
 	docs, err := readManifest(file)
 	if err != nil {
 		v.fileProblem(file, "cannot read: "+pathErrorReason(err))
@@ -139,17 +136,17 @@ func (v *validation) validateFile(file string, owners map[string]nameOwner) {
 		if d.Name == "" {
 			continue
 		}
-		if o, taken := owners[d.Name]; taken && o.file != file {
+		if owner, taken := owners[d.Name]; taken && owner != file {
 			v.problems = append(v.problems, &spec.FieldError{
 				File: file, Index: d.Index, DocLine: d.Line, Line: d.Line, Field: "metadata.name",
-				Msg: fmt.Sprintf("%q is already declared in %s", d.Name, o.file),
+				Msg: fmt.Sprintf("%q is already declared in %s", d.Name, owner),
 			})
 			continue
 		}
 		local = append(local, d.Name)
 	}
 	for _, n := range local {
-		owners[n] = nameOwner{file: file}
+		owners[n] = file
 	}
 	if len(v.problems) > before {
 		v.badFiles++
