@@ -1,12 +1,13 @@
 // Package prometheus_test checks the Prometheus examples: the alerting rules
 // pass their promtool unit tests, the scrape config is valid, and every query
-// of the rules and the Grafana dashboard parses and names only metrics tether
-// exports.
+// of the rules, the Grafana dashboard and the README parses and names only
+// metrics tether exports.
 package prometheus_test
 
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,11 +124,38 @@ func dashboardExprs(t *testing.T) map[string]string {
 	return out
 }
 
-// TestDashboardQueriesParse has promtool parse every dashboard query, as
-// the expressions of recording rules.
-func TestDashboardQueriesParse(t *testing.T) {
+// readmeQueries returns the queries of README.md's promql blocks, one per
+// line that is not a comment.
+func readmeQueries(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	in := false
+	for i, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```promql"):
+			in = true
+		case strings.HasPrefix(line, "```"):
+			in = false
+		case in && strings.TrimSpace(line) != "" && !strings.HasPrefix(line, "#"):
+			out[fmt.Sprintf("README.md:%d", i+1)] = line
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("README.md has no promql queries")
+	}
+	return out
+}
+
+// TestQueriesParse has promtool parse every query of the dashboard and the
+// README, as the expressions of recording rules.
+func TestQueriesParse(t *testing.T) {
 	bin := promtool(t)
 	exprs := dashboardExprs(t)
+	maps.Copy(exprs, readmeQueries(t))
 	var rules []map[string]string
 	for _, k := range sortedKeys(exprs) {
 		rules = append(rules, map[string]string{"record": "dashboard:query", "expr": exprs[k]})
@@ -141,12 +169,13 @@ func TestDashboardQueriesParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(bin, "check", "rules", file).CombinedOutput(); err != nil {
-		t.Fatalf("a dashboard query does not parse: %v\n%s", err, out)
+		t.Fatalf("a query does not parse: %v\n%s", err, out)
 	}
 }
 
-// TestQueriesNameExportedMetrics checks that the rules and the dashboard
-// only use metrics that tether's registry exports (or Prometheus' own up),
+// TestQueriesNameExportedMetrics checks that the rules, the dashboard and
+// the README use only metrics that tether's registry exports (or
+// Prometheus' own up),
 // so a renamed metric cannot silently blank a panel or disarm an alert.
 func TestQueriesNameExportedMetrics(t *testing.T) {
 	m := metrics.New("test")
@@ -170,6 +199,7 @@ func TestQueriesNameExportedMetrics(t *testing.T) {
 	}
 
 	queries := dashboardExprs(t)
+	maps.Copy(queries, readmeQueries(t))
 	data, err := os.ReadFile("tether-alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
