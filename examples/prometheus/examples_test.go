@@ -175,8 +175,8 @@ func TestQueriesParse(t *testing.T) {
 
 // TestQueriesNameExportedMetrics checks that the rules, the dashboard and
 // the README use only metrics that tether's registry exports (or
-// Prometheus' own up),
-// so a renamed metric cannot silently blank a panel or disarm an alert.
+// Prometheus' own up), so a renamed metric cannot silently blank a panel or
+// disarm an alert.
 func TestQueriesNameExportedMetrics(t *testing.T) {
 	m := metrics.New("test")
 	m.ConnectionAdded("c")
