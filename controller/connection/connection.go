@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,6 +224,10 @@ func (s *Session) failConnect(err error) error {
 	s.cancel(err)
 	if s.cs != nil {
 		_ = s.cs.Close()
+	}
+	if s.proc != nil && strings.Contains(err.Error(), "invalid character") {
+		// Any line on stdout that is not JSON-RPC ends a stdio session.
+		err = fmt.Errorf("%w (the server wrote something other than JSON-RPC to stdout; logs belong on stderr)", err)
 	}
 	if s.proc != nil {
 		// A child that crashed is usually reaped a moment after its stdout
@@ -587,7 +592,9 @@ func (s *Session) end(cause error) {
 		if errors.Is(cause, ErrClosed) {
 			s.log.Debug("session closed")
 		} else {
-			s.log.Info("session ended", "reason", cause)
+			// The reconciler reports this (WARN, with the attempt); keep
+			// the detail for debugging only.
+			s.log.Debug("session ended", "reason", cause)
 		}
 		close(s.done)
 	})

@@ -126,3 +126,33 @@ func TestProbeTimesOutOnStoppedServer(t *testing.T) {
 		})
 	}
 }
+
+// An HTTP server that restarts forgets the session: the next probe fails
+// and the session ends, so that the reconciler reconnects at once.
+func TestHTTPServerRestartEndsSession(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv func(t *testing.T, port int) ([]string, []string)
+	}{
+		{"go-everything/streamable-stateful", func(t *testing.T, port int) ([]string, []string) {
+			return []string{goEverything(t), fmt.Sprintf("-http=127.0.0.1:%d", port), "-stateless=false"}, nil
+		}},
+		{"npm-everything/streamable", func(t *testing.T, port int) ([]string, []string) {
+			return []string{npmEverything(t), "streamableHttp"}, []string{fmt.Sprintf("PORT=%d", port)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			argv, env := tc.argv(t, port)
+			p := startHTTPPeer(t, port, env, argv...)
+			s := connect(t, Request{Spec: httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")})
+			p.kill(t)
+			startHTTPPeer(t, port, env, argv...)
+			if err, _ := probeWithin(s, time.Second); err == nil {
+				t.Fatal("Probe succeeded on a session the restarted server does not know")
+			}
+			waitDone(t, s, 2*time.Second)
+			t.Logf("session ended: %v", s.Err())
+		})
+	}
+}

@@ -360,3 +360,18 @@ func TestSecretResolutionErrors(t *testing.T) {
 		})
 	}
 }
+
+// A server that prints a banner on stdout cannot speak MCP there: the error
+// says so.
+func TestStdoutBannerExplained(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := Connect(ctx, Request{Name: "banner", Spec: shSpec("echo Starting server...; exec " + shq(goEverything(t))), Logger: testLogger(t)})
+	if err == nil {
+		s.Close()
+		t.Fatal("Connect succeeded")
+	}
+	if !strings.Contains(err.Error(), "logs belong on stderr") {
+		t.Errorf("error %q does not explain the non-JSON stdout", err)
+	}
+}
