@@ -318,3 +318,49 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunStatusDirForReadOnlyTree: with --status-dir, a read-only manifest tree
+// is left untouched and status files mirror it under the status directory.
+func TestRunStatusDirForReadOnlyTree(t *testing.T) {
+	bin := builtBinaries(t)
+	dir, statusDir := t.TempDir(), t.TempDir()
+	m := filepath.Join(dir, "team", "ex.yaml")
+	writeFile(t, m, stdioManifest("ex", filepath.Join(bin, "tether-example-server"), nil, ""))
+	must(t, os.Chmod(filepath.Join(dir, "team"), 0o555))
+	t.Cleanup(func() { os.Chmod(filepath.Join(dir, "team"), 0o755) })
+	startTether(t, dir, "--status-dir", statusDir)
+	waitStatus(t, filepath.Join(statusDir, "team", "ex.yaml"), "ex", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	entries, err := os.ReadDir(filepath.Join(dir, "team"))
+	must(t, err)
+	if len(entries) != 1 {
+		t.Errorf("the manifest tree was written to: %v", entries)
+	}
+}
+
+// TestRunRestartKeepsStatus: a restarted tether rebuilds its state from the
+// files and keeps what the status said (transition times, restarts).
+func TestRunRestartKeepsStatus(t *testing.T) {
+	bin := builtBinaries(t)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "ex.yaml")
+	writeFile(t, m, stdioManifest("ex", filepath.Join(bin, "tether-example-server"), nil, fastHealth))
+	tt := startTether(t, dir)
+	st := waitStatus(t, m, "ex", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	must(t, syscall.Kill(st.Process.PID, syscall.SIGKILL))
+	st = waitStatus(t, m, "ex", 20*time.Second, "a restart", func(s spec.ConnectionStatus) bool {
+		return s.Phase == spec.PhaseConnected && s.Process.Restarts == 1
+	})
+	stalled := st.Conditions[2]
+	tt.stop()
+
+	startTether(t, dir)
+	st2 := waitStatus(t, m, "ex", 20*time.Second, "Connected again", func(s spec.ConnectionStatus) bool {
+		return s.Phase == spec.PhaseConnected && s.Process.PID != st.Process.PID
+	})
+	if st2.Process.Restarts != 1 {
+		t.Errorf("restarts after a tether restart = %d, want 1 (a tether restart is no child restart)", st2.Process.Restarts)
+	}
+	if c := st2.Conditions[2]; c.Type != spec.ConditionStalled || !c.LastTransitionTime.Equal(stalled.LastTransitionTime) {
+		t.Errorf("Stalled lastTransitionTime moved across a restart: %v → %v", stalled.LastTransitionTime, c.LastTransitionTime)
+	}
+}
