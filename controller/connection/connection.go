@@ -401,13 +401,13 @@ func (s *Session) Probe(ctx context.Context) error {
 
 // serverRefused returns the server's JSON-RPC error if err is one that only
 // a live server sends back (it read the request and refused it), else nil.
-// The go-sdk reports local failures as *jsonrpc.Error too (connection
-// refused is -32005 "rejected by transport", a closing session -32003 or
-// -32004), so the type alone proves nothing: only the standard codes of a
-// request the server read and refused count.
+// Only the standard codes of a request the server read and refused count:
+// an HTTP server that answers 400 with a JSON-RPC body is alive, but so is
+// one whose proxy says 400, and a -32000 may be the server's own "I am
+// broken".
 func serverRefused(err error) *jsonrpc.Error {
-	var wire *jsonrpc.Error
-	if err == nil || !errors.As(err, &wire) {
+	wire := findServerError(err)
+	if wire == nil {
 		return nil
 	}
 	switch wire.Code {

@@ -160,8 +160,7 @@ func (r *redactor) Err(err error) error {
 		return err
 	}
 	re := &redactedError{r: r, msg: r.String(err.Error()), cause: err}
-	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
+	if wire := findServerError(err); wire != nil {
 		c := &jsonrpc.Error{Code: wire.Code, Message: r.String(wire.Message)}
 		if len(wire.Data) > 0 {
 			if d := r.String(string(wire.Data)); json.Valid([]byte(d)) {
@@ -171,6 +170,44 @@ func (r *redactor) Err(err error) error {
 		re.wire = c
 	}
 	return re
+}
+
+// localCodes are the codes of the go-sdk's own *jsonrpc.Error values, which
+// it returns for failures that never reached a server: -32005 "rejected by
+// transport" (connection refused, HTTP 5xx), -32003 "client is closing",
+// -32004 "server is closing", -32001 "unknown error".
+var localCodes = map[int64]bool{-32001: true, -32003: true, -32004: true, -32005: true}
+
+// ServerError returns the JSON-RPC error the server sent back that err
+// carries (redacted when err came from a Session), or nil when err is a
+// local failure: a transport error, a timeout, a closed session. Prefer it
+// to errors.As(err, **jsonrpc.Error), which also finds the go-sdk's local
+// codes (a refused connection is a *jsonrpc.Error -32005).
+func ServerError(err error) *jsonrpc.Error {
+	return findServerError(err)
+}
+
+// findServerError searches err's whole tree, depth first, for a
+// *jsonrpc.Error with a code the go-sdk does not use locally.
+func findServerError(err error) *jsonrpc.Error {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *jsonrpc.Error:
+		if !localCodes[e.Code] {
+			return e
+		}
+		return nil
+	case interface{ Unwrap() error }:
+		return findServerError(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, c := range e.Unwrap() {
+			if w := findServerError(c); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
 }
 
 // redactedError is an error whose message has been redacted.

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 func TestRedactor(t *testing.T) {
@@ -52,6 +56,37 @@ func TestRedactedErrorKeepsCause(t *testing.T) {
 	}
 	if r.Err(nil) != nil {
 		t.Error("Err(nil) != nil")
+	}
+}
+
+func TestServerError(t *testing.T) {
+	rejected := &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}
+	server := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad hunter22"}
+	r := newRedactor([]namedValue{{"A", "hunter22"}}, nil)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want *jsonrpc.Error
+	}{
+		{"nil", nil, nil},
+		{"plain", io.EOF, nil},
+		{"connection refused", fmt.Errorf("calling: %w: %w", rejected, syscall.ECONNREFUSED), nil},
+		{"client closing", fmt.Errorf("x: %w", &jsonrpc.Error{Code: -32003}), nil},
+		{"HTTP 400 with a JSON-RPC body", fmt.Errorf("req: %w: %w: %v", server, rejected, "Bad Request"), server},
+		{"joined", errors.Join(io.EOF, server), server},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ServerError(tc.err); got != tc.want {
+				t.Errorf("ServerError = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	red := r.Err(fmt.Errorf("call: %w", server))
+	if w := ServerError(red); w == nil || w == server || w.Message != "bad [redacted]" || w.Code != server.Code {
+		t.Errorf("ServerError of a redacted error = %+v, want a redacted copy", w)
+	}
+	if w := ServerError(r.Err(fmt.Errorf("call: %w", rejected))); w != nil {
+		t.Errorf("ServerError of a redacted local error = %v", w)
 	}
 }
 
