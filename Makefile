@@ -13,7 +13,7 @@ LDFLAGS := -X main.version=$(VERSION)
 MANIFESTS ?= examples/manifests
 
 # What `make run` runs once everything is built.
-RUN_CMD = $(BIN)/tether validate $(MANIFESTS)
+RUN_CMD = $(BIN)/tether run --dir $(MANIFESTS)
 
 .PHONY: help
 help: ## List the targets
@@ -25,7 +25,7 @@ build: ## Build bin/tether and bin/tether-example-server
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tether-example-server ./examples/server
 
 .PHONY: run
-run: build ## Build, then run tether on examples/manifests (MANIFESTS=DIR for another tree)
+run: build ## Build, then run tether on examples/manifests until Ctrl-C (MANIFESTS=DIR for another tree)
 	$(RUN_CMD)
 
 .PHONY: test
