@@ -493,8 +493,12 @@ func (r *Reconciler) toolsChanged(c *conn) {
 
 // monitor probes a live session until it ends or the reconciler stops it.
 // The health settings are read at every tick, so edits apply in place.
+//
+// A stdio child's stderr tail reaches the status file at the same pace: a
+// chatty server costs at most one status write per health interval.
 func (r *Reconciler) monitor(ctx context.Context, c *conn, s Session) {
 	defer r.wg.Done()
+	var lastTail string
 	for {
 		r.mu.Lock()
 		var interval, timeout time.Duration
@@ -547,6 +551,11 @@ func (r *Reconciler) monitor(ctx context.Context, c *conn, s Session) {
 			c.health.failures, c.health.lastErr = 0, ""
 		}
 		changed := before.failures != c.health.failures || (before.down == nil) != (c.health.down == nil)
+		if p := s.Process(); p != nil && len(p.StderrTail) > 0 {
+			if tail := p.StderrTail[len(p.StderrTail)-1]; tail != lastTail {
+				lastTail, changed = tail, true
+			}
+		}
 		down := c.health.down != nil
 		r.mu.Unlock()
 		if changed {

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// gatewayClient is an MCP client of tether's gateway that counts
+// tools/list_changed notifications and collects progress.
+type gatewayClient struct {
+	session  *mcp.ClientSession
+	mu       sync.Mutex
+	changed  int
+	progress []*mcp.ProgressNotificationParams
+	notify   chan struct{}
+}
+
+func connectGateway(t *testing.T, transport mcp.Transport) *gatewayClient {
+	t.Helper()
+	gc := &gatewayClient{notify: make(chan struct{}, 100)}
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			gc.mu.Lock()
+			gc.changed++
+			gc.mu.Unlock()
+			select {
+			case gc.notify <- struct{}{}:
+			default:
+			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			gc.mu.Lock()
+			gc.progress = append(gc.progress, req.Params)
+			gc.mu.Unlock()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		t.Fatalf("connecting to the gateway: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	gc.session = s
+	return gc
+}
+
+func (gc *gatewayClient) toolNames(t *testing.T) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var names []string
+	for tool, err := range gc.session.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+// waitTools waits until the gateway's tool list satisfies ok.
+func (gc *gatewayClient) waitTools(t *testing.T, what string, ok func([]string) bool) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		names := gc.toolNames(t)
+		if ok(names) {
+			return names
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway never listed %s; it lists %v", what, names)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (gc *gatewayClient) changes() int {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.changed
+}
+
+// waitChange waits for a tools/list_changed after the count was `after`.
+func (gc *gatewayClient) waitChange(t *testing.T, after int, what string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for gc.changes() <= after {
+		select {
+		case <-gc.notify:
+		case <-deadline:
+			t.Fatalf("no tools/list_changed %s", what)
+		}
+	}
+}
+
+func hasAll(want ...string) func([]string) bool {
+	return func(names []string) bool {
+		for _, w := range want {
+			if !slices.Contains(names, w) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestGatewayEndToEnd drives tether's gateway with a go-sdk client in front
+// of real servers: server-everything (stdio), the go-sdk everything-server
+// (HTTP) and the project's example server (stdio).
+func TestGatewayEndToEnd(t *testing.T) {
+	bin := builtBinaries(t)
+	everything := npmPeer(t, "mcp-server-everything")
+	example := filepath.Join(bin, "tether-example-server")
+	dir := t.TempDir()
+	goPort, gwPort := freePort(t), freePort(t)
+	goSrv := startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", goPort))
+	waitTCP(t, goPort, 20*time.Second)
+
+	writeFile(t, filepath.Join(dir, "ev.yaml"), stdioManifest("ev", everything, []string{"stdio"}, fastHealth))
+	writeFile(t, filepath.Join(dir, "go.yaml"), httpManifest("go", fmt.Sprintf("http://127.0.0.1:%d/mcp", goPort), "streamable", ""))
+	writeFile(t, filepath.Join(dir, "ex.yaml"), stdioManifest("ex", example, nil, fastHealth))
+	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
+	waitTCP(t, gwPort, 20*time.Second)
+
+	gc := connectGateway(t, &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort)})
+	gc.waitTools(t, "every backend's tools", hasAll("ev_echo", "go_test_simple_text", "ex_slow", "ex_add"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("calls are routed to each backend", func(t *testing.T) {
+		res, err := gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "ev_echo", Arguments: map[string]any{"message": "hi"}})
+		if err != nil || !strings.Contains(textOf(res), "Echo: hi") {
+			t.Errorf("ev_echo = %v, %v", res, err)
+		}
+		res, err = gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "go_test_simple_text"})
+		if err != nil || res.IsError || textOf(res) == "" {
+			t.Errorf("go_test_simple_text = %+v, %v", res, err)
+		}
+		res, err = gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "ex_add", Arguments: map[string]any{"a": 2, "b": 40}})
+		if err != nil || textOf(res) != "42" {
+			t.Errorf("ex_add = %+v, %v", res, err)
+		}
+	})
+
+	t.Run("progress flows back", func(t *testing.T) {
+		p := &mcp.CallToolParams{Name: "ev_trigger-long-running-operation", Arguments: map[string]any{"duration": 1, "steps": 3}}
+		p.SetProgressToken("e2e-progress")
+		if _, err := gc.session.CallTool(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		gc.mu.Lock()
+		defer gc.mu.Unlock()
+		if len(gc.progress) == 0 {
+			t.Fatal("no progress notification reached the client")
+		}
+		for _, pr := range gc.progress {
+			if pr.ProgressToken != "e2e-progress" {
+				t.Errorf("progress carries token %v, want the caller's", pr.ProgressToken)
+			}
+		}
+	})
+
+	t.Run("cancellation reaches the backend", func(t *testing.T) {
+		cctx, ccancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() {
+			p := &mcp.CallToolParams{Name: "ex_slow", Arguments: map[string]any{"seconds": 30, "steps": 30}}
+			_, err := gc.session.CallTool(cctx, p)
+			errc <- err
+		}()
+		time.Sleep(300 * time.Millisecond) // let the call reach the backend; the assertion below waits for the effect
+		ccancel()
+		if err := <-errc; err == nil {
+			t.Fatal("a cancelled call succeeded")
+		}
+		// The example server logs the cancellation on stderr; tether keeps
+		// the tail in status.
+		waitStatus(t, filepath.Join(dir, "ex.yaml"), "ex", 20*time.Second, "the backend seeing the cancellation", func(st spec.ConnectionStatus) bool {
+			return st.Process != nil && slices.ContainsFunc(st.Process.StderrTail, func(l string) bool { return strings.Contains(l, "slow call cancelled") })
+		})
+	})
+
+	t.Run("a dead HTTP backend's call fails fast", func(t *testing.T) {
+		_ = syscall.Kill(-goSrv.Process.Pid, syscall.SIGKILL)
+		start := time.Now()
+		res, err := gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "go_test_simple_text"})
+		if err == nil && !res.IsError {
+			t.Fatalf("a call to a dead backend succeeded: %+v", res)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the call took %v to fail", d)
+		}
+	})
+
+	t.Run("list_changed on reconnect", func(t *testing.T) {
+		st, _ := readStatus(t, filepath.Join(dir, "ev.yaml"), "ev")
+		before := gc.changes()
+		must(t, syscall.Kill(st.Process.PID, syscall.SIGKILL))
+		gc.waitChange(t, before, "when the backend dropped")
+		gc.waitTools(t, "ev's tools again", hasAll("ev_echo"))
+		waitStatus(t, filepath.Join(dir, "ev.yaml"), "ev", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	})
+
+	t.Run("list_changed on removal", func(t *testing.T) {
+		before := gc.changes()
+		must(t, os.Remove(filepath.Join(dir, "ex.yaml")))
+		gc.waitChange(t, before, "when a manifest was removed")
+		gc.waitTools(t, "no ex_ tools", func(names []string) bool {
+			return !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "ex_") })
+		})
+	})
+
+	t.Run("a collision is reported", func(t *testing.T) {
+		writeFile(t, filepath.Join(dir, "a1.yaml"), stdioManifest("a1", example, nil, "  toolPrefix: same\n"))
+		writeFile(t, filepath.Join(dir, "a2.yaml"), stdioManifest("a2", example, nil, "  toolPrefix: same\n"))
+		waitStatus(t, filepath.Join(dir, "a1.yaml"), "a1", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+		st := waitStatus(t, filepath.Join(dir, "a2.yaml"), "a2", 20*time.Second, "collisions", func(st spec.ConnectionStatus) bool {
+			return len(st.Collisions) > 0
+		})
+		if c := st.Collisions[0]; c.Connection != "a1" || !strings.HasPrefix(c.Tool, "same_") {
+			t.Errorf("collision = %+v, want a tool same_* lost to a1", c)
+		}
+		if st.Tools.Exposed != 0 {
+			t.Errorf("the loser still exposes %d tools", st.Tools.Exposed)
+		}
+	})
+
+	t.Run("a foreign Host header is refused", func(t *testing.T) {
+		req, _ := http.NewRequest("POST", fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Host = "evil.example.com"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("foreign Host: status %d, want 403", resp.StatusCode)
+		}
+	})
+}
+
+// TestGatewayStdioMode: `tether run --stdio` is a single MCP server on
+// stdin/stdout in front of every connection.
+func TestGatewayStdioMode(t *testing.T) {
+	bin := builtBinaries(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ex.yaml"), stdioManifest("ex", filepath.Join(bin, "tether-example-server"), nil, ""))
+	cmd := exec.Command(filepath.Join(bin, "tether"), "run", "--stdio", "--dir", dir, "--metrics-addr", "")
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	gc := connectGateway(t, &mcp.CommandTransport{Command: cmd})
+	gc.waitTools(t, "ex's tools", hasAll("ex_echo"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "ex_echo", Arguments: map[string]any{"text": "via stdio"}})
+	if err != nil || !strings.Contains(textOf(res), "via stdio") {
+		t.Errorf("ex_echo over stdio = %+v, %v\n%s", res, err, logs.String())
+	}
+}
+
+// TestGatewayRefusesOpenListenWithoutToken: a non-loopback --listen needs
+// --auth-token-file; tether refuses to start without one.
+func TestGatewayRefusesOpenListenWithoutToken(t *testing.T) {
+	bin := builtBinaries(t)
+	cmd := exec.Command(filepath.Join(bin, "tether"), "run", "--dir", t.TempDir(), "--metrics-addr", "",
+		"--listen", fmt.Sprintf("0.0.0.0:%d", freePort(t)))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("tether started on 0.0.0.0 without a token:\n%s", out)
+	}
+	if !strings.Contains(string(out), "auth token") {
+		t.Errorf("the refusal does not say why:\n%s", out)
+	}
+}
