@@ -3,6 +3,7 @@ package controller
 import (
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -23,6 +24,71 @@ func IsManifestName(name string) bool {
 	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
 }
 
+// IgnoreFile excludes paths from a manifest tree, as Flux's .sourceignore
+// does: in any directory of the tree, one glob (path.Match syntax) per line;
+// blank lines and lines starting with # are skipped. A pattern without a
+// slash matches a name at any depth below the file's directory; one with a
+// slash matches the path relative to that directory; a trailing slash
+// matches directories only. There is no negation. It lets a repository keep
+// other YAML (Prometheus rules, kustomizations) beside its manifests.
+const IgnoreFile = ".tetherignore"
+
+type ignoreRule struct {
+	base    string // directory of the .tetherignore
+	pattern string
+	dirOnly bool
+	anchor  bool // pattern has a slash: match the relative path
+}
+
+func readIgnoreFile(dir string) []ignoreRule {
+	data, err := os.ReadFile(filepath.Join(dir, IgnoreFile))
+	if err != nil {
+		return nil
+	}
+	var rules []ignoreRule
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		r := ignoreRule{base: dir}
+		if strings.HasSuffix(line, "/") {
+			r.dirOnly = true
+			line = strings.TrimRight(line, "/")
+		}
+		if strings.Contains(line, "/") {
+			r.anchor = true
+			line = strings.TrimPrefix(line, "/")
+		}
+		if _, err := path.Match(line, ""); err != nil || line == "" {
+			continue // a malformed pattern excludes nothing
+		}
+		r.pattern = line
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+func ignored(rules []ignoreRule, p string, isDir bool) bool {
+	for _, r := range rules {
+		if r.dirOnly && !isDir {
+			continue
+		}
+		subject := filepath.Base(p)
+		if r.anchor {
+			rel, err := filepath.Rel(r.base, p)
+			if err != nil {
+				continue
+			}
+			subject = filepath.ToSlash(rel)
+		}
+		if ok, _ := path.Match(r.pattern, subject); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Tree is one listing of a manifest directory tree.
 type Tree struct {
 	// Files are the manifest paths, as reached from the root (symlinks not
@@ -40,8 +106,8 @@ type Tree struct {
 func ListTree(root string) (Tree, error) {
 	var t Tree
 	seen := map[fileID]bool{}
-	var walk func(dir string) error
-	walk = func(dir string) error {
+	var walk func(dir string, rules []ignoreRule) error
+	walk = func(dir string, rules []ignoreRule) error {
 		fi, err := os.Stat(dir)
 		if err != nil {
 			return err
@@ -53,6 +119,9 @@ func ListTree(root string) (Tree, error) {
 			seen[id] = true
 		}
 		t.Dirs = append(t.Dirs, dir)
+		if more := readIgnoreFile(dir); more != nil {
+			rules = append(rules[:len(rules):len(rules)], more...)
+		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return err
@@ -71,17 +140,23 @@ func ListTree(root string) (Tree, error) {
 				}
 				typ = fi.Mode().Type()
 				if fi.IsDir() {
+					if ignored(rules, p, true) {
+						continue
+					}
 					// Watch the link's own directory too: a swap of the link is
 					// an event there, not in the target.
-					if err := walk(p); err != nil && !os.IsNotExist(err) {
+					if err := walk(p, rules); err != nil && !os.IsNotExist(err) {
 						return err
 					}
 					continue
 				}
 			}
+			if ignored(rules, p, typ.IsDir()) {
+				continue
+			}
 			switch {
 			case typ.IsDir():
-				if err := walk(p); err != nil && !os.IsNotExist(err) {
+				if err := walk(p, rules); err != nil && !os.IsNotExist(err) {
 					return err
 				}
 			case typ.IsRegular() && IsManifestName(name):
@@ -90,7 +165,7 @@ func ListTree(root string) (Tree, error) {
 		}
 		return nil
 	}
-	if err := walk(root); err != nil {
+	if err := walk(root, nil); err != nil {
 		return Tree{}, err
 	}
 	sort.Strings(t.Files)
