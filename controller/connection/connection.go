@@ -30,7 +30,8 @@ type Request struct {
 	// OnToolsChanged is called, from a goroutine the session owns and never
 	// from the session's reader, after the server sent
 	// notifications/tools/list_changed, the session refreshed its tool list
-	// and the list actually differs. Bursts are coalesced.
+	// and the list actually differs. Bursts are coalesced. It must not call
+	// Close (Close waits for that goroutine): hand the news to a queue.
 	OnToolsChanged func()
 	// Environ reads valueFrom.env (default os.Getenv). The base environment
 	// of a stdio child always comes from the process environment.

@@ -10,14 +10,18 @@
 // Every env value and header value of the manifest (plain value,
 // valueFrom.file, valueFrom.env) is resolved at each Connect, so a rotated
 // secret file is used on the next connect. A file's trailing newline is
-// dropped. Every resolved value of at least [MinRedactLen] bytes is replaced by
+// dropped; an unset or empty valueFrom.env is an error (Request.Environ
+// cannot tell the two apart). Every resolved value of at least [MinRedactLen] bytes is replaced by
 // [Redacted] in everything this package shows: error messages (including the
 // errors a server sends back and the text of tool results marked isError),
 // progress messages, the child's stderr tail and the session's logs. For
 // header values of the form "<scheme> <token>" (Authorization) the token
-// alone is redacted too, and so is the JSON-escaped form of every value. Errors keep their cause for errors.Is/As, but a
-// server's JSON-RPC error found with errors.As is a redacted copy; do not
-// print an unwrapped cause yourself.
+// alone is redacted too, and so is the JSON-escaped form of every value.
+// Errors keep their cause for errors.Is/As (do not print an unwrapped cause
+// yourself). To forward a server's JSON-RPC error, use [ServerError]: it
+// returns a redacted copy, and nil for the go-sdk's local failures, which
+// errors.As(err, **jsonrpc.Error) would also find (a refused connection is
+// a *jsonrpc.Error with code -32005).
 //
 // # Stdio children
 //
@@ -47,6 +51,16 @@
 // process group, waits, then SIGKILL (bounded by [StopTimeout] in total); it
 // also kills whatever is left of the group when the direct child already
 // exited, e.g. a grandchild of a wrapper that still holds the pipes.
+//
+// # HTTP
+//
+// Streamable HTTP and SSE sessions share one http.Transport (one connection
+// pool for all sessions); each adds its manifest headers through its own
+// RoundTripper. The go-sdk notices a dead HTTP server late or never (NOTES
+// trap 2): Done closes only when the transport reports the session gone
+// (an SSE stream that ended, a server that forgot the session after a
+// restart) or on Close; the reconciler's probes find the rest. Close sends
+// the session DELETE, which the go-sdk bounds at 5 s against a hung server.
 //
 // # Health probe
 //

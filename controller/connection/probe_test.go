@@ -69,7 +69,7 @@ func TestProbeFailsWhenHTTPServerKilled(t *testing.T) {
 			if err == nil {
 				t.Fatal("Probe of a killed server succeeded")
 			}
-			if took > timeout+200*time.Millisecond {
+			if took > timeout+schedSlack {
 				t.Errorf("Probe took %s, timeout %s", took, timeout)
 			}
 			t.Logf("%s (%s): probe after kill failed in %s: %v", tc.name, s.Server().ProtocolVersion, took.Round(time.Millisecond), err)
@@ -115,7 +115,7 @@ func TestProbeTimesOutOnStoppedServer(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Probe of a stopped server = %v, want a deadline error", err)
 			}
-			if took < timeout || took > timeout+200*time.Millisecond {
+			if took < timeout || took > timeout+schedSlack {
 				t.Errorf("Probe took %s, want about %s", took, timeout)
 			}
 			cont()

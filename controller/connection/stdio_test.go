@@ -45,7 +45,7 @@ func TestChildKilledEndsSession(t *testing.T) {
 	if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_simple_text"}, nil); err == nil {
 		t.Error("CallTool on an ended session succeeded")
 	}
-	if d := time.Since(start); d > 100*time.Millisecond {
+	if d := time.Since(start); d > schedSlack {
 		t.Errorf("CallTool on an ended session took %s", d)
 	}
 	if err := s.Probe(context.Background()); err == nil {
@@ -83,7 +83,7 @@ func TestCloseKillsStubbornGrandchild(t *testing.T) {
 	if took > StopTimeout+schedSlack {
 		t.Errorf("Close took %s, bound %s", took, StopTimeout)
 	}
-	groupGone(t, pid, 100*time.Millisecond)
+	groupGone(t, pid, schedSlack)
 	if !errors.Is(s.Err(), ErrClosed) {
 		t.Errorf("Err after Close = %v, want ErrClosed", s.Err())
 	}
@@ -209,7 +209,7 @@ func TestConnectTimeoutLeavesNoChild(t *testing.T) {
 	if ps == nil {
 		t.Fatalf("no process facts in %v", err)
 	}
-	groupGone(t, ps.PID, 100*time.Millisecond)
+	groupGone(t, ps.PID, schedSlack)
 	if limit := 300*time.Millisecond + 2*failedConnectGrace + killGrace; took > limit {
 		t.Errorf("Connect took %s, want under %s", took, limit)
 	}
