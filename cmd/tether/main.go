@@ -40,6 +40,7 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newValidateCmd(),
 		newRunCmd(),
+		newGetCmd(),
 	)
 	return root
 }
