@@ -9,16 +9,20 @@ import (
 )
 
 // SDKConnector opens real sessions with the go-sdk (controller/connection).
-type SDKConnector struct{}
+type SDKConnector struct {
+	// Version is tether's version, sent to servers as the client's.
+	Version string
+}
 
 // Connect implements Connector.
-func (SDKConnector) Connect(ctx context.Context, req ConnectRequest) (Session, error) {
+func (k SDKConnector) Connect(ctx context.Context, req ConnectRequest) (Session, error) {
 	s, err := connection.Connect(ctx, connection.Request{
 		Name:           req.Name,
 		Spec:           &req.Conn.Spec,
 		ManifestDir:    req.ManifestDir,
 		Logger:         req.Logger,
 		OnToolsChanged: req.OnToolsChanged,
+		ClientVersion:  k.Version,
 	})
 	if err != nil {
 		return nil, err

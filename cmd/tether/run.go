@@ -139,7 +139,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Workers:         o.workers,
 		Resync:          o.resync,
 		Selector:        selector,
-		Connector:       controller.SDKConnector{},
+		Connector:       controller.SDKConnector{Version: version},
 		Exposer:         controller.GatewayExposer{G: gw},
 		Metrics:         m,
 		QueueMetrics:    m.QueueProvider(),
