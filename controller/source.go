@@ -17,10 +17,6 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
-// maxManifestBytes bounds what the source reads of one file; the decoder
-// reports anything larger as an error.
-const maxManifestBytes = 4 << 20
-
 // SourceOptions configures a Source.
 type SourceOptions struct {
 	Root   string
@@ -240,10 +236,14 @@ func (s *Source) sync() ([]string, error) {
 
 // load reads one file, reusing the last decode when its bytes did not change.
 func (s *Source) load(path string) ParsedFile {
-	data, err := readBounded(path)
+	data, size, err := readBounded(path)
 	if err != nil {
 		delete(s.cache, path)
 		return ParsedFile{Path: path, Err: fmt.Errorf("%s: %w", path, err)}
+	}
+	if docs := spec.OversizedFile(path, size); docs != nil {
+		delete(s.cache, path)
+		return ParsedFile{Path: path, Docs: docs}
 	}
 	sum := sha256.Sum256(data)
 	if c, ok := s.cache[path]; ok && c.sum == sum {
@@ -264,14 +264,27 @@ func (s *Source) load(path string) ParsedFile {
 	return ParsedFile{Path: path, Docs: docs}
 }
 
-func readBounded(path string) ([]byte, error) {
+// readBounded reads a file of at most spec.MaxFileSize bytes; for a larger
+// one it reads nothing and returns the size, so the error can say it.
+func readBounded(path string) ([]byte, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
-	// One byte past the limit lets the decoder say the file is too large.
-	return io.ReadAll(io.LimitReader(f, maxManifestBytes+1))
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("not a regular file")
+	}
+	if fi.Size() > spec.MaxFileSize {
+		return nil, fi.Size(), nil
+	}
+	// The file may grow between Stat and read: bound the read as well.
+	data, err := io.ReadAll(io.LimitReader(f, spec.MaxFileSize+1))
+	return data, int64(len(data)), err
 }
 
 // reportFileErrors logs each file's problems once, when they change.
@@ -290,7 +303,9 @@ func (s *Source) reportFileErrors() {
 	for file := range s.prevErr {
 		if _, ok := errs[file]; !ok {
 			delete(s.prevErr, file)
-			s.log.Info("manifest is valid again", "file", file)
+			if _, err := os.Stat(file); err == nil {
+				s.log.Info("manifest is valid again", "file", file)
+			}
 		}
 	}
 	if s.opts.OnListed != nil {
