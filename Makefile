@@ -36,8 +36,8 @@ test: ## gofmt and go vet checks, install the test peers, then go test -race ./.
 	hack/test-go.sh
 
 .PHONY: bench
-bench: ## Run the benchmarks (no tests)
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: ## Measure tether end to end (hack/bench): table on stdout, JSON in _output/bench.json
+	$(GO) run ./hack/bench -json _output/bench.json $(BENCH_FLAGS)
 
 .PHONY: verify
 verify: ## Run every hack/verify-*.sh (gofmt, go vet, go mod tidy)

@@ -1,33 +1,47 @@
 // Command bench measures tether end to end, as a user would run it: it builds
-// the real binary and the example server, runs `tether run` on a temporary
-// manifest tree and times what the status files show.
+// the real binary and the example server from the working tree, runs
+// `tether run` on temporary manifest trees against real backends (example
+// server processes over streamable HTTP and stdio), and times what the
+// status files show and what an MCP client sees. It prints a table and can
+// write the same figures as JSON.
 //
-//	go run ./hack/bench -scenario all -json _output/bench.json
+//	go run ./hack/bench -json _output/bench.json        # everything (make bench)
+//	go run ./hack/bench -scenario gateway,recovery      # some scenarios
+//	go run ./hack/bench -scenario http -pprof _output/pprof  # with profiles
 //
-// Scenarios:
+// Scenarios (see README.md for what each measures and the targets):
 //
-//	stdio-latency  write one stdio manifest at a time; time until its status
-//	               file shows Connected (N samples, median and p90)
-//	stdio-burst    write N stdio manifests at once; time until all are Connected
+//	http           cold start of 100 and 1,000 HTTP connections; at 1,000 also
+//	               RSS, idle CPU and edit-to-status latency
+//	idle1          RSS and CPU of tether idle with one connection
+//	stdio          cold start of 100 stdio connections; tether's own RSS
+//	recovery       killed HTTP backend and killed stdio child: time until a
+//	               call through the gateway succeeds again
+//	gateway        call latency and throughput direct vs through the gateway
+//	gobench        Go benchmarks (-benchmem) of the hot paths
+//	stdio-latency  one stdio manifest at a time: write-to-Connected
+//	stdio-burst    N stdio manifests written at once into a running tether
+//
+// It never asserts: targets are printed beside the figures, and a missed one
+// is reported, not failed. The machine is shared, so every scenario records
+// the load average it started under.
 package main
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
-	"sort"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
-
-	"sigs.k8s.io/yaml"
-
-	"github.com/tether-mcp/tether/spec"
 )
 
 // Result is one measured figure.
@@ -37,58 +51,170 @@ type Result struct {
 	Value    float64 `json:"value"`
 	Unit     string  `json:"unit"`
 	Samples  int     `json:"samples,omitempty"`
+	// Target is the goal for this figure ("<= 2000"); Met whether the value
+	// meets it.
+	Target string `json:"target,omitempty"`
+	Met    *bool  `json:"met,omitempty"`
+	// Load is /proc/loadavg when the scenario started.
+	Load string `json:"load,omitempty"`
+}
+
+func (r Result) atMost(limit float64) Result {
+	met := r.Value <= limit
+	r.Target, r.Met = fmt.Sprintf("<= %g", limit), &met
+	return r
+}
+
+func (r Result) atLeast(limit float64) Result {
+	met := r.Value >= limit
+	r.Target, r.Met = fmt.Sprintf(">= %g", limit), &met
+	return r
+}
+
+// Report is the JSON file: the machine, then the figures.
+type Report struct {
+	Machine  Machine   `json:"machine"`
+	Started  time.Time `json:"started"`
+	Duration string    `json:"duration"`
+	Args     []string  `json:"args"`
+	Results  []Result  `json:"results"`
+}
+
+// Machine describes where the figures come from.
+type Machine struct {
+	CPU       string `json:"cpu"`
+	Cores     int    `json:"cores"`
+	MemoryMB  int64  `json:"memoryMB"`
+	Kernel    string `json:"kernel"`
+	Go        string `json:"go"`
+	Commit    string `json:"commit"`
+	LoadStart string `json:"loadStart"`
+	LoadEnd   string `json:"loadEnd"`
+	NoFile    uint64 `json:"nofile"`
+}
+
+// config is what every scenario may read.
+type config struct {
+	bins     *binaries
+	pprofDir string
+	runs     int
+	sizes    []int
+	perProc  int
+	idle     time.Duration
+	edits    int
+	stdioN   int
+	recovers int
+	loadDur  time.Duration
+	rounds   int
+	concs    []int
+	samples  int
+	burst    int
+}
+
+type scenario struct {
+	name string
+	all  bool // part of "all"
+	run  func(ctx context.Context, c *config) ([]Result, error)
+}
+
+var scenarios = []scenario{
+	{"gobench", true, goBench},
+	{"idle1", true, idleOne},
+	{"stdio", true, stdioCold},
+	{"http", true, httpCold},
+	{"recovery", true, recovery},
+	{"gateway", true, gatewayOverhead},
+	{"stdio-latency", false, stdioLatency},
+	{"stdio-burst", false, stdioBurst},
 }
 
 func main() { os.Exit(run()) }
 
 func run() int {
-	scenario := flag.String("scenario", "all", "stdio-latency, stdio-burst or all")
-	samples := flag.Int("samples", 25, "samples for stdio-latency")
-	burst := flag.Int("burst", 200, "manifests for stdio-burst")
+	var names []string
+	for _, s := range scenarios {
+		names = append(names, s.name)
+	}
+	c := &config{}
+	scenarioFlag := flag.String("scenario", "all", "comma-separated scenarios, or all: "+strings.Join(names, ", "))
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
+	flag.StringVar(&c.pprofDir, "pprof", "", "build tether with net/http/pprof and save CPU and heap profiles of the scenarios in this directory")
+	flag.IntVar(&c.runs, "runs", 3, "cold starts per size (http, stdio); the median is reported")
+	sizes := flag.String("http-sizes", "100,1000", "HTTP connection counts for the cold start")
+	flag.IntVar(&c.perProc, "per-backend", 100, "HTTP connections per example server process")
+	flag.DurationVar(&c.idle, "idle", 30*time.Second, "idle window for CPU at the largest HTTP size")
+	flag.IntVar(&c.edits, "edits", 50, "edits of each kind for the edit-to-status latency")
+	flag.IntVar(&c.stdioN, "stdio-n", 100, "stdio connections for the stdio cold start")
+	flag.IntVar(&c.recovers, "recoveries", 5, "kill/recover cycles of each kind")
+	flag.DurationVar(&c.loadDur, "load", 2*time.Second, "duration of one gateway load run")
+	flag.IntVar(&c.rounds, "rounds", 3, "gateway load runs per path and concurrency (median reported)")
+	concs := flag.String("conc", "1,16,64", "gateway concurrencies")
+	flag.IntVar(&c.samples, "samples", 25, "samples for stdio-latency")
+	flag.IntVar(&c.burst, "burst", 100, "manifests for stdio-burst")
 	flag.Parse()
 
-	bin, err := os.MkdirTemp("", "tether-bench-bin-")
-	if err != nil {
+	var err error
+	if c.sizes, err = parseInts(*sizes); err != nil {
+		fmt.Fprintln(os.Stderr, "-http-sizes:", err)
+		return 2
+	}
+	if c.concs, err = parseInts(*concs); err != nil {
+		fmt.Fprintln(os.Stderr, "-conc:", err)
+		return 2
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(*scenarioFlag, ",") {
+		n = strings.TrimSpace(n)
+		if n != "all" && !slices.Contains(names, n) {
+			fmt.Fprintf(os.Stderr, "-scenario: unknown %q (have %s)\n", n, strings.Join(names, ", "))
+			return 2
+		}
+		want[n] = true
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	report := Report{Started: time.Now().UTC().Truncate(time.Second), Args: os.Args[1:], Machine: machine()}
+	if report.Machine.NoFile, err = raiseNoFile(); err != nil {
+		fmt.Fprintln(os.Stderr, "raising the open-file limit:", err)
+	}
+	if c.bins, err = buildBinaries(c.pprofDir != ""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(bin)
-	for _, b := range []struct{ out, pkg string }{
-		{"tether", "./cmd/tether"},
-		{"tether-example-server", "./examples/server"},
-	} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, b.out), b.pkg).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
-			return 1
-		}
-	}
+	defer c.bins.remove()
 
-	var results []Result
-	run := func(name string, f func(bin string) ([]Result, error)) bool {
-		if *scenario != "all" && *scenario != name {
-			return true
+	fmt.Fprintf(os.Stderr, "machine: %s, %d cores, %d MB, load %s\n",
+		report.Machine.CPU, report.Machine.Cores, report.Machine.MemoryMB, report.Machine.LoadStart)
+	failed := false
+	for _, s := range scenarios {
+		if !want[s.name] && !(want["all"] && s.all) {
+			continue
 		}
-		r, err := f(bin)
+		if ctx.Err() != nil {
+			break
+		}
+		load := loadAvg()
+		fmt.Fprintf(os.Stderr, "== %s (load %s)\n", s.name, load)
+		t0 := time.Now()
+		rs, err := s.run(ctx, c)
+		for i := range rs {
+			rs[i].Scenario, rs[i].Load = s.name, load
+		}
+		report.Results = append(report.Results, rs...)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-			return false
+			fmt.Fprintf(os.Stderr, "%s: %v\n", s.name, err)
+			failed = true
 		}
-		results = append(results, r...)
-		return true
+		fmt.Fprintf(os.Stderr, "   %s took %v\n", s.name, time.Since(t0).Round(100*time.Millisecond))
 	}
-	ok := run("stdio-latency", func(bin string) ([]Result, error) { return stdioLatency(bin, *samples) }) &&
-		run("stdio-burst", func(bin string) ([]Result, error) { return stdioBurst(bin, *burst) })
+	report.Machine.LoadEnd = loadAvg()
+	report.Duration = time.Since(report.Started).Round(time.Second).String()
 
-	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tMETRIC\tVALUE\tUNIT\tSAMPLES")
-	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%d\n", r.Scenario, r.Metric, r.Value, r.Unit, r.Samples)
-	}
-	tw.Flush()
+	printTable(report)
 	if *jsonOut != "" {
-		data, _ := json.MarshalIndent(results, "", "  ")
+		data, _ := json.MarshalIndent(report, "", "  ")
 		if err := os.MkdirAll(filepath.Dir(*jsonOut), 0o755); err == nil {
 			err = os.WriteFile(*jsonOut, append(data, '\n'), 0o644)
 		}
@@ -97,139 +223,128 @@ func run() int {
 			return 1
 		}
 	}
-	if !ok {
+	if failed {
 		return 1
 	}
 	return 0
 }
 
-// daemon is a running tether.
-type daemon struct {
-	cmd  *exec.Cmd
-	logs bytes.Buffer
-}
-
-func startTether(bin, dir string, extra ...string) (*daemon, error) {
-	args := append([]string{"run", "--dir", dir, "--listen", "", "--metrics-addr", ""}, extra...)
-	d := &daemon{cmd: exec.Command(filepath.Join(bin, "tether"), args...)}
-	d.cmd.Stderr = &d.logs
-	return d, d.cmd.Start()
-}
-
-func (d *daemon) stop() {
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	_ = d.cmd.Wait()
-}
-
-func manifest(name, command string) string {
-	return fmt.Sprintf("apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata:\n  name: %s\nspec:\n  stdio:\n    command: %s\n", name, command)
-}
-
-// phaseOf reads the phase in the status file of manifest (first document).
-func phaseOf(manifest string) spec.Phase {
-	data, err := os.ReadFile(strings.TrimSuffix(manifest, ".yaml") + ".status.yaml")
-	if err != nil {
-		return ""
+func printTable(r Report) {
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "# %s, %d cores, %d MB; %s; load %s → %s; %s\n",
+		r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryMB, r.Machine.Go, r.Machine.LoadStart, r.Machine.LoadEnd, r.Duration)
+	fmt.Fprintln(tw, "SCENARIO\tMETRIC\tVALUE\tUNIT\tN\tTARGET\tMET")
+	for _, x := range r.Results {
+		met := ""
+		if x.Met != nil {
+			met = map[bool]string{true: "yes", false: "NO"}[*x.Met]
+		}
+		n := ""
+		if x.Samples > 0 {
+			n = fmt.Sprint(x.Samples)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.Scenario, x.Metric, formatValue(x.Value), x.Unit, n, x.Target, met)
 	}
-	var doc spec.StatusDocument
-	if yaml.Unmarshal(data, &doc) != nil {
-		return ""
-	}
-	return doc.Status.Phase
+	tw.Flush()
 }
 
-// waitConnected polls until every manifest's status shows Connected. Polling
-// every millisecond costs the machine a little but keeps the error of the
-// measure below the figures measured.
-func waitConnected(manifests []string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	pending := append([]string(nil), manifests...)
-	for len(pending) > 0 {
-		rest := pending[:0]
-		for _, m := range pending {
-			if phaseOf(m) != spec.PhaseConnected {
-				rest = append(rest, m)
+func formatValue(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 100 || v <= -100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10 || v <= -10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+func machine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version(), LoadStart: loadAvg()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
 			}
 		}
-		pending = rest
-		if len(pending) == 0 {
-			break
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(data), "MemTotal: %d kB", &kb); err == nil {
+			m.MemoryMB = kb >> 10
 		}
-		if time.Now().After(deadline) {
-			phases := map[spec.Phase]int{}
-			for _, m := range pending {
-				phases[phaseOf(m)]++
+	}
+	var u syscall.Utsname
+	if syscall.Uname(&u) == nil {
+		var b []byte
+		for _, c := range u.Release {
+			if c == 0 {
+				break
 			}
-			return fmt.Errorf("%d of %d not Connected after %v: phases %v; first: %s", len(pending), len(manifests), timeout, phases, pending[0])
+			b = append(b, byte(c))
 		}
-		time.Sleep(time.Millisecond)
+		m.Kernel = string(b)
 	}
-	return nil
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	}
+	return m
 }
 
-func stdioLatency(bin string, n int) ([]Result, error) {
-	dir, err := os.MkdirTemp("", "tether-bench-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	d, err := startTether(bin, dir)
-	if err != nil {
-		return nil, err
-	}
-	defer d.stop()
-	server := filepath.Join(bin, "tether-example-server")
-	var ms []float64
-	for i := range n {
-		m := filepath.Join(dir, fmt.Sprintf("lat-%03d.yaml", i))
-		start := time.Now()
-		if err := os.WriteFile(m, []byte(manifest(fmt.Sprintf("lat-%03d", i), server)), 0o644); err != nil {
-			return nil, err
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &n); err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
 		}
-		if err := waitConnected([]string{m}, 30*time.Second); err != nil {
-			return nil, fmt.Errorf("%w\n%s", err, d.logs.String())
-		}
-		ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+		out = append(out, n)
 	}
-	sort.Float64s(ms)
-	return []Result{
-		{"stdio-latency", "write-to-Connected p50", percentile(ms, 50), "ms", n},
-		{"stdio-latency", "write-to-Connected p90", percentile(ms, 90), "ms", n},
-		{"stdio-latency", "write-to-Connected max", ms[len(ms)-1], "ms", n},
-	}, nil
+	return out, nil
 }
 
-func stdioBurst(bin string, n int) ([]Result, error) {
-	dir, err := os.MkdirTemp("", "tether-bench-")
-	if err != nil {
-		return nil, err
+// millis converts a duration to milliseconds for a Result.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// micros converts a duration to microseconds for a Result.
+func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// median returns the middle of xs (the mean of the two middles for an even
+// count); xs is sorted in place.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
 	}
-	defer os.RemoveAll(dir)
-	d, err := startTether(bin, dir)
-	if err != nil {
-		return nil, err
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
 	}
-	defer d.stop()
-	server := filepath.Join(bin, "tether-example-server")
-	var manifests []string
-	start := time.Now()
-	for i := range n {
-		m := filepath.Join(dir, fmt.Sprintf("burst-%03d.yaml", i))
-		if err := os.WriteFile(m, []byte(manifest(fmt.Sprintf("burst-%03d", i), server)), 0o644); err != nil {
-			return nil, err
-		}
-		manifests = append(manifests, m)
-	}
-	if err := waitConnected(manifests, 120*time.Second); err != nil {
-		return nil, fmt.Errorf("%w\n%s", err, d.logs.String())
-	}
-	return []Result{{"stdio-burst", fmt.Sprintf("%d manifests written-to-all-Connected", n), float64(time.Since(start).Microseconds()) / 1000, "ms", 1}}, nil
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 }
 
+// percentile of sorted xs, nearest rank below.
 func percentile(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(float64(len(sorted)-1) * p / 100)
-	return sorted[i]
+	return sorted[int(float64(len(sorted)-1)*p/100)]
+}
+
+// tempTree makes a fresh manifest directory for one tether run.
+func tempTree(name string) (string, func(), error) {
+	parent, err := os.MkdirTemp("", "tether-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		os.RemoveAll(parent)
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(parent) }, nil
 }
