@@ -41,6 +41,7 @@ func newRootCmd() *cobra.Command {
 		newValidateCmd(),
 		newRunCmd(),
 		newGetCmd(),
+		newImportCmd(),
 	)
 	return root
 }

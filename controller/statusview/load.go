@@ -57,7 +57,7 @@ type Connection struct {
 }
 
 // Ready returns the connection's Ready condition, or nil.
-func (c *Connection) Ready() *spec.Condition {
+func (c Connection) Ready() *spec.Condition {
 	for i := range c.Status.Status.Conditions {
 		if c.Status.Status.Conditions[i].Type == spec.ConditionReady {
 			return &c.Status.Status.Conditions[i]
@@ -67,7 +67,7 @@ func (c *Connection) Ready() *spec.Condition {
 }
 
 // Transport is stdio, streamable or sse; "" when the manifest is invalid.
-func (c *Connection) Transport() string {
+func (c Connection) Transport() string {
 	if c.Spec == nil {
 		return ""
 	}
@@ -77,7 +77,7 @@ func (c *Connection) Transport() string {
 // Endpoint is what the connection reaches: the command and its arguments,
 // or the URL with credential-looking parts masked. Never an env or header
 // value.
-func (c *Connection) Endpoint() string {
+func (c Connection) Endpoint() string {
 	switch {
 	case c.Spec == nil:
 		return ""
@@ -144,7 +144,7 @@ func (s *Snapshot) loadFile(src Source, file string) {
 	for _, d := range spec.DecodeFile(file, data) {
 		if d.Name == "" {
 			if len(d.Errors) > 0 {
-				s.warnf("%s: not shown, it has no readable name (tether validate %s)", d.Errors[0].Error(), file)
+				s.warnf("%s (not shown: it has no name)", d.Errors[0].Error())
 			}
 			continue
 		}
@@ -297,10 +297,10 @@ type Selection struct {
 }
 
 // Select returns the connections of snap that sel chooses, in snap's order.
-// A document that does not decode has no labels to match; it is shown
-// anyway, as tether run keeps such documents so that their error shows.
-// Names that no manifest declares are returned as a *NotFoundError beside
-// the connections that were found.
+// A document that does not decode has no labels: a selector matches it only
+// if it matches an empty label set (see Unmatchable). Names that no
+// manifest declares are returned as a *NotFoundError beside the
+// connections that were found.
 func Select(snap Snapshot, sel Selection, dir string) ([]Connection, error) {
 	want := map[string]bool{}
 	for _, n := range sel.Names {
@@ -311,7 +311,7 @@ func Select(snap Snapshot, sel Selection, dir string) ([]Connection, error) {
 		if len(want) > 0 && !want[c.Name] {
 			continue
 		}
-		if sel.Selector != nil && c.Spec != nil && !sel.Selector.Matches(labels.Set(c.Labels)) {
+		if sel.Selector != nil && !sel.Selector.Matches(labels.Set(c.Labels)) {
 			continue
 		}
 		out = append(out, c)
@@ -328,6 +328,23 @@ func Select(snap Snapshot, sel Selection, dir string) ([]Connection, error) {
 		return out, &NotFoundError{Names: missing, Dir: dir}
 	}
 	return out, nil
+}
+
+// Unmatchable returns the names of the connections that sel's selector
+// leaves out only because their manifest document does not decode, so its
+// labels are unknown. Showing them would be a guess; hiding them silently
+// would hide a broken manifest.
+func Unmatchable(snap Snapshot, sel Selection) []string {
+	if sel.Selector == nil || sel.Selector.Matches(labels.Set(nil)) {
+		return nil
+	}
+	var out []string
+	for _, c := range snap.Connections {
+		if c.Spec == nil {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 func declared(snap Snapshot, name string) bool {

@@ -61,6 +61,13 @@ func Watch(ctx context.Context, src Source, sel Selection, opts WatchOptions, em
 	first := true
 	scan := func() error {
 		snap, err := Load(src)
+		// A directory watched for the first time may have changed between
+		// the reading and the watch: read again once it is watched.
+		// Bounded: a directory tree that keeps growing is caught up with by
+		// the events of the directories watched already.
+		for i := 0; i < 3 && err == nil && watchDirs(w, src, snap); i++ {
+			snap, err = Load(src)
+		}
 		if err != nil {
 			// The tree may be mid-swap (git checkout, a ConfigMap update):
 			// say so and keep the last state; the next event or resync
@@ -76,7 +83,6 @@ func Watch(ctx context.Context, src Source, sel Selection, opts WatchOptions, em
 			nowWarned[msg] = true
 		}
 		warned = nowWarned
-		watchDirs(w, src, snap)
 		conns, _ := Select(snap, sel, src.Dir)
 		var changed []Connection
 		seen := map[key]bool{}
@@ -159,12 +165,12 @@ func fingerprint(c *Connection) string {
 	return string(b)
 }
 
-// watchDirs adds every directory that holds a manifest or a status file.
-// A status directory that does not exist yet is covered by its nearest
-// existing ancestor inside the status root's parent, so that its creation
-// is an event. Adding a watched directory again is harmless; directories
-// that vanish drop out of the watch by themselves.
-func watchDirs(w *fsnotify.Watcher, src Source, snap Snapshot) {
+// watchDirs adds every directory that holds a manifest or a status file,
+// and reports whether it added one that was not watched before. A status
+// directory that does not exist yet is covered by its nearest existing
+// ancestor, so that its creation is an event. Directories that vanish drop
+// out of the watch by themselves.
+func watchDirs(w *fsnotify.Watcher, src Source, snap Snapshot) (added bool) {
 	dirs := map[string]bool{}
 	if tree, err := controller.ListTree(src.Dir); err == nil {
 		for _, d := range tree.Dirs {
@@ -172,27 +178,34 @@ func watchDirs(w *fsnotify.Watcher, src Source, snap Snapshot) {
 		}
 	}
 	if src.StatusDir != "" {
-		limit := filepath.Dir(filepath.Clean(src.StatusDir))
+		dirs[existingAncestor(filepath.Clean(src.StatusDir))] = true
 		for _, c := range snap.Connections {
-			d := filepath.Dir(controller.StatusPath(src.Dir, src.StatusDir, c.Manifest))
-			dirs[existingAncestor(d, limit)] = true
+			dirs[existingAncestor(filepath.Dir(controller.StatusPath(src.Dir, src.StatusDir, c.Manifest)))] = true
 		}
-		dirs[existingAncestor(filepath.Clean(src.StatusDir), limit)] = true
+	}
+	watched := map[string]bool{}
+	for _, d := range w.WatchList() {
+		watched[filepath.Clean(d)] = true
 	}
 	for d := range dirs {
-		_ = w.Add(d) // a directory gone since: the next scan sees it
+		if d = filepath.Clean(d); watched[d] {
+			continue
+		}
+		if err := w.Add(d); err == nil {
+			added = true
+		} // else: gone since; a later scan sees it
 	}
+	return added
 }
 
-// existingAncestor returns dir or its nearest existing ancestor, going no
-// higher than limit.
-func existingAncestor(dir, limit string) string {
+// existingAncestor returns dir or its nearest existing ancestor.
+func existingAncestor(dir string) string {
 	for {
 		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 			return dir
 		}
 		parent := filepath.Dir(dir)
-		if dir == limit || parent == dir {
+		if parent == dir {
 			return dir
 		}
 		dir = parent

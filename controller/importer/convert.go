@@ -1,0 +1,468 @@
+package importer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Server is one server of a configuration, converted.
+type Server struct {
+	// Key is the server's name in the configuration.
+	Key string
+	// Name is its manifest name: Key as a DNS-1123 label.
+	Name string
+	// Conn is the manifest; nil when Err is set.
+	Conn *spec.McpConnection
+	// Secrets are the files the manifest reads with valueFrom.file.
+	Secrets []Secret
+	// Notes are what a person should know or do: renames, ignored fields,
+	// variables tether does not expand, credentials left in arguments.
+	Notes []string
+	// Err says why the server could not be converted.
+	Err error
+}
+
+// Secret is one value moved out of a manifest into a file.
+type Secret struct {
+	// Field names what the value is for: "env GITHUB_TOKEN", "header Authorization".
+	Field string
+	// Path is the file, absolute (valueFrom.file is read from tether's
+	// working directory).
+	Path string
+	// NeedsValue is set when the configuration holds no value to write
+	// (a VS Code ${input:…} prompt, a variable inside a longer value): the
+	// file is not created, and Hint says what a person must put there.
+	NeedsValue bool
+	Hint       string
+
+	value string // what the file holds; never shown
+}
+
+// maxNameLen is the length limit of a DNS-1123 label.
+const maxNameLen = 63
+
+// converter carries what the conversion of one configuration shares.
+type converter struct {
+	cfg        *Config
+	secretsDir string
+}
+
+// convert turns one raw server into a Server; name is already unique.
+func (cv *converter) convert(raw RawServer, name string) *Server {
+	s := &Server{Key: raw.Key, Name: name}
+	switch {
+	case ManifestName(raw.Key) != raw.Key:
+		s.note("renamed from %q: manifest names are DNS-1123 labels (lower-case letters, digits, '-')", raw.Key)
+	case name != raw.Key:
+		s.note("renamed from %q: another server of the file takes that name", raw.Key)
+	}
+	if raw.Err != nil {
+		s.Err = raw.Err
+		return s
+	}
+	f := map[string]json.RawMessage{}
+	for _, m := range raw.Fields {
+		f[m.Key] = m.Value
+	}
+	str := func(key string) (string, error) {
+		v, ok := f[key]
+		if !ok {
+			return "", nil
+		}
+		var out string
+		if err := json.Unmarshal(v, &out); err != nil {
+			return "", fmt.Errorf("%s: want a string", key)
+		}
+		return out, nil
+	}
+	var errs []error
+	get := func(key string) string {
+		v, err := str(key)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return v
+	}
+	command, cwd := get("command"), get("cwd")
+	endpoint := get("url")
+	if endpoint == "" {
+		endpoint = get("serverUrl") // Windsurf
+	}
+	typ := strings.ToLower(get("type"))
+	if typ == "" {
+		typ = strings.ToLower(get("transportType")) // Cline
+	}
+	var args []string
+	if v, ok := f["args"]; ok {
+		if err := json.Unmarshal(v, &args); err != nil {
+			errs = append(errs, errors.New("args: want an array of strings"))
+		}
+	}
+	env, err := pairs(f["env"], "env")
+	if err != nil {
+		errs = append(errs, err)
+	}
+	headers, err := pairs(f["headers"], "headers")
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var disabled bool
+	if v, ok := f["disabled"]; ok {
+		if err := json.Unmarshal(v, &disabled); err != nil {
+			errs = append(errs, errors.New("disabled: want true or false"))
+		}
+	}
+	if len(errs) > 0 {
+		s.Err = errors.Join(errs...)
+		return s
+	}
+	for _, m := range raw.Fields {
+		switch m.Key {
+		case "command", "args", "env", "cwd", "url", "serverUrl", "type", "transportType", "headers", "disabled":
+		case "envFile":
+			s.note("envFile ignored: tether reads no env files; copy its variables into spec.stdio.env (secrets with valueFrom.file)")
+		default:
+			s.note("%s ignored: tether has no equivalent", m.Key)
+		}
+	}
+
+	conn := &spec.McpConnection{
+		APIVersion: spec.APIVersion,
+		Kind:       spec.Kind,
+		Metadata:   spec.ObjectMeta{Name: name},
+		Spec:       spec.Spec{Suspend: disabled},
+	}
+	if disabled {
+		s.note("disabled in the configuration: the manifest has suspend: true")
+	}
+	switch transport, err := transportOf(typ, command, endpoint); {
+	case err != nil:
+		s.Err = err
+		return s
+	case transport == spec.TransportStdio:
+		if endpoint != "" {
+			s.note("url ignored: the server is started with its command")
+		}
+		if len(headers) > 0 {
+			s.note("headers ignored: they apply to HTTP servers only")
+		}
+		st := &spec.StdioSpec{Command: command, Args: args, WorkingDir: cwd}
+		s.unexpanded("command", command)
+		for i, a := range args {
+			s.unexpanded(fmt.Sprintf("args[%d]", i), a)
+		}
+		s.unexpanded("cwd", cwd)
+		s.credentialArgs(args)
+		for _, p := range env {
+			st.Env = append(st.Env, cv.value(s, "env", p.name, p.value))
+		}
+		conn.Spec.Stdio = st
+	default:
+		if command != "" {
+			s.note("command ignored: the server is reached at its url")
+		}
+		if len(env) > 0 {
+			s.note("env ignored: it applies to servers tether starts (stdio) only")
+		}
+		if cwd != "" {
+			s.note("cwd ignored: it applies to servers tether starts (stdio) only")
+		}
+		h := &spec.HTTPSpec{URL: endpoint}
+		if transport == spec.TransportSSE {
+			h.Transport = spec.TransportSSE
+		}
+		s.unexpanded("url", endpoint)
+		if urlHoldsCredential(endpoint) {
+			s.note("url looks like it carries a credential (user info or a query parameter); it stays in the manifest as written: move it into a header if the server accepts one")
+		}
+		for _, p := range headers {
+			h.Headers = append(h.Headers, cv.value(s, "header", p.name, p.value))
+		}
+		conn.Spec.HTTP = h
+	}
+	s.Conn = conn
+	return s
+}
+
+func (s *Server) note(format string, args ...any) {
+	s.Notes = append(s.Notes, fmt.Sprintf(format, args...))
+}
+
+type pair struct{ name, value string }
+
+// pairs reads an env or headers object in file order.
+func pairs(raw json.RawMessage, what string) ([]pair, error) {
+	if raw == nil || string(raw) == "null" {
+		return nil, nil
+	}
+	ms, err := members(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: want an object of names to values", what)
+	}
+	out := make([]pair, 0, len(ms))
+	for _, m := range ms {
+		v, ok := scalarString(m.Value)
+		if !ok {
+			return nil, fmt.Errorf("%s.%s: want a string", what, m.Key)
+		}
+		out = append(out, pair{m.Key, v})
+	}
+	return out, nil
+}
+
+// transportOf decides how a server is reached. Without a type, a command
+// means stdio and a URL streamable HTTP, unless its path ends in /sse (the
+// legacy transport's usual endpoint).
+func transportOf(typ, command, endpoint string) (string, error) {
+	switch typ {
+	case "":
+		switch {
+		case command != "" && endpoint != "":
+			return "", errors.New(`both command and url are set: add "type" to say which one to use`)
+		case command != "":
+			return spec.TransportStdio, nil
+		case endpoint != "":
+			if u, err := url.Parse(endpoint); err == nil && strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/sse") {
+				return spec.TransportSSE, nil
+			}
+			return spec.TransportStreamable, nil
+		}
+		return "", errors.New("neither command nor url is set")
+	case "stdio":
+		if command == "" {
+			return "", errors.New(`type is "stdio" but command is not set`)
+		}
+		return spec.TransportStdio, nil
+	case "http", "streamable", "streamable-http", "streamablehttp", "streamable_http":
+		if endpoint == "" {
+			return "", fmt.Errorf("type is %q but url is not set", typ)
+		}
+		return spec.TransportStreamable, nil
+	case "sse":
+		if endpoint == "" {
+			return "", errors.New(`type is "sse" but url is not set`)
+		}
+		return spec.TransportSSE, nil
+	}
+	return "", fmt.Errorf("unsupported type %q (want stdio, http or sse)", typ)
+}
+
+// refPattern matches a variable reference: ${NAME}, ${env:NAME},
+// ${input:id}, ${workspaceFolder}, ${NAME:-default}.
+var refPattern = regexp.MustCompile(`\$\{([^{}]*)\}`)
+
+// envRef matches the references that name an environment variable, with
+// Claude Code's optional default.
+var envRef = regexp.MustCompile(`^(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(:-.*)?$`)
+
+// value converts one env or header value (DESIGN §6).
+func (cv *converter) value(s *Server, kind, name, val string) spec.EnvVar {
+	field := kind + " " + name
+	ev := spec.EnvVar{Name: name}
+	refs := refPattern.FindAllStringSubmatchIndex(val, -1)
+	whole := len(refs) == 1 && refs[0][0] == 0 && refs[0][1] == len(val)
+	if whole {
+		if m := envRef.FindStringSubmatch(val[2 : len(val)-1]); m != nil {
+			ev.ValueFrom = &spec.ValueFrom{Env: m[1]}
+			if m[2] != "" {
+				s.note("%s: the default of ${%s:-…} is dropped: tether reads %s from its environment, which must set it", field, m[1], m[1])
+			}
+			return ev
+		}
+	}
+	var inputs []string
+	for _, r := range refs {
+		ref := val[r[2]:r[3]]
+		if id, ok := strings.CutPrefix(ref, "input:"); ok {
+			inputs = append(inputs, id)
+		}
+	}
+	credential := looksLikeCredential(name, val)
+	if len(inputs) > 0 || (len(refs) > 0 && credential) {
+		// Nothing to write: a person must supply the value.
+		sec := Secret{Field: field, Path: cv.secretPath(s.Name, name), NeedsValue: true, Hint: cv.hint(val, inputs)}
+		s.Secrets = append(s.Secrets, sec)
+		ev.ValueFrom = &spec.ValueFrom{File: sec.Path}
+		return ev
+	}
+	if len(refs) > 0 {
+		s.unexpanded(field, val)
+	}
+	if credential && val != "" {
+		sec := Secret{Field: field, Path: cv.secretPath(s.Name, name), value: val}
+		s.Secrets = append(s.Secrets, sec)
+		ev.ValueFrom = &spec.ValueFrom{File: sec.Path}
+		return ev
+	}
+	ev.Value = &val
+	return ev
+}
+
+// hint says what a value that needs a person is made of. A reference is
+// no secret, so the template can be shown.
+func (cv *converter) hint(template string, inputs []string) string {
+	var b strings.Builder
+	if refs := refPattern.FindAllStringIndex(template, -1); len(refs) == 1 && refs[0][0] == 0 && refs[0][1] == len(template) {
+		fmt.Fprintf(&b, "the value of %s", template)
+	} else {
+		fmt.Fprintf(&b, "%q with its variables filled in", template)
+	}
+	for _, id := range inputs {
+		in, ok := cv.cfg.Inputs[id]
+		switch {
+		case !ok:
+			fmt.Fprintf(&b, " (input %q is not declared in the file)", id)
+		case in.Description != "":
+			fmt.Fprintf(&b, " (input %q: %s)", id, in.Description)
+		}
+	}
+	return b.String()
+}
+
+// unexpanded notes the references tether does not expand in a value kept
+// as written.
+func (s *Server) unexpanded(field, val string) {
+	for _, r := range refPattern.FindAllStringSubmatch(val, -1) {
+		if strings.HasPrefix(r[1], "input:") {
+			s.note("%s: needs a value: tether cannot prompt for %s; edit the manifest", field, r[0])
+		} else {
+			s.note("%s: tether does not expand %s; edit the manifest", field, r[0])
+		}
+	}
+}
+
+// credentialWords are the name parts DESIGN §6 calls credential-looking.
+var credentialWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL", "AUTH"}
+
+// credentialPrefixes start values that are credentials whatever their
+// name: bearer tokens and the token formats of well-known services.
+var credentialPrefixes = []string{"Bearer ", "Basic ", "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "sk-", "sk_live_", "AKIA"}
+
+func credentialName(name string) bool {
+	n := strings.ToUpper(name)
+	for _, w := range credentialWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+func looksLikeCredential(name, val string) bool {
+	if credentialName(name) {
+		return true
+	}
+	for _, p := range credentialPrefixes {
+		if strings.HasPrefix(val, p) && len(val) > len(p) {
+			return true
+		}
+	}
+	// A credential inside a larger value: a JSON blob of headers
+	// ({"Authorization": "Bearer …"}), a connection string with a password.
+	return strings.Contains(val, "Bearer ") || strings.Contains(val, "Basic ") || urlHoldsCredential(val)
+}
+
+// credentialArgs notes arguments that look like credentials
+// (--api-key=…, --token …, a token-shaped value). They stay as written:
+// tether passes args verbatim and cannot read them from a file.
+func (s *Server) credentialArgs(args []string) {
+	for i, a := range args {
+		flag, val, hasVal := strings.Cut(a, "=")
+		switch {
+		case strings.HasPrefix(a, "-") && hasVal && credentialName(flag) && val != "" && !refPattern.MatchString(val):
+		case i > 0 && strings.HasPrefix(args[i-1], "-") && !strings.Contains(args[i-1], "=") && credentialName(args[i-1]) && !strings.HasPrefix(a, "-") && !refPattern.MatchString(a):
+		case looksLikeCredential("", a):
+		default:
+			continue
+		}
+		s.note("args[%d] looks like a credential; it stays in the manifest as written: pass it in env instead if the server reads it there", i)
+	}
+}
+
+// urlHoldsCredential reports a password in the user info or a query
+// parameter with a credential-looking name.
+func urlHoldsCredential(raw string) bool {
+	if !strings.Contains(raw, "://") {
+		return false
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	if _, ok := u.User.Password(); ok {
+		return true
+	}
+	for k := range u.Query() {
+		if credentialName(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// secretPath is where the value of one env entry or header goes:
+// <secrets>/<manifest name>-<entry name>.
+func (cv *converter) secretPath(server, entry string) string {
+	safe := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 || r < ' ' {
+			return '_'
+		}
+		return r
+	}, entry)
+	if safe == "." || safe == ".." {
+		safe = "_"
+	}
+	return filepath.Join(cv.secretsDir, server+"-"+safe)
+}
+
+// ManifestName turns a server's name into a DNS-1123 label: lower case,
+// every run of other characters one '-', no '-' at either end, at most 63
+// characters. An empty result is "server".
+func ManifestName(key string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(key) {
+		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(r)
+			continue
+		}
+		dash = true
+	}
+	name := b.String()
+	if len(name) > maxNameLen {
+		name = strings.TrimRight(name[:maxNameLen], "-")
+	}
+	if name == "" {
+		name = "server"
+	}
+	return name
+}
+
+// uniqueNames gives every server a manifest name no other one has, adding
+// -2, -3 … in file order.
+func uniqueNames(servers []RawServer) []string {
+	used := map[string]bool{}
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		base := ManifestName(s.Key)
+		name := base
+		for n := 2; used[name]; n++ {
+			suffix := fmt.Sprintf("-%d", n)
+			name = strings.TrimRight(base[:min(len(base), maxNameLen-len(suffix))], "-") + suffix
+		}
+		used[name] = true
+		out[i] = name
+	}
+	return out
+}
