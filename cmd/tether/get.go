@@ -67,7 +67,7 @@ Invalid and its first error.
 them; -o yaml prints the same List in YAML. With NAMEs, only those are
 shown; a NAME no manifest declares is an error (exit 1) after the others
 are printed. -l selects by the manifests' labels (documents that do not
-decode have none and are always shown, as tether run keeps them).
+decode have no labels: they are left out, with a warning).
 
 -w prints the table, then a row each time a connection's status changes,
 until interrupted. With -o json or -o yaml it prints each changed status
@@ -137,6 +137,10 @@ func (o *getOptions) run(ctx context.Context, names []string, stdout, stderr io.
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	conns, selErr := statusview.Select(snap, sel, o.dir)
+	if hidden := statusview.Unmatchable(snap, sel); len(hidden) > 0 {
+		fmt.Fprintf(stderr, "warning: not matched, their manifests do not decode so their labels are unknown: %s (tether validate %s)\n",
+			strings.Join(hidden, ", "), o.dir)
+	}
 	switch format {
 	case statusview.FormatTable, statusview.FormatWide:
 		if len(conns) == 0 {
