@@ -98,14 +98,14 @@ func (o *importOptions) run(config string, stdin io.Reader, stdout, stderr io.Wr
 		return err
 	}
 	if len(data) > maxConfigBytes {
-		return fmt.Errorf("%s: over %d bytes: not a client configuration", config, maxConfigBytes)
+		return fmt.Errorf("%s: over %d bytes: not a client configuration", displayName(config), maxConfigBytes)
 	}
 	plan, err := importer.NewPlan(data, importer.Options{Source: source, OutDir: o.out})
 	if err != nil {
-		return fmt.Errorf("%s: %w", config, err)
+		return fmt.Errorf("%s: %w", displayName(config), err)
 	}
 	if len(plan.Servers) == 0 {
-		return fmt.Errorf("%s: no servers in %q", config, plan.Format)
+		return fmt.Errorf("%s: no servers in %q", displayName(config), plan.Format)
 	}
 	if !o.dryRun {
 		if err := plan.Write(o.force); err != nil {
@@ -124,6 +124,13 @@ func (o *importOptions) run(config string, stdin io.Reader, stdout, stderr io.Wr
 		return exitCode(1)
 	}
 	return nil
+}
+
+func displayName(config string) string {
+	if config == "-" {
+		return "standard input"
+	}
+	return config
 }
 
 // maxConfigBytes bounds what import reads: client configurations are a

@@ -258,9 +258,11 @@ func transportOf(typ, command, endpoint string) (string, error) {
 // ${input:id}, ${workspaceFolder}, ${NAME:-default}.
 var refPattern = regexp.MustCompile(`\$\{([^{}]*)\}`)
 
-// envRef matches the references that name an environment variable, with
-// Claude Code's optional default.
-var envRef = regexp.MustCompile(`^(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(:-.*)?$`)
+// envRef matches the references that name an environment variable:
+// ${env:Name} (VS Code, Cursor), or a bare upper-case ${NAME} with Claude
+// Code's optional default. A bare lower- or camel-case name is an editor
+// variable (${userHome}, ${workspaceFolder}), not the environment's.
+var envRef = regexp.MustCompile(`^(?:env:([A-Za-z_][A-Za-z0-9_]*)|([A-Z_][A-Z0-9_]*)(:-.*)?)$`)
 
 // value converts one env or header value (DESIGN §6).
 func (cv *converter) value(s *Server, kind, name, val string) spec.EnvVar {
@@ -270,9 +272,10 @@ func (cv *converter) value(s *Server, kind, name, val string) spec.EnvVar {
 	whole := len(refs) == 1 && refs[0][0] == 0 && refs[0][1] == len(val)
 	if whole {
 		if m := envRef.FindStringSubmatch(val[2 : len(val)-1]); m != nil {
-			ev.ValueFrom = &spec.ValueFrom{Env: m[1]}
-			if m[2] != "" {
-				s.note("%s: the default of ${%s:-…} is dropped: tether reads %s from its environment, which must set it", field, m[1], m[1])
+			env := m[1] + m[2]
+			ev.ValueFrom = &spec.ValueFrom{Env: env}
+			if m[3] != "" {
+				s.note("%s: the default of ${%s:-…} is dropped: tether reads %s from its environment, which must set it", field, env, env)
 			}
 			return ev
 		}
@@ -423,12 +426,13 @@ func (cv *converter) secretPath(server, entry string) string {
 }
 
 // ManifestName turns a server's name into a DNS-1123 label: lower case,
-// every run of other characters one '-', no '-' at either end, at most 63
-// characters. An empty result is "server".
+// accented Latin letters without their accents, every run of other
+// characters one '-', no '-' at either end, at most 63 characters. An
+// empty result is "server".
 func ManifestName(key string) string {
 	var b strings.Builder
 	dash := false
-	for _, r := range strings.ToLower(key) {
+	for _, r := range latin(strings.ToLower(key)) {
 		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
 			if dash && b.Len() > 0 {
 				b.WriteByte('-')
@@ -466,3 +470,19 @@ func uniqueNames(servers []RawServer) []string {
 	}
 	return out
 }
+
+// latinFold maps the accented lower-case letters of Latin-1 and Latin
+// Extended-A that names commonly hold to plain ASCII.
+var latinFold = strings.NewReplacer(
+	"à", "a", "á", "a", "â", "a", "ã", "a", "ä", "a", "å", "a", "ā", "a", "ą", "a", "æ", "ae",
+	"ç", "c", "ć", "c", "č", "c", "ď", "d", "đ", "d",
+	"è", "e", "é", "e", "ê", "e", "ë", "e", "ē", "e", "ę", "e", "ě", "e",
+	"ì", "i", "í", "i", "î", "i", "ï", "i", "ī", "i", "ł", "l", "ľ", "l",
+	"ñ", "n", "ń", "n", "ň", "n",
+	"ò", "o", "ó", "o", "ô", "o", "õ", "o", "ö", "o", "ø", "o", "ō", "o", "ő", "o", "œ", "oe",
+	"ř", "r", "ś", "s", "š", "s", "ß", "ss", "ť", "t",
+	"ù", "u", "ú", "u", "û", "u", "ü", "u", "ū", "u", "ů", "u", "ű", "u",
+	"ý", "y", "ÿ", "y", "ź", "z", "ż", "z", "ž", "z",
+)
+
+func latin(s string) string { return latinFold.Replace(s) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -99,7 +100,7 @@ func Parse(data []byte) (*Config, error) {
 	}
 	list, err := members(servers)
 	if err != nil {
-		return nil, fmt.Errorf("%q: want an object of servers by name", cfg.Format)
+		return nil, fmt.Errorf("%q: want an object of servers by name: %v", cfg.Format, err)
 	}
 	for _, s := range list {
 		fields, err := members(s.Value)
@@ -155,7 +156,7 @@ func members(raw json.RawMessage) ([]member, error) {
 	if _, err := dec.Token(); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err == nil {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("unexpected content after the object")
 	}
 	return out, nil
@@ -164,9 +165,11 @@ func members(raw json.RawMessage) ([]member, error) {
 // syntaxError adds the line and column to a JSON syntax error.
 func syntaxError(data []byte, err error) error {
 	var se *json.SyntaxError
-	if errors.As(err, &se) {
+	// A Decoder's offsets count what it buffered; Unmarshal's point at the
+	// byte after the offending one.
+	if uerr := json.Unmarshal(data, new(any)); errors.As(uerr, &se) {
 		line, col := 1, 1
-		for _, b := range data[:min(int(se.Offset), len(data))] {
+		for _, b := range data[:max(min(int(se.Offset)-1, len(data)), 0)] {
 			if b == '\n' {
 				line, col = line+1, 1
 			} else {
