@@ -193,7 +193,7 @@ func benchGateway(conns, tools int) *Gateway {
 	list := benchTools(tools)
 	for i := range conns {
 		name := fmt.Sprintf("c%04d", i)
-		g.Set(Connection{Name: name, Prefix: name, Tools: list, Backend: &fakeBackend{}})
+		g.Set(Connection{Name: name, Prefix: name, Tools: list, Backend: &idBackend{id: i}})
 	}
 	return g
 }
@@ -224,7 +224,7 @@ func BenchmarkSet(b *testing.B) {
 	list := benchTools(5)
 	b.Run("steady", func(b *testing.B) {
 		g := benchGateway(1000, 5)
-		be := &fakeBackend{}
+		be := &idBackend{}
 		g.Set(Connection{Name: "c0500", Prefix: "c0500", Tools: list, Backend: be})
 		b.ReportAllocs()
 		for b.Loop() {
@@ -234,8 +234,10 @@ func BenchmarkSet(b *testing.B) {
 	b.Run("reconnect", func(b *testing.B) {
 		g := benchGateway(1000, 5)
 		b.ReportAllocs()
+		i := 0
 		for b.Loop() {
-			g.Set(Connection{Name: "c0500", Prefix: "c0500", Tools: list, Backend: &fakeBackend{}})
+			i++
+			g.Set(Connection{Name: "c0500", Prefix: "c0500", Tools: list, Backend: &idBackend{id: i}})
 		}
 	})
 	b.Run("bringup", func(b *testing.B) {

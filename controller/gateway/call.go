@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -27,7 +26,7 @@ func callError(msg string) error {
 func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	name := req.Params.Name
 	table := g.routes.Load()
-	r, ok := table.routes[name]
+	r, ok := table.route(name)
 	if !ok {
 		// The tool left between the SDK's lookup and ours.
 		if d := table.lookupDown(name); d != nil {
@@ -141,7 +140,7 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 			if table.down != nil || table.downPrefixes != nil {
 				if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil {
 					name := cr.Params.Name
-					if _, live := table.routes[name]; !live {
+					if _, live := table.route(name); !live {
 						if d := table.lookupDown(name); d != nil {
 							g.observe(ctx, d.name, name, ResultError, 0, nil)
 							return nil, d.err()
@@ -152,23 +151,4 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
-}
-
-// lookupDown finds the unavailable connection a tool name belongs to: a name
-// it exposed before, else the longest matching prefix.
-func (t *routeTable) lookupDown(name string) *downTarget {
-	if d := t.down[name]; d != nil {
-		return d
-	}
-	var best *downPrefix
-	for i := range t.downPrefixes {
-		dp := &t.downPrefixes[i]
-		if strings.HasPrefix(name, dp.prefix) && (best == nil || len(dp.prefix) > len(best.prefix)) {
-			best = dp
-		}
-	}
-	if best != nil {
-		return best.target
-	}
-	return nil
 }

@@ -80,19 +80,32 @@ type Gateway struct {
 	server  *mcp.Server
 	handler *mcp.StreamableHTTPHandler
 
-	// routes is what the call path reads: an immutable snapshot, replaced
-	// whole on every change, so a call costs one atomic load and one map
-	// lookup and never waits for Set.
+	// routes is what the call path reads: an immutable snapshot, replaced on
+	// every change, so a call costs one atomic load and one map lookup and
+	// never waits for Set.
 	routes atomic.Pointer[routeTable]
 
-	// mu serialises changes of the exposed set: conns, exposed and the
-	// server's tool list move together under it. The call path never takes it.
-	mu      sync.Mutex
-	conns   map[string]*connState
+	// mu serialises changes of the exposed set: conns, claims, exposed and
+	// the server's tool list move together under it. The call path never
+	// takes it.
+	mu    sync.Mutex
+	conns map[string]*connState
+	// claims lists, for every exposed name, the available connections whose
+	// filtered tools include it, sorted by connection name: the first owns
+	// the name, the others lost it to a collision. A change re-examines
+	// only the names it touches, so the cost of Set does not grow with the
+	// number of connections.
+	claims  map[string][]claim
 	exposed map[string]*exposedTool // exposed name → definition on the server
 	// toolChanges counts AddTool/RemoveTools calls, so tests can prove an
 	// identical Set changed nothing.
 	toolChanges int
+}
+
+// claim is one connection's bid for an exposed name.
+type claim struct {
+	st *connState
+	et *exposedTool
 }
 
 // connState is the gateway's record of one connection.
@@ -108,50 +121,19 @@ type connState struct {
 	// candidates are the tools after the filter, in backend order; rebuilt
 	// only when tools, filter or prefix change.
 	candidates []*exposedTool
+	// claimed are the candidates registered in Gateway.claims: candidates
+	// while available, nil otherwise.
+	claimed []*exposedTool
+	// target is where this connection's routes lead; replaced when the
+	// backend, its life or the call timeout change.
+	target *target
 	// life ends when this backend stops serving calls (replaced, unavailable,
 	// removed); its cause is the error in-flight calls answer.
-	life       context.Context
-	endLife    context.CancelCauseFunc
-	exposedN   int
-	lost       []spec.ToolCollision
-	lastNames  []string // names exposed while available; answered "not connected" afterwards
-	lastPrefix string
-}
-
-// routeTable is an immutable snapshot of where calls go.
-type routeTable struct {
-	routes map[string]route
-	// down maps names that an unavailable connection used to expose to it;
-	// downPrefixes catch the rest of such a connection's names (prefix+"_").
-	down         map[string]*downTarget
-	downPrefixes []downPrefix
-}
-
-type route struct {
-	target *target
-	tool   string // the backend's own tool name
-}
-
-// target is what a call needs of its connection; immutable.
-type target struct {
-	name    string
-	backend Backend
-	timeout time.Duration
-	life    context.Context
-}
-
-type downTarget struct {
-	name   string
-	reason string
-}
-
-type downPrefix struct {
-	prefix string // including the trailing "_"
-	target *downTarget
-}
-
-func (d *downTarget) err() error {
-	return callError(fmt.Sprintf("connection %s is not connected: %s", d.name, d.reason))
+	life      context.Context
+	endLife   context.CancelCauseFunc
+	exposedN  int
+	lost      []spec.ToolCollision
+	lastNames []string // names exposed while available; answered "not connected" afterwards
 }
 
 // New returns a gateway with no connections. Its server declares the tools
@@ -172,6 +154,7 @@ func New(opts Options) *Gateway {
 		log:     log,
 		opts:    opts,
 		conns:   make(map[string]*connState),
+		claims:  make(map[string][]claim),
 		exposed: make(map[string]*exposedTool),
 	}
 	g.routes.Store(&routeTable{})
@@ -198,8 +181,10 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 
 // Set adds or replaces a connected backend. It is idempotent and cheap: only
 // tools whose published definition changed are added or removed, so a Set
-// that changes nothing visible sends no tools/list_changed. Replacing the
-// Backend (a reconnect) fails calls still in flight on the old one.
+// that changes nothing visible sends no tools/list_changed, and its cost
+// depends on the connection's own tools, not on how many connections the
+// gateway serves. Replacing the Backend (a reconnect) fails calls still in
+// flight on the old one.
 func (g *Gateway) Set(c Connection) {
 	if c.Backend == nil {
 		// A programming error upstream; answering calls with a clear error
@@ -218,11 +203,20 @@ func (g *Gateway) Set(c Connection) {
 		st = &connState{name: c.Name}
 		g.conns[c.Name] = st
 	}
-	if !st.available || !sameBackend(st.backend, c.Backend) {
+	wasAvailable := st.available
+	newBackend := !st.available || !sameBackend(st.backend, c.Backend)
+	newTools := !st.available || st.prefix != c.Prefix || !reflect.DeepEqual(st.filter, c.Filter) || !slices.Equal(st.tools, c.Tools)
+	if !newBackend && !newTools && st.timeout == timeout {
+		// What a reconcile of a steady connection sends: nothing to do.
+		g.mu.Unlock()
+		return
+	}
+	touched := g.releaseLocked(st, nil)
+	if newBackend {
 		st.end(fmt.Errorf("connection %s reconnected while the call was in flight", c.Name))
 		st.life, st.endLife = context.WithCancelCause(context.Background())
 	}
-	if !st.available || st.prefix != c.Prefix || !reflect.DeepEqual(st.filter, c.Filter) || !slices.Equal(st.tools, c.Tools) {
+	if newTools {
 		st.candidates = candidates(c)
 	}
 	st.available = true
@@ -233,7 +227,9 @@ func (g *Gateway) Set(c Connection) {
 	st.tools = c.Tools
 	st.backend = c.Backend
 	st.lastNames = nil
-	changed := g.applyLocked()
+	st.target = &target{name: st.name, backend: st.backend, timeout: st.timeout, life: st.life}
+	touched = g.claimLocked(st, touched)
+	changed := g.applyLocked(st, touched, !wasAvailable)
 	g.mu.Unlock()
 	g.notifyCollisions(changed)
 }
@@ -250,8 +246,9 @@ func (g *Gateway) SetUnavailable(name, prefix, reason string) {
 		g.conns[name] = st
 	}
 	if st.available {
-		st.lastNames = g.ownedLocked(name)
+		st.lastNames = g.ownedLocked(st)
 	}
+	touched := g.releaseLocked(st, nil)
 	st.end(fmt.Errorf("connection %s is not connected: %s", name, reason))
 	st.available = false
 	st.reason = reason
@@ -259,7 +256,8 @@ func (g *Gateway) SetUnavailable(name, prefix, reason string) {
 	st.backend = nil
 	st.tools = nil
 	st.candidates = nil
-	changed := g.applyLocked()
+	st.target = nil
+	changed := g.applyLocked(st, touched, true)
 	g.mu.Unlock()
 	g.notifyCollisions(changed)
 }
@@ -273,8 +271,10 @@ func (g *Gateway) Remove(name string) {
 		return
 	}
 	st.end(fmt.Errorf("connection %s was removed", name))
+	touched := g.releaseLocked(st, nil)
 	delete(g.conns, name)
-	changed := g.applyLocked()
+	st.available = false
+	changed := g.applyLocked(st, touched, true)
 	g.mu.Unlock()
 	g.notifyCollisions(changed)
 }
@@ -346,105 +346,112 @@ func candidates(c Connection) []*exposedTool {
 	return out
 }
 
-// ownedLocked lists the exposed names currently routed to the connection.
-func (g *Gateway) ownedLocked(name string) []string {
+// ownedLocked lists the exposed names st currently owns.
+func (g *Gateway) ownedLocked(st *connState) []string {
 	var names []string
-	for n, r := range g.routes.Load().routes {
-		if r.target.name == name {
-			names = append(names, n)
+	for _, et := range st.claimed {
+		if cl := g.claims[et.tool.Name]; len(cl) > 0 && cl[0].st == st {
+			names = append(names, et.tool.Name)
 		}
 	}
 	return names
 }
 
-// applyLocked recomputes the exposed set from g.conns, publishes the new
-// routing table, then brings the server's tool list in line with it, adding
-// and removing only what changed. Collisions go to the connection that sorts
-// first by name, so the outcome does not depend on the order of events, and
-// a loser takes over when the winner leaves. It reports whether any
-// connection's collisions changed.
-func (g *Gateway) applyLocked() (collisionsChanged bool) {
-	names := make([]string, 0, len(g.conns))
-	for n := range g.conns {
-		names = append(names, n)
+// claimLocked registers st's candidates as its claims and appends their
+// names to touched.
+func (g *Gateway) claimLocked(st *connState, touched []string) []string {
+	for _, et := range st.candidates {
+		name := et.tool.Name
+		cl := g.claims[name]
+		i, _ := slices.BinarySearchFunc(cl, st.name, func(c claim, n string) int { return cmp.Compare(c.st.name, n) })
+		g.claims[name] = slices.Insert(cl, i, claim{st: st, et: et})
+		touched = append(touched, name)
 	}
-	slices.Sort(names)
+	st.claimed = st.candidates
+	return touched
+}
 
-	table := &routeTable{routes: make(map[string]route, len(g.exposed))}
-	want := make(map[string]*exposedTool, len(g.exposed))
-	owner := make(map[string]string, len(g.exposed))
-	for _, n := range names {
-		st := g.conns[n]
-		if !st.available {
+// releaseLocked withdraws st's claims and appends their names to touched.
+func (g *Gateway) releaseLocked(st *connState, touched []string) []string {
+	for _, et := range st.claimed {
+		name := et.tool.Name
+		cl := slices.DeleteFunc(g.claims[name], func(c claim) bool { return c.st == st })
+		if len(cl) == 0 {
+			delete(g.claims, name)
+		} else {
+			g.claims[name] = cl
+		}
+		touched = append(touched, name)
+	}
+	st.claimed = nil
+	return touched
+}
+
+// applyLocked brings the routing table and the server's tool list in line
+// with the claims on the touched names, and recomputes the collisions of
+// st and of every connection claiming one of those names. A name goes to
+// the claimant that sorts first by connection name, so the outcome does not
+// depend on the order of events, and a loser takes over when the winner
+// leaves. downChanged says the set of unavailable connections changed, so
+// the table's "not connected" answers are rebuilt. It reports whether any
+// connection's collisions changed.
+func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool) (collisionsChanged bool) {
+	slices.Sort(touched)
+	touched = slices.Compact(touched)
+
+	edit := editRoutes(g.routes.Load())
+	affected := []*connState{st}
+	var remove []string
+	var add []claim
+	for _, name := range touched {
+		cl := g.claims[name]
+		if len(cl) == 0 {
+			edit.remove(name)
+			if _, ok := g.exposed[name]; ok {
+				remove = append(remove, name)
+			}
 			continue
 		}
-		tg := &target{name: st.name, backend: st.backend, timeout: st.timeout, life: st.life}
+		owner := cl[0]
+		edit.set(name, route{target: owner.st.target, tool: owner.et.orig})
+		if cur, ok := g.exposed[name]; !ok || !bytes.Equal(cur.def, owner.et.def) {
+			add = append(add, owner)
+		}
+		for _, c := range cl {
+			affected = append(affected, c.st)
+		}
+	}
+	if downChanged {
+		edit.next.down, edit.next.downPrefixes = g.downLocked()
+	}
+
+	slices.SortFunc(affected, func(a, b *connState) int { return cmp.Compare(a.name, b.name) })
+	for _, c := range slices.Compact(affected) {
 		var lost []spec.ToolCollision
 		exposedN := 0
-		for _, et := range st.candidates {
-			name := et.tool.Name
-			if w, taken := owner[name]; taken {
-				lost = append(lost, spec.ToolCollision{Tool: name, Connection: w})
-				continue
+		for _, et := range c.claimed {
+			if owner := g.claims[et.tool.Name][0].st; owner == c {
+				exposedN++
+			} else {
+				lost = append(lost, spec.ToolCollision{Tool: et.tool.Name, Connection: owner.name})
 			}
-			owner[name] = st.name
-			want[name] = et
-			table.routes[name] = route{target: tg, tool: et.orig}
-			exposedN++
 		}
 		slices.SortFunc(lost, func(a, b spec.ToolCollision) int { return cmp.Compare(a.Tool, b.Tool) })
-		if !slices.Equal(lost, st.lost) {
+		if !slices.Equal(lost, c.lost) {
 			collisionsChanged = true
-			for _, c := range lost {
-				if !slices.Contains(st.lost, c) {
-					g.log.Warn("gateway tool name collision: tool not exposed", "connection", st.name, "tool", c.Tool, "exposedBy", c.Connection)
+			for _, l := range lost {
+				if !slices.Contains(c.lost, l) {
+					g.log.Warn("gateway tool name collision: tool not exposed", "connection", c.name, "tool", l.Tool, "exposedBy", l.Connection)
 				}
 			}
 		}
-		st.lost, st.exposedN = lost, exposedN
+		c.lost, c.exposedN = lost, exposedN
 	}
-	for _, n := range names {
-		st := g.conns[n]
-		if st.available {
-			continue
-		}
-		if st.lost != nil {
-			collisionsChanged = true
-		}
-		st.lost, st.exposedN = nil, 0
-		dt := &downTarget{name: st.name, reason: st.reason}
-		for _, tn := range st.lastNames {
-			if _, live := table.routes[tn]; !live {
-				if table.down == nil {
-					table.down = make(map[string]*downTarget)
-				}
-				table.down[tn] = dt
-			}
-		}
-		if st.prefix != "" {
-			table.downPrefixes = append(table.downPrefixes, downPrefix{prefix: st.prefix + "_", target: dt})
-		}
-	}
-
-	var remove []string
-	for name := range g.exposed {
-		if _, ok := want[name]; !ok {
-			remove = append(remove, name)
-		}
-	}
-	var add []*exposedTool
-	for name, et := range want {
-		if cur, ok := g.exposed[name]; !ok || !bytes.Equal(cur.def, et.def) {
-			add = append(add, et)
-		}
-	}
-	slices.Sort(remove)
-	slices.SortFunc(add, func(a, b *exposedTool) int { return cmp.Compare(a.tool.Name, b.tool.Name) })
 
 	// Publish routes before touching the server: a client that sees a new
 	// tool can already call it, and a call racing a removal finds no route
 	// and answers a clear error instead of reaching a stale backend.
-	g.routes.Store(table)
+	g.routes.Store(edit.next)
 	if len(remove) > 0 {
 		g.server.RemoveTools(remove...)
 		g.toolChanges++
@@ -452,15 +459,43 @@ func (g *Gateway) applyLocked() (collisionsChanged bool) {
 			delete(g.exposed, name)
 		}
 	}
-	for _, et := range add {
-		g.addTool(owner[et.tool.Name], et)
+	for _, c := range add {
+		g.addTool(c.st.name, c.et)
 		g.toolChanges++
-		g.exposed[et.tool.Name] = et
+		g.exposed[c.et.tool.Name] = c.et
 	}
 	if len(remove)+len(add) > 0 {
-		g.log.Debug("gateway tool set changed", "added", len(add), "removed", len(remove), "exposed", len(want))
+		g.log.Debug("gateway tool set changed", "added", len(add), "removed", len(remove), "exposed", len(g.exposed))
 	}
 	return collisionsChanged
+}
+
+// downLocked builds the "not connected" answers of the routing table from
+// the unavailable connections, in connection name order.
+func (g *Gateway) downLocked() (map[string]*downTarget, []downPrefix) {
+	var down map[string]*downTarget
+	var prefixes []downPrefix
+	names := make([]string, 0, len(g.conns))
+	for n, st := range g.conns {
+		if !st.available {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		st := g.conns[n]
+		dt := &downTarget{name: st.name, reason: st.reason}
+		for _, tn := range st.lastNames {
+			if down == nil {
+				down = make(map[string]*downTarget)
+			}
+			down[tn] = dt
+		}
+		if st.prefix != "" {
+			prefixes = append(prefixes, downPrefix{prefix: st.prefix + "_", target: dt})
+		}
+	}
+	return down, prefixes
 }
 
 // addTool publishes one tool. The repairs of exposeTool cover what the SDK

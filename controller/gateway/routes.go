@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"strings"
+	"time"
+)
+
+// routeShards splits the routing table so that publishing a change copies
+// only the shards it touches: with 1,000 connections of 5 tools, a Set
+// copies a few maps of ~40 routes instead of one of 5,000, which made a
+// cold start of 1,000 connections quadratic in the gateway alone.
+const routeShards = 128
+
+var routeSeed = maphash.MakeSeed()
+
+func shardOf(name string) uint64 { return maphash.String(routeSeed, name) % routeShards }
+
+// routeTable is an immutable snapshot of where calls go. The call path
+// loads it with one atomic read and never waits for a change.
+type routeTable struct {
+	shards [routeShards]map[string]route
+	// down maps names that an unavailable connection used to expose to it;
+	// downPrefixes catch the rest of such a connection's names (prefix+"_").
+	// A name may be both down and live (another connection took it over):
+	// callers look for a live route first.
+	down         map[string]*downTarget
+	downPrefixes []downPrefix
+}
+
+func (t *routeTable) route(name string) (route, bool) {
+	r, ok := t.shards[shardOf(name)][name]
+	return r, ok
+}
+
+type route struct {
+	target *target
+	tool   string // the backend's own tool name
+}
+
+// target is what a call needs of its connection; immutable.
+type target struct {
+	name    string
+	backend Backend
+	timeout time.Duration
+	life    context.Context
+}
+
+type downTarget struct {
+	name   string
+	reason string
+}
+
+type downPrefix struct {
+	prefix string // including the trailing "_"
+	target *downTarget
+}
+
+func (d *downTarget) err() error {
+	return callError(fmt.Sprintf("connection %s is not connected: %s", d.name, d.reason))
+}
+
+// lookupDown finds the unavailable connection a tool name belongs to: a name
+// it exposed before, else the longest matching prefix.
+func (t *routeTable) lookupDown(name string) *downTarget {
+	if d := t.down[name]; d != nil {
+		return d
+	}
+	var best *downPrefix
+	for i := range t.downPrefixes {
+		dp := &t.downPrefixes[i]
+		if strings.HasPrefix(name, dp.prefix) && (best == nil || len(dp.prefix) > len(best.prefix)) {
+			best = dp
+		}
+	}
+	if best != nil {
+		return best.target
+	}
+	return nil
+}
+
+// routeEdit builds the next table from the current one, copying a shard the
+// first time it changes; the current table is never modified.
+type routeEdit struct {
+	next   *routeTable
+	copied [routeShards]bool
+}
+
+func editRoutes(cur *routeTable) *routeEdit {
+	next := *cur
+	return &routeEdit{next: &next}
+}
+
+func (e *routeEdit) own(s uint64) map[string]route {
+	if !e.copied[s] {
+		m := make(map[string]route, len(e.next.shards[s])+1)
+		maps.Copy(m, e.next.shards[s])
+		e.next.shards[s] = m
+		e.copied[s] = true
+	}
+	return e.next.shards[s]
+}
+
+func (e *routeEdit) set(name string, r route) { e.own(shardOf(name))[name] = r }
+
+func (e *routeEdit) remove(name string) {
+	s := shardOf(name)
+	if _, ok := e.next.shards[s][name]; ok {
+		delete(e.own(s), name)
+	}
+}
