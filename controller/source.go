@@ -49,7 +49,7 @@ type Source struct {
 
 	// owned by the Run goroutine
 	cache   map[string]cachedFile
-	watched map[string]bool
+	watched map[string]fileID // directory → the directory it named when its watch was added
 	prevErr map[string]string
 }
 
@@ -77,7 +77,7 @@ func NewSource(opts SourceOptions, desired *DesiredState) *Source {
 		desired: desired,
 		log:     opts.Logger,
 		cache:   map[string]cachedFile{},
-		watched: map[string]bool{},
+		watched: map[string]fileID{},
 		prevErr: map[string]string{},
 	}
 }
@@ -183,27 +183,65 @@ func (s *Source) relist(w *fsnotify.Watcher) bool {
 		s.log.Warn("cannot list the manifest directory; treating it as empty until it is back",
 			"dir", s.opts.Root, "err", err)
 	}
-	s.watch(w, dirs)
+	s.watch(w, append(dirs, linkParents(s.opts.Root)...))
 	return err == nil
 }
 
+// watch brings the watches in line with dirs. A watch follows the
+// directory it was added on, not its path: when a path names another
+// directory than before (a git-sync or ConfigMap link swapped under it),
+// the watch is moved, or changes in the new directory would go unseen.
 func (s *Source) watch(w *fsnotify.Watcher, dirs []string) {
 	want := make(map[string]bool, len(dirs))
 	for _, d := range dirs {
 		want[d] = true
-		if s.watched[d] {
-			continue
+		id, _ := dirID(d)
+		if old, ok := s.watched[d]; ok {
+			if old == id {
+				continue
+			}
+			_ = w.Remove(d) // the old directory may be gone already
+			delete(s.watched, d)
 		}
 		if err := w.Add(d); err != nil {
 			s.log.Warn("cannot watch directory", "dir", d, "err", err)
 			continue
 		}
-		s.watched[d] = true
+		s.watched[d] = id
 	}
 	for d := range s.watched {
 		if !want[d] {
 			_ = w.Remove(d) // the directory may be gone already
 			delete(s.watched, d)
+		}
+	}
+}
+
+// dirID identifies the directory a path names now (symlinks followed).
+func dirID(path string) (fileID, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileID{}, false
+	}
+	return idOf(fi)
+}
+
+// linkParents returns the directories that hold a symlink on the way to
+// root (root itself included): a swap of such a link (git-sync's
+// --link, a ConfigMap mounted at --dir) is an event there and nowhere in
+// the tree, so they are watched too.
+func linkParents(root string) []string {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil
+	}
+	var dirs []string
+	for p := abs; ; p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			dirs = append(dirs, filepath.Dir(p))
+		}
+		if filepath.Dir(p) == p {
+			return dirs
 		}
 	}
 }
