@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -31,6 +32,9 @@ type Options struct {
 	Logger       *slog.Logger
 	// ShutdownTimeout bounds closing every connection on shutdown.
 	ShutdownTimeout time.Duration
+	// TracerProvider records the reconciler's spans; nil means the global
+	// provider (see controller/tracing).
+	TracerProvider trace.TracerProvider
 }
 
 // Controller wires the source, the desired state, the workqueue, the
@@ -94,6 +98,8 @@ func New(opts Options) *Controller {
 		Metrics:   opts.Metrics,
 		Logger:    opts.Logger,
 		Enqueue:   c.queue.Add,
+
+		TracerProvider: opts.TracerProvider,
 	})
 	c.source = NewSource(SourceOptions{
 		Root:     opts.Dir,

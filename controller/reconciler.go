@@ -10,6 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tether-mcp/tether/controller/tracing"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -45,6 +49,10 @@ type ReconcilerOptions struct {
 	// Enqueue asks for name to be reconciled soon; the controller's queue.
 	Enqueue        func(name string)
 	ConnectTimeout time.Duration
+	// TracerProvider records the reconcile, connect, backoff and health
+	// spans (see controller/tracing); nil means the global provider, a no-op
+	// unless tracing.Setup turned tracing on.
+	TracerProvider trace.TracerProvider
 	// Now and Jitter are for tests.
 	Now    func() time.Time
 	Jitter func() float64 // in [0,1); the delay is scaled by 1-0.2*Jitter()
@@ -55,8 +63,9 @@ type ReconcilerOptions struct {
 // in goroutines the Reconciler owns, which report back by enqueueing the
 // connection's name. Its connection table has one lock.
 type Reconciler struct {
-	opts ReconcilerOptions
-	log  *slog.Logger
+	opts   ReconcilerOptions
+	log    *slog.Logger
+	tracer trace.Tracer
 
 	ctx    context.Context // parent of every attempt and monitor; cancelled by Shutdown
 	cancel context.CancelFunc
@@ -86,6 +95,10 @@ type conn struct {
 	backoffStep int // position in the backoff sequence; reset once stable
 	nextRetry   time.Time
 	lastError   string
+	// backoffSpan is the open mcp.backoff_wait span: started when a failure
+	// decides the delay, ended when the next attempt starts or the wait is
+	// abandoned (stopLocked).
+	backoffSpan trace.Span
 
 	health healthState
 
@@ -104,6 +117,7 @@ type attemptResult struct {
 	session Session
 	err     error
 	process *spec.ProcessStatus
+	span    trace.SpanContext // the attempt's mcp.connect_attempt span
 }
 
 type healthState struct {
@@ -133,18 +147,32 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 		opts.Enqueue = func(string) {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Reconciler{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, conns: map[string]*conn{}}
+	return &Reconciler{opts: opts, log: opts.Logger, tracer: tracing.Tracer(opts.TracerProvider),
+		ctx: ctx, cancel: cancel, conns: map[string]*conn{}}
 }
 
 // Reconcile brings the connection name one step toward its desired state and
 // writes its status. It reads the desired and the actual state afresh every
 // time, so it does not matter which event (or how many) led here.
-func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, err error) {
+	ctx, span := r.tracer.Start(ctx, tracing.SpanReconcile, trace.WithAttributes(tracing.Server.String(name)))
+	defer func() {
+		if p := recover(); p != nil {
+			span.SetStatus(codes.Error, fmt.Sprintf("panic: %v", p))
+			span.End()
+			panic(p) // the worker recovers it into an error
+		}
+		endReconcileSpan(span, res, err)
+	}()
 	entry, exists := r.opts.Desired.Get(name)
 	if !exists {
 		return Result{}, r.remove(name)
 	}
-	res, st, oldFile, firstSeen := r.decide(name, &entry)
+	if entry.Conn != nil && span.IsRecording() {
+		span.SetAttributes(tracing.Endpoint.String(tracing.EndpointOf(&entry.Conn.Spec)))
+	}
+	res, st, oldFile, firstSeen := r.decide(ctx, name, &entry)
+	span.SetAttributes(tracing.Phase.String(string(st.Phase)))
 
 	if firstSeen {
 		r.opts.Metrics.ConnectionAdded(name)
@@ -174,8 +202,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	return res, nil
 }
 
+// endReconcileSpan records a reconcile's outcome with the result values of
+// tether_reconcile_total.
+func endReconcileSpan(span trace.Span, res Result, err error) {
+	switch {
+	case err != nil:
+		span.SetAttributes(tracing.Result.String("error"))
+		span.SetStatus(codes.Error, err.Error())
+	case res.RequeueAfter > 0:
+		span.SetAttributes(tracing.Result.String("requeue"), tracing.RequeueAfterMs.Int64(res.RequeueAfter.Milliseconds()))
+	default:
+		span.SetAttributes(tracing.Result.String("success"))
+	}
+	span.End()
+}
+
 // decide acts on the connection and computes its status, under the lock.
-func (r *Reconciler) decide(name string, entry *Entry) (res Result, st spec.ConnectionStatus, oldFile string, firstSeen bool) {
+func (r *Reconciler) decide(ctx context.Context, name string, entry *Entry) (res Result, st spec.ConnectionStatus, oldFile string, firstSeen bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.conns[name]
@@ -192,7 +235,7 @@ func (r *Reconciler) decide(name string, entry *Entry) (res Result, st spec.Conn
 			}
 		}
 	}
-	res = r.step(c, entry)
+	res = r.step(ctx, c, entry)
 	st = r.statusLocked(c, entry)
 	oldFile = c.statusFile
 	c.statusFile = entry.File
@@ -226,8 +269,9 @@ func (r *Reconciler) remove(name string) error {
 	return r.opts.Status.Delete(c.statusFile, r.opts.Desired.FileOrder(c.statusFile), name)
 }
 
-// step acts on one connection. Called with r.mu held; it never blocks.
-func (r *Reconciler) step(c *conn, e *Entry) Result {
+// step acts on one connection. Called with r.mu held; it never blocks. ctx
+// carries the reconcile's span, the parent of the spans step starts.
+func (r *Reconciler) step(ctx context.Context, c *conn, e *Entry) Result {
 	if e.Conn == nil { // never valid
 		r.stopLocked(c, "manifest invalid")
 		return Result{}
@@ -260,12 +304,12 @@ func (r *Reconciler) step(c *conn, e *Entry) Result {
 		}
 		switch {
 		case res.err != nil:
-			r.failedLocked(c, res.err.Error(), e, now)
+			r.failedLocked(ctx, c, res.err.Error(), e, now, res.span)
 		case res.hash != wantHash:
 			// Connected with a spec that is no longer wanted.
 			r.closeAsync(c.log, res.session)
 		default:
-			r.adoptLocked(c, res, now)
+			r.adoptLocked(trace.ContextWithSpanContext(ctx, res.span), c, res, now)
 		}
 	}
 
@@ -292,12 +336,12 @@ func (r *Reconciler) step(c *conn, e *Entry) Result {
 		}
 		switch {
 		case down != nil:
-			c.log.Warn("connection lost; reconnecting", "err", down)
+			c.log.WarnContext(ctx, "connection lost; reconnecting", "err", down)
 			r.dropLocked(c)
 			if now.Sub(c.connectedAt) >= stableAfter {
 				c.backoffStep = 0
 			}
-			r.failedLocked(c, down.Error(), e, now)
+			r.failedLocked(ctx, c, down.Error(), e, now, trace.SpanContext{})
 		case c.sessionHash != wantHash:
 			c.log.Info("spec changed; reconnecting")
 			r.dropLocked(c)
@@ -317,20 +361,56 @@ func (r *Reconciler) step(c *conn, e *Entry) Result {
 		return Result{}
 	}
 	if wait := c.nextRetry.Sub(now); wait > 0 {
-		c.log.Debug("waiting before the next attempt", "attempt", c.failures+1, "delay", wait.Round(time.Millisecond))
+		wctx := ctx
+		if c.backoffSpan != nil {
+			wctx = trace.ContextWithSpan(ctx, c.backoffSpan)
+		}
+		c.log.DebugContext(wctx, "waiting before the next attempt", "attempt", c.failures+1, "delay", wait.Round(time.Millisecond))
 		return Result{RequeueAfter: wait}
 	}
-	r.startAttemptLocked(c, e, wantHash)
+	r.startAttemptLocked(ctx, c, e, wantHash)
 	return Result{}
 }
 
-func (r *Reconciler) failedLocked(c *conn, msg string, e *Entry, now time.Time) {
+// failedLocked takes in a failed attempt or a lost session (failed is the
+// attempt's span context, invalid for a lost session) and starts the
+// backoff wait, as a child of ctx's reconcile span.
+func (r *Reconciler) failedLocked(ctx context.Context, c *conn, msg string, e *Entry, now time.Time, failed trace.SpanContext) {
 	c.failures++
 	delay := r.backoff(e.Conn, c.backoffStep)
 	c.backoffStep++
 	c.lastError = msg
 	c.nextRetry = now.Add(delay)
-	c.log.Warn("connection attempt failed; will retry", "attempt", c.failures, "err", msg, "retryIn", delay.Round(time.Millisecond))
+	lctx := ctx
+	if failed.IsValid() {
+		lctx = trace.ContextWithSpanContext(ctx, failed) // the line is about that attempt
+	}
+	c.log.WarnContext(lctx, "connection attempt failed; will retry", "attempt", c.failures, "err", msg, "retryIn", delay.Round(time.Millisecond))
+
+	c.endBackoff("superseded") // none is open here; never leak one
+	opts := []trace.SpanStartOption{trace.WithAttributes(
+		tracing.Server.String(c.name),
+		tracing.Endpoint.String(tracing.EndpointOf(&e.Conn.Spec)),
+		tracing.Attempt.Int(c.failures+1), // the attempt this wait precedes
+		tracing.BackoffDelayMs.Int64(delay.Milliseconds()),
+	)}
+	if failed.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: failed}))
+	}
+	_, c.backoffSpan = r.tracer.Start(ctx, tracing.SpanBackoffWait, opts...)
+}
+
+// endBackoff ends the open backoff_wait span, saying how the wait ended, and
+// returns its span context (invalid when none was open).
+func (c *conn) endBackoff(outcome string) trace.SpanContext {
+	if c.backoffSpan == nil {
+		return trace.SpanContext{}
+	}
+	sc := c.backoffSpan.SpanContext()
+	c.backoffSpan.SetAttributes(tracing.BackoffOutcome.String(outcome))
+	c.backoffSpan.End()
+	c.backoffSpan = nil
+	return sc
 }
 
 // backoff is initial·2^step, capped at max, jittered down by up to 20% so
@@ -345,7 +425,8 @@ func (r *Reconciler) backoff(want *spec.McpConnection, step int) time.Duration {
 	return time.Duration(float64(d) * (1 - 0.2*r.opts.Jitter()))
 }
 
-func (r *Reconciler) adoptLocked(c *conn, res *attemptResult, now time.Time) {
+// adoptLocked takes in a new session; ctx carries the attempt's span context.
+func (r *Reconciler) adoptLocked(ctx context.Context, c *conn, res *attemptResult, now time.Time) {
 	c.session = res.session
 	c.sessionHash = res.hash
 	c.sessionSpec = res.spec
@@ -358,7 +439,7 @@ func (r *Reconciler) adoptLocked(c *conn, res *attemptResult, now time.Time) {
 		c.process = p
 	}
 	info := res.session.Server()
-	c.log.Info("connection established", "server", info.Name, "version", info.Version,
+	c.log.InfoContext(ctx, "connection established", "server", info.Name, "version", info.Version,
 		"protocol", info.ProtocolVersion, "tools", len(res.session.Tools()))
 	mctx, cancel := context.WithCancel(r.ctx)
 	c.stopMonitor = cancel
@@ -401,6 +482,7 @@ func (r *Reconciler) dropLocked(c *conn) {
 
 // stopLocked ends the session and any attempt: suspend, invalid, removal.
 func (r *Reconciler) stopLocked(c *conn, why string) {
+	c.endBackoff(why)
 	if c.attempting {
 		c.cancelAttempt()
 	}
@@ -433,15 +515,32 @@ func (r *Reconciler) closeAsync(log *slog.Logger, s Session) {
 	}()
 }
 
-func (r *Reconciler) startAttemptLocked(c *conn, e *Entry, hash string) {
+// startAttemptLocked starts a connect attempt in a goroutine. Its span is a
+// child of the reconcile in rctx and outlives it; the attempt itself runs on
+// the reconciler's lifetime, not on rctx.
+func (r *Reconciler) startAttemptLocked(rctx context.Context, c *conn, e *Entry, hash string) {
 	want := e.Conn
+	attempt := c.failures + 1
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			tracing.Server.String(c.name),
+			tracing.Endpoint.String(tracing.EndpointOf(&want.Spec)),
+			tracing.Transport.String(want.Spec.TransportName()),
+			tracing.Attempt.Int(attempt),
+		),
+	}
+	if waited := c.endBackoff("retry"); waited.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: waited}))
+	}
+	_, span := r.tracer.Start(rctx, tracing.SpanConnectAttempt, opts...)
 	ctx, cancel := context.WithTimeout(r.ctx, r.opts.ConnectTimeout)
+	ctx = trace.ContextWithSpan(ctx, span)
 	c.attempting, c.attemptHash, c.cancelAttempt = true, hash, cancel
 	if want.Spec.Stdio != nil {
 		c.starts++
 	}
-	attempt := c.failures + 1
-	c.log.Info("connecting", "attempt", attempt, "transport", want.Spec.TransportName())
+	c.log.InfoContext(ctx, "connecting", "attempt", attempt, "transport", want.Spec.TransportName())
 	req := ConnectRequest{
 		Name:        c.name,
 		Conn:        want,
@@ -456,7 +555,7 @@ func (r *Reconciler) startAttemptLocked(c *conn, e *Entry, hash string) {
 		defer r.wg.Done()
 		defer cancel()
 		s, err := r.opts.Connector.Connect(ctx, req)
-		res := &attemptResult{hash: hash, spec: want, session: s, err: err}
+		res := &attemptResult{hash: hash, spec: want, session: s, err: err, span: span.SpanContext()}
 		if err != nil {
 			res.session = nil
 			res.process = ProcessOf(err)
@@ -474,6 +573,7 @@ func (r *Reconciler) startAttemptLocked(c *conn, e *Entry, hash string) {
 			c.result = res
 		}
 		r.mu.Unlock()
+		endAttemptSpan(span, res.err, stale || cancelled)
 		if (stale || cancelled) && s != nil {
 			r.closeAsync(c.log, s)
 		}
@@ -481,6 +581,22 @@ func (r *Reconciler) startAttemptLocked(c *conn, e *Entry, hash string) {
 			r.opts.Enqueue(c.name)
 		}
 	}()
+}
+
+// endAttemptSpan records an attempt's outcome: success, failure (the
+// redacted error as status), or canceled when tether itself abandoned it.
+func endAttemptSpan(span trace.Span, err error, abandoned bool) {
+	switch {
+	case abandoned:
+		span.SetAttributes(tracing.Result.String("canceled"))
+	case err != nil:
+		span.SetAttributes(tracing.Result.String(tracing.ResultFailure))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	default:
+		span.SetAttributes(tracing.Result.String(tracing.ResultSuccess))
+	}
+	span.End()
 }
 
 // toolsChanged re-exposes a connection whose server changed its tools.
@@ -503,10 +619,12 @@ func (r *Reconciler) monitor(ctx context.Context, c *conn, s Session) {
 		r.mu.Lock()
 		var interval, timeout time.Duration
 		threshold := 1
+		var endpoint string
 		if c.sessionSpec != nil {
 			interval = c.sessionSpec.Spec.HealthInterval()
 			timeout = c.sessionSpec.Spec.HealthTimeout()
 			threshold = c.sessionSpec.Spec.FailureThreshold()
+			endpoint = tracing.EndpointOf(&c.sessionSpec.Spec)
 		}
 		r.mu.Unlock()
 		if interval <= 0 {
@@ -525,10 +643,18 @@ func (r *Reconciler) monitor(ctx context.Context, c *conn, s Session) {
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, timeout)
+		pctx, span := r.tracer.Start(pctx, tracing.SpanHealthCheck, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(
+				tracing.Server.String(c.name),
+				tracing.Endpoint.String(endpoint),
+				tracing.HealthThreshold.Int(threshold),
+			))
 		start := time.Now()
 		err := s.Probe(pctx)
 		cancel()
 		if ctx.Err() != nil {
+			span.SetAttributes(tracing.Result.String("canceled"))
+			span.End()
 			return
 		}
 		r.opts.Metrics.ObserveHealthCheck(c.name, time.Since(start))
@@ -540,7 +666,7 @@ func (r *Reconciler) monitor(ctx context.Context, c *conn, s Session) {
 			}
 			c.health.failures++
 			c.health.lastErr = err.Error()
-			c.log.Warn("health check failed", "failures", c.health.failures, "threshold", threshold, "err", err)
+			c.log.WarnContext(pctx, "health check failed", "failures", c.health.failures, "threshold", threshold, "err", err)
 			if c.health.failures >= threshold {
 				c.health.down = fmt.Errorf("%d health checks in a row failed: %w", c.health.failures, err)
 			}
@@ -557,7 +683,17 @@ func (r *Reconciler) monitor(ctx context.Context, c *conn, s Session) {
 			}
 		}
 		down := c.health.down != nil
+		failures := c.health.failures
 		r.mu.Unlock()
+		span.SetAttributes(tracing.HealthFailures.Int(failures))
+		if err != nil {
+			span.SetAttributes(tracing.Result.String(tracing.ResultFailure))
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		} else {
+			span.SetAttributes(tracing.Result.String(tracing.ResultSuccess))
+		}
+		span.End()
 		if changed {
 			r.opts.Enqueue(c.name)
 		}

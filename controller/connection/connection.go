@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/tracing"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -68,6 +69,7 @@ type Session struct {
 	log            *slog.Logger
 	red            *redactor
 	transport      string // "stdio", "streamable" or "sse"
+	endpoint       string // for traces: URL or command, redacted (tracing.EndpointOf)
 	onToolsChanged func()
 
 	client *mcp.Client
@@ -133,6 +135,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	lifetime, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	s := &Session{
 		name:           req.Name,
+		endpoint:       red.String(tracing.EndpointOf(sp)),
 		log:            newRedactingLogger(req.Logger, red),
 		red:            red,
 		onToolsChanged: req.OnToolsChanged,
@@ -434,6 +437,10 @@ func (s *Session) listToolsUncached(ctx context.Context) error {
 // CallTool calls a tool upstream. p.Name and p.Arguments are forwarded
 // verbatim (as are the multi-round-trip fields); p.Meta is not: the
 // downstream _meta may carry keys an older server rejects (NOTES trap 5).
+// The upstream _meta carries the trace context of ctx's span instead
+// (traceparent, tracestate: the MCP trace-context convention), so that the
+// backend's spans join the caller's trace; servers that do not trace ignore
+// those keys.
 //
 // If progress is non-nil, the upstream call carries a progress token of the
 // session's own, and the server's progress notifications for it reach
@@ -456,6 +463,7 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
 	up := &mcp.CallToolParams{
+		Meta:           tracing.InjectMeta(ctx, nil),
 		Name:           p.Name,
 		Arguments:      p.Arguments,
 		InputResponses: p.InputResponses,
@@ -553,6 +561,11 @@ func (s *Session) Process() *spec.ProcessStatus {
 	}
 	return s.proc.status()
 }
+
+// Endpoint describes where the session goes, for traces: the URL without
+// credentials or query values, or the stdio command without its arguments,
+// redacted like everything else the session shows.
+func (s *Session) Endpoint() string { return s.endpoint }
 
 // Redact replaces every resolved secret value in str.
 func (s *Session) Redact(str string) string { return s.red.String(str) }

@@ -1,0 +1,37 @@
+// Package tracing is tether's OpenTelemetry tracing: the span and attribute
+// names the reconciler and the gateway record, the W3C trace context carried
+// in MCP's _meta (traceparent, tracestate), a slog handler that stamps log
+// lines with trace and span ids, and Setup, which builds the OTLP/HTTP export
+// pipeline from the standard OTEL_* environment variables.
+//
+// Tracing is off unless an OTEL_* variable asks for it. Off means no
+// exporter, no batch goroutine and the OpenTelemetry API's no-op tracer:
+// instrumented code pays a context lookup per span and nothing more.
+//
+// The package owns only the global tracer provider and propagator it
+// installs in Setup. It records no span itself; the reconciler, the gateway
+// and the connection package do, through Tracer and the helpers here.
+//
+// # Spans
+//
+//   - mcp.reconcile: one Reconcile call. Root span.
+//   - mcp.connect_attempt: one connect attempt (spawn or dial, initialize,
+//     tools/list), child of the reconcile that started it; it ends when the
+//     attempt's goroutine has the outcome, which is usually after that
+//     reconcile ended. Linked to the backoff_wait it followed.
+//   - mcp.backoff_wait: the wait between a failure and the next attempt,
+//     child of the reconcile that decided the delay. It starts when the
+//     delay is decided and ends when the next attempt starts (or when the
+//     wait is abandoned: suspend, removal, shutdown), so its duration is the
+//     wait the connection really had, queue latency included. Linked to the
+//     failed attempt it follows.
+//   - mcp.health_check: one probe of a live session. Root span.
+//   - mcp.tool_call: one tools/call through the gateway, continuing the
+//     caller's trace context (_meta.traceparent, else the HTTP traceparent
+//     header); the backend call carries this span as its _meta.traceparent.
+//
+// Every span names its connection (mcp.server) and, where it is known, the
+// endpoint (mcp.endpoint: a URL without credentials or query values, or the
+// stdio command without its arguments). A span's status is Error when its
+// result is not a success, with the redacted error as description.
+package tracing
