@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -78,6 +79,17 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token []byte) erro
 	if token != nil {
 		h = requireBearer(token, h)
 	}
+	// posts counts the requests in flight (tools/call among them), so that
+	// shutdown lets their answers out before it ends the sessions.
+	var posts atomic.Int64
+	inner := h
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			posts.Add(1)
+			defer posts.Add(-1)
+		}
+		inner.ServeHTTP(w, r)
+	})
 	mux := http.NewServeMux()
 	mux.Handle(Path, h)
 	srv := &http.Server{
@@ -99,6 +111,15 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token []byte) erro
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(sctx) }()
+	// Calls in flight end on the same signal: the controller closes every
+	// backend, and a call whose backend closes answers an MCP error. Give
+	// those answers up to half the bound to reach their callers; ending the
+	// sessions first would cut them off ("request terminated without
+	// response").
+	drainBy := time.Now().Add(g.opts.ShutdownTimeout / 2)
+	for posts.Load() > 0 && time.Now().Before(drainBy) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	// Shutdown waits for active connections, and a session's standalone SSE
 	// stream stays active until its session ends: end the HTTP sessions so
 	// that clients see the stream close and shutdown completes.
