@@ -165,8 +165,12 @@ func newServer(o *options) *mcp.Server {
 		return text(a.Text), nil
 	})
 	add("slow", "sleeps for its seconds argument; logs its cancellation", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var a struct{ Seconds float64 }
+		var a struct {
+			Seconds float64
+			ID      string
+		}
 		_ = json.Unmarshal(req.Params.Arguments, &a)
+		fmt.Fprintf(os.Stderr, "slow call %s started\n", a.ID)
 		select {
 		case <-time.After(time.Duration(a.Seconds * float64(time.Second))):
 			return text("done"), nil
