@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// TestFaultSecretsStayHidden: a server that repeats the secrets it was given
+// everywhere it can (docs/reliability.md, row X1): on stderr, in a tool
+// error, in a JSON-RPC error, in its dying words. Neither the value from a
+// file nor the one from tether's environment shows in status, logs (debug
+// included), metrics or the gateway's answers.
+func TestFaultSecretsStayHidden(t *testing.T) {
+	const fromFile, fromEnv = "file-s3cret-Value-7", "env-s3cret-Value-9"
+	t.Setenv("TETHER_FAULT_TOKEN", fromEnv) // tether inherits it
+	secretFile := filepath.Join(t.TempDir(), "token")
+	must(t, os.WriteFile(secretFile, []byte(fromFile+"\n"), 0o600))
+
+	dir := t.TempDir()
+	m := filepath.Join(dir, "leaky.yaml")
+	writeFile(t, m, faultManifest(t, "leaky", []string{"-print-env", "FILE_SECRET"}, fmt.Sprintf(
+		"    env:\n      - {name: FILE_SECRET, valueFrom: {file: %s}}\n      - {name: ENV_SECRET, valueFrom: {env: TETHER_FAULT_TOKEN}}\n%s",
+		secretFile, quick)))
+	tt, ep := startTetherServing(t, dir)
+	waitStatus(t, m, "leaky", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	s := connectClient(t, ep)
+
+	leaks := func(what, text string) {
+		t.Helper()
+		for _, secret := range []string{fromFile, fromEnv} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s shows a secret: %s", what, text)
+			}
+		}
+	}
+	for _, c := range []struct{ tool, env string }{
+		{"leaky_leak_error", "FILE_SECRET"},
+		{"leaky_leak_error", "ENV_SECRET"},
+		{"leaky_leak_rpc", "FILE_SECRET"},
+		{"leaky_leak_rpc", "ENV_SECRET"},
+	} {
+		res, err := call(s, 10*time.Second, c.tool, map[string]any{"name": c.env})
+		switch {
+		case err != nil:
+			leaks(c.tool+" error", err.Error())
+			if !strings.Contains(err.Error(), "[redacted]") {
+				t.Errorf("%s(%s): error %q lacks [redacted]: did the server leak at all?", c.tool, c.env, err)
+			}
+		case res.IsError:
+			leaks(c.tool+" result", textOf(res))
+			if !strings.Contains(textOf(res), "[redacted]") {
+				t.Errorf("%s(%s): %q lacks [redacted]: did the server leak at all?", c.tool, c.env, textOf(res))
+			}
+		default:
+			t.Errorf("%s(%s) succeeded", c.tool, c.env)
+		}
+	}
+
+	// The server's stderr (its start line, the leak lines) in status.
+	st := waitStatus(t, m, "leaky", 10*time.Second, "the server's stderr in status", func(st spec.ConnectionStatus) bool {
+		return st.Process != nil && slices.Contains(st.Process.StderrTail, "starting with FILE_SECRET=[redacted]") &&
+			slices.Contains(st.Process.StderrTail, "leaking [redacted] on stderr")
+	})
+	pid := st.Process.PID
+
+	// Its last words, without a newline, as it dies.
+	_, _ = call(s, 10*time.Second, "leaky_leak_exit", map[string]any{"name": "FILE_SECRET"})
+	waitStatus(t, m, "leaky", 15*time.Second, "a new child after the crash", func(st spec.ConnectionStatus) bool {
+		return st.Process != nil && st.Process.PID != pid && st.Process.LastExitCode != nil && *st.Process.LastExitCode == 2
+	})
+	line := tt.waitLogLine(t, 10*time.Second, "connection lost", "connection=leaky")
+	if !strings.Contains(line, "auth failed for token [redacted]") {
+		t.Errorf("the crash's last words are not in the log, redacted: %s", line)
+	}
+
+	status, err := os.ReadFile(filepath.Join(dir, "leaky.status.yaml"))
+	must(t, err)
+	leaks("the status file", string(status))
+	leaks("tether's log", tt.logs.String())
+	leaks("/metrics", scrape(t, ep))
+}
