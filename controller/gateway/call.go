@@ -5,13 +5,45 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tether-mcp/tether/controller/tracing"
 )
 
 const methodCallTool = "tools/call"
+
+// tracer records mcp.tool_call spans through the global tracer provider: a
+// no-op until tracing.Setup turns tracing on.
+var tracer = tracing.Tracer(nil)
+
+// callSpanOpts is built once: with tracing off, a call pays for the span's
+// context and nothing else.
+var callSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
+// startCallSpan starts the mcp.tool_call span of one call, continuing the
+// caller's trace: the request's _meta.traceparent, else the HTTP
+// traceparent header. The backend call carries this span in its own _meta.
+func startCallSpan(ctx context.Context, req *mcp.CallToolRequest) (context.Context, trace.Span) {
+	var header http.Header
+	if req.Extra != nil {
+		header = req.Extra.Header
+	}
+	ctx = tracing.ExtractCall(ctx, req.Params.Meta, header)
+	ctx, span := tracer.Start(ctx, tracing.SpanToolCall, callSpanOpts...)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.ToolName.String(req.Params.Name))
+	}
+	return ctx, span
+}
+
+// endpointer is a Backend that can say where it goes (connection.Session).
+type endpointer interface{ Endpoint() string }
 
 // callError is the JSON-RPC error the gateway answers when a call produced no
 // tool result: the connection is down, the call timed out, the backend failed.
@@ -24,6 +56,8 @@ func callError(msg string) error {
 // callTool is the handler of every exposed tool: it routes the call to the
 // backend that owns the name, with the caller's arguments as they came.
 func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, span := startCallSpan(ctx, req)
+	defer span.End()
 	name := req.Params.Name
 	table := g.routes.Load()
 	r, ok := table.route(name)
@@ -31,11 +65,21 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		// The tool left between the SDK's lookup and ours.
 		if d := table.lookupDown(name); d != nil {
 			g.observe(ctx, d.name, name, ResultError, 0, nil)
-			return nil, d.err()
+			err := d.err()
+			span.SetStatus(codes.Error, err.Error())
+			return nil, err
 		}
-		return nil, callError(fmt.Sprintf("tool %q is no longer served by the gateway", name))
+		err := callError(fmt.Sprintf("tool %q is no longer served by the gateway", name))
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
 	}
 	t := r.target
+	if span.IsRecording() {
+		span.SetAttributes(tracing.BackendToolName.String(r.tool))
+		if e, ok := t.backend.(endpointer); ok {
+			span.SetAttributes(tracing.Endpoint.String(e.Endpoint()))
+		}
+	}
 	start := time.Now()
 
 	callCtx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -115,6 +159,15 @@ func (g *Gateway) observe(ctx context.Context, conn, tool, result string, d time
 	if g.opts.ObserveCall != nil {
 		g.opts.ObserveCall(conn, result, d)
 	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.Server.String(conn), tracing.Result.String(result))
+		switch {
+		case err != nil:
+			span.SetStatus(codes.Error, err.Error())
+		case result != ResultOK:
+			span.SetStatus(codes.Error, "the tool's result is an error (isError)")
+		}
+	}
 	if g.log.Enabled(ctx, slog.LevelDebug) {
 		attrs := []slog.Attr{
 			slog.String("connection", conn),
@@ -142,8 +195,12 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 					name := cr.Params.Name
 					if _, live := table.route(name); !live {
 						if d := table.lookupDown(name); d != nil {
+							ctx, span := startCallSpan(ctx, cr)
 							g.observe(ctx, d.name, name, ResultError, 0, nil)
-							return nil, d.err()
+							err := d.err()
+							span.SetStatus(codes.Error, err.Error())
+							span.End()
+							return nil, err
 						}
 					}
 				}

@@ -67,7 +67,8 @@ func ExtractCall(ctx context.Context, meta mcp.Meta, header http.Header) context
 			return out
 		}
 	}
-	if header != nil && header.Get(MetaTraceparent) != "" {
+	// The canonical key spares Get an allocation on every call.
+	if header != nil && header.Get("Traceparent") != "" {
 		return w3c.Extract(ctx, propagation.HeaderCarrier(header))
 	}
 	return ctx

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tether-mcp/tether/spec"
 )
@@ -117,5 +118,24 @@ func TestLogHandler(t *testing.T) {
 	}
 	if _, ok := untraced[LogTraceID]; ok || untraced["connection"] != "one" {
 		t.Errorf("untraced line = %v", untraced)
+	}
+}
+
+// TestOffPassesContextThrough: with tracing off the API's tracer records
+// nothing, yet a call that came with a traceparent hands the same one to
+// the backend, as a W3C intermediary that does not trace should.
+func TestOffPassesContextThrough(t *testing.T) {
+	ctx := ExtractCall(context.Background(), mcp.Meta{MetaTraceparent: parentHeader}, nil)
+	for name, tp := range map[string]trace.TracerProvider{"global default": nil, "noop": noop.NewTracerProvider()} {
+		t.Run(name, func(t *testing.T) {
+			sctx, span := Tracer(tp).Start(ctx, SpanToolCall)
+			defer span.End()
+			if span.IsRecording() {
+				t.Fatal("span records with tracing off")
+			}
+			if m := InjectMeta(sctx, nil); m[MetaTraceparent] != parentHeader {
+				t.Errorf("backend would get %v, want the caller's %s", m[MetaTraceparent], parentHeader)
+			}
+		})
 	}
 }
