@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,12 +42,19 @@ func (a *agent) close() {
 	a.hc.CloseIdleConnections()
 }
 
-var echoArgs = json.RawMessage(`{"text":"hello, gateway"}`)
+// argsFor returns the arguments the harness sends to a tool of the example
+// server: echo gets a short text; slow takes 1 ms in one step, standing for
+// a tool that does a little work.
+func argsFor(tool string) json.RawMessage {
+	if strings.HasSuffix(tool, "slow") {
+		return json.RawMessage(`{"seconds":0.001,"steps":1}`)
+	}
+	return json.RawMessage(`{"text":"hello, gateway"}`)
+}
 
-// call calls tool (an echo) and checks that the answer is a result, not a
-// tool error.
+// call calls tool and checks that the answer is a result, not a tool error.
 func (a *agent) call(ctx context.Context, tool string) error {
-	res, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: echoArgs})
+	res, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: argsFor(tool)})
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func coldStart(ctx context.Context, c *config, name string, mans []manifest, o t
 		return nil, err
 	}
 	t0 := time.Now()
-	if r.d, err = startTether(c.bins, dir, o); err != nil {
+	if r.d, err = startTether(c, dir, o); err != nil {
 		r.stop()
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -46,66 +47,22 @@ func gatewayOverhead(ctx context.Context, c *config) ([]Result, error) {
 		}
 	}
 
-	pid := r.d.pid()
 	var out []Result
-	for _, conc := range c.concs {
-		var dP50, dP99, dRate, gP50, gP99, gRate, cpuPerCall []float64
-		for round := range c.rounds {
-			runDirect := func() error {
-				lr, err := direct.load(ctx, "echo", conc, c.loadDur)
-				if err != nil {
-					return fmt.Errorf("direct, concurrency %d: %w", conc, err)
-				}
-				dP50, dP99, dRate = append(dP50, micros(lr.pct(50))), append(dP99, micros(lr.pct(99))), append(dRate, lr.perSec())
-				return nil
-			}
-			runGateway := func() error {
-				cpu0, _ := cpuTime(pid)
-				lr, err := via.load(ctx, "gw_echo", conc, c.loadDur)
-				if err != nil {
-					return fmt.Errorf("gateway, concurrency %d: %w\n%s", conc, err, r.d.logTail(10))
-				}
-				cpu1, _ := cpuTime(pid)
-				gP50, gP99, gRate = append(gP50, micros(lr.pct(50))), append(gP99, micros(lr.pct(99))), append(gRate, lr.perSec())
-				cpuPerCall = append(cpuPerCall, micros(cpu1-cpu0)/float64(len(lr.lats)))
-				return nil
-			}
-			first, second := runDirect, runGateway
-			if round%2 == 1 {
-				first, second = runGateway, runDirect
-			}
-			if err := first(); err != nil {
-				return out, err
-			}
-			if err := second(); err != nil {
+	for _, w := range []struct {
+		tool, label string
+		concs       []int
+	}{
+		{"echo", "", c.concs},
+		// A tool that works 1 ms, at the concurrencies of the targets only.
+		{"slow", "1ms tool ", slices.DeleteFunc(slices.Clone(c.concs), func(n int) bool { return n != 1 && n != 16 })},
+	} {
+		for _, conc := range w.concs {
+			rs, err := compareAt(ctx, c, r, be, direct, via, w.tool, w.label, conc)
+			out = append(out, rs...)
+			if err != nil {
 				return out, err
 			}
 		}
-		d50, d99, dr := median(dP50), median(dP99), median(dRate)
-		g50, g99, gr := median(gP50), median(gP99), median(gRate)
-		fmt.Fprintf(os.Stderr, "   conc %d: direct p50 %.0f µs %.0f/s, gateway p50 %.0f µs %.0f/s (load %s)\n", conc, d50, dr, g50, gr, loadAvg())
-		pre := fmt.Sprintf("conc %d ", conc)
-		n := c.rounds
-		ratio50 := Result{Metric: pre + "p50 gateway/direct", Value: g50 / d50, Unit: "x", Samples: n}
-		ratioRate := Result{Metric: pre + "calls/s gateway/direct", Value: gr / dr, Unit: "x", Samples: n}
-		if conc == 1 || conc == 16 {
-			ratio50 = ratio50.atMost(1.25)
-		}
-		if conc == 16 {
-			ratioRate = ratioRate.atLeast(0.85)
-		}
-		out = append(out,
-			Result{Metric: pre + "direct p50", Value: d50, Unit: "µs", Samples: n},
-			Result{Metric: pre + "gateway p50", Value: g50, Unit: "µs", Samples: n},
-			ratio50,
-			Result{Metric: pre + "gateway added p50", Value: g50 - d50, Unit: "µs", Samples: n},
-			Result{Metric: pre + "direct p99", Value: d99, Unit: "µs", Samples: n},
-			Result{Metric: pre + "gateway p99", Value: g99, Unit: "µs", Samples: n},
-			Result{Metric: pre + "direct calls/s", Value: dr, Unit: "calls/s", Samples: n},
-			Result{Metric: pre + "gateway calls/s", Value: gr, Unit: "calls/s", Samples: n},
-			ratioRate,
-			Result{Metric: pre + "tether CPU per gateway call", Value: median(cpuPerCall), Unit: "µs", Samples: n},
-		)
 	}
 	if c.pprofDir != "" {
 		// A profile of the gateway alone under load, apart from the
@@ -118,4 +75,78 @@ func gatewayOverhead(ctx context.Context, c *config) ([]Result, error) {
 		wait()
 	}
 	return out, nil
+}
+
+// compareAt runs direct and gateway loads of tool at one concurrency,
+// c.rounds times each, alternating which goes first.
+func compareAt(ctx context.Context, c *config, r *coldRun, be *backend, direct, via *agent, tool, label string, conc int) ([]Result, error) {
+	pid := r.d.pid()
+	var dP50, dP99, dRate, gP50, gP99, gRate, cpuPerCall, beCPU, agentCPU []float64
+	self, bePID := os.Getpid(), be.cmd.Process.Pid
+	for round := range c.rounds {
+		runDirect := func() error {
+			a0, _ := cpuTime(self)
+			b0, _ := cpuTime(bePID)
+			lr, err := direct.load(ctx, tool, conc, c.loadDur)
+			if err != nil {
+				return fmt.Errorf("direct %s, concurrency %d: %w", tool, conc, err)
+			}
+			a1, _ := cpuTime(self)
+			b1, _ := cpuTime(bePID)
+			dP50, dP99, dRate = append(dP50, micros(lr.pct(50))), append(dP99, micros(lr.pct(99))), append(dRate, lr.perSec())
+			beCPU = append(beCPU, micros(b1-b0)/float64(len(lr.lats)))
+			agentCPU = append(agentCPU, micros(a1-a0)/float64(len(lr.lats)))
+			return nil
+		}
+		runGateway := func() error {
+			cpu0, _ := cpuTime(pid)
+			lr, err := via.load(ctx, "gw_"+tool, conc, c.loadDur)
+			if err != nil {
+				return fmt.Errorf("gateway %s, concurrency %d: %w\n%s", tool, conc, err, r.d.logTail(10))
+			}
+			cpu1, _ := cpuTime(pid)
+			gP50, gP99, gRate = append(gP50, micros(lr.pct(50))), append(gP99, micros(lr.pct(99))), append(gRate, lr.perSec())
+			cpuPerCall = append(cpuPerCall, micros(cpu1-cpu0)/float64(len(lr.lats)))
+			return nil
+		}
+		first, second := runDirect, runGateway
+		if round%2 == 1 {
+			first, second = runGateway, runDirect
+		}
+		if err := first(); err != nil {
+			return nil, err
+		}
+		if err := second(); err != nil {
+			return nil, err
+		}
+	}
+	d50, d99, dr := median(dP50), median(dP99), median(dRate)
+	g50, g99, gr := median(gP50), median(gP99), median(gRate)
+	fmt.Fprintf(os.Stderr, "   %sconc %d: direct p50 %.0f µs %.0f/s, gateway p50 %.0f µs %.0f/s (load %s)\n", label, conc, d50, dr, g50, gr, loadAvg())
+	pre := fmt.Sprintf("%sconc %d ", label, conc)
+	n := c.rounds
+	ratio50 := Result{Metric: pre + "p50 gateway/direct", Value: g50 / d50, Unit: "x", Samples: n}
+	ratioRate := Result{Metric: pre + "calls/s gateway/direct", Value: gr / dr, Unit: "x", Samples: n}
+	if label == "" && (conc == 1 || conc == 16) {
+		ratio50 = ratio50.atMost(1.25)
+	}
+	if label == "" && conc == 16 {
+		ratioRate = ratioRate.atLeast(0.85)
+	}
+	return []Result{
+		{Metric: pre + "direct p50", Value: d50, Unit: "µs", Samples: n},
+		{Metric: pre + "gateway p50", Value: g50, Unit: "µs", Samples: n},
+		ratio50,
+		{Metric: pre + "gateway added p50", Value: g50 - d50, Unit: "µs", Samples: n},
+		{Metric: pre + "direct p99", Value: d99, Unit: "µs", Samples: n},
+		{Metric: pre + "gateway p99", Value: g99, Unit: "µs", Samples: n},
+		{Metric: pre + "direct calls/s", Value: dr, Unit: "calls/s", Samples: n},
+		{Metric: pre + "gateway calls/s", Value: gr, Unit: "calls/s", Samples: n},
+		ratioRate,
+		{Metric: pre + "tether CPU per gateway call", Value: median(cpuPerCall), Unit: "µs", Samples: n},
+		// What the same call costs the two ends of a direct call: the
+		// gateway hop is one more server end and one more client end.
+		{Metric: pre + "backend CPU per direct call", Value: median(beCPU), Unit: "µs", Samples: n},
+		{Metric: pre + "agent (harness) CPU per direct call", Value: median(agentCPU), Unit: "µs", Samples: n},
+	}, nil
 }

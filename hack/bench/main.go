@@ -109,6 +109,9 @@ type config struct {
 	concs    []int
 	samples  int
 	burst    int
+	// tetherFlags are added to every `tether run` and tetherEnv to its
+	// environment (experiments: --workers, GOGC).
+	tetherFlags, tetherEnv []string
 }
 
 type scenario struct {
@@ -151,7 +154,10 @@ func run() int {
 	concs := flag.String("conc", "1,16,64", "gateway concurrencies")
 	flag.IntVar(&c.samples, "samples", 25, "samples for stdio-latency")
 	flag.IntVar(&c.burst, "burst", 100, "manifests for stdio-burst")
+	tetherFlags := flag.String("tether-flags", "", "extra flags for every `tether run`, space-separated (e.g. \"--workers 16\")")
+	tetherEnv := flag.String("tether-env", "", "extra environment for every `tether run`, space-separated (e.g. GOGC=400)")
 	flag.Parse()
+	c.tetherFlags, c.tetherEnv = strings.Fields(*tetherFlags), strings.Fields(*tetherEnv)
 
 	var err error
 	if c.sizes, err = parseInts(*sizes); err != nil {

@@ -138,7 +138,8 @@ type tetherOptions struct {
 // startTether starts `tether run --dir dir`. Its log goes to a file beside
 // dir rather than a pipe, so reading it costs the harness nothing while it
 // measures.
-func startTether(b *binaries, dir string, o tetherOptions) (*daemon, error) {
+func startTether(c *config, dir string, o tetherOptions) (*daemon, error) {
+	b := c.bins
 	d := &daemon{logPath: dir + ".tether.log", exited: make(chan struct{})}
 	args := []string{"run", "--dir", dir}
 	for _, a := range []struct {
@@ -155,7 +156,7 @@ func startTether(b *binaries, dir string, o tetherOptions) (*daemon, error) {
 		}
 		args = append(args, a.flag, *a.addr)
 	}
-	args = append(args, o.extra...)
+	args = append(append(args, o.extra...), c.tetherFlags...)
 	logf, err := os.Create(d.logPath)
 	if err != nil {
 		return nil, err
@@ -163,7 +164,7 @@ func startTether(b *binaries, dir string, o tetherOptions) (*daemon, error) {
 	defer logf.Close() // the child has its own descriptor
 	d.cmd = exec.Command(b.tether, args...)
 	d.cmd.Stderr = logf
-	d.cmd.Env = os.Environ()
+	d.cmd.Env = append(os.Environ(), c.tetherEnv...)
 	if b.pprof {
 		if d.pprof, err = freeAddr(); err != nil {
 			return nil, err
