@@ -75,7 +75,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token []byte) erro
 		ln.Close()
 		return fmt.Errorf("gateway: refusing to serve on non-loopback address %s without an auth token file", ln.Addr())
 	}
-	var h http.Handler = g.handler
+	h := g.cancelOnDisconnect(g.handler)
 	if token != nil {
 		h = requireBearer(token, h)
 	}
