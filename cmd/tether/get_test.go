@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"io/fs"
 	"os"
@@ -12,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/tether-mcp/tether/controller/statusview"
+	"github.com/tether-mcp/tether/spec"
 )
 
 func init() {
@@ -308,4 +312,75 @@ func TestGetWatchUnknownNameFailsAtOnce(t *testing.T) {
 	if !strings.Contains(errText, `connection "nope" not found`) {
 		t.Fatalf("error = %q", errText)
 	}
+}
+
+// TestGetWatchStructured runs get -w -o json and -o yaml: each prints
+// every selected status document, then each changed one, on its own.
+func TestGetWatchStructured(t *testing.T) {
+	for _, format := range []string{"json", "yaml"} {
+		t.Run(format, func(t *testing.T) {
+			tree := copyGetFixture(t, "tree")
+			out := &getBuffer{}
+			cmd := newGetCmdWith(&getOptions{
+				now:       func() time.Time { return getNow },
+				watchOpts: statusview.WatchOptions{Debounce: 20 * time.Millisecond, Resync: time.Hour},
+			})
+			cmd.SetOut(out)
+			cmd.SetErr(&getBuffer{})
+			cmd.SetArgs([]string{"--dir", tree, "-w", "-o", format, "fresh", "github"})
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- cmd.ExecuteContext(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("get -w -o %s: %v", format, err)
+				}
+			}()
+			docs := func() []spec.StatusDocument { return decodeStream(t, format, out.String()) }
+			getWaitFor(t, "two documents", 10*time.Second, func() bool { return len(docs()) >= 2 })
+			writeGetStatusFile(t, filepath.Join(tree, "team", "fresh.status.yaml"), freshStatus("Connected", "True", "Connected", "up"))
+			getWaitFor(t, "a third document", 10*time.Second, func() bool { return len(docs()) >= 3 })
+			var got []string
+			for _, d := range docs() {
+				got = append(got, d.Metadata.Name+"="+string(d.Status.Phase))
+			}
+			if want := "fresh=Pending,github=Connected,fresh=Connected"; strings.Join(got, ",") != want {
+				t.Errorf("documents %v, want %s", got, want)
+			}
+		})
+	}
+}
+
+// decodeStream reads a stream of indented JSON objects or of YAML
+// documents each introduced by "---".
+func decodeStream(t *testing.T, format, text string) []spec.StatusDocument {
+	t.Helper()
+	var out []spec.StatusDocument
+	if format == "json" {
+		dec := json.NewDecoder(strings.NewReader(text))
+		for {
+			var d spec.StatusDocument
+			if err := dec.Decode(&d); err != nil {
+				return out // io.EOF, or a document still being written
+			}
+			out = append(out, d)
+		}
+	}
+	parts := strings.Split(text, "---\n")
+	for i, p := range parts {
+		if strings.TrimSpace(p) == "" {
+			continue
+		}
+		if i == len(parts)-1 && !strings.HasSuffix(p, "manifestError: \"\"\n") {
+			break // the last document may still be being written
+		}
+		var d spec.StatusDocument
+		if err := yaml.UnmarshalStrict([]byte(p), &d); err != nil {
+			t.Fatalf("document %d of the stream: %v\n%s", i, err, p)
+		}
+		out = append(out, d)
+	}
+	return out
 }
