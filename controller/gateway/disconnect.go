@@ -62,8 +62,10 @@ type readCloser struct {
 // toolCallIDs returns the JSON-RPC ids of the tools/call requests in a POST
 // body (one message or a batch), verbatim.
 func toolCallIDs(body []byte) []json.RawMessage {
-	if !bytes.Contains(body, []byte(methodCallTool)) {
-		return nil // the common case costs one scan
+	// The common case costs a scan or two; "tools\/call" and \u escapes
+	// spell the method too.
+	if !bytes.Contains(body, []byte("call")) && !bytes.Contains(body, []byte(`\u`)) {
+		return nil
 	}
 	type message struct {
 		ID     json.RawMessage `json:"id"`
