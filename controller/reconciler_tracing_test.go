@@ -157,10 +157,14 @@ func TestTraceFailTwiceThenConnect(t *testing.T) {
 		}
 	})
 
-	waitSpans(t, rec, "successful mcp.connect_attempt", func() bool {
+	// The fake connector answers at once: an attempt may end before the
+	// reconcile that started it. Wait for both.
+	waitSpans(t, rec, "successful mcp.connect_attempt and its reconcile", func() bool {
+		all := byID(rec)
 		for _, s := range spansNamed(rec, tracing.SpanConnectAttempt) {
 			if spanAttr(s, string(tracing.Result)) == tracing.ResultSuccess {
-				return true
+				_, parentEnded := all[s.Parent().SpanID()]
+				return parentEnded
 			}
 		}
 		return false
@@ -211,7 +215,7 @@ func TestTraceFailTwiceThenConnect(t *testing.T) {
 		parent, ok := all[w.Parent().SpanID()]
 		if !ok || parent.Name() != tracing.SpanReconcile {
 			t.Errorf("wait %d: parent is not an mcp.reconcile", i+1)
-		} else if parent.SpanContext().SpanID() == all[attempts[i+1].Parent().SpanID()].SpanContext().SpanID() {
+		} else if parent.SpanContext().SpanID() == attempts[i+1].Parent().SpanID() {
 			t.Errorf("wait %d and the attempt after it have the same reconcile: the wait was not a requeue", i+1)
 		}
 		if got := spanAttr(w, string(tracing.Attempt)); got != []string{"2", "3"}[i] {

@@ -19,6 +19,7 @@ import (
 	"github.com/tether-mcp/tether/controller"
 	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/metrics"
+	"github.com/tether-mcp/tether/controller/tracing"
 )
 
 type runOptions struct {
@@ -120,6 +121,14 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
+	// Tracing is on only when OTEL_* variables ask for it; then log lines
+	// about traced operations carry trace_id and span_id.
+	tel, err := tracing.Setup(ctx, version, log)
+	if err != nil {
+		return err
+	}
+	log = tel.Logger(log)
+
 	m := metrics.New(version)
 	var ctrl *controller.Controller
 	gw := gateway.New(gateway.Options{
@@ -177,6 +186,13 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	err = ctrl.Run(ctx)
 	cancel(nil)
 	servers.Wait()
+	// Export what the final reconciles recorded; a collector that is gone
+	// must not hold the exit up for long.
+	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if terr := tel.Shutdown(tctx); terr != nil {
+		log.Warn("tracing: not every span was exported", "err", terr)
+	}
+	tcancel()
 	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
 	}
