@@ -229,9 +229,8 @@ func (s *Session) failConnect(err error) error {
 	if s.cs != nil {
 		_ = s.cs.Close()
 	}
-	if s.proc != nil && strings.Contains(err.Error(), "invalid character") {
-		// Any line on stdout that is not JSON-RPC ends a stdio session.
-		err = fmt.Errorf("%w (the server wrote something other than JSON-RPC to stdout; logs belong on stderr)", err)
+	if s.proc != nil {
+		err = explainStdout(err)
 	}
 	if s.proc != nil {
 		// A child that crashed is usually reaped a moment after its stdout
@@ -634,12 +633,26 @@ func (s *Session) watch() {
 		return // Close is ending it
 	case <-exited:
 		cause = s.exitErr()
+		// A child that wrote junk on stdout exits once the session drops
+		// it (its stdin closes): the junk is the news, not the exit. The
+		// session's end follows the exit at once (stdout is at EOF), so a
+		// short wait tells which it was.
+		select {
+		case err := <-connDone:
+			if junk := explainStdout(err); junk != err {
+				cause = s.processErr(junk, true)
+			}
+		case <-time.After(100 * time.Millisecond):
+		}
 	case err := <-connDone:
 		if s.proc != nil {
-			// stdout closed: the child is most likely exiting.
+			// stdout closed (or unreadable): the child is most likely exiting.
 			select {
 			case <-s.proc.exited:
 				cause = s.exitErr()
+				if junk := explainStdout(err); junk != err {
+					cause = s.processErr(junk, true)
+				}
 			case <-time.After(exitWait):
 				cause = s.processErr(fmt.Errorf("server closed stdout: %w", transportErr(err)), false)
 			case <-s.ctx.Done():
@@ -655,6 +668,16 @@ func (s *Session) watch() {
 		}
 	}
 	s.end(cause)
+}
+
+// explainStdout says what a stdio session's decode error means: any line on
+// the child's stdout that is not JSON-RPC ends the session. Other errors are
+// returned as they are.
+func explainStdout(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "invalid character") {
+		return err
+	}
+	return fmt.Errorf("%w (the server wrote something other than JSON-RPC to stdout; logs belong on stderr)", err)
 }
 
 func transportErr(err error) error {
