@@ -3,8 +3,10 @@ package connection
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,14 +29,28 @@ func newSharedHTTPTransport() *http.Transport {
 }
 
 // headerRoundTripper sets the manifest's headers on every request of one
-// session.
+// session that goes to the manifest URL's origin. A redirect elsewhere gets
+// none of them: the headers usually carry credentials, and a server must not
+// be able to send tether, token and all, to another host (net/http drops
+// Authorization on such a redirect itself, but a RoundTripper runs after
+// that and would put it back).
 type headerRoundTripper struct {
 	base    http.RoundTripper
 	headers []namedValue
+	origin  string // origin of the manifest URL
+}
+
+// origin is scheme://host:port, the port made explicit.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 {
+	if len(t.headers) == 0 || origin(req.URL) != t.origin {
 		return t.base.RoundTrip(req)
 	}
 	// A RoundTripper must not modify the caller's request.
@@ -56,7 +72,7 @@ func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Cont
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: sharedHTTPTransport, headers: headers}}
+	client := &http.Client{Transport: &headerRoundTripper{base: sharedHTTPTransport, headers: headers, origin: origin(u)}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client}, spec.TransportStreamable, nil
