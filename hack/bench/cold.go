@@ -16,6 +16,7 @@ type coldRun struct {
 	dir     string
 	paths   []string // status files, in manifest order
 	took    time.Duration
+	writes  int // status changes seen until all were Connected
 	cleanup func()
 }
 
@@ -65,6 +66,7 @@ func coldStart(ctx context.Context, c *config, name string, mans []manifest, o t
 		return nil, err
 	}
 	r.took = last.Sub(t0)
+	r.writes = r.sw.changesSeen()
 	return r, nil
 }
 
@@ -76,7 +78,7 @@ func settleRSS(d *daemon, wait time.Duration) (int64, error) {
 
 // coldFigures turns the runs of one size into results: median, min and max
 // of the time to all Connected, median RSS.
-func coldFigures(label string, n int, takes []float64, rss []float64) []Result {
+func coldFigures(label string, n int, takes, rss, writes []float64) []Result {
 	if len(takes) == 0 {
 		return nil
 	}
@@ -87,6 +89,7 @@ func coldFigures(label string, n int, takes []float64, rss []float64) []Result {
 		{Metric: fmt.Sprintf("%s start to all %d Connected (min)", label, n), Value: sorted[0], Unit: "ms", Samples: len(takes)},
 		{Metric: fmt.Sprintf("%s start to all %d Connected (max)", label, n), Value: sorted[len(sorted)-1], Unit: "ms", Samples: len(takes)},
 		{Metric: fmt.Sprintf("%s tether RSS at %d Connected (median)", label, n), Value: median(slices.Clone(rss)), Unit: "MB", Samples: len(rss)},
+		{Metric: fmt.Sprintf("%s status changes seen per connection until all Connected (median)", label), Value: median(slices.Clone(writes)) / float64(n), Unit: "changes", Samples: len(writes)},
 	}
 }
 
@@ -98,19 +101,19 @@ func httpCold(ctx context.Context, c *config) ([]Result, error) {
 	var out []Result
 	largest := slices.Max(c.sizes)
 	for _, n := range c.sizes {
-		var takes, rss []float64
+		var takes, rss, writes []float64
 		var atScale []Result // idle and edits, after the cold-start figures
 		for run := range c.runs {
 			final := run == c.runs-1 && n == largest
-			rs, took, r, err := httpColdOnce(ctx, c, n, final)
+			rs, took, r, w, err := httpColdOnce(ctx, c, n, final)
 			atScale = append(atScale, rs...)
 			if err != nil {
 				return append(out, atScale...), err
 			}
-			takes, rss = append(takes, millis(took)), append(rss, mb(r))
+			takes, rss, writes = append(takes, millis(took)), append(rss, mb(r)), append(writes, float64(w))
 			fmt.Fprintf(os.Stderr, "   http n=%d run %d: %v, RSS %.1f MB (load %s)\n", n, run+1, took.Round(time.Millisecond), mb(r), loadAvg())
 		}
-		figs := coldFigures("http", n, takes, rss)
+		figs := coldFigures("http", n, takes, rss, writes)
 		if n == 1000 {
 			figs[0] = figs[0].atMost(2000)
 			figs[3] = figs[3].atMost(100)
@@ -120,10 +123,10 @@ func httpCold(ctx context.Context, c *config) ([]Result, error) {
 	return out, nil
 }
 
-func httpColdOnce(ctx context.Context, c *config, n int, final bool) (res []Result, took time.Duration, rss int64, err error) {
+func httpColdOnce(ctx context.Context, c *config, n int, final bool) (res []Result, took time.Duration, rss int64, writes int, err error) {
 	backends, err := startBackends(ctx, c.bins, (n+c.perProc-1)/c.perProc)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
 	}
 	defer killAll(backends)
 	mans := httpManifests(n, backends)
@@ -137,18 +140,18 @@ func httpColdOnce(ctx context.Context, c *config, n int, final bool) (res []Resu
 	r, err := coldStart(ctx, c, fmt.Sprintf("http-%d", n), mans, o, 2*time.Minute, onStart)
 	if err != nil {
 		finish(nil)
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
 	}
 	defer r.stop()
 	finish(r.d)
 	if rss, err = rssBytes(r.d.pid()); err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
 	}
 	if !final {
-		return nil, r.took, rss, nil
+		return nil, r.took, rss, r.writes, nil
 	}
 	res, err = idleAndEdits(ctx, c, r, mans, n)
-	return res, r.took, rss, err
+	return res, r.took, rss, r.writes, err
 }
 
 // startProfile returns an onStart hook for coldStart that, when profiling

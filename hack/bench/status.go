@@ -81,6 +81,7 @@ type statusWatch struct {
 
 	mu      sync.Mutex
 	states  map[string]statusState // status path → last content seen
+	changes int                    // status contents seen, across all files
 	changed chan struct{}          // closed and replaced on every update
 	done    chan struct{}          // closed when run returns
 }
@@ -177,9 +178,20 @@ func (sw *statusWatch) update(path string, st *statusState) {
 		}
 		st.Seen = now
 		sw.states[path] = *st
+		sw.changes++
 	}
 	close(sw.changed)
 	sw.changed = make(chan struct{})
+}
+
+// changesSeen counts the distinct status contents seen so far: about the
+// number of status writes tether made (a write that changes none of phase,
+// hash and pid is not counted, and writes in quick succession may be seen
+// as one).
+func (sw *statusWatch) changesSeen() int {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.changes
 }
 
 // get returns the last state seen for a status path.
