@@ -141,7 +141,18 @@ func (c *Controller) onListed(fileErrors map[string][]string) {
 			delete(c.prevFiles, file)
 		}
 	}
-	c.listOnce.Do(func() { close(c.listed) })
+	c.listOnce.Do(func() {
+		// Before the first reconcile writes anything: status files of
+		// manifests removed while tether was not running.
+		removed, err := c.status.Prune(c.desired.Files())
+		for _, f := range removed {
+			c.log.Info("removed the status file of a manifest that is gone", "file", f)
+		}
+		if err != nil {
+			c.log.Warn("looking for status files of removed manifests", "err", err)
+		}
+		close(c.listed)
+	})
 }
 
 // Run starts the source and the workers and blocks until ctx is done; then

@@ -93,6 +93,21 @@ func (d *DesiredState) FileOrder(file string) []string {
 	return append([]string(nil), d.order[file]...)
 }
 
+// Files returns the manifest files of the last listing that declare a
+// connection or have a problem.
+func (d *DesiredState) Files() map[string]bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	files := make(map[string]bool, len(d.order)+len(d.errors))
+	for f := range d.order {
+		files[f] = true
+	}
+	for f := range d.errors {
+		files[f] = true
+	}
+	return files
+}
+
 // FileErrors returns the current problems of every manifest file that has any.
 func (d *DesiredState) FileErrors() map[string][]string {
 	d.mu.RLock()

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,6 +78,69 @@ func (w *StatusWriter) Previous(manifest, name string) (spec.StatusDocument, boo
 		}
 	}
 	return spec.StatusDocument{}, false
+}
+
+// Prune deletes the status files of manifests that are gone, so that a
+// manifest removed while tether was not running leaves no status behind
+// (tether get would show its connection forever). keep holds the manifest
+// files of a full listing. Only files that read as tether status documents
+// are removed; nothing is removed while the manifest root cannot be read (a
+// mount not there yet is no reason to wipe the status directory). Call it
+// before any Put. It returns the files it removed.
+func (w *StatusWriter) Prune(keep map[string]bool) ([]string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := os.Stat(w.root); err != nil {
+		return nil, nil
+	}
+	top := w.root
+	if w.statusDir != "" {
+		top = w.statusDir
+	}
+	var removed []string
+	err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // what cannot be read is left alone
+		}
+		if d.IsDir() {
+			if p != top && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		base, ok := strings.CutSuffix(d.Name(), ".status.yaml")
+		if !ok || !d.Type().IsRegular() {
+			return nil
+		}
+		dir := filepath.Dir(p)
+		if w.statusDir != "" {
+			rel, err := filepath.Rel(w.statusDir, dir)
+			if err != nil {
+				return nil
+			}
+			dir = filepath.Join(w.root, rel)
+		}
+		if keep[filepath.Join(dir, base+".yaml")] || keep[filepath.Join(dir, base+".yml")] || !isStatusFile(p) {
+			return nil
+		}
+		if err := os.Remove(p); err == nil {
+			removed = append(removed, p)
+		}
+		return nil
+	})
+	return removed, err
+}
+
+// isStatusFile reports whether path starts like a status file tether wrote.
+func isStatusFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 128)
+	n, _ := io.ReadFull(f, head)
+	return bytes.HasPrefix(head[:n], []byte("apiVersion: "+spec.APIVersion+"\nkind: "+spec.Kind+"\n"))
 }
 
 // Put records name's status document and rewrites its manifest's status file
