@@ -156,6 +156,7 @@ func run() int {
 	flag.IntVar(&c.burst, "burst", 100, "manifests for stdio-burst")
 	tetherFlags := flag.String("tether-flags", "", "extra flags for every `tether run`, space-separated (e.g. \"--workers 16\")")
 	tetherEnv := flag.String("tether-env", "", "extra environment for every `tether run`, space-separated (e.g. GOGC=400)")
+	commit := flag.String("commit", "", "the commit measured, for the report (default: git describe of the working directory)")
 	flag.Parse()
 	c.tetherFlags, c.tetherEnv = strings.Fields(*tetherFlags), strings.Fields(*tetherEnv)
 
@@ -182,6 +183,9 @@ func run() int {
 	defer stop()
 
 	report := Report{Started: time.Now().UTC().Truncate(time.Second), Args: os.Args[1:], Machine: machine()}
+	if *commit != "" {
+		report.Machine.Commit = *commit
+	}
 	if report.Machine.NoFile, err = raiseNoFile(); err != nil {
 		fmt.Fprintln(os.Stderr, "raising the open-file limit:", err)
 	}
@@ -237,8 +241,9 @@ func run() int {
 
 func printTable(r Report) {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "# %s, %d cores, %d MB; %s; load %s → %s; %s\n",
-		r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryMB, r.Machine.Go, r.Machine.LoadStart, r.Machine.LoadEnd, r.Duration)
+	fmt.Fprintf(tw, "# %s, %d cores, %d MB, Linux %s; %s; commit %s; load %s → %s; %s\n",
+		r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryMB, r.Machine.Kernel, r.Machine.Go, r.Machine.Commit,
+		r.Machine.LoadStart, r.Machine.LoadEnd, r.Duration)
 	fmt.Fprintln(tw, "SCENARIO\tMETRIC\tVALUE\tUNIT\tN\tTARGET\tMET")
 	for _, x := range r.Results {
 		met := ""
