@@ -283,7 +283,7 @@ func (r *Reconciler) step(ctx context.Context, c *conn, e *Entry) Result {
 	}
 	if want.Spec.Suspend {
 		if c.session != nil || c.attempting {
-			c.log.Info("connection suspended")
+			c.log.InfoContext(ctx, "connection suspended")
 		}
 		r.stopLocked(c, "suspended")
 		c.failures, c.backoffStep, c.nextRetry = 0, 0, time.Time{}
@@ -343,7 +343,7 @@ func (r *Reconciler) step(ctx context.Context, c *conn, e *Entry) Result {
 			}
 			r.failedLocked(ctx, c, down.Error(), e, now, trace.SpanContext{})
 		case c.sessionHash != wantHash:
-			c.log.Info("spec changed; reconnecting")
+			c.log.InfoContext(ctx, "spec changed; reconnecting")
 			r.dropLocked(c)
 			c.nextRetry = time.Time{}
 		default:
