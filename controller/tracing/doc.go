@@ -12,6 +12,18 @@
 // installs in Setup. It records no span itself; the reconciler, the gateway
 // and the connection package do, through Tracer and the helpers here.
 //
+// # Configuration
+//
+// Only the standard variables: OTEL_EXPORTER_OTLP_ENDPOINT (or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp for the
+// default http://localhost:4318) turns tracing on; OTEL_SDK_DISABLED=true
+// and OTEL_TRACES_EXPORTER=none keep it off. The exporter and the SDK read
+// the rest: OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION and the
+// certificate variables, OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_*,
+// OTEL_SERVICE_NAME (default "tether") and OTEL_RESOURCE_ATTRIBUTES. The
+// protocol is http/protobuf; grpc or http/json leave tracing off, with a
+// warning.
+//
 // # Spans
 //
 //   - mcp.reconcile: one Reconcile call. Root span.
