@@ -29,7 +29,7 @@ func mcpHandler() http.Handler {
 
 // TestFaultHTTPAnswers: HTTP servers that answer with an error status,
 // redirect, or carry the credentials tether sends (docs/reliability.md, rows
-// S15–S19). Each shows the status code in lastError, retries with backoff,
+// S15, S17, X2). Each shows the status code in lastError, retries with backoff,
 // and never shows the header value.
 func TestFaultHTTPAnswers(t *testing.T) {
 	const token = "Bearer s3cret-http-t0ken"
@@ -106,7 +106,7 @@ func TestFaultHTTPAnswers(t *testing.T) {
 			}
 		})
 	}
-	t.Run("S19 the token shows nowhere", func(t *testing.T) {
+	t.Run("X2 the token shows nowhere", func(t *testing.T) {
 		secret := strings.TrimPrefix(token, "Bearer ")
 		for _, r := range rows {
 			b, err := os.ReadFile(filepath.Join(dir, r.name+".status.yaml"))
