@@ -124,9 +124,9 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	var envVals, headerVals []namedValue
 	var err error
 	if sp.Stdio != nil {
-		envVals, err = resolveValues("stdio.env", sp.Stdio.Env, environ)
+		envVals, err = resolveValues("stdio.env", sp.Stdio.Env, environ, req.ManifestDir)
 	} else {
-		headerVals, err = resolveValues("http.headers", sp.HTTP.Headers, environ)
+		headerVals, err = resolveValues("http.headers", sp.HTTP.Headers, environ, req.ManifestDir)
 	}
 	if err != nil {
 		return nil, err // names entries and sources, never values

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -31,11 +32,13 @@ type namedValue struct {
 
 // resolveValues resolves env entries or headers. what names the list in
 // errors ("env", "headers"); errors name the entry and the source, never a
-// value.
-func resolveValues(what string, vars []spec.EnvVar, environ func(string) string) ([]namedValue, error) {
+// value. A relative valueFrom.file is resolved against baseDir, the
+// manifest's directory, as a relative command is: a repository of manifests
+// can carry its own (git-ignored) secrets directory.
+func resolveValues(what string, vars []spec.EnvVar, environ func(string) string, baseDir string) ([]namedValue, error) {
 	out := make([]namedValue, 0, len(vars))
 	for i, v := range vars {
-		val, err := resolveValue(v, environ)
+		val, err := resolveValue(v, environ, baseDir)
 		if err != nil {
 			return nil, fmt.Errorf("%s[%d] (%s): %w", what, i, v.Name, err)
 		}
@@ -44,7 +47,7 @@ func resolveValues(what string, vars []spec.EnvVar, environ func(string) string)
 	return out, nil
 }
 
-func resolveValue(v spec.EnvVar, environ func(string) string) (string, error) {
+func resolveValue(v spec.EnvVar, environ func(string) string, baseDir string) (string, error) {
 	switch {
 	case v.Value != nil && v.ValueFrom != nil:
 		return "", errors.New("both value and valueFrom are set")
@@ -55,7 +58,11 @@ func resolveValue(v spec.EnvVar, environ func(string) string) (string, error) {
 	case v.ValueFrom.File != "" && v.ValueFrom.Env != "":
 		return "", errors.New("valueFrom has both file and env")
 	case v.ValueFrom.File != "":
-		b, err := os.ReadFile(v.ValueFrom.File)
+		file := v.ValueFrom.File
+		if !filepath.IsAbs(file) && baseDir != "" {
+			file = filepath.Join(baseDir, file)
+		}
+		b, err := os.ReadFile(file)
 		if err != nil {
 			// The *PathError names the file and the reason, not the content.
 			return "", fmt.Errorf("valueFrom.file: %w", err)

@@ -292,7 +292,7 @@ func (cv *converter) value(s *Server, kind, name, val string) spec.EnvVar {
 		// Nothing to write: a person must supply the value.
 		sec := Secret{Field: field, Path: cv.secretPath(s.Name, name), NeedsValue: true, Hint: cv.hint(val, inputs)}
 		s.Secrets = append(s.Secrets, sec)
-		ev.ValueFrom = &spec.ValueFrom{File: sec.Path}
+		ev.ValueFrom = &spec.ValueFrom{File: relSecret(sec.Path)}
 		return ev
 	}
 	if len(refs) > 0 {
@@ -301,7 +301,7 @@ func (cv *converter) value(s *Server, kind, name, val string) spec.EnvVar {
 	if credential && val != "" {
 		sec := Secret{Field: field, Path: cv.secretPath(s.Name, name), value: val}
 		s.Secrets = append(s.Secrets, sec)
-		ev.ValueFrom = &spec.ValueFrom{File: sec.Path}
+		ev.ValueFrom = &spec.ValueFrom{File: relSecret(sec.Path)}
 		return ev
 	}
 	ev.Value = &val
@@ -408,6 +408,13 @@ func urlHoldsCredential(raw string) bool {
 		}
 	}
 	return false
+}
+
+// relSecret is how a manifest refers to a secret file: relative to the
+// manifest's directory (tether resolves it there), so the imported tree can
+// be moved or committed, secrets left out.
+func relSecret(path string) string {
+	return filepath.Join(SecretsDir, filepath.Base(path))
 }
 
 // secretPath is where the value of one env entry or header goes:

@@ -129,7 +129,7 @@ func TestValues(t *testing.T) {
 					t.Errorf("got %+v %+v, want valueFrom.env %s", ev.Value, ev.ValueFrom, tt.wantEnv)
 				}
 			case tt.wantFile || tt.wantNeeds:
-				want := filepath.Join(dir, "srv-"+tt.entry)
+				want := filepath.Join(SecretsDir, "srv-"+tt.entry)
 				if ev.ValueFrom == nil || ev.ValueFrom.File != want || ev.Value != nil {
 					t.Fatalf("got %+v %+v, want valueFrom.file %s", ev.Value, ev.ValueFrom, want)
 				}
