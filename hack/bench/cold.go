@@ -11,13 +11,17 @@ import (
 // coldRun is a tether started on a tree that already held its manifests,
 // measured until every status file showed Connected.
 type coldRun struct {
-	d       *daemon
-	sw      *statusWatch
-	dir     string
-	paths   []string // status files, in manifest order
-	took    time.Duration
-	writes  int // status changes seen until all were Connected
-	cleanup func()
+	d      *daemon
+	sw     *statusWatch
+	dir    string
+	paths  []string // status files, in manifest order
+	took   time.Duration
+	writes int // status changes seen until all were Connected
+	// first and half: when the first, and half, of the connections were
+	// seen Connected (a start that connects everything at the end shows
+	// first ≈ took).
+	first, half time.Duration
+	cleanup     func()
 }
 
 func (r *coldRun) stop() {
@@ -67,6 +71,15 @@ func coldStart(ctx context.Context, c *config, name string, mans []manifest, o t
 	}
 	r.took = last.Sub(t0)
 	r.writes = r.sw.changesSeen()
+	if len(r.paths) > 0 {
+		seen := make([]time.Duration, 0, len(r.paths))
+		for _, p := range r.paths {
+			st, _ := r.sw.get(p)
+			seen = append(seen, st.Seen.Sub(t0))
+		}
+		slices.Sort(seen)
+		r.first, r.half = seen[0], seen[(len(seen)-1)/2]
+	}
 	return r, nil
 }
 
@@ -78,7 +91,7 @@ func settleRSS(d *daemon, wait time.Duration) (int64, error) {
 
 // coldFigures turns the runs of one size into results: median, min and max
 // of the time to all Connected, median RSS.
-func coldFigures(label string, n int, takes, rss, writes []float64) []Result {
+func coldFigures(label string, n int, takes, firsts, halves, rss, writes []float64) []Result {
 	if len(takes) == 0 {
 		return nil
 	}
@@ -88,6 +101,8 @@ func coldFigures(label string, n int, takes, rss, writes []float64) []Result {
 		{Metric: fmt.Sprintf("%s start to all %d Connected (median)", label, n), Value: median(slices.Clone(takes)), Unit: "ms", Samples: len(takes)},
 		{Metric: fmt.Sprintf("%s start to all %d Connected (min)", label, n), Value: sorted[0], Unit: "ms", Samples: len(takes)},
 		{Metric: fmt.Sprintf("%s start to all %d Connected (max)", label, n), Value: sorted[len(sorted)-1], Unit: "ms", Samples: len(takes)},
+		{Metric: fmt.Sprintf("%s start to first of %d Connected (median)", label, n), Value: median(slices.Clone(firsts)), Unit: "ms", Samples: len(firsts)},
+		{Metric: fmt.Sprintf("%s start to half of %d Connected (median)", label, n), Value: median(slices.Clone(halves)), Unit: "ms", Samples: len(halves)},
 		{Metric: fmt.Sprintf("%s tether RSS at %d Connected (median)", label, n), Value: median(slices.Clone(rss)), Unit: "MB", Samples: len(rss)},
 		{Metric: fmt.Sprintf("%s status changes seen per connection until all Connected (median)", label), Value: median(slices.Clone(writes)) / float64(n), Unit: "changes", Samples: len(writes)},
 	}
@@ -101,32 +116,40 @@ func httpCold(ctx context.Context, c *config) ([]Result, error) {
 	var out []Result
 	largest := slices.Max(c.sizes)
 	for _, n := range c.sizes {
-		var takes, rss, writes []float64
+		var takes, firsts, halves, rss, writes []float64
 		var atScale []Result // idle and edits, after the cold-start figures
 		for run := range c.runs {
 			final := run == c.runs-1 && n == largest
-			rs, took, r, w, err := httpColdOnce(ctx, c, n, final)
+			rs, cr, r, err := httpColdOnce(ctx, c, n, final)
 			atScale = append(atScale, rs...)
 			if err != nil {
 				return append(out, atScale...), err
 			}
-			takes, rss, writes = append(takes, millis(took)), append(rss, mb(r)), append(writes, float64(w))
-			fmt.Fprintf(os.Stderr, "   http n=%d run %d: %v, RSS %.1f MB (load %s)\n", n, run+1, took.Round(time.Millisecond), mb(r), loadAvg())
+			takes, rss, writes = append(takes, millis(cr.took)), append(rss, mb(r)), append(writes, float64(cr.writes))
+			firsts, halves = append(firsts, millis(cr.first)), append(halves, millis(cr.half))
+			fmt.Fprintf(os.Stderr, "   http n=%d run %d: %v (first %v, half %v), RSS %.1f MB (load %s)\n", n, run+1,
+				cr.took.Round(time.Millisecond), cr.first.Round(time.Millisecond), cr.half.Round(time.Millisecond), mb(r), loadAvg())
 		}
-		figs := coldFigures("http", n, takes, rss, writes)
+		figs := coldFigures("http", n, takes, firsts, halves, rss, writes)
 		if n == 1000 {
 			figs[0] = figs[0].atMost(2000)
-			figs[3] = figs[3].atMost(100)
+			figs[5] = figs[5].atMost(100)
 		}
 		out = append(append(out, figs...), atScale...)
 	}
 	return out, nil
 }
 
-func httpColdOnce(ctx context.Context, c *config, n int, final bool) (res []Result, took time.Duration, rss int64, writes int, err error) {
+// coldOutcome is what one cold start showed.
+type coldOutcome struct {
+	took, first, half time.Duration
+	writes            int
+}
+
+func httpColdOnce(ctx context.Context, c *config, n int, final bool) (res []Result, out coldOutcome, rss int64, err error) {
 	backends, err := startBackends(ctx, c.bins, (n+c.perProc-1)/c.perProc)
 	if err != nil {
-		return nil, 0, 0, 0, err
+		return nil, out, 0, err
 	}
 	defer killAll(backends)
 	mans := httpManifests(n, backends)
@@ -140,18 +163,19 @@ func httpColdOnce(ctx context.Context, c *config, n int, final bool) (res []Resu
 	r, err := coldStart(ctx, c, fmt.Sprintf("http-%d", n), mans, o, 2*time.Minute, onStart)
 	if err != nil {
 		finish(nil)
-		return nil, 0, 0, 0, err
+		return nil, out, 0, err
 	}
 	defer r.stop()
 	finish(r.d)
+	out = coldOutcome{took: r.took, first: r.first, half: r.half, writes: r.writes}
 	if rss, err = rssBytes(r.d.pid()); err != nil {
-		return nil, 0, 0, 0, err
+		return nil, out, 0, err
 	}
 	if !final {
-		return nil, r.took, rss, r.writes, nil
+		return nil, out, rss, nil
 	}
 	res, err = idleAndEdits(ctx, c, r, mans, n)
-	return res, r.took, rss, r.writes, err
+	return res, out, rss, err
 }
 
 // startProfile returns an onStart hook for coldStart that, when profiling

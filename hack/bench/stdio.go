@@ -51,7 +51,7 @@ func idleOne(ctx context.Context, c *config) ([]Result, error) {
 // stdioCold starts tether on c.stdioN stdio manifests of the example server,
 // c.runs times.
 func stdioCold(ctx context.Context, c *config) ([]Result, error) {
-	var takes, rss, settled, children, writes []float64
+	var takes, firsts, halves, rss, settled, children, writes []float64
 	for run := range c.runs {
 		var onStart func(*daemon)
 		finish := func(*daemon) {}
@@ -81,9 +81,10 @@ func stdioCold(ctx context.Context, c *config) ([]Result, error) {
 		r.stop()
 		takes, rss, settled, children = append(takes, millis(r.took)), append(rss, mb(own)), append(settled, mb(later)), append(children, mb(kids))
 		writes = append(writes, float64(r.writes))
+		firsts, halves = append(firsts, millis(r.first)), append(halves, millis(r.half))
 		fmt.Fprintf(os.Stderr, "   stdio n=%d run %d: %v, RSS %.1f MB (load %s)\n", c.stdioN, run+1, r.took.Round(time.Millisecond), mb(own), loadAvg())
 	}
-	out := coldFigures("stdio", c.stdioN, takes, rss, writes)
+	out := coldFigures("stdio", c.stdioN, takes, firsts, halves, rss, writes)
 	if c.stdioN == 100 {
 		out[0] = out[0].atMost(1000)
 	}
