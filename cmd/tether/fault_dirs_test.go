@@ -14,6 +14,7 @@ import (
 // itself deleted and recreated (docs/reliability.md, row F9). Deleting ends
 // the connections it held (children gone); recreating brings them back.
 func TestFaultDirectoryRemoved(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	root := filepath.Join(t.TempDir(), "manifests")
 	sub := filepath.Join(root, "team")
 	top, inSub := filepath.Join(root, "top.yaml"), filepath.Join(sub, "sub.yaml")
@@ -83,6 +84,7 @@ func (g *gitSync) publish(files map[string]string) {
 // F11). Every publication is picked up: no event names the manifest, the
 // directory behind the link changes each time.
 func TestFaultGitSyncSwaps(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	for _, c := range []struct{ name, dirOf string }{
 		{"dir is the checkout root", "root"},
 		{"dir is the link", "link"},

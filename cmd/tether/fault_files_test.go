@@ -40,6 +40,7 @@ func manifestErrors(t testing.TB, ep endpoints, file string) float64 {
 // tether_manifest_errors, within a second or two; the working connection
 // keeps its child throughout, and tether keeps taking new manifests.
 func TestFaultHostileFiles(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	writeFile(t, good, faultManifest(t, "good", nil, quickBackoff))
@@ -129,6 +130,7 @@ func TestFaultHostileFiles(t *testing.T) {
 // TestFaultFileStorms: 500 manifests moved in at once and removed at once,
 // and 50 rapid edits of one file (docs/reliability.md, rows F7–F8).
 func TestFaultFileStorms(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	dir, staging := t.TempDir(), t.TempDir()
 	rapid := filepath.Join(dir, "rapid.yaml")
 	version := func(i int) string {

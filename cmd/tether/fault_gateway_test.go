@@ -78,6 +78,7 @@ func (c *cutCalls) cut() int {
 // TestFaultGateway: what clients can do to the gateway, and what backends can
 // do to calls in flight (docs/reliability.md, rows G1–G6).
 func TestFaultGateway(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	dir := t.TempDir()
 	m := filepath.Join(dir, "be.yaml")
 	// A short interval puts the backend's stderr into status quickly; the

@@ -32,6 +32,7 @@ func mcpHandler() http.Handler {
 // S15, S17, X2). Each shows the status code in lastError, retries with backoff,
 // and never shows the header value.
 func TestFaultHTTPAnswers(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	const token = "Bearer s3cret-http-t0ken"
 	secretFile := filepath.Join(t.TempDir(), "bearer")
 	must(t, os.WriteFile(secretFile, []byte(token+"\n"), 0o600))

@@ -72,6 +72,7 @@ func startTetherAs(t *testing.T, cred *syscall.Credential, dir string, extra ...
 // unreadable keeps running on its last valid spec and says why; a file that
 // was never readable is reported; tether carries on.
 func TestFaultUnreadableFile(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	base, cred := unprivileged(t)
 	dir := filepath.Join(base, "manifests")
 	mkdirAs(t, dir, cred)
@@ -109,6 +110,7 @@ func TestFaultUnreadableFile(t *testing.T) {
 // tether_reconcile_total{result="error"}, retried with backoff, never fatal
 // (the connection runs, the gateway serves it), and written once it can be.
 func TestFaultStatusDirReadOnly(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	base, cred := unprivileged(t)
 	dir, statusDir := filepath.Join(base, "manifests"), filepath.Join(base, "status")
 	mkdirAs(t, dir, cred)

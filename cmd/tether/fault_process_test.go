@@ -21,6 +21,7 @@ import (
 // or an error, well within the shutdown bound; tether exits 0; the child
 // is gone; the final status says tether stopped.
 func TestFaultSIGTERMWithCallsInFlight(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	dir := t.TempDir()
 	m := filepath.Join(dir, "busy.yaml")
 	writeFile(t, m, faultManifest(t, "busy", nil, quickHealth))
@@ -101,6 +102,7 @@ func TestFaultSIGTERMWithCallsInFlight(t *testing.T) {
 // grandchild, sees its stdin close and exits. Direct children are covered
 // by TestRunSIGKILLLeavesNoChild.
 func TestFaultSIGKILLLeavesNoOrphans(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	dir := t.TempDir()
 	m := filepath.Join(dir, "wrapped.yaml")
 	writeFile(t, m, stdioManifest("wrapped", "/bin/sh", []string{"-c", faultServer(t) + "; echo wrapper done"}, ""))

@@ -19,6 +19,7 @@ import (
 // an untouched one keeps its status history. TestRunRestartKeepsStatus
 // covers transition times and restart counts.
 func TestFaultRestartRebuildsState(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	dir := t.TempDir()
 	path := func(n string) string { return filepath.Join(dir, n+".yaml") }
 	writeFile(t, path("kept"), faultManifest(t, "kept", nil, ""))

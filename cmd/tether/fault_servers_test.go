@@ -19,6 +19,7 @@ import (
 // in every way a process can, side by side (docs/reliability.md, rows S1–S9):
 // each must show in its own status, and none may disturb the others.
 func TestFaultStdioServers(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	dir := t.TempDir()
 	fs := faultServer(t)
 	manifests := map[string]string{
