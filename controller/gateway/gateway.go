@@ -95,8 +95,11 @@ type Gateway struct {
 	// the name, the others lost it to a collision. A change re-examines
 	// only the names it touches, so the cost of Set does not grow with the
 	// number of connections.
-	claims  map[string][]claim
-	exposed map[string]*exposedTool // exposed name → definition on the server
+	claims map[string][]claim
+	// unavailable holds the connections known but not available: what the
+	// routing table's "not connected" answers are built from.
+	unavailable map[string]*connState
+	exposed     map[string]*exposedTool // exposed name → definition on the server
 	// toolChanges counts AddTool/RemoveTools calls, so tests can prove an
 	// identical Set changed nothing.
 	toolChanges int
@@ -151,11 +154,12 @@ func New(opts Options) *Gateway {
 		opts.ShutdownTimeout = defaultShutdownTimeout
 	}
 	g := &Gateway{
-		log:     log,
-		opts:    opts,
-		conns:   make(map[string]*connState),
-		claims:  make(map[string][]claim),
-		exposed: make(map[string]*exposedTool),
+		log:         log,
+		opts:        opts,
+		conns:       make(map[string]*connState),
+		claims:      make(map[string][]claim),
+		unavailable: make(map[string]*connState),
+		exposed:     make(map[string]*exposedTool),
 	}
 	g.routes.Store(&routeTable{})
 	// The SDK logs every session start and end at INFO; tether's log keeps
@@ -203,7 +207,6 @@ func (g *Gateway) Set(c Connection) {
 		st = &connState{name: c.Name}
 		g.conns[c.Name] = st
 	}
-	wasAvailable := st.available
 	newBackend := !st.available || !sameBackend(st.backend, c.Backend)
 	newTools := !st.available || st.prefix != c.Prefix || !reflect.DeepEqual(st.filter, c.Filter) || !slices.Equal(st.tools, c.Tools)
 	if !newBackend && !newTools && st.timeout == timeout {
@@ -229,7 +232,11 @@ func (g *Gateway) Set(c Connection) {
 	st.lastNames = nil
 	st.target = &target{name: st.name, backend: st.backend, timeout: st.timeout, life: st.life}
 	touched = g.claimLocked(st, touched)
-	changed := g.applyLocked(st, touched, !wasAvailable)
+	// Only a connection that was unavailable leaves the "not connected"
+	// answers; a new one was never among them.
+	_, wasDown := g.unavailable[st.name]
+	delete(g.unavailable, st.name)
+	changed := g.applyLocked(st, touched, wasDown)
 	g.mu.Unlock()
 	g.notifyCollisions(changed)
 }
@@ -257,6 +264,7 @@ func (g *Gateway) SetUnavailable(name, prefix, reason string) {
 	st.tools = nil
 	st.candidates = nil
 	st.target = nil
+	g.unavailable[name] = st
 	changed := g.applyLocked(st, touched, true)
 	g.mu.Unlock()
 	g.notifyCollisions(changed)
@@ -273,8 +281,10 @@ func (g *Gateway) Remove(name string) {
 	st.end(fmt.Errorf("connection %s was removed", name))
 	touched := g.releaseLocked(st, nil)
 	delete(g.conns, name)
+	_, wasDown := g.unavailable[name]
+	delete(g.unavailable, name)
 	st.available = false
-	changed := g.applyLocked(st, touched, true)
+	changed := g.applyLocked(st, touched, wasDown)
 	g.mu.Unlock()
 	g.notifyCollisions(changed)
 }
@@ -475,15 +485,13 @@ func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool)
 func (g *Gateway) downLocked() (map[string]*downTarget, []downPrefix) {
 	var down map[string]*downTarget
 	var prefixes []downPrefix
-	names := make([]string, 0, len(g.conns))
-	for n, st := range g.conns {
-		if !st.available {
-			names = append(names, n)
-		}
+	names := make([]string, 0, len(g.unavailable))
+	for n := range g.unavailable {
+		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		st := g.conns[n]
+		st := g.unavailable[n]
 		dt := &downTarget{name: st.name, reason: st.reason}
 		for _, tn := range st.lastNames {
 			if down == nil {
