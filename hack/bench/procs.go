@@ -46,11 +46,16 @@ type binaries struct {
 	pprof bool
 }
 
-func buildBinaries(withPprof bool) (*binaries, error) {
+func buildBinaries(withPprof bool) (_ *binaries, err error) {
 	dir, err := os.MkdirTemp("", "tether-bench-bin-")
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
 	b := &binaries{
 		dir:     dir,
 		tether:  filepath.Join(dir, "tether"),
