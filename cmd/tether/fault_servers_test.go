@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -192,4 +193,42 @@ func listAll(t *testing.T, s *mcp.ClientSession) []string {
 		names = append(names, tool.Name)
 	}
 	return names
+}
+
+// TestFaultNpxWrapper: the real npx as a wrapper (docs/reliability.md, row
+// S9): npx runs the server as its child, so killing npx leaves the server
+// holding the pipes. tether notices npx's death, kills the whole process
+// group and starts again.
+func TestFaultNpxWrapper(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
+	npmPeer(t, "mcp-server-everything")
+	if _, err := exec.LookPath("npx"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("npx is not on PATH: %v", err)
+		}
+		t.Skip("npx is not on PATH")
+	}
+	dir := t.TempDir()
+	m := filepath.Join(dir, "npx.yaml")
+	writeFile(t, m, stdioManifest("npx", "npx", []string{"--no-install", "mcp-server-everything", "stdio"},
+		fmt.Sprintf("    workingDir: %s\n", filepath.Join(repoRoot(t), "hack", "peers"))+quickBackoff))
+	startTether(t, dir)
+	st := waitStatus(t, m, "npx", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	npx := st.Process.PID
+	group := groupMembers(npx)
+	if len(group) < 2 {
+		t.Fatalf("npx's process group is %v: the server is not a separate process", group)
+	}
+	for _, pid := range group {
+		killAtCleanup(t, pid)
+	}
+	must(t, syscall.Kill(npx, syscall.SIGKILL))
+	waitStatus(t, m, "npx", 30*time.Second, "Connected through a new npx", func(st spec.ConnectionStatus) bool {
+		return st.Phase == spec.PhaseConnected && st.Process.PID != npx
+	})
+	for _, pid := range group {
+		if !processGone(pid, 10*time.Second) {
+			t.Errorf("process %d of the killed npx's group is still there", pid)
+		}
+	}
 }
