@@ -37,13 +37,17 @@ func StatusPath(root, statusDir, manifest string) string {
 // StatusWriter owns the status files. It keeps the latest status document of
 // every connection, renders each manifest's status file (one document per
 // connection, in manifest order), and writes it atomically (temp file +
-// rename) only when its bytes change. One lock owns it.
+// rename) only when its bytes change. Its maps have one lock; each status
+// file has a lock of its own, held while it is rendered and written, so
+// writes of different files run in parallel and writes of one file happen in
+// the order their content was decided.
 type StatusWriter struct {
 	root, statusDir string
 
-	mu    sync.Mutex
-	docs  map[string]spec.StatusDocument // connection name → latest document
-	files map[string][]byte              // status path → bytes on disk (nil: absent)
+	mu       sync.Mutex
+	rendered map[string][]byte      // connection name → its rendered document
+	files    map[string][]byte      // status path → bytes on disk (nil: absent)
+	locks    map[string]*sync.Mutex // status path → its write lock
 }
 
 // NewStatusWriter returns a writer for the tree at root.
@@ -51,8 +55,9 @@ func NewStatusWriter(root, statusDir string) *StatusWriter {
 	return &StatusWriter{
 		root:      root,
 		statusDir: statusDir,
-		docs:      map[string]spec.StatusDocument{},
+		rendered:  map[string][]byte{},
 		files:     map[string][]byte{},
+		locks:     map[string]*sync.Mutex{},
 	}
 }
 
@@ -146,64 +151,70 @@ func isStatusFile(path string) bool {
 // Put records name's status document and rewrites its manifest's status file
 // if that changes it. order lists the file's connections in manifest order.
 func (w *StatusWriter) Put(manifest string, order []string, doc spec.StatusDocument) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.docs[doc.Metadata.Name] = doc
-	return w.flush(manifest, order)
+	b := renderStatus(&doc)
+	return w.flush(manifest, order, func() { w.rendered[doc.Metadata.Name] = b })
 }
 
 // Delete forgets name and rewrites (or removes) its old manifest's status
 // file. order lists what the file holds now (possibly nothing).
 func (w *StatusWriter) Delete(manifest string, order []string, name string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.docs, name)
-	return w.flush(manifest, order)
+	return w.flush(manifest, order, func() { delete(w.rendered, name) })
 }
 
-func (w *StatusWriter) flush(manifest string, order []string) error {
+// flush applies update to the documents and brings the manifest's status
+// file in line with them.
+func (w *StatusWriter) flush(manifest string, order []string, update func()) error {
 	path := w.Path(manifest)
+	w.mu.Lock()
+	lock := w.locks[path]
+	if lock == nil {
+		lock = &sync.Mutex{}
+		w.locks[path] = lock
+	}
+	w.mu.Unlock()
+	lock.Lock()
+	defer lock.Unlock()
+
+	w.mu.Lock()
+	update()
 	var buf bytes.Buffer
 	for _, name := range order {
-		doc, ok := w.docs[name]
+		b, ok := w.rendered[name]
 		if !ok {
 			continue
-		}
-		b, err := RenderYAML(doc)
-		if err != nil {
-			return fmt.Errorf("rendering status of %s: %w", name, err)
 		}
 		if buf.Len() > 0 {
 			buf.WriteString("---\n")
 		}
 		buf.Write(b)
 	}
-	want := buf.Bytes()
 	have, known := w.files[path]
+	w.mu.Unlock()
+
+	want := buf.Bytes()
 	if !known {
 		// First touch since start: compare with what a previous run left.
 		if b, err := os.ReadFile(path); err == nil {
 			have = b
 		}
 	}
-	if len(want) == 0 {
-		if known && have == nil {
-			return nil
-		}
+	switch {
+	case len(want) == 0 && known && have == nil:
+		return nil
+	case len(want) == 0:
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing status file: %w", err)
 		}
-		w.files[path] = nil
-		return nil
+		want = nil
+	case have != nil && bytes.Equal(have, want):
+	default:
+		if err := writeAtomic(path, want); err != nil {
+			return err
+		}
 	}
-	if have != nil && bytes.Equal(have, want) {
-		w.files[path] = have
-		return nil
-	}
-	if err := writeAtomic(path, want); err != nil {
-		return err
-	}
-	w.files[path] = append([]byte(nil), want...)
+	w.mu.Lock()
+	w.files[path] = want
+	w.mu.Unlock()
 	return nil
 }
 

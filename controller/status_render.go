@@ -1,0 +1,180 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// renderStatus writes a status document as YAML, fields in the documented
+// order. It is the status writer's hot path (every connection's every
+// change), so it emits the fixed schema directly instead of going through a
+// generic encoder (RenderYAML costs ~300 µs and ~200 KB a document; this a
+// few µs). TestRenderStatusRoundTrip holds it to decoding back, strictly, to
+// the same document.
+func renderStatus(doc *spec.StatusDocument) []byte {
+	var b bytes.Buffer
+	b.Grow(1024)
+	st := &doc.Status
+	b.WriteString("apiVersion: ")
+	scalar(&b, doc.APIVersion)
+	b.WriteString("\nkind: ")
+	scalar(&b, doc.Kind)
+	b.WriteString("\nmetadata:\n  name: ")
+	scalar(&b, doc.Metadata.Name)
+	b.WriteString("\nstatus:\n  phase: ")
+	scalar(&b, string(st.Phase))
+	b.WriteByte('\n')
+	if st.ObservedSpecHash != "" {
+		b.WriteString("  observedSpecHash: ")
+		scalar(&b, st.ObservedSpecHash)
+		b.WriteByte('\n')
+	}
+	if st.Conditions == nil {
+		b.WriteString("  conditions: null\n")
+	} else if len(st.Conditions) == 0 {
+		b.WriteString("  conditions: []\n")
+	} else {
+		b.WriteString("  conditions:\n")
+		for _, c := range st.Conditions {
+			b.WriteString("    - type: ")
+			scalar(&b, c.Type)
+			b.WriteString("\n      status: ")
+			scalar(&b, c.Status)
+			b.WriteString("\n      reason: ")
+			scalar(&b, c.Reason)
+			b.WriteString("\n      message: ")
+			scalar(&b, c.Message)
+			b.WriteString("\n      lastTransitionTime: ")
+			timestamp(&b, c.LastTransitionTime)
+			b.WriteByte('\n')
+		}
+	}
+	if s := st.Server; s != nil {
+		b.WriteString("  server:\n    name: ")
+		scalar(&b, s.Name)
+		b.WriteString("\n    version: ")
+		scalar(&b, s.Version)
+		b.WriteString("\n    protocolVersion: ")
+		scalar(&b, s.ProtocolVersion)
+		b.WriteByte('\n')
+	}
+	if t := st.Tools; t != nil {
+		b.WriteString("  tools:\n    count: ")
+		b.WriteString(strconv.Itoa(t.Count))
+		b.WriteString("\n    exposed: ")
+		b.WriteString(strconv.Itoa(t.Exposed))
+		b.WriteByte('\n')
+	}
+	b.WriteString("  attempt: ")
+	b.WriteString(strconv.Itoa(st.Attempt))
+	b.WriteString("\n  lastError: ")
+	scalar(&b, st.LastError)
+	b.WriteString("\n  nextRetryTime: ")
+	if st.NextRetryTime == nil {
+		b.WriteString("null")
+	} else {
+		timestamp(&b, *st.NextRetryTime)
+	}
+	b.WriteByte('\n')
+	if st.ConnectedSince != nil {
+		b.WriteString("  connectedSince: ")
+		timestamp(&b, *st.ConnectedSince)
+		b.WriteByte('\n')
+	}
+	if p := st.Process; p != nil {
+		b.WriteString("  process:\n")
+		if p.PID != 0 {
+			b.WriteString("    pid: ")
+			b.WriteString(strconv.Itoa(p.PID))
+			b.WriteByte('\n')
+		}
+		b.WriteString("    restarts: ")
+		b.WriteString(strconv.Itoa(p.Restarts))
+		b.WriteByte('\n')
+		if p.LastExitCode != nil {
+			b.WriteString("    lastExitCode: ")
+			b.WriteString(strconv.Itoa(*p.LastExitCode))
+			b.WriteByte('\n')
+		}
+		if len(p.StderrTail) > 0 {
+			b.WriteString("    stderrTail:\n")
+			for _, l := range p.StderrTail {
+				b.WriteString("      - ")
+				scalar(&b, l)
+				b.WriteByte('\n')
+			}
+		}
+	}
+	b.WriteString("  manifestError: ")
+	scalar(&b, st.ManifestError)
+	b.WriteByte('\n')
+	if len(st.Collisions) > 0 {
+		b.WriteString("  collisions:\n")
+		for _, c := range st.Collisions {
+			b.WriteString("    - tool: ")
+			scalar(&b, c.Tool)
+			b.WriteString("\n      connection: ")
+			scalar(&b, c.Connection)
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
+}
+
+// timestamp writes t as the quoted RFC 3339 string encoding/json gives it.
+func timestamp(b *bytes.Buffer, t time.Time) {
+	b.WriteByte('"')
+	b.WriteString(t.Format(time.RFC3339Nano))
+	b.WriteByte('"')
+}
+
+// scalar writes s plain when YAML reads that back as the same string, else
+// as a JSON string (JSON's double-quoted strings are YAML's too).
+func scalar(b *bytes.Buffer, s string) {
+	if plainSafe(s) {
+		b.WriteString(s)
+		return
+	}
+	q, _ := json.Marshal(s) // a string always marshals
+	b.Write(q)
+}
+
+// plainSafe is deliberately narrow: it starts with a letter, holds only
+// letters, digits, spaces and a few punctuation marks, has no ": " or " #",
+// does not end in a space or ':', and is no YAML 1.1 keyword (true, no, null…).
+func plainSafe(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	c0 := s[0]
+	if !(c0 >= 'a' && c0 <= 'z' || c0 >= 'A' && c0 <= 'Z') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == ' ' || c == '_' || c == '-' || c == '.' || c == '/' || c == '(' || c == ')' || c == '+' || c == '=' || c == '@':
+		case c == ',' || c == ';':
+		case c == ':':
+			if i+1 == len(s) || s[i+1] == ' ' {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	if s[len(s)-1] == ' ' || strings.Contains(s, " #") {
+		return false
+	}
+	switch strings.ToLower(s) {
+	case "y", "n", "yes", "no", "true", "false", "on", "off", "null":
+		return false
+	}
+	return true
+}
