@@ -32,6 +32,8 @@ type Options struct {
 	Logger       *slog.Logger
 	// ShutdownTimeout bounds closing every connection on shutdown.
 	ShutdownTimeout time.Duration
+	// ConnectTimeout bounds one connect attempt (default DefaultConnectTimeout).
+	ConnectTimeout time.Duration
 	// TracerProvider records the reconciler's spans; nil means the global
 	// provider (see controller/tracing).
 	TracerProvider trace.TracerProvider
@@ -91,13 +93,14 @@ func New(opts Options) *Controller {
 		MetricsProvider: opts.QueueMetrics,
 	})
 	c.reconciler = NewReconciler(ReconcilerOptions{
-		Desired:   c.desired,
-		Status:    c.status,
-		Connector: opts.Connector,
-		Exposer:   opts.Exposer,
-		Metrics:   opts.Metrics,
-		Logger:    opts.Logger,
-		Enqueue:   c.queue.Add,
+		Desired:        c.desired,
+		Status:         c.status,
+		Connector:      opts.Connector,
+		Exposer:        opts.Exposer,
+		Metrics:        opts.Metrics,
+		Logger:         opts.Logger,
+		Enqueue:        c.queue.Add,
+		ConnectTimeout: opts.ConnectTimeout,
 
 		TracerProvider: opts.TracerProvider,
 	})

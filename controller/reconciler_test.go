@@ -183,6 +183,8 @@ func newHarness(t *testing.T) *harness {
 		Exposer:   h.exposer,
 		Enqueue:   func(n string) { h.enqueued <- n },
 		Jitter:    func() float64 { return 0 },
+		// Most tests look at every phase; TestConnectingGrace covers it.
+		ConnectingGrace: -1,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -607,4 +609,59 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 	if !fi2.ModTime().Equal(old) {
 		t.Errorf("status rewritten although nothing changed (mtime %v, size %d→%d)", fi2.ModTime(), fi1.Size(), fi2.Size())
 	}
+}
+
+// TestConnectingGrace: a new connection's status is not written while it is
+// Connecting within the grace; one that connects in time goes straight to
+// Connected, and one that does not shows Connecting once the grace is over.
+func TestConnectingGrace(t *testing.T) {
+	h := newHarness(t)
+	h.r.opts.ConnectingGrace = time.Hour
+	h.conn.push(newFakeSession("a"))
+	h.apply("fast.yaml", manifest("fast", ""))
+	if res := h.reconcile("fast"); res.RequeueAfter <= 0 || res.RequeueAfter > time.Hour {
+		t.Errorf("RequeueAfter = %v, want the rest of the grace", res.RequeueAfter)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "fast.status.yaml")); !os.IsNotExist(err) {
+		t.Fatalf("status written during the grace: %v", err)
+	}
+	h.waitEnqueued("fast")
+	h.reconcile("fast")
+	if st := h.statusOf("fast.yaml", "fast"); st.Phase != spec.PhaseConnected {
+		t.Fatalf("phase = %s, want Connected as the first status", st.Phase)
+	}
+
+	// A slow one: the grace ends before the attempt does. The clock is
+	// the test's, so the grace passes without waiting.
+	now := time.Now()
+	h.r.mu.Lock()
+	h.r.opts.Now = func() time.Time { return now }
+	h.r.opts.ConnectingGrace = 50 * time.Millisecond
+	block := make(chan struct{})
+	h.r.opts.Connector = &blockingConnector{release: block}
+	h.r.mu.Unlock()
+	h.apply("slow.yaml", manifest("slow", ""))
+	res := h.reconcile("slow")
+	if res.RequeueAfter != 50*time.Millisecond {
+		t.Fatalf("RequeueAfter = %v during the grace, want 50ms", res.RequeueAfter)
+	}
+	h.r.mu.Lock()
+	now = now.Add(res.RequeueAfter)
+	h.r.mu.Unlock()
+	h.reconcile("slow")
+	if st := h.statusOf("slow.yaml", "slow"); st.Phase != spec.PhaseConnecting {
+		t.Fatalf("phase after the grace = %s, want Connecting", st.Phase)
+	}
+	close(block)
+}
+
+// blockingConnector fails every attempt once release is closed.
+type blockingConnector struct{ release chan struct{} }
+
+func (b *blockingConnector) Connect(ctx context.Context, _ ConnectRequest) (Session, error) {
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	return nil, errors.New("released")
 }

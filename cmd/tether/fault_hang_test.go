@@ -11,16 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-mcp/tether/controller"
 	"github.com/tether-mcp/tether/spec"
 )
 
 // TestFaultHangs: servers that stop answering, before initialize or after
 // it, over stdio and HTTP, and a tool slower than its callTimeout
 // (docs/reliability.md, rows S10–S14). A server that hangs before
-// initialize is given controller.DefaultConnectTimeout (60 s), so this test
-// runs beside the others.
+// initialize is given the connect timeout, here --connect-timeout 5s, so
+// this test runs beside the others.
 func TestFaultHangs(t *testing.T) {
+	const connectTimeout = 5 * time.Second
 	t.Parallel()
 	dir := t.TempDir()
 	fs := faultServer(t)
@@ -51,7 +51,7 @@ func TestFaultHangs(t *testing.T) {
 		writeFile(t, filepath.Join(dir, name+".yaml"), m)
 	}
 	start := time.Now()
-	tt, ep := startTetherServing(t, dir)
+	tt, ep := startTetherServing(t, dir, "--connect-timeout", connectTimeout.String())
 	path := func(name string) string { return filepath.Join(dir, name+".yaml") }
 
 	// The long rows start first; their bound runs while the others are checked.
@@ -122,10 +122,10 @@ func TestFaultHangs(t *testing.T) {
 	})
 
 	// Rows whose bound is the connect timeout.
-	bound := controller.DefaultConnectTimeout + 15*time.Second - time.Since(start)
+	bound := connectTimeout + 15*time.Second - time.Since(start)
 	t.Run("S10 stdio server stopped before initialize", func(t *testing.T) {
 		st := waitStatus(t, path("stop-before-init"), "stop-before-init", bound, "the connect timeout",
-			statusOK(spec.PhaseReconnecting, "connect timed out after 1m0s"))
+			statusOK(spec.PhaseReconnecting, "connect timed out after "+connectTimeout.String()))
 		t.Logf("gave up after %v: %s", time.Since(start).Round(time.Second), st.LastError)
 		if !processGone(stoppedChild, 5*time.Second) {
 			t.Errorf("the stopped child %d is still there after the attempt was abandoned", stoppedChild)
@@ -133,6 +133,6 @@ func TestFaultHangs(t *testing.T) {
 	})
 	t.Run("S14 HTTP server that never answers", func(t *testing.T) {
 		waitStatus(t, path("http-mute"), "http-mute", bound, "the connect timeout",
-			statusOK(spec.PhaseReconnecting, "connect timed out after 1m0s"))
+			statusOK(spec.PhaseReconnecting, "connect timed out after "+connectTimeout.String()))
 	})
 }

@@ -33,6 +33,7 @@ type runOptions struct {
 	workers       int
 	resync        time.Duration
 	shutdown      time.Duration
+	connect       time.Duration
 	logFormat     string
 	logLevel      string
 	listenSet     bool
@@ -70,6 +71,7 @@ each manifest and serves every connected server's tools through one MCP endpoint
 	f.StringVar(&o.authTokenFile, "auth-token-file", "", "file holding the bearer token the gateway requires (needed for a non-loopback --listen)")
 	f.IntVar(&o.workers, "workers", 4, "number of reconcile workers")
 	f.DurationVar(&o.resync, "resync", 5*time.Minute, "re-read every manifest and reconcile every connection this often")
+	f.DurationVar(&o.connect, "connect-timeout", controller.DefaultConnectTimeout, "bound on one connect attempt (start, initialize, tools/list); a server that takes longer is retried with backoff")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 15*time.Second, "bound on closing every connection at shutdown")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -154,6 +156,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		QueueMetrics:    m.QueueProvider(),
 		Logger:          log,
 		ShutdownTimeout: o.shutdown,
+		ConnectTimeout:  o.connect,
 	})
 
 	// The servers run beside the controller; one that fails ends the run.
