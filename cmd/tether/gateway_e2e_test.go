@@ -216,6 +216,11 @@ func TestGatewayEndToEnd(t *testing.T) {
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("the call took %v to fail", d)
 		}
+		// The go-sdk reports a refused connection as a JSON-RPC error of its
+		// own; the gateway must not pass it off as the backend's answer.
+		if err != nil && !strings.Contains(err.Error(), "connection go") {
+			t.Errorf("the error does not name the connection: %v", err)
+		}
 	})
 
 	t.Run("list_changed on reconnect", func(t *testing.T) {

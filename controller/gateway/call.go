@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -112,6 +114,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 			result = ResultError
 		}
 		g.observe(ctx, t.name, name, result, d, nil)
+		dropHopMeta(res.Meta)
 		return res, nil
 	}
 	var result string
@@ -127,14 +130,29 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	default:
 		result = ResultError
 		// A JSON-RPC error of the backend (invalid params, unknown tool) keeps
-		// its code; a transport failure gets the connection's name.
-		var je *jsonrpc.Error
-		if !errors.As(err, &je) {
+		// its code; a failure of the client side (the go-sdk reports a
+		// refused connection as a *jsonrpc.Error too) gets the connection's
+		// name.
+		if je := connection.ServerError(err); je != nil {
+			err = je
+		} else {
 			err = callError(fmt.Sprintf("tool %q: connection %s: %v", name, t.name, err))
 		}
 	}
 	g.observe(ctx, t.name, name, result, d, err)
 	return nil, err
+}
+
+// dropHopMeta removes the protocol's own keys (io.modelcontextprotocol/*)
+// from a backend's result: they describe the backend's hop, and left in
+// place they would stand for the gateway's (the go-sdk sets serverInfo only
+// where none is set, so a client would take the backend for its server).
+func dropHopMeta(m mcp.Meta) {
+	for k := range m {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			delete(m, k)
+		}
+	}
 }
 
 // forwardProgress relays the backend's progress for one call to the caller,

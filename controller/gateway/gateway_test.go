@@ -528,3 +528,35 @@ func TestSetWithoutBackend(t *testing.T) {
 		t.Errorf("n_t: %q, want %q", rpcMessage(err), want)
 	}
 }
+
+// TestResultNamesTheGateway: the protocol's own _meta keys of a backend's
+// result (io.modelcontextprotocol/serverInfo) describe the backend's hop; the
+// caller must see the gateway as its server, other _meta keys unchanged.
+func TestResultNamesTheGateway(t *testing.T) {
+	g, hs := newTestGateway(t, Options{Version: "gw-test"})
+	tb := newTestBackend("backend-server")
+	tb.srv.AddTool(&mcp.Tool{Name: "meta", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{
+				Meta:    mcp.Meta{"example.com/kept": "yes", mcp.MetaKeyServerInfo: map[string]any{"name": "forged"}},
+				Content: []mcp.Content{&mcp.TextContent{Text: "ok"}},
+			}, nil
+		})
+	be, tools, _ := tb.connect(t)
+	g.Set(Connection{Name: "b", Prefix: "b", Tools: tools, Backend: be})
+	d := dial(t, g, hs)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	res, err := d.call(ctx, "b_meta", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Meta["example.com/kept"] != "yes" {
+		t.Errorf("the backend's own _meta key was dropped: %v", res.Meta)
+	}
+	if info, ok := res.Meta[mcp.MetaKeyServerInfo]; ok {
+		if m, _ := info.(map[string]any); m == nil || m["name"] == "forged" || m["name"] == "backend-server" {
+			t.Errorf("serverInfo in the result names the backend: %v", info)
+		}
+	}
+}
