@@ -167,6 +167,12 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil)
+}
+
+// newHarnessWith is newHarness with the reconciler's options adjusted.
+func newHarnessWith(t *testing.T, adjust func(*ReconcilerOptions)) *harness {
+	t.Helper()
 	h := &harness{
 		t:        t,
 		dir:      t.TempDir(),
@@ -176,7 +182,7 @@ func newHarness(t *testing.T) *harness {
 		enqueued: make(chan string, 100),
 	}
 	h.status = NewStatusWriter(h.dir, "")
-	h.r = NewReconciler(ReconcilerOptions{
+	opts := ReconcilerOptions{
 		Desired:   h.desired,
 		Status:    h.status,
 		Connector: h.conn,
@@ -185,7 +191,11 @@ func newHarness(t *testing.T) *harness {
 		Jitter:    func() float64 { return 0 },
 		// Most tests look at every phase; TestConnectingGrace covers it.
 		ConnectingGrace: -1,
-	})
+	}
+	if adjust != nil {
+		adjust(&opts)
+	}
+	h.r = NewReconciler(opts)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -267,30 +267,8 @@ func TestTraceFailTwiceThenConnect(t *testing.T) {
 func newTracedHarness(t *testing.T) (*harness, *tracetest.SpanRecorder) {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
-	h := &harness{
-		t:        t,
-		dir:      t.TempDir(),
-		desired:  NewDesiredState(),
-		conn:     &fakeConnector{},
-		exposer:  newFakeExposer(),
-		enqueued: make(chan string, 100),
-	}
-	h.status = NewStatusWriter(h.dir, "")
-	h.r = NewReconciler(ReconcilerOptions{
-		Desired:        h.desired,
-		Status:         h.status,
-		Connector:      h.conn,
-		Exposer:        h.exposer,
-		Enqueue:        func(n string) { h.enqueued <- n },
-		Jitter:         func() float64 { return 0 },
-		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
-	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := h.r.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
+	h := newHarnessWith(t, func(o *ReconcilerOptions) {
+		o.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	})
 	return h, rec
 }

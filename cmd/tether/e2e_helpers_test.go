@@ -113,9 +113,19 @@ func (b *syncBuffer) String() string {
 // metrics listeners are off unless the flags turn them on.
 func startTether(t *testing.T, dir string, extra ...string) *tether {
 	t.Helper()
+	return startTetherWithEnv(t, dir, nil, extra...)
+}
+
+// startTetherWithEnv is startTether with extra environment variables (later
+// entries win over inherited ones).
+func startTetherWithEnv(t *testing.T, dir string, env []string, extra ...string) *tether {
+	t.Helper()
 	bin := builtBinaries(t)
 	args := append([]string{"run", "--dir", dir, "--listen", "", "--metrics-addr", "", "--log-level", "debug"}, extra...)
 	cmd := exec.Command(filepath.Join(bin, "tether"), args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

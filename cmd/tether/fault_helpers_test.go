@@ -162,8 +162,9 @@ func call(s *mcp.ClientSession, timeout time.Duration, tool string, args map[str
 	return s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 }
 
-// groupMembers lists the live processes of process group pgid.
-func groupMembers(pgid int) []int {
+// liveProcs lists the live processes (not zombies) whose /proc/<pid>/stat
+// fields after the command name (state, ppid, pgrp, …) satisfy keep.
+func liveProcs(keep func(fields []string) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -184,40 +185,21 @@ func groupMembers(pgid int) []int {
 		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
 			continue
 		}
-		if pg, _ := strconv.Atoi(f[2]); pg == pgid {
+		if keep(f) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
 }
 
+// groupMembers lists the live processes of process group pgid.
+func groupMembers(pgid int) []int {
+	return liveProcs(func(f []string) bool { pg, _ := strconv.Atoi(f[2]); return pg == pgid })
+}
+
 // childrenOf lists the live children of pid.
 func childrenOf(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
-			pids = append(pids, child)
-		}
-	}
-	return pids
+	return liveProcs(func(f []string) bool { ppid, _ := strconv.Atoi(f[1]); return ppid == pid })
 }
 
 // childWithArg waits for the child of pid whose command line has arg and

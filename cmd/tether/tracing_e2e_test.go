@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -25,25 +24,8 @@ import (
 // startTetherEnv is startTetherServing with extra environment variables.
 func startTetherEnv(t *testing.T, dir string, env []string) (*tether, string) {
 	t.Helper()
-	bin := builtBinaries(t)
 	gw := freePort(t)
-	cmd := exec.Command(filepath.Join(bin, "tether"), "run", "--dir", dir,
-		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", "", "--log-level", "debug")
-	// Later entries win: the test's OTEL_* settings replace any inherited.
-	cmd.Env = append(os.Environ(), env...)
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tt := &tether{t: t, cmd: cmd, dir: dir, logs: logs, done: make(chan struct{})}
-	go func() { tt.err = cmd.Wait(); close(tt.done) }()
-	t.Cleanup(func() {
-		tt.stop()
-		if t.Failed() {
-			t.Logf("tether logs:\n%s", logs.String())
-		}
-	})
+	tt := startTetherWithEnv(t, dir, env, "--listen", fmt.Sprintf("127.0.0.1:%d", gw))
 	waitTCP(t, gw, 20*time.Second)
 	return tt, fmt.Sprintf("http://127.0.0.1:%d/mcp", gw)
 }
