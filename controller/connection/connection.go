@@ -75,6 +75,7 @@ type Session struct {
 	client *mcp.Client
 	cs     *mcp.ClientSession
 	proc   *process // nil for HTTP
+	seen   liveness // when the server last sent anything
 
 	// ctx is the session's lifetime: every upstream call derives from it and
 	// end cancels it, so that Close never waits on a call (the go-sdk's Close
@@ -177,7 +178,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		s.transport = "stdio"
 		transport, err = s.startStdio(sp.Stdio, req.ManifestDir, envVals)
 	} else {
-		transport, s.transport, err = httpTransport(sp.HTTP, headerVals, lifetime)
+		transport, s.transport, err = httpTransport(sp.HTTP, headerVals, lifetime, &s.seen)
 	}
 	if err != nil {
 		cancel(err)
@@ -220,7 +221,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 		return nil, fmt.Errorf("starting %s: %w", st.Command, err)
 	}
 	s.proc = proc
-	return &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin}, nil
+	return &mcp.IOTransport{Reader: seenStream{ReadCloser: proc.stdout, l: &s.seen}, Writer: proc.stdin}, nil
 }
 
 // failConnect cleans up after a failed Connect and builds its error.
@@ -384,6 +385,7 @@ func (s *Session) Probe(ctx context.Context) error {
 	}
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
+	start := time.Now()
 	method := "ping"
 	var err error
 	if s.newProtocol() {
@@ -394,6 +396,12 @@ func (s *Session) Probe(ctx context.Context) error {
 	}
 	if wire := serverRefused(err); wire != nil {
 		s.log.Debug("probe answered with an error: server alive", "method", method, "code", wire.Code, "error", wire.Message)
+		return nil
+	}
+	if err != nil && ctx.Err() != nil && s.Err() == nil && s.seen.since(start) {
+		// Timed out, but the server sent other answers meanwhile: the probe
+		// waited in line behind work, the server is alive.
+		s.log.Debug("probe timed out behind other traffic: server alive", "method", method)
 		return nil
 	}
 	if err != nil {

@@ -37,7 +37,8 @@ func newSharedHTTPTransport() *http.Transport {
 type headerRoundTripper struct {
 	base    http.RoundTripper
 	headers []namedValue
-	origin  string // origin of the manifest URL
+	origin  string    // origin of the manifest URL
+	seen    *liveness // marked by every response
 }
 
 // origin is scheme://host:port, the port made explicit.
@@ -50,21 +51,21 @@ func origin(u *url.URL) string {
 }
 
 func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 || origin(req.URL) != t.origin {
-		return t.base.RoundTrip(req)
+	if len(t.headers) > 0 && origin(req.URL) == t.origin {
+		// A RoundTripper must not modify the caller's request.
+		req = req.Clone(req.Context())
+		for _, h := range t.headers {
+			req.Header.Set(h.Name, h.Value)
+		}
 	}
-	// A RoundTripper must not modify the caller's request.
-	r := req.Clone(req.Context())
-	for _, h := range t.headers {
-		r.Header.Set(h.Name, h.Value)
-	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(req)
+	return markResponse(resp, t.seen), err
 }
 
 // httpTransport builds the go-sdk transport for h. The SSE transport ties
 // its event stream to the ctx given to Connect, so it is wrapped to use the
 // session's lifetime ctx instead of the (bounded) connect ctx.
-func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Context) (mcp.Transport, string, error) {
+func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, seen *liveness) (mcp.Transport, string, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.url: %w", err)
@@ -72,7 +73,7 @@ func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Cont
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: sharedHTTPTransport, headers: headers, origin: origin(u)}}
+	client := &http.Client{Transport: &headerRoundTripper{base: sharedHTTPTransport, headers: headers, origin: origin(u), seen: seen}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client}, spec.TransportStreamable, nil
