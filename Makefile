@@ -29,9 +29,10 @@ run: build ## Build, then run tether on examples/manifests until Ctrl-C (MANIFES
 	$(RUN_CMD)
 
 .PHONY: test
-test: ## gofmt and go vet checks, install the test peers, then go test -race ./...
+test: ## gofmt, go vet and staticcheck, install the test peers, then go test -race ./...
 	hack/verify-gofmt.sh
 	hack/verify-govet.sh
+	hack/verify-staticcheck.sh
 	hack/install-peers.sh
 	hack/test-go.sh
 

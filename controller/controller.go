@@ -186,7 +186,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return
 		}
 		for _, n := range c.desired.Names() {
-			for c.reconciledOnce(n) == false {
+			for !c.reconciledOnce(n) {
 				select {
 				case <-ctx.Done():
 					return

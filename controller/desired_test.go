@@ -61,6 +61,9 @@ func TestDesiredStateRules(t *testing.T) {
 		parsed("x/one.yaml", "apiVersion: [unclosed\n"),
 		parsed("x/two.yaml", a),
 	})
+	if want := []string{"a", "b"}; !reflect.DeepEqual(changed, want) {
+		t.Errorf("changed after a syntax error = %v, want %v (both now carry the error)", changed, want)
+	}
 	for _, n := range []string{"a", "b"} {
 		e, ok := d.Get(n)
 		if !ok || e.Conn == nil || e.ManifestError == "" {

@@ -27,7 +27,7 @@ import (
 func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -72,7 +72,7 @@ func dumpSpans(rec *tracetest.SpanRecorder) string {
 	for _, s := range rec.Ended() {
 		b.WriteString("  " + s.Name() + " span=" + s.SpanContext().SpanID().String() + " parent=" + s.Parent().SpanID().String())
 		for _, kv := range s.Attributes() {
-			b.WriteString(" " + string(kv.Key) + "=" + kv.Value.Emit())
+			b.WriteString(" " + string(kv.Key) + "=" + kv.Value.String())
 		}
 		b.WriteString(" status=" + s.Status().Code.String() + " " + s.Status().Description + "\n")
 	}

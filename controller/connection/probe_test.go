@@ -44,12 +44,12 @@ func httpPeerCases() []httpPeerCase {
 
 // probeWithin runs one probe under timeout and returns its error and how
 // long it took.
-func probeWithin(s *Session, timeout time.Duration) (error, time.Duration) {
+func probeWithin(s *Session, timeout time.Duration) (took time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
-	err := s.Probe(ctx)
-	return err, time.Since(start)
+	err = s.Probe(ctx)
+	return time.Since(start), err
 }
 
 // A killed HTTP server must make Probe fail within its timeout (the go-sdk
@@ -60,11 +60,11 @@ func TestProbeFailsWhenHTTPServerKilled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sp, p := tc.start(t)
 			s := connect(t, Request{Spec: sp})
-			if err, _ := probeWithin(s, timeout); err != nil {
+			if _, err := probeWithin(s, timeout); err != nil {
 				t.Fatalf("Probe of a live server: %v", err)
 			}
 			p.kill(t)
-			err, took := probeWithin(s, timeout)
+			took, err := probeWithin(s, timeout)
 			// A session that already noticed the death (SSE) fails at once.
 			if err == nil {
 				t.Fatal("Probe of a killed server succeeded")
@@ -111,7 +111,7 @@ func TestProbeTimesOutOnStoppedServer(t *testing.T) {
 			}
 			cont := func() { _ = syscall.Kill(-pid, syscall.SIGCONT) }
 			t.Cleanup(cont)
-			err, took := probeWithin(s, timeout)
+			took, err := probeWithin(s, timeout)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Probe of a stopped server = %v, want a deadline error", err)
 			}
@@ -119,7 +119,7 @@ func TestProbeTimesOutOnStoppedServer(t *testing.T) {
 				t.Errorf("Probe took %s, want about %s", took, timeout)
 			}
 			cont()
-			if err, _ := probeWithin(s, 5*time.Second); err != nil {
+			if _, err := probeWithin(s, 5*time.Second); err != nil {
 				t.Errorf("Probe after SIGCONT: %v", err)
 			}
 			t.Logf("%s (%s): probe of a stopped server failed after %s: %v", tc.name, s.Server().ProtocolVersion, took.Round(time.Millisecond), err)
@@ -148,7 +148,7 @@ func TestHTTPServerRestartEndsSession(t *testing.T) {
 			s := connect(t, Request{Spec: httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")})
 			p.kill(t)
 			startHTTPPeer(t, port, env, argv...)
-			if err, _ := probeWithin(s, time.Second); err == nil {
+			if _, err := probeWithin(s, time.Second); err == nil {
 				t.Fatal("Probe succeeded on a session the restarted server does not know")
 			}
 			waitDone(t, s, 2*time.Second)

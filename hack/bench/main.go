@@ -225,7 +225,8 @@ func run() int {
 	printTable(report)
 	if *jsonOut != "" {
 		data, _ := json.MarshalIndent(report, "", "  ")
-		if err := os.MkdirAll(filepath.Dir(*jsonOut), 0o755); err == nil {
+		err := os.MkdirAll(filepath.Dir(*jsonOut), 0o755)
+		if err == nil {
 			err = os.WriteFile(*jsonOut, append(data, '\n'), 0o644)
 		}
 		if err != nil {
