@@ -43,6 +43,10 @@ type Connection struct {
 	Backend     Backend
 }
 
+// DefaultSessionTimeout bounds how long an idle HTTP session of the gateway
+// is kept.
+const DefaultSessionTimeout = time.Hour
+
 // Options configure a Gateway.
 type Options struct {
 	Logger *slog.Logger
@@ -58,6 +62,10 @@ type Options struct {
 	MaxRequestBodyBytes int64
 	// ShutdownTimeout bounds the graceful part of Serve's shutdown; 0 means 5s.
 	ShutdownTimeout time.Duration
+	// SessionTimeout closes an HTTP session idle that long (no request in
+	// flight); its client must initialize again, as MCP clients do on 404.
+	// 0 means DefaultSessionTimeout; negative keeps sessions forever.
+	SessionTimeout time.Duration
 }
 
 // Call results passed to Options.ObserveCall.
@@ -173,9 +181,16 @@ func New(opts Options) *Gateway {
 	})
 	g.server.AddReceivingMiddleware(g.interceptDown)
 	srv := g.server
+	sessionTimeout := opts.SessionTimeout
+	if sessionTimeout == 0 {
+		sessionTimeout = DefaultSessionTimeout
+	}
 	g.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Logger:              sdkLog,
 		MaxRequestBodyBytes: opts.MaxRequestBodyBytes,
+		// A client that goes away without DELETE (a crashed agent) would
+		// otherwise leave its session and goroutines behind for good.
+		SessionTimeout: max(sessionTimeout, 0),
 	})
 	return g
 }

@@ -95,8 +95,11 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token []byte) erro
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		// Idle keep-alive connections are closed; a streaming response is
+		// not idle, so SSE streams are unaffected.
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

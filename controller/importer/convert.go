@@ -52,6 +52,8 @@ const maxNameLen = 63
 type converter struct {
 	cfg        *Config
 	secretsDir string
+	// usedSecrets holds the secret file names handed out, lower-cased.
+	usedSecrets map[string]bool
 }
 
 // convert turns one raw server into a Server; name is already unique.
@@ -315,7 +317,13 @@ func (cv *converter) hint(template string, inputs []string) string {
 	if refs := refPattern.FindAllStringIndex(template, -1); len(refs) == 1 && refs[0][0] == 0 && refs[0][1] == len(template) {
 		fmt.Fprintf(&b, "the value of %s", template)
 	} else {
-		fmt.Fprintf(&b, "%q with its variables filled in", template)
+		// The literal part may be half a credential: name the references
+		// only, never the text around them.
+		var names []string
+		for _, r := range refs {
+			names = append(names, template[r[0]:r[1]])
+		}
+		fmt.Fprintf(&b, "the config's value for this entry with %s filled in (its literal text is not repeated here)", strings.Join(names, ", "))
 	}
 	for _, id := range inputs {
 		in, ok := cv.cfg.Inputs[id]
@@ -418,7 +426,10 @@ func relSecret(path string) string {
 }
 
 // secretPath is where the value of one env entry or header goes:
-// <secrets>/<manifest name>-<entry name>.
+// <secrets>/<manifest name>.<entry name>. A manifest name has no '.', so
+// two servers never share a file ("svc" + "x-key" and "svc-x" + "key" used
+// to); names that differ only in case (API_KEY, api_key) get a suffix, for
+// case-insensitive file systems.
 func (cv *converter) secretPath(server, entry string) string {
 	safe := strings.Map(func(r rune) rune {
 		if r == '/' || r == '\\' || r == 0 || r < ' ' {
@@ -429,7 +440,15 @@ func (cv *converter) secretPath(server, entry string) string {
 	if safe == "." || safe == ".." {
 		safe = "_"
 	}
-	return filepath.Join(cv.secretsDir, server+"-"+safe)
+	name := server + "." + safe
+	if cv.usedSecrets == nil {
+		cv.usedSecrets = map[string]bool{}
+	}
+	for i := 2; cv.usedSecrets[strings.ToLower(name)]; i++ {
+		name = fmt.Sprintf("%s.%s-%d", server, safe, i)
+	}
+	cv.usedSecrets[strings.ToLower(name)] = true
+	return filepath.Join(cv.secretsDir, name)
 }
 
 // ManifestName turns a server's name into a DNS-1123 label: lower case,

@@ -129,7 +129,7 @@ func TestValues(t *testing.T) {
 					t.Errorf("got %+v %+v, want valueFrom.env %s", ev.Value, ev.ValueFrom, tt.wantEnv)
 				}
 			case tt.wantFile || tt.wantNeeds:
-				want := filepath.Join(SecretsDir, "srv-"+tt.entry)
+				want := filepath.Join(SecretsDir, "srv."+tt.entry)
 				if ev.ValueFrom == nil || ev.ValueFrom.File != want || ev.Value != nil {
 					t.Fatalf("got %+v %+v, want valueFrom.file %s", ev.Value, ev.ValueFrom, want)
 				}
@@ -140,8 +140,20 @@ func TestValues(t *testing.T) {
 				if tt.wantFile && sec.value != tt.val {
 					t.Errorf("secret file would hold %q, want the value", sec.value)
 				}
-				if tt.wantNeeds && (sec.value != "" || !strings.Contains(sec.Hint, tt.val)) {
-					t.Errorf("needs-value secret: value %q, hint %q", sec.value, sec.Hint)
+				if tt.wantNeeds {
+					// The hint names every reference and repeats no literal
+					// text of the value: that may be half a credential.
+					if sec.value != "" {
+						t.Errorf("needs-value secret holds %q", sec.value)
+					}
+					for _, ref := range refPattern.FindAllString(tt.val, -1) {
+						if !strings.Contains(sec.Hint, ref) {
+							t.Errorf("hint %q does not name %s", sec.Hint, ref)
+						}
+					}
+					if lit := strings.TrimSpace(refPattern.ReplaceAllString(tt.val, "")); lit != "" && strings.Contains(sec.Hint, lit) {
+						t.Errorf("hint %q repeats the literal text %q", sec.Hint, lit)
+					}
 				}
 			default:
 				if ev.Value == nil || *ev.Value != tt.wantValue || ev.ValueFrom != nil {
@@ -268,5 +280,34 @@ func TestExamplesImport(t *testing.T) {
 		if !formats[want] {
 			t.Errorf("no sample configuration of the %q format", want)
 		}
+	}
+}
+
+// TestSecretFilesNeverShared: server names may hold '-', so "<server>-<entry>"
+// once gave "svc"+"x-api-key" and "svc-x"+"api-key" one file, and one
+// server's credential went to the other. Entry names differing only in case
+// must not share a file on a case-insensitive file system either.
+func TestSecretFilesNeverShared(t *testing.T) {
+	cfg := `{"mcpServers": {
+		"svc":   {"url": "https://a.example.com/mcp", "headers": {"x-api-key": "key-of-svc"}},
+		"svc-x": {"url": "https://b.example.com/mcp", "headers": {"api-key": "key-of-svc-x"}},
+		"case":  {"command": "srv", "env": {"API_KEY": "upper-key", "api_key": "lower-key"}}
+	}}`
+	p, err := NewPlan([]byte(cfg), Options{Source: "test.json", OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, s := range p.Servers {
+		for _, sec := range s.Secrets {
+			key := strings.ToLower(sec.Path)
+			if other, ok := seen[key]; ok {
+				t.Errorf("%s and %s share the secret file %s", other, s.Name+"/"+sec.Field, sec.Path)
+			}
+			seen[key] = s.Name + "/" + sec.Field
+		}
+	}
+	if len(seen) != 4 {
+		t.Errorf("secret files = %v, want 4", seen)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -155,13 +156,23 @@ func (t *Table) Row(c *Connection, now time.Time) []string {
 	return row
 }
 
-// cell keeps a value on one line and out of the tab stops: an error
-// message may hold newlines or tabs.
+// cell keeps a value on one line and out of the tab stops (an error
+// message may hold newlines or tabs), and keeps a server's control
+// characters (ANSI or OSC escapes in its name or errors) away from the
+// terminal, as kubectl does.
 func cell(s string) string {
-	if !strings.ContainsAny(s, "\t\r\n") {
+	if strings.ContainsAny(s, "\t\r\n") {
+		s = strings.Join(strings.Fields(s), " ")
+	}
+	if strings.IndexFunc(s, unicode.IsControl) < 0 {
 		return s
 	}
-	return strings.Join(strings.Fields(s), " ")
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // List is a kubectl-style List of status documents, what -o json and

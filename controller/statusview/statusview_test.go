@@ -305,3 +305,19 @@ func TestWatchStatusDirCreatedLater(t *testing.T) {
 		t.Fatalf("calls: %v", got)
 	}
 }
+
+// TestCellKeepsEscapesFromTheTerminal: a server's name and errors reach the
+// table; its control characters (ANSI/OSC escapes) must not reach the
+// terminal, and line breaks must not break the row.
+func TestCellKeepsEscapesFromTheTerminal(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain message":                "plain message",
+		"two\nlines\tand tab":          "two lines and tab",
+		"evil \x1b[2J\x1b]0;title\x07": "evil ?[2J?]0;title?",
+		"bell\x07 and del\x7f":         "bell? and del?",
+	} {
+		if got := cell(in); got != want {
+			t.Errorf("cell(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
