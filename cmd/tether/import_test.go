@@ -152,7 +152,7 @@ func TestImportNeverOverwritesWithoutForce(t *testing.T) {
 	}
 	edited := []byte("# edited by hand\n")
 	manifest := filepath.Join(out, "notion.yaml")
-	secret := filepath.Join(out, "secrets", "notion-OPENAPI_MCP_HEADERS")
+	secret := filepath.Join(out, "secrets", "notion.OPENAPI_MCP_HEADERS")
 	for _, f := range []string{manifest, secret} {
 		if err := os.WriteFile(f, edited, 0o600); err != nil {
 			t.Fatal(err)
