@@ -179,3 +179,43 @@ func TestSourceWatchesTree(t *testing.T) {
 func decode(path, content string) []spec.Document {
 	return spec.DecodeFile(path, []byte(content))
 }
+
+// TestSourceKeepsUnreadableDirectories: a directory of the tree that cannot
+// be read (a root-owned lost+found, a chmod 000) keeps the connections it
+// declared, with an error; it does not make the tree look empty. Permission
+// bits mean nothing to root, so the test needs another user.
+func TestSourceKeepsUnreadableDirectories(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("permission bits do not stop root; the end-to-end fault tests run this as nobody")
+	}
+	root := t.TempDir()
+	sub := filepath.Join(root, "team")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, name := range map[string]string{filepath.Join(root, "a.yaml"): "a", filepath.Join(sub, "b.yaml"): "b"} {
+		if err := os.WriteFile(p, []byte(manifest(name, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := NewDesiredState()
+	src := NewSource(SourceOptions{Root: root}, d)
+	if err := src.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sub, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(sub, 0o755) })
+	if err := src.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b"} {
+		if _, ok := d.Get(n); !ok {
+			t.Errorf("%s is gone after a directory became unreadable", n)
+		}
+	}
+	if e, _ := d.Get("b"); e.Conn == nil || !strings.Contains(e.ManifestError, "cannot be read") {
+		t.Errorf("b = %+v, want its last spec with the error", e)
+	}
+}

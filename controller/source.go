@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -48,9 +49,10 @@ type Source struct {
 	log     *slog.Logger
 
 	// owned by the Run goroutine
-	cache   map[string]cachedFile
-	watched map[string]fileID // directory → the directory it named when its watch was added
-	prevErr map[string]string
+	cache    map[string]cachedFile
+	watched  map[string]fileID // directory → the directory it named when its watch was added
+	lastDirs []string          // the directories of the last full listing
+	prevErr  map[string]string
 }
 
 type cachedFile struct {
@@ -179,8 +181,13 @@ func (s *Source) ignore(ev fsnotify.Event) bool {
 // root could be listed.
 func (s *Source) relist(w *fsnotify.Watcher) bool {
 	dirs, err := s.sync()
-	if err != nil {
-		s.log.Warn("cannot list the manifest directory; treating it as empty until it is back",
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+		s.log.Warn("the manifest directory is gone; its connections are removed until it is back",
+			"dir", s.opts.Root)
+	default:
+		s.log.Warn("cannot list the manifest directory; keeping the last listing until it can",
 			"dir", s.opts.Root, "err", err)
 	}
 	s.watch(w, append(dirs, linkParents(s.opts.Root)...))
@@ -250,8 +257,14 @@ func linkParents(root string) []string {
 // and reports changes. It returns the directories to watch.
 func (s *Source) sync() ([]string, error) {
 	tree, err := ListTree(s.opts.Root)
-	if err != nil {
-		tree = Tree{}
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+		tree = Tree{} // the directory is gone: so are its manifests
+	default:
+		// The root cannot be read now (permissions, EMFILE): what it holds
+		// is unknown, not gone. Keep every connection and every watch.
+		return s.lastDirs, err
 	}
 	files := make([]ParsedFile, 0, len(tree.Files))
 	seen := make(map[string]bool, len(tree.Files))
@@ -259,6 +272,26 @@ func (s *Source) sync() ([]string, error) {
 		seen[path] = true
 		files = append(files, s.load(path))
 	}
+	// Files known before under a directory that cannot be read now keep
+	// their connections, with the error, as an unreadable file does.
+	if len(tree.Unreadable) > 0 {
+		for path := range s.desired.Files() {
+			if seen[path] {
+				continue
+			}
+			for dir, derr := range tree.Unreadable {
+				if strings.HasPrefix(path, dir+string(filepath.Separator)) {
+					seen[path] = true
+					files = append(files, ParsedFile{Path: path, Err: fmt.Errorf("%s: directory %s cannot be read: %w", path, dir, derr)})
+					break
+				}
+			}
+		}
+		for dir, derr := range tree.Unreadable {
+			s.log.Warn("cannot list a directory of the manifest tree; keeping what it declared", "dir", dir, "err", derr)
+		}
+	}
+	s.lastDirs = tree.Dirs
 	for path := range s.cache {
 		if !seen[path] {
 			delete(s.cache, path)

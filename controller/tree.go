@@ -97,6 +97,10 @@ type Tree struct {
 	// Dirs are the directories to watch: every directory walked, and the real
 	// directories behind symlinked ones.
 	Dirs []string
+	// Unreadable are the directories below the root that could not be
+	// listed (permissions, a passing EMFILE), with why. What they held is
+	// unknown, not gone: the source keeps the connections declared there.
+	Unreadable map[string]error
 }
 
 // ListTree walks root recursively and returns the manifests below it. Hidden
@@ -107,6 +111,16 @@ func ListTree(root string) (Tree, error) {
 	var t Tree
 	seen := map[fileID]bool{}
 	var walk func(dir string, rules []ignoreRule) error
+	// A directory below the root that cannot be read is reported, not
+	// fatal: one lost+found must not make the whole tree look empty.
+	descend := func(p string, rules []ignoreRule) {
+		if err := walk(p, rules); err != nil && !os.IsNotExist(err) {
+			if t.Unreadable == nil {
+				t.Unreadable = map[string]error{}
+			}
+			t.Unreadable[p] = err
+		}
+	}
 	walk = func(dir string, rules []ignoreRule) error {
 		fi, err := os.Stat(dir)
 		if err != nil {
@@ -145,9 +159,7 @@ func ListTree(root string) (Tree, error) {
 					}
 					// Watch the link's own directory too: a swap of the link is
 					// an event there, not in the target.
-					if err := walk(p, rules); err != nil && !os.IsNotExist(err) {
-						return err
-					}
+					descend(p, rules)
 					continue
 				}
 			}
@@ -156,9 +168,7 @@ func ListTree(root string) (Tree, error) {
 			}
 			switch {
 			case typ.IsDir():
-				if err := walk(p, rules); err != nil && !os.IsNotExist(err) {
-					return err
-				}
+				descend(p, rules)
 			case typ.IsRegular() && IsManifestName(name):
 				t.Files = append(t.Files, p)
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -139,4 +140,52 @@ func TestFaultStatusDirReadOnly(t *testing.T) {
 	start := time.Now()
 	waitStatus(t, filepath.Join(statusDir, "ro.yaml"), "ro", 35*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	t.Logf("status written %v after the directory became writable", time.Since(start).Round(time.Millisecond))
+}
+
+// TestFaultUnreadableDirectory: a directory of the tree tether may not list
+// (docs/reliability.md, row F14): a root-owned lost+found at start, and a
+// team directory that turns unreadable while its connection runs. Neither
+// makes the tree look empty: the rest connects, the running connection keeps
+// its child.
+func TestFaultUnreadableDirectory(t *testing.T) {
+	t.Parallel()
+	base, cred := unprivileged(t)
+	if cred == nil {
+		t.Skip("needs root, to run tether as a user the directory modes bind")
+	}
+	dir := filepath.Join(base, "manifests")
+	mkdirAs(t, dir, cred)
+	must(t, os.Mkdir(filepath.Join(dir, "lost+found"), 0o700)) // root's, as mkfs leaves it
+	team := filepath.Join(dir, "team")
+	mkdirAs(t, team, cred)
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(team, "b.yaml")
+	writeFile(t, a, faultManifest(t, "a", nil, quickBackoff))
+	writeFile(t, b, faultManifest(t, "b", nil, quickBackoff))
+	tt := startTetherAs(t, cred, dir, "--metrics-addr", "")
+	waitStatus(t, a, "a", 15*time.Second, "Connected beside an unreadable lost+found", phaseIs(spec.PhaseConnected))
+	st := waitStatus(t, b, "b", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	pid := st.Process.PID
+
+	must(t, os.Chmod(team, 0o000))
+	t.Cleanup(func() { os.Chmod(team, 0o755) })
+	// Make tether re-list: a change elsewhere in the tree.
+	writeFile(t, filepath.Join(dir, "c.yaml"), faultManifest(t, "c", nil, quickBackoff))
+	waitStatus(t, filepath.Join(dir, "c.yaml"), "c", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	tt.waitLogLine(t, 10*time.Second, "cannot list a directory", "team")
+	if !processAlive(pid) {
+		t.Errorf("the child of b (pid %d) was stopped when its directory became unreadable", pid)
+	}
+	if st, _ := readStatus(t, a, "a"); st.Phase != spec.PhaseConnected {
+		t.Errorf("a is %s after another directory became unreadable", st.Phase)
+	}
+}
+
+// processAlive reports whether pid runs (exists and is no zombie).
+func processAlive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
