@@ -215,6 +215,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 	if err := r.opts.Status.Put(entry.File, r.opts.Desired.FileOrder(entry.File), doc); err != nil {
 		return Result{}, fmt.Errorf("connection %s: %w", name, err)
 	}
+	// Only now is the status where entry.File says: a failed write above
+	// leaves the old place to clean on the retry.
+	r.mu.Lock()
+	if c := r.conns[name]; c != nil {
+		c.statusFile = entry.File
+	}
+	r.mu.Unlock()
 	return res, nil
 }
 
@@ -257,7 +264,6 @@ func (r *Reconciler) decide(ctx context.Context, name string, entry *Entry) (res
 	res = r.step(ctx, c, entry)
 	st = r.statusLocked(c, entry)
 	oldFile = c.statusFile
-	c.statusFile = entry.File
 	c.prev = &st
 	firstSeen = !c.known
 	c.known = true
@@ -317,7 +323,9 @@ func (r *Reconciler) step(ctx context.Context, c *conn, e *Entry) Result {
 		c.failures, c.backoffStep, c.nextRetry = 0, 0, time.Time{}
 		return Result{}
 	}
-	wantHash := want.Spec.ConnectHash()
+	// Relative commands and valueFrom.file paths resolve against the
+	// manifest's directory: a manifest moved elsewhere reconnects.
+	wantHash := want.Spec.ConnectHash() + "|" + filepath.Dir(e.File)
 	now := r.opts.Now()
 
 	// Take in a finished attempt.
@@ -374,6 +382,7 @@ func (r *Reconciler) step(ctx context.Context, c *conn, e *Entry) Result {
 			c.log.InfoContext(ctx, "spec changed; reconnecting")
 			r.dropLocked(c, "reconnecting after a spec change")
 			c.nextRetry = time.Time{}
+			c.backoffStep = 0 // a new spec starts its backoff afresh
 		default:
 			// Connected: prefix, filters and health settings apply in place.
 			c.sessionSpec = want
@@ -686,8 +695,16 @@ func (r *Reconciler) monitor(ctx context.Context, c *conn, s Session) {
 			span.End()
 			return
 		}
-		r.opts.Metrics.ObserveHealthCheck(c.name, time.Since(start))
 		r.mu.Lock()
+		if ctx.Err() != nil || c.session != s {
+			// Dropped (and maybe replaced) while probing: this result is
+			// about a session that is gone.
+			r.mu.Unlock()
+			span.SetAttributes(tracing.Result.String("canceled"))
+			span.End()
+			return
+		}
+		r.opts.Metrics.ObserveHealthCheck(c.name, time.Since(start))
 		before := c.health
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {

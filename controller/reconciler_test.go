@@ -675,3 +675,34 @@ func (b *blockingConnector) Connect(ctx context.Context, _ ConnectRequest) (Sess
 	}
 	return nil, errors.New("released")
 }
+
+// TestBackoffStartsAfreshForANewSpec: a connection that failed often, then
+// connected, starts a changed spec's backoff at the beginning.
+func TestBackoffStartsAfreshForANewSpec(t *testing.T) {
+	h := newHarness(t)
+	for range 6 {
+		h.conn.push(errors.New("refused"))
+	}
+	h.conn.push(newFakeSession("a"), errors.New("the new spec fails"))
+	h.apply("one.yaml", manifest("one", ""))
+	h.reconcile("one")
+	for range 6 {
+		h.waitEnqueued("one")
+		h.reconcile("one")
+		h.r.mu.Lock()
+		h.r.conns["one"].nextRetry = time.Time{}
+		h.r.mu.Unlock()
+		h.reconcile("one")
+	}
+	h.waitEnqueued("one")
+	h.reconcile("one")
+	if st := h.statusOf("one.yaml", "one"); st.Phase != spec.PhaseConnected {
+		t.Fatalf("phase = %s, want Connected", st.Phase)
+	}
+	h.apply("one.yaml", manifest("one", "    args: [--new]\n"))
+	h.reconcile("one") // drops the session, starts the new spec's attempt
+	h.waitEnqueued("one")
+	if res := h.reconcile("one"); res.RequeueAfter != 100*time.Millisecond {
+		t.Errorf("first retry of the new spec after %v, want 100ms", res.RequeueAfter)
+	}
+}
