@@ -496,13 +496,35 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 		return nil, s.callErr(fmt.Sprintf("tools/call %q", p.Name), ctx, err)
 	}
 	if res.IsError {
-		for _, c := range res.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				t.Text = s.red.String(t.Text)
+		s.redactErrorResult(res)
+	}
+	return res, nil
+}
+
+// redactErrorResult redacts what a tool error result says: its text, an
+// embedded resource's text, and its structured content (redacted as JSON;
+// dropped if redaction would leave it unreadable, since a tool error needs
+// only its message).
+func (s *Session) redactErrorResult(res *mcp.CallToolResult) {
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			c.Text = s.red.String(c.Text)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				c.Resource.Text = s.red.String(c.Resource.Text)
 			}
 		}
 	}
-	return res, nil
+	if res.StructuredContent != nil {
+		raw, err := json.Marshal(res.StructuredContent)
+		var v any
+		if err == nil && json.Unmarshal([]byte(s.red.String(string(raw))), &v) == nil {
+			res.StructuredContent = v
+		} else {
+			res.StructuredContent = nil
+		}
+	}
 }
 
 // callContext derives a call's ctx from the caller's and the session's.
