@@ -219,3 +219,28 @@ func TestSourceKeepsUnreadableDirectories(t *testing.T) {
 		t.Errorf("b = %+v, want its last spec with the error", e)
 	}
 }
+
+// TestSourceStatusFileClash: x.yaml and x.yml in one directory would share
+// x.status.yaml; the second is reported and declares nothing.
+func TestSourceStatusFileClash(t *testing.T) {
+	root := t.TempDir()
+	for p, name := range map[string]string{"x.yaml": "first", "x.yml": "second"} {
+		if err := os.WriteFile(filepath.Join(root, p), []byte(manifest(name, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := NewDesiredState()
+	if err := NewSource(SourceOptions{Root: root}, d).Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Get("first"); !ok {
+		t.Error("x.yaml's connection is missing")
+	}
+	if _, ok := d.Get("second"); ok {
+		t.Error("x.yml declared a connection whose status would overwrite x.yaml's")
+	}
+	errs := d.FileErrors()[filepath.Join(root, "x.yml")]
+	if len(errs) != 1 || !strings.Contains(errs[0], "x.status.yaml would be x.yaml's too") {
+		t.Errorf("errors of x.yml = %v", errs)
+	}
+}

@@ -268,8 +268,17 @@ func (s *Source) sync() ([]string, error) {
 	}
 	files := make([]ParsedFile, 0, len(tree.Files))
 	seen := make(map[string]bool, len(tree.Files))
+	statusOwner := make(map[string]string, len(tree.Files))
 	for _, path := range tree.Files {
 		seen[path] = true
+		// x.yaml and x.yml would share x.status.yaml: the first (in path
+		// order) keeps it, the other is an error until one is renamed.
+		sp := StatusPath(s.opts.Root, "", path)
+		if other, ok := statusOwner[sp]; ok {
+			files = append(files, ParsedFile{Path: path, Err: fmt.Errorf("%s: its status file %s would be %s's too: rename one of them", path, filepath.Base(sp), filepath.Base(other))})
+			continue
+		}
+		statusOwner[sp] = path
 		files = append(files, s.load(path))
 	}
 	// Files known before under a directory that cannot be read now keep

@@ -78,7 +78,8 @@ func (v *validation) valid() bool { return len(v.problems) == 0 }
 func validatePaths(paths []string) *validation {
 	v := &validation{}
 	seenFile := map[string]bool{}
-	owners := map[string]string{} // metadata.name -> the file that declared it first
+	owners := map[string]string{}       // metadata.name -> the file that declared it first
+	statusOwners := map[string]string{} // status file -> the manifest that has it
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -93,7 +94,10 @@ func validatePaths(paths []string) *validation {
 				continue
 			}
 			files = tree.Files
-			if len(files) == 0 {
+			for dir, err := range tree.Unreadable {
+				v.fileProblem(dir, "cannot walk: "+pathErrorReason(err))
+			}
+			if len(files) == 0 && len(tree.Unreadable) == 0 {
 				v.empty = append(v.empty, p)
 			}
 		} else {
@@ -105,6 +109,13 @@ func validatePaths(paths []string) *validation {
 				continue // named twice, or inside a directory also named
 			}
 			seenFile[key] = true
+			// x.yaml and x.yml would share x.status.yaml, as tether run says.
+			sp := controller.StatusPath("", "", key)
+			if other, ok := statusOwners[sp]; ok {
+				v.fileProblem(f, fmt.Sprintf("its status file %s would be %s's too: rename one of them", filepath.Base(sp), filepath.Base(other)))
+				continue
+			}
+			statusOwners[sp] = key
 			v.validateFile(f, owners)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,5 +178,18 @@ func TestValidateRejectsUnknownFormat(t *testing.T) {
 	root.SetArgs([]string{"validate", "-o", "yaml", "testdata/validate/valid"})
 	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), `unknown output format "yaml"`) {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestValidateStatusFileClash: validate agrees with tether run that x.yaml
+// and x.yml cannot live side by side (they would share x.status.yaml).
+func TestValidateStatusFileClash(t *testing.T) {
+	dir := t.TempDir()
+	m := "apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata:\n  name: %s\nspec:\n  stdio:\n    command: srv\n"
+	writeFile(t, filepath.Join(dir, "x.yaml"), fmt.Sprintf(m, "first"))
+	writeFile(t, filepath.Join(dir, "x.yml"), fmt.Sprintf(m, "second"))
+	v := validatePaths([]string{dir})
+	if v.valid() || len(v.problems) != 1 || !strings.Contains(v.problems[0].Error(), "x.yml: its status file x.status.yaml would be x.yaml's too") {
+		t.Errorf("problems = %v", v.problems)
 	}
 }
