@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 
 	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/spec"
@@ -32,13 +31,4 @@ func (k SDKConnector) Connect(ctx context.Context, req ConnectRequest) (Session,
 
 // ProcessOf returns the facts of the stdio child behind a failed connect
 // (pid, exit code, stderr tail), when the error carries them.
-func ProcessOf(err error) *spec.ProcessStatus {
-	if p := connection.ProcessOf(err); p != nil {
-		return p
-	}
-	var pe interface{ ProcessStatus() *spec.ProcessStatus }
-	if errors.As(err, &pe) {
-		return pe.ProcessStatus()
-	}
-	return nil
-}
+func ProcessOf(err error) *spec.ProcessStatus { return connection.ProcessOf(err) }
