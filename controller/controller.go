@@ -219,14 +219,11 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 func (c *Controller) reconciledOnce(name string) bool {
-	c.reconciler.mu.Lock()
-	defer c.reconciler.mu.Unlock()
-	conn, ok := c.reconciler.conns[name]
-	if !ok {
-		_, exists := c.desired.Get(name)
-		return !exists
+	if c.reconciler.Seen(name) {
+		return true
 	}
-	return conn.known
+	_, exists := c.desired.Get(name)
+	return !exists // removed meanwhile: nothing left to wait for
 }
 
 // processNext takes one name off the queue and turns Reconcile's answer into

@@ -279,6 +279,15 @@ func (r *Reconciler) decide(ctx context.Context, name string, entry *Entry) (res
 	return res, st, oldFile, firstSeen, false
 }
 
+// Seen reports whether name has been through Reconcile at least once (its
+// metrics series and first decision exist).
+func (r *Reconciler) Seen(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.conns[name]
+	return ok && c.known
+}
+
 // remove tears down a connection whose manifest is gone and deletes its
 // status and series.
 func (r *Reconciler) remove(name string) error {
