@@ -35,10 +35,11 @@ func idleAndEdits(ctx context.Context, c *config, r *coldRun, mans []manifest, n
 		{Metric: fmt.Sprintf("http tether open fds at %d", n), Value: float64(openFDs(pid)), Unit: "fds"},
 		{Metric: fmt.Sprintf("http tether threads at %d", n), Value: float64(threads(pid)), Unit: "threads"},
 	}
-	if m, err := scrape(ctx, r.d.metrics, "go_goroutines", "go_memstats_heap_inuse_bytes"); err == nil {
+	if m, err := scrape(ctx, r.d.metrics, "go_goroutines", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes"); err == nil {
 		out = append(out,
 			Result{Metric: fmt.Sprintf("http tether goroutines at %d", n), Value: m["go_goroutines"], Unit: "goroutines"},
-			Result{Metric: fmt.Sprintf("http tether heap in use at %d", n), Value: m["go_memstats_heap_inuse_bytes"] / (1 << 20), Unit: "MB"})
+			Result{Metric: fmt.Sprintf("http tether heap in use at %d", n), Value: m["go_memstats_heap_inuse_bytes"] / (1 << 20), Unit: "MB"},
+			Result{Metric: fmt.Sprintf("http tether stacks in use at %d", n), Value: m["go_memstats_stack_inuse_bytes"] / (1 << 20), Unit: "MB"})
 	}
 	waitProf = r.d.profile(c.pprofDir, fmt.Sprintf("http-%d-edits", n), 10*time.Second)
 	edits, err := editLatency(ctx, c, r, mans)

@@ -239,13 +239,18 @@ func (d *daemon) profile(outDir, name string, dur time.Duration) func() {
 	return func() { <-done }
 }
 
-// heapProfile saves a heap profile of d (after a GC) when tether serves pprof.
+// heapProfile saves a heap profile of d (after a GC), and its goroutines
+// grouped by stack, when tether serves pprof.
 func (d *daemon) heapProfile(outDir, name string) {
 	if d.pprof == "" || outDir == "" {
 		return
 	}
 	url := fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", d.pprof)
 	if err := fetch(url, filepath.Join(outDir, name+"-heap.pb.gz")); err != nil {
+		fmt.Fprintf(os.Stderr, "pprof %s: %v\n", name, err)
+	}
+	url = fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", d.pprof)
+	if err := fetch(url, filepath.Join(outDir, name+"-goroutines.txt")); err != nil {
 		fmt.Fprintf(os.Stderr, "pprof %s: %v\n", name, err)
 	}
 }
