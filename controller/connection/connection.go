@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,6 +77,11 @@ type Session struct {
 	cs     *mcp.ClientSession
 	proc   *process // nil for HTTP
 	seen   liveness // when the server last sent anything
+
+	// For streamable HTTP: the go-sdk transport's client (manifest headers,
+	// liveness marks) and endpoint, for requests sent beside the go-sdk.
+	httpClient *http.Client
+	httpURL    string
 
 	// ctx is the session's lifetime: every upstream call derives from it and
 	// end cancels it, so that Close never waits on a call (the go-sdk's Close
@@ -179,6 +185,9 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		transport, err = s.startStdio(sp.Stdio, req.ManifestDir, envVals)
 	} else {
 		transport, s.transport, err = httpTransport(sp.HTTP, headerVals, lifetime, &s.seen)
+		if st, ok := transport.(*mcp.StreamableClientTransport); ok {
+			s.httpClient, s.httpURL = st.HTTPClient, st.Endpoint
+		}
 	}
 	if err != nil {
 		cancel(err)
