@@ -21,6 +21,7 @@ func (k SDKConnector) Connect(ctx context.Context, req ConnectRequest) (Session,
 		ManifestDir:    req.ManifestDir,
 		Logger:         req.Logger,
 		OnToolsChanged: req.OnToolsChanged,
+		OnEnd:          req.OnEnd,
 		ClientVersion:  k.Version,
 	})
 	if err != nil {

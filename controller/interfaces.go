@@ -34,6 +34,9 @@ type ConnectRequest struct {
 	// OnToolsChanged is called after the server changed its tool list and the
 	// session refreshed it.
 	OnToolsChanged func()
+	// OnEnd is called once the session has ended, by itself or by Close,
+	// after Done is closed. It must not block or call Close.
+	OnEnd func()
 }
 
 // Connector opens sessions. On failure, ProcessOf on the error may describe

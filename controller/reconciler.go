@@ -487,10 +487,7 @@ func (r *Reconciler) adoptLocked(ctx context.Context, c *conn, res *attemptResul
 	info := res.session.Server()
 	c.log.InfoContext(ctx, "connection established", "server", info.Name, "version", info.Version,
 		"protocol", info.ProtocolVersion, "tools", len(res.session.Tools()))
-	mctx, cancel := context.WithCancel(r.ctx)
-	c.stopMonitor = cancel
-	r.wg.Add(1)
-	go r.monitor(mctx, c, res.session)
+	c.stopMonitor = r.startMonitor(c, res.session)
 	r.exposeLocked(c)
 }
 
@@ -596,6 +593,13 @@ func (r *Reconciler) startAttemptLocked(rctx context.Context, c *conn, e *Entry,
 		OnToolsChanged: func() {
 			r.toolsChanged(c)
 		},
+		// A session that ends by itself needs a reconcile; one we closed
+		// gets a spare one, which finds nothing to do.
+		OnEnd: func() {
+			if r.ctx.Err() == nil {
+				r.opts.Enqueue(c.name)
+			}
+		},
 	}
 	r.wg.Add(1)
 	go func() {
@@ -654,107 +658,143 @@ func (r *Reconciler) toolsChanged(c *conn) {
 	r.opts.Enqueue(c.name) // tool counts in status
 }
 
-// monitor probes a live session until it ends or the reconciler stops it.
-// The health settings are read at every tick, so edits apply in place.
+// monitor probes one live session at its health interval. It runs from a
+// timer, not a goroutine of its own: between probes an idle connection
+// holds no goroutine (1,000 connections, 1,000 fewer stacks). The session's
+// end reaches the reconciler through ConnectRequest.OnEnd.
+type monitor struct {
+	r     *Reconciler
+	c     *conn
+	s     Session
+	ctx   context.Context // ends when the reconciler drops the session
+	timer *time.Timer
+
+	lastTail string // only the tick touches it; ticks never overlap
+}
+
+// startMonitor schedules the first probe of s and returns what stops them.
+// Called with r.mu held.
+func (r *Reconciler) startMonitor(c *conn, s Session) context.CancelFunc {
+	ctx, cancel := context.WithCancel(r.ctx)
+	m := &monitor{r: r, c: c, s: s, ctx: ctx}
+	interval, _, _, _ := m.settingsLocked()
+	m.timer = time.AfterFunc(interval, m.tick)
+	return func() {
+		cancel()
+		m.timer.Stop()
+	}
+}
+
+// settingsLocked reads the health settings of the session's spec, so that
+// edits apply in place at the next tick. Called with r.mu held.
+func (m *monitor) settingsLocked() (interval, timeout time.Duration, threshold int, endpoint string) {
+	threshold = 1
+	if sp := m.c.sessionSpec; sp != nil {
+		interval = sp.Spec.HealthInterval()
+		timeout = sp.Spec.HealthTimeout()
+		threshold = sp.Spec.FailureThreshold()
+		endpoint = tracing.EndpointOf(&sp.Spec)
+	}
+	if interval <= 0 {
+		interval = spec.DefaultHealthInterval
+		timeout = spec.DefaultHealthTimeout
+	}
+	return interval, timeout, threshold, endpoint
+}
+
+// tick sends one probe, records its outcome, and schedules the next one
+// unless the session is down, ended or dropped.
 //
 // A stdio child's stderr tail reaches the status file at the same pace: a
 // chatty server costs at most one status write per health interval.
-func (r *Reconciler) monitor(ctx context.Context, c *conn, s Session) {
+func (m *monitor) tick() {
+	r, c, s := m.r, m.c, m.s
+	r.mu.Lock()
+	// Checked under r.mu, which stopLocked and Shutdown hold while they
+	// cancel m.ctx: a tick either sees the cancel or is counted in r.wg
+	// before Shutdown waits.
+	if m.ctx.Err() != nil {
+		r.mu.Unlock()
+		return
+	}
+	r.wg.Add(1)
+	_, timeout, threshold, endpoint := m.settingsLocked()
+	r.mu.Unlock()
 	defer r.wg.Done()
-	var lastTail string
-	for {
-		r.mu.Lock()
-		var interval, timeout time.Duration
-		threshold := 1
-		var endpoint string
-		if c.sessionSpec != nil {
-			interval = c.sessionSpec.Spec.HealthInterval()
-			timeout = c.sessionSpec.Spec.HealthTimeout()
-			threshold = c.sessionSpec.Spec.FailureThreshold()
-			endpoint = tracing.EndpointOf(&c.sessionSpec.Spec)
-		}
-		r.mu.Unlock()
-		if interval <= 0 {
-			interval = spec.DefaultHealthInterval
-			timeout = spec.DefaultHealthTimeout
-		}
-		t := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-s.Done():
-			t.Stop()
-			r.opts.Enqueue(c.name)
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, timeout)
-		pctx, span := r.tracer.Start(pctx, tracing.SpanHealthCheck, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(
-				tracing.Server.String(c.name),
-				tracing.Endpoint.String(endpoint),
-				tracing.HealthThreshold.Int(threshold),
-			))
-		start := time.Now()
-		err := s.Probe(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			span.SetAttributes(tracing.Result.String("canceled"))
-			span.End()
-			return
-		}
-		r.mu.Lock()
-		if ctx.Err() != nil || c.session != s {
-			// Dropped (and maybe replaced) while probing: this result is
-			// about a session that is gone.
-			r.mu.Unlock()
-			span.SetAttributes(tracing.Result.String("canceled"))
-			span.End()
-			return
-		}
-		r.opts.Metrics.ObserveHealthCheck(c.name, time.Since(start))
-		before := c.health
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("health check timed out after %s", timeout)
-			}
-			c.health.failures++
-			c.health.lastErr = err.Error()
-			c.log.WarnContext(pctx, "health check failed", "failures", c.health.failures, "threshold", threshold, "err", err)
-			if c.health.failures >= threshold {
-				c.health.down = fmt.Errorf("%d health checks in a row failed: %w", c.health.failures, err)
-			}
-		} else {
-			if c.health.failures > 0 {
-				c.log.Info("health check passed again")
-			}
-			c.health.failures, c.health.lastErr = 0, ""
-		}
-		changed := before.failures != c.health.failures || (before.down == nil) != (c.health.down == nil)
-		if p := s.Process(); p != nil && len(p.StderrTail) > 0 {
-			if tail := p.StderrTail[len(p.StderrTail)-1]; tail != lastTail {
-				lastTail, changed = tail, true
-			}
-		}
-		down := c.health.down != nil
-		failures := c.health.failures
-		r.mu.Unlock()
-		span.SetAttributes(tracing.HealthFailures.Int(failures))
-		if err != nil {
-			span.SetAttributes(tracing.Result.String(tracing.ResultFailure))
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		} else {
-			span.SetAttributes(tracing.Result.String(tracing.ResultSuccess))
-		}
+	select {
+	case <-s.Done():
+		return // OnEnd enqueued it
+	default:
+	}
+
+	ctx := m.ctx
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, span := r.tracer.Start(pctx, tracing.SpanHealthCheck, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			tracing.Server.String(c.name),
+			tracing.Endpoint.String(endpoint),
+			tracing.HealthThreshold.Int(threshold),
+		))
+	start := time.Now()
+	err := s.Probe(pctx)
+	cancel()
+	if ctx.Err() != nil {
+		span.SetAttributes(tracing.Result.String("canceled"))
 		span.End()
-		if changed {
-			r.opts.Enqueue(c.name)
+		return
+	}
+	r.mu.Lock()
+	if ctx.Err() != nil || c.session != s {
+		// Dropped (and maybe replaced) while probing: this result is
+		// about a session that is gone.
+		r.mu.Unlock()
+		span.SetAttributes(tracing.Result.String("canceled"))
+		span.End()
+		return
+	}
+	r.opts.Metrics.ObserveHealthCheck(c.name, time.Since(start))
+	before := c.health
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("health check timed out after %s", timeout)
 		}
-		if down {
-			return
+		c.health.failures++
+		c.health.lastErr = err.Error()
+		c.log.WarnContext(pctx, "health check failed", "failures", c.health.failures, "threshold", threshold, "err", err)
+		if c.health.failures >= threshold {
+			c.health.down = fmt.Errorf("%d health checks in a row failed: %w", c.health.failures, err)
 		}
+	} else {
+		if c.health.failures > 0 {
+			c.log.Info("health check passed again")
+		}
+		c.health.failures, c.health.lastErr = 0, ""
+	}
+	changed := before.failures != c.health.failures || (before.down == nil) != (c.health.down == nil)
+	if p := s.Process(); p != nil && len(p.StderrTail) > 0 {
+		if tail := p.StderrTail[len(p.StderrTail)-1]; tail != m.lastTail {
+			m.lastTail, changed = tail, true
+		}
+	}
+	down := c.health.down != nil
+	failures := c.health.failures
+	next, _, _, _ := m.settingsLocked()
+	if !down {
+		// Under r.mu: a stop that comes later stops this new schedule.
+		m.timer.Reset(next)
+	}
+	r.mu.Unlock()
+	span.SetAttributes(tracing.HealthFailures.Int(failures))
+	if err != nil {
+		span.SetAttributes(tracing.Result.String(tracing.ResultFailure))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.SetAttributes(tracing.Result.String(tracing.ResultSuccess))
+	}
+	span.End()
+	if changed {
+		r.opts.Enqueue(c.name)
 	}
 }
 

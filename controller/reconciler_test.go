@@ -25,6 +25,7 @@ type fakeSession struct {
 	err      error
 	closed   chan struct{}
 	proc     *spec.ProcessStatus
+	onEnd    func() // the ConnectRequest's, as a real session calls it
 }
 
 func newFakeSession(tools ...string) *fakeSession {
@@ -52,14 +53,20 @@ func (s *fakeSession) Done() <-chan struct{}        { return s.done }
 func (s *fakeSession) Err() error                   { return s.err }
 func (s *fakeSession) Process() *spec.ProcessStatus { return s.proc }
 func (s *fakeSession) Close() error {
-	s.once.Do(func() { close(s.done); close(s.closed) })
+	s.once.Do(func() { close(s.done); close(s.closed); s.ended() })
 	return nil
 }
 
 // die ends the session as a crashed server would.
 func (s *fakeSession) die(err error) {
 	s.err = err
-	s.once.Do(func() { close(s.done) })
+	s.once.Do(func() { close(s.done); s.ended() })
+}
+
+func (s *fakeSession) ended() {
+	if s.onEnd != nil {
+		s.onEnd()
+	}
 }
 
 // fakeConnector answers connects from a script: each call takes the next
@@ -88,6 +95,7 @@ func (f *fakeConnector) Connect(ctx context.Context, req ConnectRequest) (Sessio
 	f.mu.Unlock()
 	switch o := o.(type) {
 	case *fakeSession:
+		o.onEnd = req.OnEnd
 		return o, nil
 	case error:
 		return nil, o

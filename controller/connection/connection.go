@@ -1,8 +1,8 @@
 package connection
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +35,10 @@ type Request struct {
 	// and the list actually differs. Bursts are coalesced. It must not call
 	// Close (Close waits for that goroutine): hand the news to a queue.
 	OnToolsChanged func()
+	// OnEnd is called once the session has ended, by itself or by Close,
+	// after Done is closed. It runs on the goroutine that ended the session
+	// (possibly Close's caller): it must not block or call Close.
+	OnEnd func()
 	// Environ reads valueFrom.env (default os.Getenv). The base environment
 	// of a stdio child always comes from the process environment.
 	Environ func(string) string
@@ -72,6 +76,7 @@ type Session struct {
 	transport      string // "stdio", "streamable" or "sse"
 	endpoint       string // for traces: URL or command, redacted (tracing.EndpointOf)
 	onToolsChanged func()
+	onEnd          func()
 
 	client *mcp.Client
 	cs     *mcp.ClientSession
@@ -95,12 +100,19 @@ type Session struct {
 	rawSend  mcp.MethodHandler
 	listMeta atomic.Pointer[mcp.Meta]
 
-	toolsMu   sync.Mutex
-	tools     []*mcp.Tool // replaced, never modified
-	toolsJSON []byte      // to tell a real change from a repeated notification
+	toolsMu  sync.Mutex
+	tools    []*mcp.Tool       // replaced, never modified
+	toolsSum [sha256.Size]byte // of the list's JSON: a real change or a repeated notification
 
-	refresh chan struct{} // list_changed signals, capacity 1: coalesces
-	fatal   chan error    // a call saw the transport die, capacity 1
+	// A tools/list refresh runs on a goroutine started on demand: an idle
+	// session holds none. refreshing means one runs (or is due once the
+	// session is live); again, that a list_changed came in since it began.
+	refreshMu               sync.Mutex
+	live, ended             bool
+	refreshing, refreshMore bool
+	ending                  bool // transportDied started end
+
+	fatal chan error // stdio: a call saw the transport die, capacity 1
 
 	progressSeq atomic.Uint64
 	routes      sync.Map // upstream progress token (string) -> *progressRoute
@@ -146,9 +158,9 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		log:            newRedactingLogger(req.Logger, red),
 		red:            red,
 		onToolsChanged: req.OnToolsChanged,
+		onEnd:          req.OnEnd,
 		ctx:            lifetime,
 		cancel:         cancel,
-		refresh:        make(chan struct{}, 1),
 		fatal:          make(chan error, 1),
 		done:           make(chan struct{}),
 	}
@@ -168,10 +180,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		Capabilities: &mcp.ClientCapabilities{},
 		// Both handlers run on the session's reader: never block there.
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			select {
-			case s.refresh <- struct{}{}:
-			default:
-			}
+			s.toolsChangedUpstream()
 		},
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			s.routeProgress(r.Params)
@@ -204,9 +213,13 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	if !unbind() {
 		return nil, s.failConnect(fmt.Errorf("connect: %w", context.Cause(ctx)))
 	}
-	s.wg.Add(2)
-	go s.watch()
-	go s.refreshLoop()
+	s.wg.Add(1)
+	if s.proc != nil {
+		go s.watch()
+	} else {
+		go s.watchHTTP()
+	}
+	s.goLive()
 	info := s.Server()
 	s.log.Debug("session open", "transport", s.transport, "server", info.Name,
 		"serverVersion", info.Version, "protocol", info.ProtocolVersion, "tools", len(s.Tools()))
@@ -371,10 +384,11 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	if err != nil {
 		return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
 	}
+	sum := sha256.Sum256(b)
 	s.toolsMu.Lock()
 	defer s.toolsMu.Unlock()
-	changed = !bytes.Equal(b, s.toolsJSON)
-	s.tools, s.toolsJSON = tools, b
+	changed = sum != s.toolsSum
+	s.tools, s.toolsSum = tools, sum
 	return changed, nil
 }
 
@@ -571,10 +585,7 @@ func (s *Session) callErr(op string, callerCtx context.Context, err error) error
 			err = s.ctxErr(callerCtx, err)
 		}
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing):
-		select {
-		case s.fatal <- err:
-		default:
-		}
+		s.transportDied(err)
 	}
 	return s.red.Err(fmt.Errorf("%s: %w", op, err))
 }
@@ -648,7 +659,13 @@ func (s *Session) end(cause error) {
 			// the detail for debugging only.
 			s.log.Debug("session ended", "reason", cause)
 		}
+		s.refreshMu.Lock()
+		s.ended = true
+		s.refreshMu.Unlock()
 		close(s.done)
+		if s.onEnd != nil {
+			s.onEnd()
+		}
 	})
 }
 
@@ -709,6 +726,43 @@ func (s *Session) watch() {
 	s.end(cause)
 }
 
+// transportDied ends the session after a call saw its transport die: a
+// stdio session's watch does it; an HTTP session's watcher waits in the
+// go-sdk, so a goroutine of the session's ends it.
+func (s *Session) transportDied(err error) {
+	if s.proc != nil {
+		select {
+		case s.fatal <- err:
+		default:
+		}
+		return
+	}
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if s.ended || s.ending {
+		return
+	}
+	s.ending = true
+	s.wg.Add(1) // under refreshMu, as in startRefreshLocked
+	go func() {
+		defer s.wg.Done()
+		s.end(fmt.Errorf("transport unusable: %w", err))
+	}()
+}
+
+// watchHTTP ends an HTTP session when its transport breaks or a call saw it
+// die. It is watch without a child, on one goroutine: the go-sdk's Wait
+// returns when the connection fails or end closes it, and a call that saw
+// the transport die closes it through end on a goroutine of its own.
+func (s *Session) watchHTTP() {
+	defer s.wg.Done()
+	err := s.cs.Wait()
+	if s.ctx.Err() != nil {
+		return // end is under way (Close, or a call saw the transport die)
+	}
+	s.end(fmt.Errorf("transport closed: %w", transportErr(err)))
+}
+
 // explainStdout says what a stdio session's decode error means: any line on
 // the child's stdout that is not JSON-RPC ends the session. Other errors are
 // returned as they are.
@@ -732,38 +786,77 @@ func (s *Session) exitErr() error {
 	return s.processErr(fmt.Errorf("server process exited: %s", desc), false)
 }
 
-// refreshLoop refreshes the tool list after list_changed, coalescing bursts,
-// and tells OnToolsChanged when the list really changed.
-func (s *Session) refreshLoop() {
+// toolsChangedUpstream is the list_changed handler. It runs on the
+// session's reader, so it only starts (or marks for another round) the
+// goroutine that refreshes the list.
+func (s *Session) toolsChangedUpstream() {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if s.refreshing {
+		s.refreshMore = true
+		return
+	}
+	s.refreshing = true
+	s.startRefreshLocked()
+}
+
+// goLive lets refreshes start, one at once if a list_changed came in while
+// Connect listed the tools itself.
+func (s *Session) goLive() {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	s.live = true
+	s.startRefreshLocked()
+}
+
+// startRefreshLocked starts the refresh goroutine when one is due and the
+// session is live and not ended. The wait group is added to under
+// refreshMu, which end takes before Close waits: no Add races that Wait.
+func (s *Session) startRefreshLocked() {
+	if !s.refreshing || !s.live || s.ended {
+		return
+	}
+	s.wg.Add(1)
+	go s.refreshAfterListChanged()
+}
+
+// refreshAfterListChanged refreshes the tool list after list_changed, coalescing
+// bursts, and tells OnToolsChanged when the list really changed. It runs
+// again while notifications keep coming, then exits.
+func (s *Session) refreshAfterListChanged() {
 	defer s.wg.Done()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-s.refresh:
-		}
-		select {
-		case <-s.ctx.Done():
-			return
 		case <-time.After(refreshCoalesce):
 		}
-		select {
-		case <-s.refresh:
-		default:
-		}
+		s.refreshMu.Lock()
+		s.refreshMore = false
+		s.refreshMu.Unlock()
+
 		ctx, cancel := context.WithTimeout(s.ctx, refreshTimeout)
 		changed, err := s.refreshTools(ctx)
 		cancel()
-		if err != nil {
+		switch {
+		case err != nil:
 			if s.ctx.Err() == nil {
 				s.log.Warn("refreshing tools after list_changed", "error", err)
 			}
-			continue
+		default:
+			s.log.Debug("tools refreshed after list_changed", "tools", len(s.Tools()), "changed", changed)
+			if changed && s.onToolsChanged != nil {
+				s.onToolsChanged()
+			}
 		}
-		s.log.Debug("tools refreshed after list_changed", "tools", len(s.Tools()), "changed", changed)
-		if changed && s.onToolsChanged != nil {
-			s.onToolsChanged()
+
+		s.refreshMu.Lock()
+		if !s.refreshMore || s.ended {
+			s.refreshing = false
+			s.refreshMu.Unlock()
+			return
 		}
+		s.refreshMu.Unlock()
 	}
 }
 
