@@ -1,6 +1,7 @@
 package connection
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -95,8 +96,9 @@ type Session struct {
 	cancel context.CancelCauseFunc
 
 	// rawSend is the go-sdk's sending handler beneath its client-side list
-	// cache; listMeta is the _meta of the first tools/list the go-sdk sent
-	// (the 2026-07-28 request triple), reused by probes.
+	// cache; listMeta is the _meta of the first server/discover or
+	// tools/list the go-sdk sent (the 2026-07-28 request triple), reused by
+	// probes and tool lists sent beneath it.
 	rawSend  mcp.MethodHandler
 	listMeta atomic.Pointer[mcp.Meta]
 
@@ -321,10 +323,12 @@ func ProcessOf(err error) *spec.ProcessStatus {
 func (s *Session) captureSend(next mcp.MethodHandler) mcp.MethodHandler {
 	s.rawSend = next
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/list" && s.listMeta.Load() == nil {
-			if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && len(p.Meta) > 0 {
-				m := maps.Clone(p.Meta)
-				s.listMeta.Store(&m)
+		if (method == "server/discover" || method == "tools/list") && s.listMeta.Load() == nil {
+			if p := req.GetParams(); p != nil {
+				if m := p.GetMeta(); m[mcp.MetaKeyProtocolVersion] != nil {
+					m := maps.Clone(mcp.Meta(m))
+					s.listMeta.Store(&m)
+				}
 			}
 		}
 		return next(ctx, method, req)
@@ -373,16 +377,28 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	}
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
-	var tools []*mcp.Tool
-	for t, err := range s.cs.Tools(callCtx, nil) {
-		if err != nil {
-			return false, s.callErr("tools/list", ctx, err)
-		}
-		tools = append(tools, t)
+	tools, err := s.listToolsRaw(callCtx)
+	if err != nil {
+		return false, s.callErr("tools/list", ctx, err)
 	}
 	b, err := json.Marshal(tools)
 	if err != nil {
 		return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
+	}
+	if tools == nil || bytes.Contains(b, []byte(`"x-mcp-header"`)) {
+		// Parameters bound to HTTP headers (2026-07-28): the go-sdk
+		// validates them and keeps the list for CallTool, which sets the
+		// headers from it. So list through the go-sdk.
+		tools = tools[:0]
+		for t, err := range s.cs.Tools(callCtx, nil) {
+			if err != nil {
+				return false, s.callErr("tools/list", ctx, err)
+			}
+			tools = append(tools, t)
+		}
+		if b, err = json.Marshal(tools); err != nil {
+			return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
+		}
 	}
 	sum := sha256.Sum256(b)
 	s.toolsMu.Lock()
@@ -390,6 +406,67 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	changed = sum != s.toolsSum
 	s.tools, s.toolsSum = tools, sum
 	return changed, nil
+}
+
+// maxToolPages bounds the pages of one tools/list: a server whose cursors
+// never end must not hold a connect or refresh forever.
+const maxToolPages = 1000
+
+// listToolsRaw lists every tool through the go-sdk's sending handler beneath
+// its client: the go-sdk's ListTools re-decodes each tool's schema to
+// validate x-mcp-header annotations (a fresh 32 KiB decode buffer per tool),
+// which at 1,000 connections was a sixth of everything tether allocated
+// while starting. refreshTools lists through the go-sdk when a tool has such
+// annotations. It returns nil, nil when it cannot list this way (no request
+// _meta captured yet on a 2026-07-28 session).
+func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
+	meta, ok := s.requestMeta()
+	if !ok || s.rawSend == nil {
+		return nil, nil
+	}
+	tools := []*mcp.Tool{}
+	cursor := ""
+	for range maxToolPages {
+		p := &mcp.ListToolsParams{Cursor: cursor}
+		if meta != nil {
+			p.Meta = maps.Clone(meta)
+		}
+		res, err := s.rawSend(ctx, "tools/list", &mcp.ClientRequest[*mcp.ListToolsParams]{Session: s.cs, Params: p})
+		if err != nil {
+			return nil, err
+		}
+		lr, ok := res.(*mcp.ListToolsResult)
+		if !ok || lr == nil {
+			return nil, fmt.Errorf("unexpected result %T", res)
+		}
+		for _, t := range lr.Tools {
+			if t != nil { // as the go-sdk does: a null entry is no tool
+				tools = append(tools, t)
+			}
+		}
+		if lr.NextCursor == "" {
+			return tools, nil
+		}
+		cursor = lr.NextCursor
+	}
+	return nil, fmt.Errorf("more than %d pages", maxToolPages)
+}
+
+// requestMeta is the _meta of a request sent beneath the go-sdk's client:
+// none on classic sessions; on 2026-07-28 ones the per-request triple
+// (SEP-2575) the go-sdk put on its own first request, with the negotiated
+// version. ok is false when no such request was seen yet.
+func (s *Session) requestMeta() (meta mcp.Meta, ok bool) {
+	if !s.newProtocol() {
+		return nil, true
+	}
+	m := s.listMeta.Load()
+	if m == nil {
+		return nil, false
+	}
+	meta = maps.Clone(*m)
+	meta[mcp.MetaKeyProtocolVersion] = s.cs.InitializeResult().ProtocolVersion
+	return meta, true
 }
 
 // Probe sends one health probe: ping on classic sessions, tools/list on
@@ -454,12 +531,12 @@ func serverRefused(err error) *jsonrpc.Error {
 // listToolsUncached sends tools/list through the go-sdk's own handler,
 // beneath its TTL cache, so that the request reaches the server.
 func (s *Session) listToolsUncached(ctx context.Context) error {
-	meta := s.listMeta.Load()
-	if meta == nil || s.rawSend == nil {
+	meta, ok := s.requestMeta()
+	if !ok || s.rawSend == nil {
 		_, err := s.cs.ListTools(ctx, nil)
 		return err
 	}
-	params := &mcp.ListToolsParams{Meta: maps.Clone(*meta)}
+	params := &mcp.ListToolsParams{Meta: meta}
 	_, err := s.rawSend(ctx, "tools/list", &mcp.ClientRequest[*mcp.ListToolsParams]{Session: s.cs, Params: params})
 	return err
 }
