@@ -17,12 +17,40 @@
 // Only the standard variables: OTEL_EXPORTER_OTLP_ENDPOINT (or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp for the
 // default http://localhost:4318) turns tracing on; OTEL_SDK_DISABLED=true
-// and OTEL_TRACES_EXPORTER=none keep it off. The exporter and the SDK read
-// the rest: OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION and the
-// certificate variables, OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_*,
-// OTEL_SERVICE_NAME (default "tether") and OTEL_RESOURCE_ATTRIBUTES. The
-// protocol is http/protobuf; grpc or http/json leave tracing off, with a
-// warning.
+// and OTEL_TRACES_EXPORTER=none keep it off. The protocol is http/protobuf;
+// grpc or http/json leave tracing off, with a warning. The SDK reads
+// OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_*, OTEL_SERVICE_NAME (default
+// "tether") and OTEL_RESOURCE_ATTRIBUTES.
+//
+// The exporter is this package's own (the official otlptracehttp module
+// links gRPC, which costs every tether megabytes of memory, traced or not).
+// It reads, as the OTLP exporter specification says, each variable in a
+// general and a traces form, OTEL_EXPORTER_OTLP_X and
+// OTEL_EXPORTER_OTLP_TRACES_X, the traces one winning when set:
+//
+//   - ENDPOINT: a base URL to which /v1/traces is appended; the traces
+//     form is used as it is. http:// or https:// only.
+//   - HEADERS: key=value pairs separated by commas, values
+//     percent-decoded, sent with every export. The traces form replaces
+//     the general one. Values are credentials: they appear in no log
+//     line, error or metric, and redirects are followed only within the
+//     collector's origin so that they are not sent elsewhere.
+//   - TIMEOUT: milliseconds one export may take, retries included
+//     (default 10000).
+//   - COMPRESSION: gzip or none (default).
+//   - CERTIFICATE: a PEM file of the CAs that verify the collector, instead
+//     of the system roots; CLIENT_CERTIFICATE and CLIENT_KEY: the client's
+//     certificate and key, both from the same form. https only.
+//
+// An export is retried on 429, 502, 503 and 504 and when the collector
+// cannot be reached, with exponential backoff and jitter, waiting at least
+// what Retry-After asks, as long as the timeout allows. A partial success
+// is not retried; it is logged like an export error.
+//
+// A value the exporter can do without (a malformed header entry, timeout
+// or compression) is logged and ignored; one it cannot (an endpoint that is
+// not an http(s) URL, a certificate that does not load) is logged and
+// leaves tracing off.
 //
 // # Spans
 //

@@ -12,15 +12,15 @@ import (
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// The OTEL_* variables Setup reads itself. The exporter and the SDK read
-// the rest (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, certificates,
-// OTEL_TRACES_SAMPLER, OTEL_BSP_*, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES).
+// The OTEL_* variables Setup reads to decide whether to trace. The
+// exporter reads the other OTEL_EXPORTER_OTLP_* ones (exportconfig.go); the
+// SDK reads OTEL_TRACES_SAMPLER, OTEL_BSP_*, OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES.
 const (
 	envSDKDisabled    = "OTEL_SDK_DISABLED"
 	envTracesExporter = "OTEL_TRACES_EXPORTER"
@@ -69,9 +69,12 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 // API stays a no-op.
 //
 // As the OpenTelemetry specification asks of an SDK, a setting tether does
-// not support (another exporter, the grpc protocol) is logged and leaves
-// tracing off rather than stopping tether. log receives that, the exporter's
-// errors (repeats at most once a minute) and one line when tracing is on.
+// not support (another exporter, the grpc protocol) or cannot use (an
+// endpoint that is not an http(s) URL, a certificate file that does not
+// load) is logged and leaves tracing off rather than stopping tether; one
+// it can do without (a malformed header entry, timeout or compression) is
+// logged and ignored. log receives that, the exporter's errors (repeats at
+// most once a minute) and one line when tracing is on.
 func Setup(ctx context.Context, version string, log *slog.Logger) (*Pipeline, error) {
 	on, note := wanted(os.Getenv)
 	if note != "" {
@@ -80,10 +83,15 @@ func Setup(ctx context.Context, version string, log *slog.Logger) (*Pipeline, er
 	if !on {
 		return &Pipeline{}, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+	cfg, notes, err := exportConfigFromEnv(os.Getenv, os.ReadFile)
+	for _, n := range notes {
+		log.Warn("tracing: " + n)
 	}
+	if err != nil {
+		log.Warn("tracing: " + err.Error() + "; tracing stays off")
+		return &Pipeline{}, nil
+	}
+	exp := newExporter(cfg, version)
 	// Later options win: the environment (OTEL_SERVICE_NAME,
 	// OTEL_RESOURCE_ATTRIBUTES) overrides tether's defaults.
 	res, err := resource.New(ctx,
@@ -104,7 +112,7 @@ func Setup(ctx context.Context, version string, log *slog.Logger) (*Pipeline, er
 	otel.SetLogger(logr.FromSlogHandler(log.Handler()))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	log.Info("tracing on", "exporter", "otlp", "protocol", "http/protobuf", "endpoint", exportEndpoint(os.Getenv))
+	log.Info("tracing on", "exporter", "otlp", "protocol", "http/protobuf", "endpoint", RedactURL(cfg.url))
 	return &Pipeline{tp: tp}, nil
 }
 
@@ -150,18 +158,6 @@ func wanted(getenv func(string) string) (on bool, note string) {
 		return false, note + fmt.Sprintf("OTLP protocol %q: tether exports traces over http/protobuf only; tracing stays off", proto)
 	}
 	return true, note
-}
-
-// exportEndpoint is where spans go, for the log: credentials and query
-// values removed.
-func exportEndpoint(getenv func(string) string) string {
-	if v := getenv(envTracesEndpoint); v != "" {
-		return RedactURL(v)
-	}
-	if v := getenv(envEndpoint); v != "" {
-		return RedactURL(strings.TrimRight(v, "/") + "/v1/traces")
-	}
-	return "http://localhost:4318/v1/traces"
 }
 
 // errorLog logs the SDK's errors (failed exports, mostly) as warnings; the
