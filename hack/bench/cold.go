@@ -116,7 +116,7 @@ func httpCold(ctx context.Context, c *config) ([]Result, error) {
 	var out []Result
 	largest := slices.Max(c.sizes)
 	for _, n := range c.sizes {
-		var takes, firsts, halves, rss, writes []float64
+		var takes, firsts, halves, rss, writes, cpus []float64
 		var atScale []Result // idle and edits, after the cold-start figures
 		for run := range c.runs {
 			final := run == c.runs-1 && n == largest
@@ -127,14 +127,20 @@ func httpCold(ctx context.Context, c *config) ([]Result, error) {
 			}
 			takes, rss, writes = append(takes, millis(cr.took)), append(rss, mb(r)), append(writes, float64(cr.writes))
 			firsts, halves = append(firsts, millis(cr.first)), append(halves, millis(cr.half))
-			fmt.Fprintf(os.Stderr, "   http n=%d run %d: %v (first %v, half %v), RSS %.1f MB (load %s)\n", n, run+1,
-				cr.took.Round(time.Millisecond), cr.first.Round(time.Millisecond), cr.half.Round(time.Millisecond), mb(r), loadAvg())
+			cpus = append(cpus, millis(cr.cpu))
+			fmt.Fprintf(os.Stderr, "   http n=%d run %d: %v (first %v, half %v), tether CPU %v, RSS %.1f MB (load %s)\n", n, run+1,
+				cr.took.Round(time.Millisecond), cr.first.Round(time.Millisecond), cr.half.Round(time.Millisecond),
+				cr.cpu.Round(time.Millisecond), mb(r), loadAvg())
 		}
 		figs := coldFigures("http", n, takes, firsts, halves, rss, writes)
 		if n == 1000 {
 			figs[0] = figs[0].atMost(2000)
 			figs[5] = figs[5].atMost(100)
 		}
+		// CPU time is what the machine's other load changes least: the
+		// figure to compare across commits when the wall time is noisy.
+		figs = append(figs, Result{Metric: fmt.Sprintf("http tether CPU from start to all %d Connected (median)", n),
+			Value: median(cpus), Unit: "ms", Samples: len(cpus)})
 		out = append(append(out, figs...), atScale...)
 	}
 	return out, nil
@@ -143,6 +149,7 @@ func httpCold(ctx context.Context, c *config) ([]Result, error) {
 // coldOutcome is what one cold start showed.
 type coldOutcome struct {
 	took, first, half time.Duration
+	cpu               time.Duration // tether's user+system CPU until all Connected
 	writes            int
 }
 
@@ -166,8 +173,13 @@ func httpColdOnce(ctx context.Context, c *config, n int, final bool) (res []Resu
 		return nil, out, 0, err
 	}
 	defer r.stop()
+	cpu, err := cpuTime(r.d.pid())
+	if err != nil {
+		finish(r.d)
+		return nil, out, 0, err
+	}
 	finish(r.d)
-	out = coldOutcome{took: r.took, first: r.first, half: r.half, writes: r.writes}
+	out = coldOutcome{took: r.took, first: r.first, half: r.half, cpu: cpu, writes: r.writes}
 	if rss, err = rssBytes(r.d.pid()); err != nil {
 		return nil, out, 0, err
 	}
