@@ -107,9 +107,12 @@ type Gateway struct {
 	// unavailable holds the connections known but not available: what the
 	// routing table's "not connected" answers are built from.
 	unavailable map[string]*connState
-	exposed     map[string]*exposedTool // exposed name → definition on the server
-	// toolChanges counts AddTool/RemoveTools calls, so tests can prove an
-	// identical Set changed nothing.
+	exposed     map[string]*exposedTool // exposed name → published definition
+	// listed is the exposed tools sorted by name, as tools/list answers
+	// them; nil after a change until the next tools/list (see listing).
+	listed []*mcp.Tool
+	// toolChanges counts tools added to or removed from the exposed set, so
+	// tests can prove an identical Set changed nothing.
 	toolChanges int
 }
 
@@ -179,7 +182,7 @@ func New(opts Options) *Gateway {
 			Tools: &mcp.ToolCapabilities{ListChanged: true},
 		},
 	})
-	g.server.AddReceivingMiddleware(g.interceptDown)
+	g.server.AddReceivingMiddleware(g.interceptDown, g.serveTools)
 	srv := g.server
 	sessionTimeout := opts.SessionTimeout
 	if sessionTimeout == 0 {
@@ -477,21 +480,24 @@ func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool)
 	// tool can already call it, and a call racing a removal finds no route
 	// and answers a clear error instead of reaching a stale backend.
 	g.routes.Store(edit.next)
-	if len(remove) > 0 {
-		g.server.RemoveTools(remove...)
+	if len(remove)+len(add) == 0 {
+		return collisionsChanged
+	}
+	removed := make([]*exposedTool, 0, len(remove)+len(add))
+	for _, name := range remove {
+		removed = append(removed, g.exposed[name])
+		delete(g.exposed, name)
 		g.toolChanges++
-		for _, name := range remove {
-			delete(g.exposed, name)
-		}
 	}
 	for _, c := range add {
-		g.addTool(c.st.name, c.et)
-		g.toolChanges++
+		if cur, ok := g.exposed[c.et.tool.Name]; ok {
+			removed = append(removed, cur) // replaced
+		}
 		g.exposed[c.et.tool.Name] = c.et
+		g.toolChanges++
 	}
-	if len(remove)+len(add) > 0 {
-		g.log.Debug("gateway tool set changed", "added", len(add), "removed", len(remove), "exposed", len(g.exposed))
-	}
+	g.publishLocked(removed, add)
+	g.log.Debug("gateway tool set changed", "added", len(add), "removed", len(remove), "exposed", len(g.exposed))
 	return collisionsChanged
 }
 
@@ -521,21 +527,20 @@ func (g *Gateway) downLocked() (map[string]*downTarget, []downPrefix) {
 	return down, prefixes
 }
 
-// addTool publishes one tool. The repairs of exposeTool cover what the SDK
-// is known to reject; should it still panic (it validates more than the
-// schema type, e.g. x-mcp-header annotations), the tool is published with a
-// minimal definition rather than dropped, and the log says so.
+// addTool registers a tool that binds parameters to headers with the go-sdk
+// server (see registry.go). The go-sdk validates the annotations; should it
+// reject them (panic), the tool is published with a minimal definition rather
+// than dropped, and the log says so.
 func (g *Gateway) addTool(conn string, et *exposedTool) {
-	for _, fix := range et.fixes {
-		g.log.Warn("gateway normalised a tool definition", "connection", conn, "tool", et.tool.Name, "change", fix)
-	}
 	err := tryAddTool(g.server, et.tool, g.callTool)
 	if err == nil {
 		return
 	}
 	g.log.Warn("gateway published a tool with a minimal definition: the SDK rejected the backend's",
 		"connection", conn, "tool", et.tool.Name, "error", err)
-	if err := tryAddTool(g.server, minimalTool(et.tool), g.callTool); err != nil {
+	et.tool = minimalTool(et.tool)
+	g.listed = nil
+	if err := tryAddTool(g.server, et.tool, g.callTool); err != nil {
 		g.log.Error("gateway could not publish a tool", "connection", conn, "tool", et.tool.Name, "error", err)
 	}
 }

@@ -25,6 +25,8 @@ type exposedTool struct {
 	def []byte
 	// fixes says what normalisation changed, logged when the tool is added.
 	fixes []string
+	// inSDK: registered with the go-sdk server too (see registry.go).
+	inSDK bool
 }
 
 // objectSchema is the input schema of a tool that takes any object.
