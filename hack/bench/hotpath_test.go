@@ -40,17 +40,6 @@ func fullStatus() spec.StatusDocument {
 	}
 }
 
-// BenchmarkStatusRender renders one status document as tether writes it.
-func BenchmarkStatusRender(b *testing.B) {
-	doc := fullStatus()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := controller.RenderYAML(doc); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // BenchmarkStatusPut is the status writer's whole path for one connection:
 // render, compare with what is on disk, and write only on a change.
 // "unchanged" is what every reconcile of a steady connection costs;

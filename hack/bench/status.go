@@ -32,8 +32,8 @@ type statusState struct {
 // document of a status file. It scans lines instead of decoding YAML: at a
 // thousand connections the harness reads thousands of status writes on the
 // same two cores tether runs on, and a YAML decoder per write would take CPU
-// from the process being measured. TestParseStatus holds it to what
-// controller.RenderYAML writes.
+// from the process being measured. TestParseStatus holds it to a file the
+// status writer wrote, and to the generic rendering of the same fields.
 func parseStatus(data []byte) statusState {
 	var st statusState
 	inProcess := false
