@@ -3,7 +3,6 @@ package metrics
 import (
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,10 +43,11 @@ var (
 // milliseconds over stdio or loopback, up to the probe timeout (5s by
 // default). A tool call spans from an in-memory answer (~100µs) to the
 // default callTimeout (60s). A reconcile never blocks on the network, only on
-// a status write.
+// a status write. The per-connection layouts are arrays so that a
+// connection's record holds its bucket counts inline.
 var (
-	healthCheckBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
-	toolCallBuckets    = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	healthCheckBuckets = [...]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	toolCallBuckets    = [...]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	reconcileBuckets   = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
 )
 
@@ -58,61 +58,22 @@ type Metrics struct {
 	reg *prometheus.Registry
 	now func() time.Time
 
-	up             *prometheus.GaugeVec
-	state          *prometheus.GaugeVec
-	tools          *prometheus.GaugeVec
-	attempts       *prometheus.CounterVec
-	lastTransition *prometheus.GaugeVec
-	healthCheck    *prometheus.HistogramVec
+	// conns holds every series labelled connection (connections.go says
+	// why they are not vecs).
+	conns          *connectionSet
 	manifestErrors *prometheus.GaugeVec
 	reconciles     *prometheus.CounterVec
 	reconcileTime  prometheus.Histogram
-	toolCalls      *prometheus.CounterVec
-	toolCallTime   *prometheus.HistogramVec
-	collisions     *prometheus.GaugeVec
 	queue          *queueMetrics
-
-	// mu orders per-connection updates against ConnectionRemoved: an
-	// observation holds it shared, add and remove hold it exclusively, so a
-	// health probe or tool call that finishes after its connection was
-	// removed cannot bring the deleted series back.
-	mu    sync.RWMutex
-	phase map[string]spec.Phase // known connections and their current phase
 }
 
 // New returns Metrics on a private registry that also holds the Go and
 // process collectors and tether_build_info{version, goversion}.
 func New(version string) *Metrics {
-	connection := []string{"connection"}
 	m := &Metrics{
 		reg:   prometheus.NewRegistry(),
 		now:   time.Now,
-		phase: map[string]spec.Phase{},
-		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tether_connection_up",
-			Help: "1 while the connection has a live MCP session (phase Connected or Degraded), else 0.",
-		}, connection),
-		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tether_connection_state",
-			Help: "The connection's phase, one-hot: 1 for the current state, 0 for every other.",
-		}, []string{"connection", "state"}),
-		tools: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tether_connection_tools",
-			Help: "Tools the connection exposes through the gateway, after its allow/deny filters.",
-		}, connection),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tether_connection_attempts_total",
-			Help: "Connection attempts, by result (success or failure).",
-		}, []string{"connection", "result"}),
-		lastTransition: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tether_connection_last_transition_timestamp_seconds",
-			Help: "Unix time at which the connection entered its current phase.",
-		}, connection),
-		healthCheck: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "tether_connection_health_check_duration_seconds",
-			Help:    "Duration of the health checks of a connected session, failed ones included.",
-			Buckets: healthCheckBuckets,
-		}, connection),
+		conns: newConnectionSet(),
 		manifestErrors: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tether_manifest_errors",
 			Help: "Errors in a manifest file; the series exists only while the file is invalid.",
@@ -126,19 +87,6 @@ func New(version string) *Metrics {
 			Help:    "Duration of one reconcile of one connection.",
 			Buckets: reconcileBuckets,
 		}),
-		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tether_gateway_tool_calls_total",
-			Help: "tools/call requests the gateway routed to a connection, by result (ok, error, timeout or canceled).",
-		}, []string{"connection", "result"}),
-		toolCallTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "tether_gateway_tool_call_duration_seconds",
-			Help:    "Duration of the tools/call requests the gateway routed to a connection.",
-			Buckets: toolCallBuckets,
-		}, connection),
-		collisions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tether_gateway_tool_collisions",
-			Help: "Exposed tool names this connection lost to another connection and does not serve.",
-		}, connection),
 		queue: newQueueMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -151,9 +99,8 @@ func New(version string) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo,
-		m.up, m.state, m.tools, m.attempts, m.lastTransition, m.healthCheck,
+		m.conns,
 		m.manifestErrors, m.reconciles, m.reconcileTime,
-		m.toolCalls, m.toolCallTime, m.collisions,
 	)
 	m.queue.register(m.reg)
 	// Every result exists from the start, so rate() and absent-based alerts
@@ -170,115 +117,70 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // stateLabel is a phase as the state label spells it.
 func stateLabel(p spec.Phase) string { return strings.ToLower(string(p)) }
 
-func knownPhase(p spec.Phase) bool {
-	for _, q := range spec.Phases {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
-
 // ConnectionAdded creates every series of the connection, zero-initialised,
 // with its state Pending since now. It is idempotent: a connection already
 // known keeps its values.
-func (m *Metrics) ConnectionAdded(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.phase[name]; ok {
-		return
-	}
-	m.up.WithLabelValues(name).Set(0)
-	m.tools.WithLabelValues(name).Set(0)
-	for _, r := range attemptResults {
-		m.attempts.WithLabelValues(name, r)
-	}
-	m.healthCheck.WithLabelValues(name)
-	for _, r := range callResults {
-		m.toolCalls.WithLabelValues(name, r)
-	}
-	m.toolCallTime.WithLabelValues(name)
-	m.collisions.WithLabelValues(name).Set(0)
-	m.setPhaseLocked(name, spec.PhasePending)
-}
+func (m *Metrics) ConnectionAdded(name string) { m.conns.add(name, m.now) }
 
 // ConnectionRemoved deletes every series with connection=name. Later calls
 // for name are ignored until ConnectionAdded(name) again.
-func (m *Metrics) ConnectionRemoved(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.phase, name)
-	l := prometheus.Labels{"connection": name}
-	for _, v := range []interface {
-		DeletePartialMatch(prometheus.Labels) int
-	}{
-		m.up, m.state, m.tools, m.attempts, m.lastTransition, m.healthCheck,
-		m.toolCalls, m.toolCallTime, m.collisions,
-	} {
-		v.DeletePartialMatch(l)
-	}
-}
+func (m *Metrics) ConnectionRemoved(name string) { m.conns.remove(name) }
 
 // SetPhase sets tether_connection_state one-hot and tether_connection_up,
 // and moves tether_connection_last_transition_timestamp_seconds when the
 // phase differs from the last one set. A phase not in spec.Phases is
 // ignored: the state label only takes the values DESIGN §4 lists.
 func (m *Metrics) SetPhase(name string, phase spec.Phase) {
-	if !knownPhase(phase) {
+	i, ok := phaseIndex(phase)
+	if !ok {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cur, ok := m.phase[name]
-	if !ok || cur == phase {
+	c := m.conns.get(name)
+	if c == nil {
 		return
 	}
-	m.setPhaseLocked(name, phase)
-}
-
-func (m *Metrics) setPhaseLocked(name string, phase spec.Phase) {
-	m.phase[name] = phase
-	for _, p := range spec.Phases {
-		v := 0.0
-		if p == phase {
-			v = 1
-		}
-		m.state.WithLabelValues(name, stateLabel(p)).Set(v)
-	}
-	up := 0.0
-	if phase == spec.PhaseConnected || phase == spec.PhaseDegraded {
-		up = 1
-	}
-	m.up.WithLabelValues(name).Set(up)
-	m.lastTransition.WithLabelValues(name).Set(float64(m.now().UnixNano()) / 1e9)
-}
-
-// known runs f under the shared lock when name is a known connection.
-func (m *Metrics) known(name string, f func()) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if _, ok := m.phase[name]; ok {
-		f()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.phase != i {
+		c.phase = i
+		c.transition = m.now().UnixNano()
 	}
 }
 
 // SetTools sets tether_connection_tools.
 func (m *Metrics) SetTools(name string, exposed int) {
-	m.known(name, func() { m.tools.WithLabelValues(name).Set(float64(exposed)) })
+	if c := m.conns.get(name); c != nil {
+		c.mu.Lock()
+		c.tools = int32(exposed)
+		c.mu.Unlock()
+	}
 }
 
 // ObserveAttempt counts one finished connection attempt.
 func (m *Metrics) ObserveAttempt(name string, success bool) {
-	r := AttemptFailure
+	r := attemptFailure
 	if success {
-		r = AttemptSuccess
+		r = attemptSuccess
 	}
-	m.known(name, func() { m.attempts.WithLabelValues(name, r).Inc() })
+	if c := m.conns.get(name); c != nil {
+		c.mu.Lock()
+		c.attempts[r]++
+		c.mu.Unlock()
+	}
 }
 
 // ObserveHealthCheck records the duration of one health check.
 func (m *Metrics) ObserveHealthCheck(name string, d time.Duration) {
-	m.known(name, func() { m.healthCheck.WithLabelValues(name).Observe(d.Seconds()) })
+	c := m.conns.get(name)
+	if c == nil {
+		return
+	}
+	v := d.Seconds()
+	b := bucket(healthCheckBuckets[:], v)
+	c.mu.Lock()
+	c.health[b]++
+	c.healthSum += v
+	c.mu.Unlock()
 }
 
 // SetManifestErrors sets tether_manifest_errors{file}; n <= 0 deletes the
@@ -308,19 +210,34 @@ func (m *Metrics) ObserveReconcile(result string, d time.Duration) {
 // records its duration. A result other than ok, error, timeout or canceled
 // is counted as error.
 func (m *Metrics) ObserveCall(connection, result string, d time.Duration) {
+	r := callError
 	switch result {
-	case CallOK, CallError, CallTimeout, CallCanceled:
-	default:
-		result = CallError
+	case CallOK:
+		r = callOK
+	case CallTimeout:
+		r = callTimeout
+	case CallCanceled:
+		r = callCanceled
 	}
-	m.known(connection, func() {
-		m.toolCalls.WithLabelValues(connection, result).Inc()
-		m.toolCallTime.WithLabelValues(connection).Observe(d.Seconds())
-	})
+	c := m.conns.get(connection)
+	if c == nil {
+		return
+	}
+	v := d.Seconds()
+	b := bucket(toolCallBuckets[:], v)
+	c.mu.Lock()
+	c.calls[r]++
+	c.callTime[b]++
+	c.callTimeSum += v
+	c.mu.Unlock()
 }
 
 // SetCollisions sets tether_gateway_tool_collisions: how many exposed names
 // connection lost to another connection.
 func (m *Metrics) SetCollisions(connection string, n int) {
-	m.known(connection, func() { m.collisions.WithLabelValues(connection).Set(float64(n)) })
+	if c := m.conns.get(connection); c != nil {
+		c.mu.Lock()
+		c.collisions = int32(n)
+		c.mu.Unlock()
+	}
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,42 @@ func seriesOf(t *testing.T, m *Metrics, name string) []string {
 	return out
 }
 
+// familyOf returns the gathered series of family, as a scrape sees them.
+func familyOf(t *testing.T, m *Metrics, family string) []*dto.Metric {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == family {
+			return mf.GetMetric()
+		}
+	}
+	return nil
+}
+
+// value returns the value of the gauge or counter family{labelValues},
+// label values in the order of their names; the test fails when the series
+// does not exist.
+func value(t *testing.T, m *Metrics, family string, labelValues ...string) float64 {
+	t.Helper()
+	for _, s := range familyOf(t, m, family) {
+		var values []string
+		for _, lp := range s.GetLabel() {
+			values = append(values, lp.GetValue())
+		}
+		if slices.Equal(values, labelValues) {
+			if s.Counter != nil {
+				return s.GetCounter().GetValue()
+			}
+			return s.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no series %s%q", family, labelValues)
+	return 0
+}
+
 func labelValue(m *dto.Metric, name string) string {
 	for _, lp := range m.GetLabel() {
 		if lp.GetName() == name {
@@ -92,14 +129,14 @@ func TestConnectionAddedCreatesEverySeriesZeroed(t *testing.T) {
 		name  string
 		value float64
 	}{
-		{"up", testutil.ToFloat64(m.up.WithLabelValues("github"))},
-		{"tools", testutil.ToFloat64(m.tools.WithLabelValues("github"))},
-		{"attempts success", testutil.ToFloat64(m.attempts.WithLabelValues("github", AttemptSuccess))},
-		{"attempts failure", testutil.ToFloat64(m.attempts.WithLabelValues("github", AttemptFailure))},
-		{"calls timeout", testutil.ToFloat64(m.toolCalls.WithLabelValues("github", CallTimeout))},
-		{"collisions", testutil.ToFloat64(m.collisions.WithLabelValues("github"))},
-		{"state pending", testutil.ToFloat64(m.state.WithLabelValues("github", "pending"))},
-		{"last transition", testutil.ToFloat64(m.lastTransition.WithLabelValues("github"))},
+		{"up", value(t, m, "tether_connection_up", "github")},
+		{"tools", value(t, m, "tether_connection_tools", "github")},
+		{"attempts success", value(t, m, "tether_connection_attempts_total", "github", AttemptSuccess)},
+		{"attempts failure", value(t, m, "tether_connection_attempts_total", "github", AttemptFailure)},
+		{"calls timeout", value(t, m, "tether_gateway_tool_calls_total", "github", CallTimeout)},
+		{"collisions", value(t, m, "tether_gateway_tool_collisions", "github")},
+		{"state pending", value(t, m, "tether_connection_state", "github", "pending")},
+		{"last transition", value(t, m, "tether_connection_last_transition_timestamp_seconds", "github")},
 	} {
 		want := 0.0
 		switch c.name {
@@ -133,7 +170,7 @@ func TestSetPhaseIsOneHot(t *testing.T) {
 			// Go through another phase first so that Pending is a change too.
 			m.SetPhase("c", spec.PhaseConnecting)
 			m.SetPhase("c", tc.phase)
-			if got := testutil.ToFloat64(m.up.WithLabelValues("c")); got != tc.up {
+			if got := value(t, m, "tether_connection_up", "c"); got != tc.up {
 				t.Errorf("tether_connection_up = %v, want %v", got, tc.up)
 			}
 			for _, p := range spec.Phases {
@@ -142,7 +179,7 @@ func TestSetPhaseIsOneHot(t *testing.T) {
 					want = 1
 				}
 				label := strings.ToLower(string(p))
-				if got := testutil.ToFloat64(m.state.WithLabelValues("c", label)); got != want {
+				if got := value(t, m, "tether_connection_state", "c", label); got != want {
 					t.Errorf("tether_connection_state{state=%q} = %v, want %v", label, got, want)
 				}
 			}
@@ -153,7 +190,7 @@ func TestSetPhaseIsOneHot(t *testing.T) {
 func TestLastTransitionMovesOnlyWhenThePhaseChanges(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	m, clk := newTestMetrics(t0)
-	ts := func() float64 { return testutil.ToFloat64(m.lastTransition.WithLabelValues("c")) }
+	ts := func() float64 { return value(t, m, "tether_connection_last_transition_timestamp_seconds", "c") }
 
 	m.ConnectionAdded("c")
 	steps := []struct {
@@ -176,12 +213,12 @@ func TestLastTransitionMovesOnlyWhenThePhaseChanges(t *testing.T) {
 			t.Errorf("after SetPhase(%s) at +%v: timestamp %v, want %v", s.phase, s.at, got, want)
 		}
 	}
-	if got := testutil.ToFloat64(m.state.WithLabelValues("c", "degraded")); got != 1 {
+	if got := value(t, m, "tether_connection_state", "c", "degraded"); got != 1 {
 		t.Errorf("state degraded = %v, want 1", got)
 	}
 	// A second ConnectionAdded must not reset a known connection.
 	m.ConnectionAdded("c")
-	if got := testutil.ToFloat64(m.state.WithLabelValues("c", "degraded")); got != 1 {
+	if got := value(t, m, "tether_connection_state", "c", "degraded"); got != 1 {
 		t.Errorf("ConnectionAdded on a known connection reset its state (degraded = %v)", got)
 	}
 }
@@ -221,7 +258,7 @@ func TestConnectionRemovedDeletesOnlyItsSeries(t *testing.T) {
 
 	// Added again: fresh, zeroed series.
 	m.ConnectionAdded("a")
-	if got := testutil.ToFloat64(m.attempts.WithLabelValues("a", AttemptSuccess)); got != 0 {
+	if got := value(t, m, "tether_connection_attempts_total", "a", AttemptSuccess); got != 0 {
 		t.Errorf("re-added connection kept its old attempts count %v", got)
 	}
 }
@@ -285,30 +322,29 @@ func TestResultLabelsStayBounded(t *testing.T) {
 	m.ConnectionAdded("c")
 	for _, tc := range []struct {
 		observe func()
-		vec     *prometheus.CounterVec
+		family  string
 		labels  []string
 	}{
-		{func() { m.ObserveReconcile("success", time.Millisecond) }, m.reconciles, []string{"success"}},
-		{func() { m.ObserveReconcile("requeue", time.Millisecond) }, m.reconciles, []string{"requeue"}},
-		{func() { m.ObserveReconcile("error", time.Millisecond) }, m.reconciles, []string{"error"}},
-		{func() { m.ObserveReconcile("something else", time.Millisecond) }, m.reconciles, []string{"error"}},
-		{func() { m.ObserveCall("c", "ok", time.Millisecond) }, m.toolCalls, []string{"c", "ok"}},
-		{func() { m.ObserveCall("c", "canceled", time.Millisecond) }, m.toolCalls, []string{"c", "canceled"}},
-		{func() { m.ObserveCall("c", "weird", time.Millisecond) }, m.toolCalls, []string{"c", "error"}},
-		{func() { m.ObserveAttempt("c", true) }, m.attempts, []string{"c", "success"}},
-		{func() { m.ObserveAttempt("c", false) }, m.attempts, []string{"c", "failure"}},
+		{func() { m.ObserveReconcile("success", time.Millisecond) }, "tether_reconcile_total", []string{"success"}},
+		{func() { m.ObserveReconcile("requeue", time.Millisecond) }, "tether_reconcile_total", []string{"requeue"}},
+		{func() { m.ObserveReconcile("error", time.Millisecond) }, "tether_reconcile_total", []string{"error"}},
+		{func() { m.ObserveReconcile("something else", time.Millisecond) }, "tether_reconcile_total", []string{"error"}},
+		{func() { m.ObserveCall("c", "ok", time.Millisecond) }, "tether_gateway_tool_calls_total", []string{"c", "ok"}},
+		{func() { m.ObserveCall("c", "canceled", time.Millisecond) }, "tether_gateway_tool_calls_total", []string{"c", "canceled"}},
+		{func() { m.ObserveCall("c", "weird", time.Millisecond) }, "tether_gateway_tool_calls_total", []string{"c", "error"}},
+		{func() { m.ObserveAttempt("c", true) }, "tether_connection_attempts_total", []string{"c", "success"}},
+		{func() { m.ObserveAttempt("c", false) }, "tether_connection_attempts_total", []string{"c", "failure"}},
 	} {
-		c := tc.vec.WithLabelValues(tc.labels...)
-		before := testutil.ToFloat64(c)
+		before := value(t, m, tc.family, tc.labels...)
 		tc.observe()
-		if got := testutil.ToFloat64(c); got != before+1 {
+		if got := value(t, m, tc.family, tc.labels...); got != before+1 {
 			t.Errorf("%v: counter went %v -> %v, want +1", tc.labels, before, got)
 		}
 	}
 	if n := testutil.CollectAndCount(m.reconciles); n != 3 {
 		t.Errorf("tether_reconcile_total has %d series, want 3 (success, error, requeue)", n)
 	}
-	if n := testutil.CollectAndCount(m.toolCalls); n != 4 {
+	if n := len(familyOf(t, m, "tether_gateway_tool_calls_total")); n != 4 {
 		t.Errorf("tether_gateway_tool_calls_total has %d series, want 4", n)
 	}
 	// A call for a connection the metrics never heard of adds nothing.
