@@ -381,11 +381,11 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	if err != nil {
 		return false, s.callErr("tools/list", ctx, err)
 	}
-	b, err := json.Marshal(tools)
+	sum, bindsHeaders, err := digestTools(tools)
 	if err != nil {
 		return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
 	}
-	if tools == nil || bytes.Contains(b, []byte(`"x-mcp-header"`)) {
+	if tools == nil || bindsHeaders {
 		// Parameters bound to HTTP headers (2026-07-28): the go-sdk
 		// validates them and keeps the list for CallTool, which sets the
 		// headers from it. So list through the go-sdk.
@@ -396,16 +396,34 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 			}
 			tools = append(tools, t)
 		}
-		if b, err = json.Marshal(tools); err != nil {
+		if sum, _, err = digestTools(tools); err != nil {
 			return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
 		}
 	}
-	sum := sha256.Sum256(b)
 	s.toolsMu.Lock()
 	defer s.toolsMu.Unlock()
 	changed = sum != s.toolsSum
 	s.tools, s.toolsSum = tools, sum
 	return changed, nil
+}
+
+// digestTools replaces each tool by the definition already held for its
+// JSON (see sharedTools), and returns the SHA-256 of the list (a real change
+// or a repeated notification) and whether a tool binds parameters to headers.
+func digestTools(tools []*mcp.Tool) (sum [sha256.Size]byte, bindsHeaders bool, err error) {
+	h := sha256.New()
+	for i, t := range tools {
+		b, err := json.Marshal(t)
+		if err != nil {
+			return sum, false, err
+		}
+		ts := sha256.Sum256(b)
+		h.Write(ts[:])
+		tools[i] = sharedTools.intern(ts, t)
+		bindsHeaders = bindsHeaders || bytes.Contains(b, []byte(`"x-mcp-header"`))
+	}
+	h.Sum(sum[:0])
+	return sum, bindsHeaders, nil
 }
 
 // maxToolPages bounds the pages of one tools/list: a server whose cursors
