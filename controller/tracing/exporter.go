@@ -210,6 +210,7 @@ func (e *otlpExporter) post(ctx context.Context, body []byte) error {
 			} else if ps != nil {
 				// Not an export error: the rest was accepted, and the
 				// specification forbids retrying.
+				ps.message = e.mask(ps.message)
 				otel.Handle(ps)
 			}
 		}
@@ -253,8 +254,7 @@ func redactErr(err error) error {
 
 // statusError describes a refused export: the status and the collector's
 // message (google.rpc.Status.message when the body is protobuf, else the
-// start of the text), with any configured header value masked in case the
-// collector echoes a credential.
+// start of the text), masked.
 func (e *otlpExporter) statusError(resp *http.Response, body []byte) error {
 	msg := ""
 	if isProtobuf(resp.Header) {
@@ -265,15 +265,22 @@ func (e *otlpExporter) statusError(resp *http.Response, body []byte) error {
 	if len(msg) > maxErrorText {
 		msg = msg[:maxErrorText] + "…"
 	}
+	msg = e.mask(msg)
+	if msg == "" {
+		return fmt.Errorf("%s answered %s", RedactURL(e.cfg.url), resp.Status)
+	}
+	return fmt.Errorf("%s answered %s: %s", RedactURL(e.cfg.url), resp.Status, msg)
+}
+
+// mask replaces every configured header value in a collector's text: a
+// collector or a proxy may echo the credential it refused.
+func (e *otlpExporter) mask(msg string) string {
 	for _, v := range e.cfg.headers {
 		if v != "" {
 			msg = strings.ReplaceAll(msg, v, "REDACTED")
 		}
 	}
-	if msg == "" {
-		return fmt.Errorf("%s answered %s", RedactURL(e.cfg.url), resp.Status)
-	}
-	return fmt.Errorf("%s answered %s: %s", RedactURL(e.cfg.url), resp.Status, msg)
+	return msg
 }
 
 func isProtobuf(h http.Header) bool {
@@ -300,21 +307,21 @@ func retryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// PartialSuccessError is a collector's answer that it accepted an export
-// except for some spans (Rejected), or accepted all of it with a warning
-// (Rejected is 0). It goes to the OpenTelemetry error handler, not back to
+// partialSuccessError is a collector's answer that it accepted an export
+// except for some spans (rejected), or accepted all of it with a warning
+// (rejected is 0). It goes to the OpenTelemetry error handler, not back to
 // the batch processor.
-type PartialSuccessError struct {
-	Rejected int64
-	Message  string
+type partialSuccessError struct {
+	rejected int64
+	message  string
 }
 
-func (e *PartialSuccessError) Error() string {
-	msg := e.Message
+func (e *partialSuccessError) Error() string {
+	msg := e.message
 	if msg == "" {
 		msg = "no message"
 	}
-	return fmt.Sprintf("OTLP partial success: %d spans rejected: %s", e.Rejected, msg)
+	return fmt.Sprintf("OTLP partial success: %d spans rejected: %s", e.rejected, msg)
 }
 
 // partialSuccess decodes ExportTraceServiceResponse { ExportTracePartialSuccess
@@ -322,21 +329,21 @@ func (e *PartialSuccessError) Error() string {
 // error_message = 2 }. Those types live in the gRPC-linking collector
 // package, hence protowire. nil when the field is absent or empty, which
 // is a full success.
-func partialSuccess(b []byte) (*PartialSuccessError, error) {
-	var ps *PartialSuccessError
+func partialSuccess(b []byte) (*partialSuccessError, error) {
+	var ps *partialSuccessError
 	err := walkFields(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
 		if num != 1 || typ != protowire.BytesType {
 			return nil
 		}
 		if ps == nil {
-			ps = &PartialSuccessError{}
+			ps = &partialSuccessError{}
 		}
 		return walkFields(v, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
 			switch {
 			case num == 1 && typ == protowire.VarintType:
-				ps.Rejected = int64(n)
+				ps.rejected = int64(n)
 			case num == 2 && typ == protowire.BytesType:
-				ps.Message = string(v)
+				ps.message = string(v)
 			}
 			return nil
 		})
@@ -344,7 +351,7 @@ func partialSuccess(b []byte) (*PartialSuccessError, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ps != nil && ps.Rejected == 0 && ps.Message == "" {
+	if ps != nil && ps.rejected == 0 && ps.message == "" {
 		return nil, nil
 	}
 	return ps, nil

@@ -391,9 +391,9 @@ func TestExportPartialSuccess(t *testing.T) {
 			if len(got) != 1 || !strings.Contains(got[0].Error(), tt.report) {
 				t.Fatalf("reported %v, want one error containing %q", got, tt.report)
 			}
-			var ps *PartialSuccessError
+			var ps *partialSuccessError
 			if strings.Contains(tt.name, "partial") && !errors.As(got[0], &ps) {
-				t.Errorf("%T is not a *PartialSuccessError", got[0])
+				t.Errorf("%T is not a *partialSuccessError", got[0])
 			}
 		})
 	}
@@ -410,6 +410,18 @@ func TestExportKeepsCredentialsOut(t *testing.T) {
 		err := e.ExportSpans(context.Background(), testSpans("x"))
 		if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "bad key REDACTED") {
 			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("echoed in a partial success", func(t *testing.T) {
+		errs := recordErrors(t)
+		_, srv := startCollector(t, reply{status: 200, header: protobufHeader, body: partialSuccessBody(t, 1, "tenant "+secret+" over quota")})
+		e := testExporter(t, exportConfig{url: srv.URL + "/v1/traces", headers: map[string]string{"api-key": secret}})
+		if err := e.ExportSpans(context.Background(), testSpans("x")); err != nil {
+			t.Fatal(err)
+		}
+		got := errs()
+		if len(got) != 1 || strings.Contains(got[0].Error(), secret) || !strings.Contains(got[0].Error(), "tenant REDACTED over quota") {
+			t.Errorf("reported %v", got)
 		}
 	})
 	t.Run("URL credentials", func(t *testing.T) {
