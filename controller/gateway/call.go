@@ -28,20 +28,48 @@ var tracer = tracing.Tracer(nil)
 // context and nothing else.
 var callSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 
-// startCallSpan starts the mcp.tool_call span of one call, continuing the
-// caller's trace: the request's _meta.traceparent, else the HTTP
-// traceparent header. The backend call carries this span in its own _meta.
-func startCallSpan(ctx context.Context, req *mcp.CallToolRequest) (context.Context, trace.Span) {
-	var header http.Header
-	if req.Extra != nil {
-		header = req.Extra.Header
-	}
-	ctx = tracing.ExtractCall(ctx, req.Params.Meta, header)
+// startCallSpan starts the mcp.tool_call span of one call to the exposed
+// tool name, continuing the caller's trace: the request's _meta.traceparent,
+// else the HTTP traceparent header (nil over stdio). The backend call
+// carries this span in its own _meta.
+func startCallSpan(ctx context.Context, meta mcp.Meta, header http.Header, name string) (context.Context, trace.Span) {
+	ctx = tracing.ExtractCall(ctx, meta, header)
 	ctx, span := tracer.Start(ctx, tracing.SpanToolCall, callSpanOpts...)
 	if span.IsRecording() {
-		span.SetAttributes(tracing.ToolName.String(req.Params.Name))
+		span.SetAttributes(tracing.ToolName.String(name))
 	}
 	return ctx, span
+}
+
+// requestHeader is the HTTP header of a go-sdk request, nil over stdio.
+func requestHeader(req *mcp.CallToolRequest) http.Header {
+	if req.Extra != nil {
+		return req.Extra.Header
+	}
+	return nil
+}
+
+// annotateCallSpan names where a routed call goes.
+func annotateCallSpan(span trace.Span, r route) {
+	if span.IsRecording() {
+		span.SetAttributes(tracing.BackendToolName.String(r.tool))
+		if e, ok := r.target.backend.(endpointer); ok {
+			span.SetAttributes(tracing.Endpoint.String(e.Endpoint()))
+		}
+	}
+}
+
+// callContext bounds one call by the connection's callTimeout and its
+// life: a backend that is replaced, goes down or is removed ends t.life, and
+// calls in flight on it must not wait for their own timeout. done releases
+// both and must be called once the call returned.
+func (t *target) callContext(ctx context.Context) (callCtx context.Context, done func()) {
+	callCtx, cancel := context.WithTimeout(ctx, t.timeout)
+	stopLife := context.AfterFunc(t.life, cancel)
+	return callCtx, func() {
+		stopLife()
+		cancel()
+	}
 }
 
 // endpointer is a Backend that can say where it goes (connection.Session).
@@ -58,9 +86,9 @@ func callError(msg string) error {
 // callTool is the handler of every exposed tool: it routes the call to the
 // backend that owns the name, with the caller's arguments as they came.
 func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	ctx, span := startCallSpan(ctx, req)
-	defer span.End()
 	name := req.Params.Name
+	ctx, span := startCallSpan(ctx, req.Params.Meta, requestHeader(req), name)
+	defer span.End()
 	table := g.routes.Load()
 	r, ok := table.route(name)
 	if !ok {
@@ -76,18 +104,9 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		return nil, err
 	}
 	t := r.target
-	if span.IsRecording() {
-		span.SetAttributes(tracing.BackendToolName.String(r.tool))
-		if e, ok := t.backend.(endpointer); ok {
-			span.SetAttributes(tracing.Endpoint.String(e.Endpoint()))
-		}
-	}
+	annotateCallSpan(span, r)
 	start := time.Now()
-
-	callCtx, cancel := context.WithTimeout(ctx, t.timeout)
-	// A backend that is replaced, goes down or is removed ends t.life: calls
-	// in flight on it must not wait for their own timeout.
-	stopLife := context.AfterFunc(t.life, cancel)
+	callCtx, done := t.callContext(ctx)
 
 	// Only the call itself travels upstream: arguments, and the answers of a
 	// multi-round-trip call. The caller's _meta stays here: it carries keys
@@ -104,19 +123,31 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 
 	res, err := t.backend.CallTool(callCtx, p, progress)
 	callErr := callCtx.Err()
-	stopLife()
-	cancel()
+	done()
 	d := time.Since(start)
 
 	if err == nil && res != nil {
-		result := ResultOK
-		if res.IsError {
-			result = ResultError
-		}
-		g.observe(ctx, t.name, name, result, d, nil)
+		g.callAnswered(ctx, t, name, res.IsError, d)
 		dropHopMeta(res.Meta)
 		return res, nil
 	}
+	return nil, g.callFailed(ctx, t, name, err, callErr, d)
+}
+
+// callAnswered records a call the backend answered with a tool result.
+func (g *Gateway) callAnswered(ctx context.Context, t *target, name string, isError bool, d time.Duration) {
+	result := ResultOK
+	if isError {
+		result = ResultError
+	}
+	g.observe(ctx, t.name, name, result, d, nil)
+}
+
+// callFailed turns the outcome of a call that produced no tool result into
+// the error the caller gets, and records it. err is what the backend call
+// returned (nil when it returned no result either), callErr the error of the
+// call's own context once it returned, ctx the caller's.
+func (g *Gateway) callFailed(ctx context.Context, t *target, name string, err, callErr error, d time.Duration) error {
 	var result string
 	switch {
 	case err == nil:
@@ -140,7 +171,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		}
 	}
 	g.observe(ctx, t.name, name, result, d, err)
-	return nil, err
+	return err
 }
 
 // dropHopMeta removes the protocol's own keys (io.modelcontextprotocol/*)
@@ -213,7 +244,7 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 					name := cr.Params.Name
 					if _, live := table.route(name); !live {
 						if d := table.lookupDown(name); d != nil {
-							ctx, span := startCallSpan(ctx, cr)
+							ctx, span := startCallSpan(ctx, cr.Params.Meta, requestHeader(cr), name)
 							g.observe(ctx, d.name, name, ResultError, 0, nil)
 							err := d.err()
 							span.SetStatus(codes.Error, err.Error())

@@ -83,10 +83,18 @@ const (
 
 // Gateway is the aggregated MCP server. All methods are safe for concurrent use.
 type Gateway struct {
-	log     *slog.Logger
-	opts    Options
-	server  *mcp.Server
-	handler *mcp.StreamableHTTPHandler
+	log    *slog.Logger
+	opts   Options
+	server *mcp.Server
+	// sdk is the go-sdk's streamable HTTP handler; handler puts the fast
+	// path for tools/call (fastpath.go) in front of it.
+	sdk     *mcp.StreamableHTTPHandler
+	handler http.Handler
+	downs   downSessions
+	// fastCalls counts the calls the fast path answered (tests);
+	// noFastPath turns it off (tests comparing it with the go-sdk path).
+	fastCalls  atomic.Int64
+	noFastPath atomic.Bool
 
 	// routes is what the call path reads: an immutable snapshot, replaced on
 	// every change, so a call costs one atomic load and one map lookup and
@@ -181,6 +189,7 @@ func New(opts Options) *Gateway {
 		Capabilities: &mcp.ServerCapabilities{
 			Tools: &mcp.ToolCapabilities{ListChanged: true},
 		},
+		InitializedHandler: g.sessionInitialized,
 	})
 	g.server.AddReceivingMiddleware(g.interceptDown, g.serveTools)
 	srv := g.server
@@ -188,13 +197,14 @@ func New(opts Options) *Gateway {
 	if sessionTimeout == 0 {
 		sessionTimeout = DefaultSessionTimeout
 	}
-	g.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	g.sdk = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Logger:              sdkLog,
 		MaxRequestBodyBytes: opts.MaxRequestBodyBytes,
 		// A client that goes away without DELETE (a crashed agent) would
 		// otherwise leave its session and goroutines behind for good.
 		SessionTimeout: max(sessionTimeout, 0),
 	})
+	g.handler = http.HandlerFunc(g.serveHTTP)
 	return g
 }
 

@@ -24,8 +24,9 @@ const Path = "/mcp"
 
 // Handler returns the streamable HTTP handler of the shared server, stateful
 // (sessions carry list_changed and cancellation), with DNS-rebinding
-// protection on for loopback and request bodies bounded. It does no
-// authentication: Serve adds that.
+// protection on for loopback and request bodies bounded, and the fast path
+// for tools/call in front (fastpath.go). It does no authentication: Serve
+// adds that.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Serve listens on addr and serves the gateway at /mcp until ctx is done,
@@ -132,6 +133,10 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token []byte) erro
 		srv.Close()
 	}
 	<-served // Serve returned ErrServerClosed once Shutdown began
+	// A session initialized while the first close ran is closed now; then
+	// the goroutines that watch the sessions for the fast path end.
+	g.closeHTTPSessions()
+	g.downs.wg.Wait()
 	g.log.Info("gateway stopped", "addr", ln.Addr().String())
 	if err != nil {
 		return fmt.Errorf("gateway: shutdown: %w", err)

@@ -1,0 +1,515 @@
+package connection
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/tracing"
+)
+
+// This file lets the gateway forward a tools/call as bytes on a streamable
+// HTTP session, beside the go-sdk client that owns the session: decoding and
+// encoding every message through the go-sdk costs several times what the
+// call itself does (see the README's Performance section). The session's
+// HTTP client carries the manifest's headers and marks liveness, and the
+// request carries the go-sdk's session id and protocol version headers, so
+// the server sees one more request of the same session.
+
+// Header names of the streamable HTTP transport.
+const (
+	hdrSessionID       = "Mcp-Session-Id"
+	hdrProtocolVersion = "Mcp-Protocol-Version"
+	hdrLastEventID     = "Last-Event-ID"
+)
+
+// rawSideTimeout bounds a message the raw path sends on its own: the
+// notifications/cancelled of an abandoned call, the answer to a server's
+// request on a call's stream.
+const rawSideTimeout = 2 * time.Second
+
+// rawResumes bounds how often a call's stream that the server closed before
+// the answer is resumed (Last-Event-ID) without receiving anything new.
+const rawResumes = 2
+
+// rawSeq numbers the requests the raw path sends. Its ids are strings, so
+// they never clash with the go-sdk's integer ids on the same session.
+var rawSeq atomic.Uint64
+
+// RawParam is one params key of a tools/call, forwarded as it came.
+type RawParam struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// RawProtocolVersion returns the protocol version the session negotiated,
+// when CallToolRaw can be used on it: a live streamable HTTP session with a
+// session id. ok is false for stdio and SSE sessions, and for a session that
+// ended.
+func (s *Session) RawProtocolVersion() (version string, ok bool) {
+	if s.httpClient == nil || s.httpURL == "" || s.cs == nil || s.ctx.Err() != nil {
+		return "", false
+	}
+	res := s.cs.InitializeResult()
+	if res == nil || res.ProtocolVersion == "" || s.cs.ID() == "" {
+		return "", false
+	}
+	return res.ProtocolVersion, true
+}
+
+// CallToolRaw is CallTool for a caller that holds the call as bytes: it
+// sends tools/call for the server's tool name with params (arguments and
+// the like, forwarded verbatim) on the session's own HTTP endpoint and
+// returns the result as the server sent it, with isError read from it. As
+// with CallTool, the request's _meta carries only the trace context of ctx's
+// span and, when progress is non-nil, a progress token of the session's own;
+// progress receives the server's notifications for it in order, with the
+// token cleared and the message redacted, before CallToolRaw returns. An
+// error result is redacted (its JSON is then the go-sdk's encoding of it);
+// errors are redacted and wrap the server's JSON-RPC error when it sent one
+// (see ServerError). Cancelling ctx sends the server notifications/cancelled.
+// A transport failure that means the session is gone ends the session, as
+// CallTool does.
+func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawParam, progress func(*mcp.ProgressNotificationParams)) (result json.RawMessage, isError bool, err error) {
+	op := fmt.Sprintf("tools/call %q", name)
+	if err := s.Err(); err != nil {
+		return nil, false, err
+	}
+	version, ok := s.RawProtocolVersion()
+	if !ok {
+		return nil, false, s.red.Err(fmt.Errorf("%s: the session cannot carry raw requests", op))
+	}
+	callCtx, cancel := s.callContext(ctx)
+	defer cancel()
+
+	var answered bool
+	meta := tracing.InjectMeta(ctx, nil)
+	if progress != nil {
+		token := fmt.Sprintf("tether-%d", s.progressSeq.Add(1))
+		route := newProgressRoute(progress)
+		// Registered where CallTool registers its tokens, so that progress
+		// the server sends on its standalone stream arrives too.
+		s.routes.Store(token, route)
+		defer func() {
+			if answered {
+				// Progress the server sent on its standalone stream (a
+				// JSON-response server has no other) may trail the
+				// answer, as with CallTool.
+				route.linger(progressLinger)
+			}
+			s.routes.Delete(token)
+			route.close()
+		}()
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		meta["progressToken"] = token
+	}
+	id := "tether-fast-" + strconv.FormatUint(rawSeq.Add(1), 10)
+	body, err := rawRequest(id, name, params, meta)
+	if err != nil {
+		return nil, false, s.red.Err(fmt.Errorf("%s: %w", op, err))
+	}
+	x := &rawExchange{s: s, version: version, sessionID: s.cs.ID(), id: id}
+	result, err = x.call(callCtx, body)
+	if err != nil {
+		if callCtx.Err() != nil && !x.answered {
+			s.sendRaw(ctx, cancelledMessage(id))
+		}
+		return nil, false, s.callErr(op, ctx, err)
+	}
+	answered = true
+	var head struct {
+		IsError bool `json:"isError"`
+	}
+	if err := json.Unmarshal(result, &head); err != nil {
+		return nil, false, s.red.Err(fmt.Errorf("%s: invalid result: %w", op, err))
+	}
+	if head.IsError {
+		if result, err = s.RedactErrorResultJSON(result); err != nil {
+			return nil, false, s.red.Err(fmt.Errorf("%s: %w", op, err))
+		}
+	}
+	return result, head.IsError, nil
+}
+
+// RedactErrorResultJSON redacts a tool error result given as JSON the way
+// CallTool redacts one (text, embedded resources, structured content) and
+// returns its JSON.
+func (s *Session) RedactErrorResultJSON(raw json.RawMessage) (json.RawMessage, error) {
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("invalid result: %w", err)
+	}
+	s.redactErrorResult(&res)
+	out, err := json.Marshal(&res)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the redacted result: %w", err)
+	}
+	return out, nil
+}
+
+// rawRequest encodes a tools/call request. Only the params the caller named
+// travel; their values are copied as they are.
+func rawRequest(id, name string, params []RawParam, meta mcp.Meta) ([]byte, error) {
+	nameJSON, err := json.Marshal(name)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 128+len(name)+rawParamsLen(params))
+	b = append(b, `{"jsonrpc":"2.0","id":"`...)
+	b = append(b, id...)
+	b = append(b, `","method":"tools/call","params":{"name":`...)
+	b = append(b, nameJSON...)
+	for _, p := range params {
+		if p.Key == "name" || p.Key == "_meta" || len(p.Value) == 0 {
+			continue
+		}
+		key, err := json.Marshal(p.Key)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, ',')
+		b = append(b, key...)
+		b = append(b, ':')
+		b = append(b, p.Value...)
+	}
+	if len(meta) > 0 {
+		m, err := json.Marshal(meta)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"_meta":`...)
+		b = append(b, m...)
+	}
+	b = append(b, "}}"...)
+	if !json.Valid(b) {
+		return nil, errors.New("params are not valid JSON")
+	}
+	return b, nil
+}
+
+func rawParamsLen(params []RawParam) int {
+	n := 0
+	for _, p := range params {
+		n += len(p.Key) + len(p.Value) + 4
+	}
+	return n
+}
+
+func cancelledMessage(id string) []byte {
+	return []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"` + id + `","reason":"the caller is no longer waiting"}}`)
+}
+
+// rawExchange is one raw request and the messages the server sends back.
+type rawExchange struct {
+	s         *Session
+	version   string
+	sessionID string
+	id        string // the request's id (a string)
+	answered  bool   // the server's response arrived
+}
+
+// rawMessage is any JSON-RPC message, decoded only as far as routing needs.
+type rawMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *jsonrpc.Error  `json:"error"`
+}
+
+// call sends body and reads the server's answer: one JSON response, or an
+// event stream carrying notifications and server requests before it.
+func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, error) {
+	resp, err := x.post(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	for resumes := 0; ; {
+		result, lastEventID, retry, err := x.read(ctx, resp)
+		if err != nil || x.answered {
+			return result, err
+		}
+		// The stream ended before the answer. Like the go-sdk, resume it
+		// when the server numbered its events, else give up.
+		if lastEventID == "" || resumes >= rawResumes {
+			return nil, errors.New("request terminated without response")
+		}
+		resumes++
+		if retry > 0 {
+			t := time.NewTimer(retry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+		}
+		if resp, err = x.resume(ctx, lastEventID); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (x *rawExchange) newRequest(ctx context.Context, method string, body []byte) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, x.s.httpURL, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(hdrProtocolVersion, x.version)
+	req.Header.Set(hdrSessionID, x.sessionID)
+	return req, nil
+}
+
+// post sends one message and checks the answer's status as the go-sdk does.
+func (x *rawExchange) post(ctx context.Context, body []byte) (*http.Response, error) {
+	req, err := x.newRequest(ctx, http.MethodPost, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := x.s.httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("sending \"tools/call\": %w", err)
+	}
+	if err := x.checkResponse(resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (x *rawExchange) resume(ctx context.Context, lastEventID string) (*http.Response, error) {
+	req, err := x.newRequest(ctx, http.MethodGet, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(hdrLastEventID, lastEventID)
+	resp, err := x.s.httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("resuming \"tools/call\": %w", err)
+	}
+	if err := x.checkResponse(resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// checkResponse classifies a status the way the go-sdk's client does: the
+// server's JSON-RPC error when it sent one, ErrSessionMissing on 404 (the
+// session is gone: callErr ends it), the status text otherwise.
+func (x *rawExchange) checkResponse(resp *http.Response) error {
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return fmt.Errorf("tools/call: %s", http.StatusText(resp.StatusCode))
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var m rawMessage
+	if json.Unmarshal(body, &m) == nil && m.Error != nil {
+		return fmt.Errorf("tools/call: %w: %s", m.Error, http.StatusText(resp.StatusCode))
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("tools/call: failed to connect (session ID: %v): %w", x.sessionID, mcp.ErrSessionMissing)
+	}
+	return fmt.Errorf("tools/call: %s", http.StatusText(resp.StatusCode))
+}
+
+// read consumes one response body. It returns the result once the answer
+// arrived (x.answered), or the last event id and retry delay of a stream
+// that ended without it.
+func (x *rawExchange) read(ctx context.Context, resp *http.Response) (result json.RawMessage, lastEventID string, retry time.Duration, err error) {
+	defer func() {
+		// Drain what is left so that the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}()
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mediaType {
+	case "application/json":
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, "", 0, fmt.Errorf("tools/call: failed to read body: %w", err)
+		}
+		result, err := x.handle(ctx, body)
+		if err == nil && !x.answered {
+			err = errors.New("tools/call: the JSON answer is not the call's response")
+		}
+		return result, "", 0, err
+	case "text/event-stream":
+		return x.readEvents(ctx, resp.Body)
+	default:
+		return nil, "", 0, fmt.Errorf("tools/call: unsupported content type %q", mediaType)
+	}
+}
+
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+
+// readEvents reads server-sent events until the call's response.
+func (x *rawExchange) readEvents(ctx context.Context, body io.Reader) (result json.RawMessage, lastEventID string, retry time.Duration, err error) {
+	br := readerPool.Get().(*bufio.Reader)
+	br.Reset(body)
+	defer func() {
+		br.Reset(nil)
+		readerPool.Put(br)
+	}()
+	var data, line []byte
+	var event string
+	hasData := false
+	for {
+		line = line[:0]
+		for {
+			chunk, err := br.ReadSlice('\n')
+			line = append(line, chunk...)
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, "", 0, ctx.Err()
+				}
+				// The stream ended (or broke) before the answer; an
+				// incomplete last event is dropped, as the go-sdk does.
+				return nil, lastEventID, retry, nil
+			}
+			break
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			// End of an event: dispatch it.
+			if hasData && (event == "" || event == "message") {
+				res, err := x.handle(ctx, data)
+				if err != nil || x.answered {
+					return res, lastEventID, retry, err
+				}
+			}
+			data, event, hasData = data[:0], "", false
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "data":
+			if hasData {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+			hasData = true
+		case "event":
+			event = string(value)
+		case "id":
+			lastEventID = string(value)
+		case "retry":
+			if n, err := strconv.ParseInt(string(value), 10, 64); err == nil {
+				retry = time.Duration(n) * time.Millisecond
+			}
+		}
+	}
+}
+
+// handle routes one message the server sent on the call's stream.
+func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, error) {
+	var m rawMessage
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return nil, fmt.Errorf("tools/call: failed to decode event: %w", err)
+	}
+	isID := len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null"))
+	switch {
+	case m.Method == "" && isID:
+		var id string
+		if json.Unmarshal(m.ID, &id) != nil || id != x.id {
+			return nil, nil // not ours
+		}
+		x.answered = true
+		if m.Error != nil {
+			return nil, m.Error
+		}
+		if len(m.Result) == 0 || bytes.Equal(m.Result, []byte("null")) {
+			return nil, errors.New("tools/call: response without a result")
+		}
+		return m.Result, nil
+	case m.Method == "notifications/progress":
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(m.Params, &p) == nil {
+			x.s.routeProgress(&p)
+		}
+	case m.Method != "" && isID:
+		// The server asks something of the client while it works on the
+		// call: answer as tether's go-sdk client does.
+		x.s.sendRaw(ctx, clientAnswer(m.ID, m.Method))
+	case m.Method != "":
+		// Other notifications on a call's stream (logging, list changes)
+		// are ones tether's client has no handler for; list_changed is sent
+		// on the standalone stream, which the go-sdk client reads.
+		x.s.log.Debug("raw tools/call: notification on the call's stream ignored", "method", m.Method)
+	}
+	return nil, nil
+}
+
+// clientAnswer is what tether's go-sdk client (no roots, sampling or
+// elicitation) answers a server's request.
+func clientAnswer(id json.RawMessage, method string) []byte {
+	var tail string
+	switch method {
+	case "ping":
+		tail = `"result":{}`
+	case "roots/list":
+		tail = `"result":{"roots":[]}`
+	case "elicitation/create":
+		tail = `"error":{"code":-32602,"message":"client does not support elicitation"}`
+	case "sampling/createMessage":
+		tail = `"error":{"code":-31001,"message":"client does not support CreateMessage"}`
+	default:
+		tail = `"error":{"code":-32601,"message":"method not found"}`
+	}
+	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,` + tail + `}`)
+}
+
+// sendRaw posts one message (a notification or a response) on the session,
+// bounded by rawSideTimeout and the session's life, whatever became of ctx.
+func (s *Session) sendRaw(ctx context.Context, msg []byte) {
+	version, ok := s.RawProtocolVersion()
+	if !ok {
+		return
+	}
+	sctx, cancel := s.callContext(context.WithoutCancel(ctx))
+	defer cancel()
+	sctx, cancelT := context.WithTimeout(sctx, rawSideTimeout)
+	defer cancelT()
+	x := &rawExchange{s: s, version: version, sessionID: s.cs.ID()}
+	req, err := x.newRequest(sctx, http.MethodPost, msg)
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := s.httpClient.Do(req)
+	if err != nil {
+		s.log.Debug("raw message not delivered", "error", err)
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}

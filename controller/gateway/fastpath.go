@@ -1,0 +1,599 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/connection"
+	"github.com/tether-mcp/tether/controller/tracing"
+)
+
+// The fast path forwards a tools/call as bytes. Through the go-sdk, a call
+// crosses a full server hop (decode the request, encode the answer) and a
+// full client hop (encode, POST, parse the stream, decode the result), and
+// that costs tether about as much CPU as the backend and the agent spend
+// together on a direct call. The fast path parses only the envelope of the
+// caller's request, sends the call on the backend session's own HTTP
+// endpoint and relays the answer, restoring the caller's id and progress
+// token.
+//
+// It is taken only where nothing the go-sdk would do is lost: a POST of one
+// tools/call on a live, initialized HTTP session of the gateway, to a tool
+// whose backend is a streamable HTTP session that negotiated the very
+// protocol version the caller speaks (so nothing needs translating), a
+// classic (pre-2026-07-28) one. Anything else, or any doubt, goes to the
+// go-sdk handler with the body untouched.
+
+// protocolSessionless is the first protocol version whose requests carry
+// their own session state (_meta) and standard headers: the fast path
+// leaves those to the go-sdk.
+const protocolSessionless = "2026-07-28"
+
+// rawBackend is a Backend that can carry a call as bytes:
+// connection.Session over streamable HTTP.
+type rawBackend interface {
+	Backend
+	RawProtocolVersion() (string, bool)
+	CallToolRaw(ctx context.Context, name string, params []connection.RawParam,
+		progress func(*mcp.ProgressNotificationParams)) (json.RawMessage, bool, error)
+}
+
+// errCallerCancelled ends a fast call whose caller sent notifications/cancelled.
+var errCallerCancelled = errors.New("the caller cancelled the call")
+
+// downSession is a gateway HTTP session the fast path may answer for.
+type downSession struct {
+	// lastSDK is when the go-sdk handler last saw a POST of this session
+	// (unix nanoseconds). The go-sdk's idle timer runs from then: calls it
+	// never sees must not let it expire under an active client.
+	lastSDK atomic.Int64
+
+	mu    sync.Mutex
+	calls map[string]context.CancelCauseFunc // fast calls in flight by request id
+}
+
+func (ds *downSession) touch() { ds.lastSDK.Store(time.Now().UnixNano()) }
+
+// start registers a fast call; false if the id is already in flight.
+func (ds *downSession) start(key string, cancel context.CancelCauseFunc) bool {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if _, dup := ds.calls[key]; dup {
+		return false
+	}
+	if ds.calls == nil {
+		ds.calls = make(map[string]context.CancelCauseFunc)
+	}
+	ds.calls[key] = cancel
+	return true
+}
+
+func (ds *downSession) finish(key string) {
+	ds.mu.Lock()
+	delete(ds.calls, key)
+	ds.mu.Unlock()
+}
+
+func (ds *downSession) cancel(key string) bool {
+	ds.mu.Lock()
+	cancel := ds.calls[key]
+	ds.mu.Unlock()
+	if cancel != nil {
+		cancel(errCallerCancelled)
+	}
+	return cancel != nil
+}
+
+// downSessions tracks the gateway's initialized HTTP sessions by id: an id
+// that was never issued, or whose session ended, is not among them.
+type downSessions struct {
+	mu sync.Mutex
+	m  map[string]*downSession
+	// wg counts the goroutines that wait for a session to end; Serve waits
+	// for them after it closed the sessions.
+	wg sync.WaitGroup
+}
+
+func (d *downSessions) get(id string) *downSession {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.m[id]
+}
+
+// sessionInitialized is the server's InitializedHandler: it starts tracking
+// an HTTP session, until it ends.
+func (g *Gateway) sessionInitialized(_ context.Context, req *mcp.InitializedRequest) {
+	ss := req.Session
+	id := ss.ID()
+	if id == "" {
+		return // stdio: no HTTP requests
+	}
+	ds := &downSession{}
+	ds.touch()
+	g.downs.mu.Lock()
+	if g.downs.m == nil {
+		g.downs.m = make(map[string]*downSession)
+	}
+	if _, again := g.downs.m[id]; again {
+		g.downs.mu.Unlock()
+		return // a repeated notifications/initialized
+	}
+	g.downs.m[id] = ds
+	g.downs.mu.Unlock()
+	g.downs.wg.Add(1)
+	go func() {
+		defer g.downs.wg.Done()
+		_ = ss.Wait() // returns when the session is closed, by whoever
+		g.downs.mu.Lock()
+		delete(g.downs.m, id)
+		g.downs.mu.Unlock()
+	}()
+}
+
+// serveHTTP is the gateway's HTTP handler: the fast path where it applies,
+// the go-sdk's streamable handler for everything else.
+func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		g.sdk.ServeHTTP(w, r)
+		return
+	}
+	sid := r.Header.Get(sessionIDHeader)
+	var ds *downSession
+	if sid != "" {
+		ds = g.downs.get(sid)
+	}
+	if ds == nil || !fastHeaders(r) {
+		g.toSDK(w, r, ds)
+		return
+	}
+	// Read what the SDK would accept, and no more: a larger body is passed
+	// on whole for the SDK to refuse.
+	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
+	if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes {
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		g.toSDK(w, r, ds)
+		return
+	}
+	orig := r.Body
+	r.Body = readCloser{bytes.NewReader(body), orig}
+	if g.tryFast(w, r, ds, body) {
+		return
+	}
+	// Rewind: the SDK reads the body from its start.
+	r.Body = readCloser{bytes.NewReader(body), orig}
+	g.toSDK(w, r, ds)
+}
+
+func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession) {
+	if ds != nil && r.Method == http.MethodPost {
+		ds.touch()
+	}
+	g.sdk.ServeHTTP(w, r)
+}
+
+// fastHeaders checks what the go-sdk checks of a POST before it reads the
+// body (a foreign Host on a loopback listener, the media types) and what
+// the fast path needs (a classic protocol version, no resumption): a
+// request that fails is left to the go-sdk, which answers it.
+func fastHeaders(r *http.Request) bool {
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
+		if isLoopbackHost(local.String()) && !isLoopbackHost(r.Host) {
+			return false
+		}
+	}
+	v := r.Header.Get(protocolVersionHeader)
+	if v == "" || v >= protocolSessionless {
+		return false
+	}
+	if len(r.Header.Values("Last-Event-ID")) > 0 || r.Header.Get("Mcp-Method") != "" || r.Header.Get("Mcp-Name") != "" {
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	return acceptsBoth(r.Header.Values("Accept"))
+}
+
+// isLoopbackHost is the go-sdk's test of a Host header or local address.
+func isLoopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// acceptsBoth reports whether Accept admits application/json and
+// text/event-stream, as the go-sdk requires of a POST.
+func acceptsBoth(values []string) bool {
+	var jsonOK, streamOK bool
+	for _, value := range values {
+		for token := range strings.SplitSeq(value, ",") {
+			base, _, _ := strings.Cut(token, ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
+}
+
+// fastRequest is what the fast path keeps of a caller's tools/call.
+type fastRequest struct {
+	id     json.RawMessage // the caller's, verbatim
+	key    string          // id as a map key
+	name   string
+	params []connection.RawParam // arguments and the multi-round-trip keys, verbatim
+	token  json.RawMessage       // the caller's progressToken; nil if none
+	trace  mcp.Meta              // the caller's traceparent and tracestate
+}
+
+// forwardedParams are the params keys the slow path sends upstream besides
+// name and _meta (see callTool); others are dropped there, and here.
+var forwardedParams = map[string]bool{"arguments": true, "inputResponses": true, "requestState": true}
+
+// parseCall parses a POST body that should be one tools/call. Keys are
+// matched exactly (encoding/json matches struct fields without regard to
+// case), and anything unusual answers false.
+func parseCall(body []byte) (*fastRequest, bool) {
+	var env map[string]json.RawMessage
+	if json.Unmarshal(body, &env) != nil || len(env) != 4 {
+		return nil, false
+	}
+	if string(env["jsonrpc"]) != `"2.0"` || string(env["method"]) != `"`+methodCallTool+`"` {
+		return nil, false
+	}
+	key, ok := idKey(env["id"])
+	if !ok {
+		return nil, false
+	}
+	var params map[string]json.RawMessage
+	if p := env["params"]; len(p) == 0 || p[0] != '{' || json.Unmarshal(p, &params) != nil {
+		return nil, false
+	}
+	req := &fastRequest{id: env["id"], key: key}
+	if json.Unmarshal(params["name"], &req.name) != nil || req.name == "" {
+		return nil, false
+	}
+	for k, v := range params {
+		if forwardedParams[k] {
+			req.params = append(req.params, connection.RawParam{Key: k, Value: v})
+		}
+	}
+	if raw, ok := params["_meta"]; ok && string(raw) != "null" {
+		var meta map[string]json.RawMessage
+		if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &meta) != nil {
+			return nil, false
+		}
+		for k, v := range meta {
+			switch {
+			case strings.HasPrefix(k, "io.modelcontextprotocol/"):
+				// Per-request protocol state: the go-sdk's business.
+				return nil, false
+			case k == "progressToken":
+				if _, ok := idKey(v); !ok {
+					return nil, false
+				}
+				req.token = v
+			case k == tracing.MetaTraceparent || k == "tracestate":
+				var s string
+				if json.Unmarshal(v, &s) == nil {
+					if req.trace == nil {
+						req.trace = mcp.Meta{}
+					}
+					req.trace[k] = s
+				}
+			}
+		}
+	}
+	return req, true
+}
+
+// idKey validates a JSON-RPC id (a string or an integer) and returns it as
+// a key that tells a string from a number.
+func idKey(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 {
+		return "", false
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false
+		}
+		return "s" + s, true
+	}
+	digits := raw
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return "", false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return "n" + string(raw), true
+}
+
+// tryFast answers the request if the fast path applies; false leaves it,
+// unanswered, to the go-sdk. A notifications/cancelled for a fast call is
+// acted on here and still passed on (the go-sdk answers it 202).
+func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSession, body []byte) bool {
+	if !bytes.Contains(body, []byte(`"`+methodCallTool+`"`)) {
+		if bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
+			g.cancelFast(ds, body)
+		}
+		return false
+	}
+	if g.noFastPath.Load() {
+		return false
+	}
+	req, ok := parseCall(body)
+	if !ok {
+		return false
+	}
+	rt, ok := g.routes.Load().route(req.name)
+	if !ok {
+		return false // unknown or down: the go-sdk and interceptDown answer
+	}
+	t := rt.target
+	rb, ok := t.backend.(rawBackend)
+	if !ok {
+		return false
+	}
+	if v, ok := rb.RawProtocolVersion(); !ok || v != r.Header.Get(protocolVersionHeader) {
+		return false
+	}
+	if st := g.sessionTimeout(); st > 0 {
+		// The go-sdk's idle timer started at the last POST it saw at the
+		// earliest; this call must end well before it can fire, or go
+		// through the go-sdk, which restarts it.
+		idle := time.Since(time.Unix(0, ds.lastSDK.Load()))
+		if idle+t.timeout >= st/2 {
+			return false
+		}
+	}
+	g.fastCall(w, r, ds, req, rt, rb)
+	return true
+}
+
+func (g *Gateway) sessionTimeout() time.Duration {
+	if g.opts.SessionTimeout == 0 {
+		return DefaultSessionTimeout
+	}
+	return max(g.opts.SessionTimeout, 0)
+}
+
+// cancelFast acts on a caller's notifications/cancelled for a fast call.
+func (g *Gateway) cancelFast(ds *downSession, body []byte) {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "notifications/cancelled" {
+		return
+	}
+	if key, ok := idKey(msg.Params.RequestID); ok && ds.cancel(key) {
+		g.log.Debug("gateway: caller cancelled a call", "id", string(msg.Params.RequestID))
+	}
+}
+
+// fastCall runs one call on the fast path and answers it. It does what
+// callTool does, with the same span, metrics, log line and errors.
+func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSession, req *fastRequest, rt route, rb rawBackend) {
+	g.fastCalls.Add(1)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	out := &fastWriter{w: w, id: req.id, token: req.token}
+	if !ds.start(req.key, cancel) {
+		// As the go-sdk answers a call whose id is in flight.
+		out.error(http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("duplicate in-flight request ID %s", idText(req.id))})
+		return
+	}
+	defer ds.finish(req.key)
+
+	name := req.name
+	ctx, span := startCallSpan(ctx, req.trace, r.Header, name)
+	defer span.End()
+	t := rt.target
+	annotateCallSpan(span, rt)
+	start := time.Now()
+	callCtx, done := t.callContext(ctx)
+	var progress func(*mcp.ProgressNotificationParams)
+	if req.token != nil {
+		progress = out.progress
+	}
+	res, isError, err := rb.CallToolRaw(callCtx, rt.tool, req.params, progress)
+	callErr := callCtx.Err()
+	done()
+	d := time.Since(start)
+	if err == nil && res != nil {
+		if res, err = dropHopMetaJSON(res); err == nil {
+			g.callAnswered(ctx, t, name, isError, d)
+			out.result(res)
+			return
+		}
+		err = fmt.Errorf("invalid result: %w", err)
+	}
+	err = g.callFailed(ctx, t, name, err, callErr, d)
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) {
+		je = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	out.error(http.StatusOK, je)
+}
+
+func idText(id json.RawMessage) string {
+	var s string
+	if json.Unmarshal(id, &s) == nil {
+		return s
+	}
+	return string(id)
+}
+
+// dropHopMetaJSON is dropHopMeta for a result as JSON, and makes an absent
+// content an empty list as the go-sdk server does. A result that needs
+// neither is returned as it is.
+func dropHopMetaJSON(res json.RawMessage) (json.RawMessage, error) {
+	var head struct {
+		Meta    map[string]json.RawMessage `json:"_meta"`
+		Content json.RawMessage            `json:"content"`
+	}
+	if err := json.Unmarshal(res, &head); err != nil {
+		return nil, err
+	}
+	hop := false
+	for k := range head.Meta {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			hop = true
+			break
+		}
+	}
+	noContent := len(head.Content) == 0 || string(head.Content) == "null"
+	if !hop && !noContent {
+		return res, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(res, &m); err != nil {
+		return nil, err
+	}
+	if hop {
+		for k := range head.Meta {
+			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+				delete(head.Meta, k)
+			}
+		}
+		if len(head.Meta) == 0 {
+			delete(m, "_meta")
+		} else {
+			b, err := json.Marshal(head.Meta)
+			if err != nil {
+				return nil, err
+			}
+			m["_meta"] = b
+		}
+	}
+	if noContent {
+		m["content"] = json.RawMessage("[]")
+	}
+	return json.Marshal(m)
+}
+
+// fastWriter answers one fast call: application/json when the answer is all
+// there is, an event stream (framed as the go-sdk frames it, without event
+// ids: the gateway keeps no event store) once a progress notification must
+// go out before it. Its methods are called one at a time: progress from the
+// session's delivery goroutine, which CallToolRaw waits for before it
+// returns, then the answer.
+type fastWriter struct {
+	w     http.ResponseWriter
+	id    json.RawMessage
+	token json.RawMessage
+	sse   bool
+	gone  bool // writing failed: the caller is gone
+}
+
+func (f *fastWriter) progress(p *mcp.ProgressNotificationParams) {
+	if p == nil || f.gone {
+		return
+	}
+	msg, err := json.Marshal(&struct {
+		JSONRPC string                          `json:"jsonrpc"`
+		Method  string                          `json:"method"`
+		Params  *mcp.ProgressNotificationParams `json:"params"`
+	}{"2.0", "notifications/progress", &mcp.ProgressNotificationParams{
+		ProgressToken: f.token, Progress: p.Progress, Total: p.Total, Message: p.Message,
+	}})
+	if err != nil {
+		return
+	}
+	f.event(msg)
+}
+
+func (f *fastWriter) event(msg []byte) {
+	if !f.sse {
+		f.sse = true
+		h := f.w.Header()
+		h.Set("Cache-Control", "no-cache, no-transform")
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Connection", "keep-alive")
+		f.w.WriteHeader(http.StatusOK)
+	}
+	buf := make([]byte, 0, len(msg)+24)
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, msg...)
+	buf = append(buf, "\n\n"...)
+	if _, err := f.w.Write(buf); err != nil {
+		f.gone = true
+		return
+	}
+	_ = http.NewResponseController(f.w).Flush()
+}
+
+func (f *fastWriter) result(res json.RawMessage) {
+	buf := make([]byte, 0, len(res)+len(f.id)+40)
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, f.id...)
+	buf = append(buf, `,"result":`...)
+	buf = append(buf, res...)
+	buf = append(buf, '}')
+	f.answer(http.StatusOK, buf)
+}
+
+func (f *fastWriter) error(status int, je *jsonrpc.Error) {
+	e, err := json.Marshal(je)
+	if err != nil {
+		e = []byte(`{"code":-32603,"message":"internal error"}`)
+	}
+	buf := make([]byte, 0, len(e)+len(f.id)+40)
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, f.id...)
+	buf = append(buf, `,"error":`...)
+	buf = append(buf, e...)
+	buf = append(buf, '}')
+	f.answer(status, buf)
+}
+
+func (f *fastWriter) answer(status int, msg []byte) {
+	if f.gone {
+		return
+	}
+	if f.sse {
+		f.event(msg)
+		return
+	}
+	h := f.w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "application/json")
+	f.w.WriteHeader(status)
+	_, _ = f.w.Write(msg)
+}
