@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,7 +55,10 @@ var (
 )
 
 // The bounded second labels, built once and shared by every scrape: a
-// scrape must not allocate what never changes.
+// scrape must not allocate what never changes. Each list is in label value
+// order, and Collect sends connections in name order, so that every family
+// reaches the registry already in the order it sorts them into; sorting
+// ~19,000 series that arrive in map order was an eighth of a scrape's CPU.
 var (
 	labelConnection = "connection"
 	stateLabels     = labelPairs("state", len(spec.Phases), func(i int) string { return stateLabel(spec.Phases[i]) })
@@ -61,11 +66,19 @@ var (
 	callLabels      = labelPairs("result", len(callResults), func(i int) string { return callResults[i] })
 )
 
-func labelPairs(name string, n int, value func(int) string) []*dto.LabelPair {
-	out := make([]*dto.LabelPair, n)
+// indexedPair is a label pair and the index of its value in the list it
+// was made from (spec.Phases, attemptResults, callResults).
+type indexedPair struct {
+	index int
+	pair  *dto.LabelPair
+}
+
+func labelPairs(name string, n int, value func(int) string) []indexedPair {
+	out := make([]indexedPair, n)
 	for i := range out {
-		out[i] = &dto.LabelPair{Name: &name, Value: new(value(i))}
+		out[i] = indexedPair{i, &dto.LabelPair{Name: &name, Value: new(value(i))}}
 	}
+	slices.SortFunc(out, func(a, b indexedPair) int { return strings.Compare(a.pair.GetValue(), b.pair.GetValue()) })
 	return out
 }
 
@@ -202,6 +215,7 @@ func (s *connectionSet) Collect(ch chan<- prometheus.Metric) {
 		conns = append(conns, c)
 	}
 	s.mu.RUnlock()
+	slices.SortFunc(conns, func(a, b *connection) int { return strings.Compare(a.name, b.name) })
 
 	for _, c := range conns {
 		sc := c.scrape()
@@ -300,22 +314,22 @@ func (c *connection) scrape() *connectionScrape {
 		up = 1
 	}
 	gauge(descUp, sc.one[:], up)
-	for i, l := range stateLabels {
+	for _, l := range stateLabels {
 		v := 0.0
-		if i == int(phase) {
+		if l.index == int(phase) {
 			v = 1
 		}
-		gauge(descState, with(l), v)
+		gauge(descState, with(l.pair), v)
 	}
 	gauge(descTools, sc.one[:], float64(tools))
-	for i, l := range attemptLabels {
-		counter(descAttempts, with(l), attempts[i])
+	for _, l := range attemptLabels {
+		counter(descAttempts, with(l.pair), attempts[l.index])
 	}
 	gauge(descLastTransition, sc.one[:], float64(transition)/1e9)
 	sc.samples = append(sc.samples, sample{desc: descHealthCheck, labels: sc.one[:],
 		hist: sc.health.build(healthCheckBuckets[:], healthZeroBuckets, sc.healthCum[:], sc.healthPtrs[:], &sc.created)})
-	for i, l := range callLabels {
-		counter(descToolCalls, with(l), calls[i])
+	for _, l := range callLabels {
+		counter(descToolCalls, with(l.pair), calls[l.index])
 	}
 	sc.samples = append(sc.samples, sample{desc: descToolCallTime, labels: sc.one[:],
 		hist: sc.callTime.build(toolCallBuckets[:], toolCallZeroBuckets, sc.callTimeCum[:], sc.callTimePtrs[:], &sc.created)})
