@@ -3,6 +3,8 @@ package metrics
 import (
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -282,5 +284,70 @@ func TestResultIndexesMatchLabels(t *testing.T) {
 				t.Errorf("label %q is number %d, its counter index %d", l, i, tc.index[l])
 			}
 		}
+	}
+}
+
+// TestConcurrentScrapes runs scrapes in every format side by side while
+// observations land: the label pairs, 0/1 gauges and empty buckets a
+// scrape shares with the others are only read (the protobuf encoder's size
+// cache is atomic), which the race detector checks here.
+func TestConcurrentScrapes(t *testing.T) {
+	m, _ := newTestMetrics(time.Unix(1000, 0))
+	for _, n := range []string{"a", "b"} {
+		m.ConnectionAdded(n)
+		m.SetPhase(n, spec.PhaseConnected)
+	}
+	h := m.Handler(nil)
+
+	stop := make(chan struct{})
+	var observers sync.WaitGroup
+	observers.Add(1)
+	go func() {
+		defer observers.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m.ObserveCall("a", CallOK, 3*time.Millisecond)
+			m.ObserveHealthCheck("b", time.Millisecond)
+		}
+	}()
+	defer func() {
+		close(stop)
+		observers.Wait()
+	}()
+
+	formats := []struct{ accept, want string }{
+		{"", `tether_connection_up{connection="a"} 1`},
+		{"application/openmetrics-text; version=1.0.0", `tether_connection_up{connection="b"} 1`},
+		{"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited", "tether_connection_up"},
+	}
+	var scrapers sync.WaitGroup
+	errs := make(chan string, 2*len(formats)*5)
+	for range 2 {
+		for _, f := range formats {
+			scrapers.Add(1)
+			go func() {
+				defer scrapers.Done()
+				for range 5 {
+					req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+					if f.accept != "" {
+						req.Header.Set("Accept", f.accept)
+					}
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), f.want) {
+						errs <- fmt.Sprintf("Accept %q: %d, body without %q", f.accept, rec.Code, f.want)
+					}
+				}
+			}()
+		}
+	}
+	scrapers.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
