@@ -148,9 +148,9 @@ func bucket(bounds []float64, v float64) int {
 }
 
 // connectionSet holds the known connections and collects their series. Its
-// lock is held only to find, add or remove a record, never while a record
-// is updated or a scrape sends series, so a scrape neither blocks a tool
-// call nor waits behind one.
+// lock is held only to find, add, remove or list records, never while a
+// record is updated or a scrape sends series, so a scrape neither blocks a
+// tool call nor waits behind one.
 type connectionSet struct {
 	mu     sync.RWMutex
 	byName map[string]*connection
