@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/connection"
+	"github.com/tether-mcp/tether/spec"
 )
 
 // The gateway's cost per call, measured against a direct call to the same
@@ -83,6 +86,41 @@ func BenchmarkGatewayCall(b *testing.B) {
 				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bench_echo", Arguments: benchArgs})
 				return err
 			})
+		})
+	}
+}
+
+// BenchmarkGatewayFastCall is BenchmarkGatewayCall with the backend reached
+// through connection.Session, as tether does: calls take the fast path.
+func BenchmarkGatewayFastCall(b *testing.B) {
+	for _, bc := range benchCases {
+		b.Run(bc.name, func(b *testing.B) {
+			url := benchBackend(b, bc.work)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			sess, err := connection.Connect(ctx, connection.Request{Name: "bench", Spec: &spec.Spec{HTTP: &spec.HTTPSpec{URL: url}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = sess.Close() })
+			g := New(Options{ObserveCall: func(string, string, time.Duration) {}})
+			g.Set(Connection{Name: "bench", Prefix: "bench", Tools: sess.Tools(), Backend: sess})
+			hs := httptest.NewServer(g.Handler())
+			b.Cleanup(hs.Close)
+			cs := benchClient(b, hs.URL)
+			for g.downs.get(cs.ID()) == nil {
+				if ctx.Err() != nil {
+					b.Fatal("the gateway never tracked the session")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			runCalls(b, bc.conc, func(ctx context.Context) error {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bench_echo", Arguments: benchArgs})
+				return err
+			})
+			if g.fastCalls.Load() == 0 {
+				b.Fatal("no call took the fast path")
+			}
 		})
 	}
 }
