@@ -459,10 +459,13 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 		// The server asks something of the client while it works on the
 		// call: answer as tether's go-sdk client does.
 		x.s.sendRaw(ctx, clientAnswer(m.ID, m.Method))
+	case m.Method == "notifications/tools/list_changed":
+		// As the go-sdk client's handler does (servers usually send it on
+		// the standalone stream, which the go-sdk client reads).
+		x.s.toolsChangedUpstream()
 	case m.Method != "":
-		// Other notifications on a call's stream (logging, list changes)
-		// are ones tether's client has no handler for; list_changed is sent
-		// on the standalone stream, which the go-sdk client reads.
+		// Other notifications (logging, other list changes) are ones
+		// tether's client has no handler for.
 		x.s.log.Debug("raw tools/call: notification on the call's stream ignored", "method", m.Method)
 	}
 	return nil, nil

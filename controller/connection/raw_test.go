@@ -1,10 +1,12 @@
 package connection
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -213,5 +215,58 @@ func TestRawProtocolVersionStdio(t *testing.T) {
 	defer cancel()
 	if _, _, err := s.CallToolRaw(ctx, "test_simple_text", nil, nil); err == nil {
 		t.Error("CallToolRaw on a stdio session succeeded")
+	}
+}
+
+// A tools/list_changed the server sends on a call's own stream refreshes the
+// session's tools, as when the go-sdk client receives it.
+func TestCallToolRawListChangedOnCallStream(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "raw", Version: "1"}, nil)
+	schema := json.RawMessage(`{"type":"object"}`)
+	srv.AddTool(&mcp.Tool{Name: "grow", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "grown"}}}, nil
+	})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	// For a raw call, announce a list change on the call's stream, before
+	// the go-sdk writes its answer on the same stream.
+	// The standalone stream stays silent, so that the go-sdk's own
+	// list_changed (sent there when a tool is added) cannot stand in.
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			_ = http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+			return
+		}
+		if r.Method == http.MethodPost && r.Header.Get(hdrSessionID) != "" {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"tether-fast-`)) {
+				srv.AddTool(&mcp.Tool{Name: "new", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{}, nil
+				})
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
+			}
+		}
+		sdk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	changed := make(chan struct{}, 4)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, ""), OnToolsChanged: func() { changed <- struct{}{} }})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, _, err := s.CallToolRaw(ctx, "grow", nil, nil); err != nil || !strings.Contains(string(res), "grown") {
+		t.Fatalf("grow: %s, %v", res, err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("OnToolsChanged never ran")
+	}
+	if n := len(s.Tools()); n != 2 {
+		t.Errorf("%d tools after the refresh, want 2", n)
 	}
 }
