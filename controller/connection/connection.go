@@ -509,6 +509,8 @@ func (s *Session) Probe(ctx context.Context) error {
 	if s.newProtocol() {
 		method = "tools/list"
 		err = s.listToolsUncached(callCtx)
+	} else if raw, rerr := s.pingRaw(callCtx); raw {
+		err = rerr
 	} else {
 		err = s.cs.Ping(callCtx, nil)
 	}

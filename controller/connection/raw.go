@@ -123,7 +123,7 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 	if err != nil {
 		return nil, false, s.red.Err(fmt.Errorf("%s: %w", op, err))
 	}
-	x := &rawExchange{s: s, version: version, sessionID: s.cs.ID(), id: id}
+	x := &rawExchange{s: s, method: "tools/call", version: version, sessionID: s.cs.ID(), id: id}
 	result, err = x.call(callCtx, body)
 	if err != nil {
 		if callCtx.Err() != nil && !x.answered {
@@ -217,6 +217,7 @@ func cancelledMessage(id string) []byte {
 // rawExchange is one raw request and the messages the server sends back.
 type rawExchange struct {
 	s         *Session
+	method    string // the request's method: "tools/call" or "ping"
 	version   string
 	sessionID string
 	id        string // the request's id (a string)
@@ -289,7 +290,7 @@ func (x *rawExchange) post(ctx context.Context, body []byte) (*http.Response, er
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := x.s.httpClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("sending \"tools/call\": %w", err)
+		return nil, fmt.Errorf("sending %q: %w", x.method, err)
 	}
 	if err := x.checkResponse(resp); err != nil {
 		return nil, err
@@ -306,7 +307,7 @@ func (x *rawExchange) resume(ctx context.Context, lastEventID string) (*http.Res
 	req.Header.Set(hdrLastEventID, lastEventID)
 	resp, err := x.s.httpClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("resuming \"tools/call\": %w", err)
+		return nil, fmt.Errorf("resuming %q: %w", x.method, err)
 	}
 	if err := x.checkResponse(resp); err != nil {
 		return nil, err
@@ -324,17 +325,17 @@ func (x *rawExchange) checkResponse(resp *http.Response) error {
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return fmt.Errorf("tools/call: %s", http.StatusText(resp.StatusCode))
+		return fmt.Errorf("%s: %s", x.method, http.StatusText(resp.StatusCode))
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var m rawMessage
 	if json.Unmarshal(body, &m) == nil && m.Error != nil {
-		return fmt.Errorf("tools/call: %w: %s", m.Error, http.StatusText(resp.StatusCode))
+		return fmt.Errorf("%s: %w: %s", x.method, m.Error, http.StatusText(resp.StatusCode))
 	}
 	if resp.StatusCode == http.StatusNotFound {
-		return fmt.Errorf("tools/call: failed to connect (session ID: %v): %w", x.sessionID, mcp.ErrSessionMissing)
+		return fmt.Errorf("%s: failed to connect (session ID: %v): %w", x.method, x.sessionID, mcp.ErrSessionMissing)
 	}
-	return fmt.Errorf("tools/call: %s", http.StatusText(resp.StatusCode))
+	return fmt.Errorf("%s: %s", x.method, http.StatusText(resp.StatusCode))
 }
 
 // read consumes one response body. It returns the result once the answer
@@ -351,17 +352,17 @@ func (x *rawExchange) read(ctx context.Context, resp *http.Response) (result jso
 	case "application/json":
 		body, err := io.ReadAll(resp.Body)
 		if err != nil {
-			return nil, "", 0, fmt.Errorf("tools/call: failed to read body: %w", err)
+			return nil, "", 0, fmt.Errorf("%s: failed to read body: %w", x.method, err)
 		}
 		result, err := x.handle(ctx, body)
 		if err == nil && !x.answered {
-			err = errors.New("tools/call: the JSON answer is not the call's response")
+			err = fmt.Errorf("%s: the JSON answer is not the response", x.method)
 		}
 		return result, "", 0, err
 	case "text/event-stream":
 		return x.readEvents(ctx, resp.Body)
 	default:
-		return nil, "", 0, fmt.Errorf("tools/call: unsupported content type %q", mediaType)
+		return nil, "", 0, fmt.Errorf("%s: unsupported content type %q", x.method, mediaType)
 	}
 }
 
@@ -399,7 +400,9 @@ func (x *rawExchange) readEvents(ctx context.Context, body io.Reader) (result js
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {
 			// End of an event: dispatch it.
-			if hasData && (event == "" || event == "message") {
+			// An event with empty data is not dispatched (the SSE rules):
+			// servers send one to prime a resumable stream with its id.
+			if hasData && len(data) > 0 && (event == "" || event == "message") {
 				res, err := x.handle(ctx, data)
 				if err != nil || x.answered {
 					return res, lastEventID, retry, err
@@ -433,7 +436,7 @@ func (x *rawExchange) readEvents(ctx context.Context, body io.Reader) (result js
 func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, error) {
 	var m rawMessage
 	if err := json.Unmarshal(msg, &m); err != nil {
-		return nil, fmt.Errorf("tools/call: failed to decode event: %w", err)
+		return nil, fmt.Errorf("%s: failed to decode event: %w", x.method, err)
 	}
 	isID := len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null"))
 	switch {
@@ -447,7 +450,7 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 			return nil, m.Error
 		}
 		if len(m.Result) == 0 || bytes.Equal(m.Result, []byte("null")) {
-			return nil, errors.New("tools/call: response without a result")
+			return nil, fmt.Errorf("%s: response without a result", x.method)
 		}
 		return m.Result, nil
 	case m.Method == "notifications/progress":
@@ -515,4 +518,20 @@ func (s *Session) sendRaw(ctx context.Context, msg []byte) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
+}
+
+// pingRaw pings the server beside the go-sdk, on a streamable session: the
+// health probe of 1,000 idle connections, one every 30 s each, was most of
+// tether's idle CPU through the go-sdk (each message it decodes allocates a
+// fresh 32 KiB buffer, and the garbage drives the GC). ok is false when the
+// session cannot carry raw requests; the caller pings through the go-sdk.
+func (s *Session) pingRaw(ctx context.Context) (ok bool, err error) {
+	version, ok := s.RawProtocolVersion()
+	if !ok {
+		return false, nil
+	}
+	id := "tether-ping-" + strconv.FormatUint(rawSeq.Add(1), 10)
+	x := &rawExchange{s: s, method: "ping", version: version, sessionID: s.cs.ID(), id: id}
+	_, err = x.call(ctx, []byte(`{"jsonrpc":"2.0","id":"`+id+`","method":"ping"}`))
+	return true, err
 }

@@ -270,3 +270,20 @@ func TestCallToolRawListChangedOnCallStream(t *testing.T) {
 		t.Errorf("%d tools after the refresh, want 2", n)
 	}
 }
+
+// The TypeScript SDK's server primes each resumable stream with an event
+// that has an id and no data; such an event is not a message.
+func TestCallToolRawNpmPeer(t *testing.T) {
+	port := freePort(t)
+	startHTTPPeer(t, port, []string{fmt.Sprintf("PORT=%d", port)}, npmEverything(t), "streamableHttp")
+	s := connect(t, Request{Spec: httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")})
+	if _, ok := s.RawProtocolVersion(); !ok {
+		t.Fatal("a streamable session of the npm server cannot carry raw calls")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, isError, err := s.CallToolRaw(ctx, "echo", []RawParam{{Key: "arguments", Value: json.RawMessage(`{"message":"primed"}`)}}, nil)
+	if err != nil || isError || !strings.Contains(string(res), "primed") {
+		t.Fatalf("echo: %s, %v, %v", res, isError, err)
+	}
+}
