@@ -137,18 +137,23 @@ func TestGatewayEndToEnd(t *testing.T) {
 	everything := npmPeer(t, "mcp-server-everything")
 	example := filepath.Join(bin, "tether-example-server")
 	dir := t.TempDir()
-	goPort, gwPort := freePort(t), freePort(t)
+	goPort, evhPort, gwPort := freePort(t), freePort(t), freePort(t)
 	goSrv := startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", goPort))
+	startServer(t, []string{fmt.Sprintf("PORT=%d", evhPort)}, everything, "streamableHttp")
 	waitTCP(t, goPort, 20*time.Second)
+	waitTCP(t, evhPort, 20*time.Second)
 
 	writeFile(t, filepath.Join(dir, "ev.yaml"), stdioManifest("ev", everything, []string{"stdio"}, fastHealth))
 	writeFile(t, filepath.Join(dir, "go.yaml"), httpManifest("go", fmt.Sprintf("http://127.0.0.1:%d/mcp", goPort), "streamable", ""))
+	// server-everything over streamable HTTP as well: the TypeScript SDK
+	// frames its event streams differently from the go-sdk.
+	writeFile(t, filepath.Join(dir, "evh.yaml"), httpManifest("evh", fmt.Sprintf("http://127.0.0.1:%d/mcp", evhPort), "streamable", ""))
 	writeFile(t, filepath.Join(dir, "ex.yaml"), stdioManifest("ex", example, nil, fastHealth))
 	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
 	waitTCP(t, gwPort, 20*time.Second)
 
 	gc := connectGateway(t, &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort)})
-	gc.waitTools(t, "every backend's tools", hasAll("ev_echo", "go_test_simple_text", "ex_slow", "ex_add"))
+	gc.waitTools(t, "every backend's tools", hasAll("ev_echo", "evh_echo", "go_test_simple_text", "ex_slow", "ex_add"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -157,6 +162,10 @@ func TestGatewayEndToEnd(t *testing.T) {
 		res, err := gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "ev_echo", Arguments: map[string]any{"message": "hi"}})
 		if err != nil || !strings.Contains(textOf(res), "Echo: hi") {
 			t.Errorf("ev_echo = %v, %v", res, err)
+		}
+		res, err = gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "evh_echo", Arguments: map[string]any{"message": "over http"}})
+		if err != nil || !strings.Contains(textOf(res), "Echo: over http") {
+			t.Errorf("evh_echo = %v, %v", res, err)
 		}
 		res, err = gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "go_test_simple_text"})
 		if err != nil || res.IsError || textOf(res) == "" {
