@@ -81,11 +81,16 @@ func buildBinaries(withPprof bool) (_ *binaries, err error) {
 		}
 		tetherArgs = append(tetherArgs, "-overlay", ovFile)
 	}
-	for _, args := range [][]string{
+	for i, args := range [][]string{
 		append(tetherArgs, "./cmd/tether"),
 		{"build", "-o", b.example, "./examples/server"},
 	} {
-		out, err := exec.Command("go", args...).CombinedOutput()
+		cmd := exec.Command("go", args...)
+		if i == 0 {
+			// As `make build` builds it: static, no cgo.
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		}
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
