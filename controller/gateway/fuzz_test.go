@@ -160,8 +160,8 @@ func FuzzExposeTool(f *testing.F) {
 			tool.InputSchema = v
 		}
 		et := exposeTool(tool, exposedName("p", name))
-		if !json.Valid(et.def) {
-			t.Fatalf("definition %q is not JSON", et.def)
+		if def, err := json.Marshal(et.tool); err != nil || !json.Valid(def) {
+			t.Fatalf("definition %q is not JSON: %v", def, err)
 		}
 		s := mcp.NewServer(&mcp.Implementation{Name: "fuzz", Version: "0"}, nil)
 		h := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return nil, nil }

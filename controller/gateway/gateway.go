@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -452,7 +451,7 @@ func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool)
 		}
 		owner := cl[0]
 		edit.set(name, route{target: owner.st.target, tool: owner.et.orig})
-		if cur, ok := g.exposed[name]; !ok || !bytes.Equal(cur.def, owner.et.def) {
+		if cur, ok := g.exposed[name]; !ok || cur.def != owner.et.def {
 			add = append(add, owner)
 		}
 		for _, c := range cl {

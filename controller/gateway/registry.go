@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -40,7 +39,7 @@ func sentinelHandler(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult
 // bindsHeaders reports whether a published definition has x-mcp-header
 // annotations, which the go-sdk validates and checks calls against.
 func bindsHeaders(et *exposedTool) bool {
-	return bytes.Contains(et.def, []byte(`"x-mcp-header"`))
+	return et.bindsHeaders
 }
 
 // serveTools answers tools/list and tools/call for the gateway's tools.

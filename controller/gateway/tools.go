@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -20,9 +22,12 @@ func exposedName(prefix, tool string) string {
 type exposedTool struct {
 	orig string    // the backend's own name, sent upstream on tools/call
 	tool *mcp.Tool // renamed and normalised copy; never the backend's value
-	// def is the JSON of tool: two definitions with equal def need no
-	// AddTool, which is what keeps an unchanged list free of list_changed.
-	def []byte
+	// def is the SHA-256 of tool's JSON: two definitions with equal def are
+	// the same, which keeps an unchanged list free of list_changed. (A hash,
+	// not the JSON: 5,000 exposed tools held 2.5 MB of it.)
+	def [sha256.Size]byte
+	// bindsHeaders: the definition has x-mcp-header annotations.
+	bindsHeaders bool
 	// fixes says what normalisation changed, logged when the tool is added.
 	fixes []string
 	// inSDK: registered with the go-sdk server too (see registry.go).
@@ -56,7 +61,8 @@ func exposeTool(t *mcp.Tool, name string) *exposedTool {
 		fixes = append(fixes, fmt.Sprintf("kept only name, title, description: %v", err))
 		def, _ = json.Marshal(&cp)
 	}
-	return &exposedTool{orig: t.Name, tool: &cp, def: def, fixes: fixes}
+	return &exposedTool{orig: t.Name, tool: &cp, def: sha256.Sum256(def), fixes: fixes,
+		bindsHeaders: bytes.Contains(def, []byte(`"x-mcp-header"`))}
 }
 
 // normaliseInputSchema returns a schema whose "type" is "object", and what it
