@@ -204,11 +204,22 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		cancel(err)
 		return nil, red.Err(err)
 	}
-	cs, err := s.client.Connect(ctx, transport, nil)
+	var opts *mcp.ClientSessionOptions
+	learned := func(string, bool) {}
+	if sp.HTTP != nil {
+		var v string
+		v, learned = versions.versionFor(ctx, s.transport+" "+sp.HTTP.URL)
+		if v != "" {
+			opts = &mcp.ClientSessionOptions{ProtocolVersion: v}
+		}
+	}
+	cs, err := s.client.Connect(ctx, transport, opts)
 	if err != nil {
+		learned("", true)
 		return nil, s.failConnect(fmt.Errorf("initialize: %w", s.ctxErr(ctx, err)))
 	}
 	s.cs = cs
+	learned(s.Server().ProtocolVersion, false)
 	if _, err := s.refreshTools(ctx); err != nil {
 		return nil, s.failConnect(err)
 	}

@@ -1,0 +1,158 @@
+package connection
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestVersionMemo(t *testing.T) {
+	ctx := context.Background()
+	vm := versionMemo{m: make(map[string]*endpointVersion)}
+
+	// Nothing known: negotiate, and learn.
+	v, done := vm.versionFor(ctx, "a")
+	if v != "" {
+		t.Fatalf("unknown endpoint: version %q, want to negotiate", v)
+	}
+	// Another connect meanwhile waits for the learner, then uses what it
+	// learned.
+	got := make(chan string, 1)
+	go func() {
+		v, _ := vm.versionFor(ctx, "a")
+		got <- v
+	}()
+	select {
+	case v := <-got:
+		t.Fatalf("a second connect did not wait for the learner: %q", v)
+	case <-time.After(50 * time.Millisecond):
+	}
+	done("2025-11-25", false)
+	select {
+	case v := <-got:
+		if v != "2025-11-25" {
+			t.Fatalf("after the learner: %q, want 2025-11-25", v)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the waiting connect was not released")
+	}
+
+	// A connect that used the memory and failed drops it.
+	v, done = vm.versionFor(ctx, "a")
+	if v != "2025-11-25" {
+		t.Fatalf("remembered: %q", v)
+	}
+	done("", true)
+	if v, done = vm.versionFor(ctx, "a"); v != "" {
+		t.Fatalf("after a failed connect: %q, want to negotiate again", v)
+	}
+	// A learner that fails teaches nothing.
+	done("", true)
+	if vm.m["a"] != nil {
+		t.Fatal("a failed learner left a memory")
+	}
+
+	// A 2026-07-28 server: negotiated each time, and nobody waits.
+	_, done = vm.versionFor(ctx, "b")
+	done(protocol2026, false)
+	if v, _ := vm.versionFor(ctx, "b"); v != "" {
+		t.Fatalf("2026 server: %q, want to negotiate (discover)", v)
+	}
+	if e := vm.m["b"]; e == nil || e.learning != nil {
+		t.Fatal("a 2026 server is being learned again: the next connects would wait")
+	}
+
+	// An old memory is asked again.
+	_, done = vm.versionFor(ctx, "c")
+	done("2025-06-18", false)
+	vm.m["c"].learned = time.Now().Add(-versionMemoTTL - time.Second)
+	if v, _ := vm.versionFor(ctx, "c"); v != "" {
+		t.Fatalf("expired memory used: %q", v)
+	}
+
+	// A learner that never finishes holds others at most versionLearnWait,
+	// or until their ctx ends.
+	_, _ = vm.versionFor(ctx, "d")
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if v, _ := vm.versionFor(cctx, "d"); v != "" {
+		t.Fatalf("stuck learner: %q", v)
+	}
+	if d := time.Since(start); d > versionLearnWait/2 {
+		t.Fatalf("waited %s past its ctx", d)
+	}
+}
+
+// methodServer is a go-sdk server that counts the methods it is sent.
+func methodServer(t *testing.T, stateless bool) (url string, count func(method string) int) {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "methods", Version: "1"}, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: stateless})
+	var mu sync.Mutex
+	var bodies [][]byte
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, body)
+			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL, func(method string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, b := range bodies {
+			if bytes.Contains(b, []byte(`"method":"`+method+`"`)) {
+				n++
+			}
+		}
+		return n
+	}
+}
+
+// A server that refuses server/discover is asked once per endpoint; the next
+// sessions start with initialize at the version it agreed to. A 2026-07-28
+// server is asked every time: discover is its handshake.
+func TestVersionRemembered(t *testing.T) {
+	t.Run("refuses discover", func(t *testing.T) {
+		url, count := methodServer(t, false)
+		var first string
+		for i := range 3 {
+			s := connect(t, Request{Spec: httpSpec(url, "")})
+			if i == 0 {
+				first = s.Server().ProtocolVersion
+			} else if v := s.Server().ProtocolVersion; v != first {
+				t.Errorf("session %d negotiated %s, the first %s", i, v, first)
+			}
+		}
+		if n := count("server/discover"); n != 1 {
+			t.Errorf("server/discover sent %d times for 3 sessions, want 1", n)
+		}
+		if n := count("initialize"); n != 3 {
+			t.Errorf("initialize sent %d times, want 3", n)
+		}
+	})
+	t.Run("2026-07-28", func(t *testing.T) {
+		url, count := methodServer(t, true)
+		for range 2 {
+			if v := connect(t, Request{Spec: httpSpec(url, "")}).Server().ProtocolVersion; v < protocol2026 {
+				t.Fatalf("negotiated %s with a stateless go-sdk server", v)
+			}
+		}
+		if n := count("server/discover"); n != 2 {
+			t.Errorf("server/discover sent %d times for 2 sessions, want 2", n)
+		}
+	})
+}
