@@ -264,21 +264,26 @@ func blockStyle(n *yamlv3.Node) {
 // part of one.
 func writeAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("writing status file: %w", err)
+	pattern := "." + filepath.Base(path) + ".tmp-*"
+	tmp, err := os.CreateTemp(dir, pattern)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory is created only when it is missing (--status-dir
+		// trees): at 1,000 connections every syscall of a write counts.
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			tmp, err = os.CreateTemp(dir, pattern)
+		}
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("writing status file: %w", err)
 	}
 	name := tmp.Name()
 	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Chmod(0o644) // on the open file: no second path lookup
+	}
 	cerr := tmp.Close()
 	if werr == nil {
 		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(name, 0o644)
 	}
 	if werr == nil {
 		werr = os.Rename(name, path)
