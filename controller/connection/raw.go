@@ -41,9 +41,14 @@ const (
 // request on a call's stream.
 const rawSideTimeout = 2 * time.Second
 
-// rawResumes bounds how often a call's stream that the server closed before
-// the answer is resumed (Last-Event-ID) without receiving anything new.
-const rawResumes = 2
+// rawResumes bounds how often in a row a call's stream that the server
+// closed before the answer is resumed (Last-Event-ID) without receiving
+// anything new: the go-sdk client's default retry count.
+const rawResumes = 5
+
+// maxRawMessage bounds one message the server sends on a raw request's
+// answer, as the go-sdk client bounds an event (mcp.DefaultMaxEventSize).
+const maxRawMessage = mcp.DefaultMaxEventSize
 
 // rawSeq numbers the requests the raw path sends. Its ids are strings, so
 // they never clash with the go-sdk's integer ids on the same session.
@@ -240,16 +245,23 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 	if err != nil {
 		return nil, err
 	}
+	prevID := ""
 	for resumes := 0; ; {
 		result, lastEventID, retry, err := x.read(ctx, resp)
 		if err != nil || x.answered {
 			return result, err
 		}
 		// The stream ended before the answer. Like the go-sdk, resume it
-		// when the server numbered its events, else give up.
+		// when the server numbered its events, else give up; a stream that
+		// brought new events since the last resume starts the count again
+		// (servers that poll close the stream between progress events).
+		if lastEventID != "" && lastEventID != prevID {
+			resumes = 0
+		}
 		if lastEventID == "" || resumes >= rawResumes {
 			return nil, errors.New("request terminated without response")
 		}
+		prevID = lastEventID
 		resumes++
 		if retry > 0 {
 			t := time.NewTimer(retry)
@@ -350,7 +362,10 @@ func (x *rawExchange) read(ctx context.Context, resp *http.Response) (result jso
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mediaType {
 	case "application/json":
-		body, err := io.ReadAll(resp.Body)
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxRawMessage+1))
+		if err == nil && len(body) > maxRawMessage {
+			err = fmt.Errorf("the answer exceeds %d bytes", maxRawMessage)
+		}
 		if err != nil {
 			return nil, "", 0, fmt.Errorf("%s: failed to read body: %w", x.method, err)
 		}
@@ -384,6 +399,9 @@ func (x *rawExchange) readEvents(ctx context.Context, body io.Reader) (result js
 		for {
 			chunk, err := br.ReadSlice('\n')
 			line = append(line, chunk...)
+			if len(line)+len(data) > maxRawMessage {
+				return nil, "", 0, fmt.Errorf("%s: an event of the server's exceeds %d bytes", x.method, maxRawMessage)
+			}
 			if err == bufio.ErrBufferFull {
 				continue
 			}

@@ -63,24 +63,45 @@ type downSession struct {
 	// never sees must not let it expire under an active client.
 	lastSDK atomic.Int64
 
-	mu    sync.Mutex
-	calls map[string]context.CancelCauseFunc // fast calls in flight by request id
+	mu     sync.Mutex
+	calls  map[string]context.CancelCauseFunc // fast calls in flight by request id
+	closed bool                               // the session ended: its calls were cancelled
 }
+
+// errSessionClosed ends the fast calls of a session that closed (DELETE,
+// idle timeout, shutdown), as the go-sdk ends the calls of a closed session.
+var errSessionClosed = errors.New("the gateway session closed")
 
 func (ds *downSession) touch() { ds.lastSDK.Store(time.Now().UnixNano()) }
 
 // start registers a fast call; false if the id is already in flight.
-func (ds *downSession) start(key string, cancel context.CancelCauseFunc) bool {
+// closed reports a session that ended meanwhile.
+func (ds *downSession) start(key string, cancel context.CancelCauseFunc) (ok, closed bool) {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
+	if ds.closed {
+		return false, true
+	}
 	if _, dup := ds.calls[key]; dup {
-		return false
+		return false, false
 	}
 	if ds.calls == nil {
 		ds.calls = make(map[string]context.CancelCauseFunc)
 	}
 	ds.calls[key] = cancel
-	return true
+	return true, false
+}
+
+// end cancels the calls of a session that closed and refuses new ones.
+func (ds *downSession) end() {
+	ds.mu.Lock()
+	ds.closed = true
+	calls := ds.calls
+	ds.calls = nil
+	ds.mu.Unlock()
+	for _, cancel := range calls {
+		cancel(errSessionClosed)
+	}
 }
 
 func (ds *downSession) finish(key string) {
@@ -142,6 +163,7 @@ func (g *Gateway) sessionInitialized(_ context.Context, req *mcp.InitializedRequ
 		g.downs.mu.Lock()
 		delete(g.downs.m, id)
 		g.downs.mu.Unlock()
+		ds.end()
 	}()
 }
 
@@ -413,7 +435,13 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	out := &fastWriter{w: w, id: req.id, token: req.token}
-	if !ds.start(req.key, cancel) {
+	ok, closed := ds.start(req.key, cancel)
+	if closed {
+		// As the go-sdk answers a request of a session that is gone.
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	if !ok {
 		// As the go-sdk answers a call whose id is in flight.
 		out.error(http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("duplicate in-flight request ID %s", idText(req.id))})
@@ -547,6 +575,19 @@ func (f *fastWriter) event(msg []byte) {
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Connection", "keep-alive")
 		f.w.WriteHeader(http.StatusOK)
+	}
+	if bytes.ContainsAny(msg, "\r\n") {
+		// A data line cannot hold a line break, and the backend's JSON may
+		// (pretty-printed, or joined from several data lines): compact it,
+		// or failing that send one data line per line, which a client
+		// joins back with "\n".
+		var c bytes.Buffer
+		if json.Compact(&c, msg) == nil {
+			msg = c.Bytes()
+		} else {
+			msg = bytes.ReplaceAll(bytes.ReplaceAll(msg, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
+			msg = bytes.ReplaceAll(msg, []byte("\n"), []byte("\ndata: "))
+		}
 	}
 	buf := make([]byte, 0, len(msg)+24)
 	buf = append(buf, "event: message\ndata: "...)
