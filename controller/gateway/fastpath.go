@@ -167,11 +167,16 @@ func (g *Gateway) sessionInitialized(_ context.Context, req *mcp.InitializedRequ
 	}()
 }
 
-// serveHTTP is the gateway's HTTP handler: the fast path where it applies,
-// the go-sdk's streamable handler for everything else.
-func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
+// withFastPath is the gateway's HTTP handler: the fast path where it
+// applies, sdk (the go-sdk's streamable handler, wrapped or not) for
+// everything else.
+func (g *Gateway) withFastPath(sdk http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serveHTTP(w, r, sdk) })
+}
+
+func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Handler) {
 	if r.Method != http.MethodPost || r.Body == nil {
-		g.sdk.ServeHTTP(w, r)
+		sdk.ServeHTTP(w, r)
 		return
 	}
 	sid := r.Header.Get(sessionIDHeader)
@@ -180,7 +185,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ds = g.downs.get(sid)
 	}
 	if ds == nil || !fastHeaders(r) {
-		g.toSDK(w, r, ds)
+		g.toSDK(w, r, ds, sdk)
 		return
 	}
 	// Read what the SDK would accept, and no more: a larger body is passed
@@ -188,7 +193,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
 	if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes {
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		g.toSDK(w, r, ds)
+		g.toSDK(w, r, ds, sdk)
 		return
 	}
 	orig := r.Body
@@ -198,14 +203,14 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Rewind: the SDK reads the body from its start.
 	r.Body = readCloser{bytes.NewReader(body), orig}
-	g.toSDK(w, r, ds)
+	g.toSDK(w, r, ds, sdk)
 }
 
-func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession) {
+func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession, sdk http.Handler) {
 	if ds != nil && r.Method == http.MethodPost {
 		ds.touch()
 	}
-	g.sdk.ServeHTTP(w, r)
+	sdk.ServeHTTP(w, r)
 }
 
 // fastHeaders checks what the go-sdk checks of a POST before it reads the

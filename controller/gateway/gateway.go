@@ -203,7 +203,7 @@ func New(opts Options) *Gateway {
 		// otherwise leave its session and goroutines behind for good.
 		SessionTimeout: max(sessionTimeout, 0),
 	})
-	g.handler = http.HandlerFunc(g.serveHTTP)
+	g.handler = g.withFastPath(g.sdk)
 	return g
 }
 

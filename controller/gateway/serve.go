@@ -76,7 +76,10 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token []byte) erro
 		ln.Close()
 		return fmt.Errorf("gateway: refusing to serve on non-loopback address %s without an auth token file", ln.Addr())
 	}
-	h := g.cancelOnDisconnect(g.handler)
+	// The fast path cancels its own calls when their client goes away;
+	// only what reaches the go-sdk needs cancelOnDisconnect (which reads
+	// and parses the body once more).
+	h := g.withFastPath(g.cancelOnDisconnect(g.sdk))
 	if token != nil {
 		h = requireBearer(token, h)
 	}
