@@ -65,14 +65,26 @@ type RawParam struct {
 // session id. ok is false for stdio and SSE sessions, and for a session that
 // ended.
 func (s *Session) RawProtocolVersion() (version string, ok bool) {
-	if s.httpClient == nil || s.httpURL == "" || s.cs == nil || s.ctx.Err() != nil {
+	if s.ctx.Err() != nil {
 		return "", false
+	}
+	version, _, ok = s.rawTarget()
+	return version, ok
+}
+
+// rawTarget is what a raw message needs of the session. Unlike
+// RawProtocolVersion it holds while the session closes: a call that Close
+// cancels must still tell the server, or the server works on for nobody
+// and the session's closing DELETE waits for it (up to the go-sdk's 5 s).
+func (s *Session) rawTarget() (version, sessionID string, ok bool) {
+	if s.httpClient == nil || s.httpURL == "" || s.cs == nil {
+		return "", "", false
 	}
 	res := s.cs.InitializeResult()
 	if res == nil || res.ProtocolVersion == "" || s.cs.ID() == "" {
-		return "", false
+		return "", "", false
 	}
-	return res.ProtocolVersion, true
+	return res.ProtocolVersion, s.cs.ID(), true
 }
 
 // CallToolRaw is CallTool for a caller that holds the call as bytes: it
@@ -512,17 +524,17 @@ func clientAnswer(id json.RawMessage, method string) []byte {
 }
 
 // sendRaw posts one message (a notification or a response) on the session,
-// bounded by rawSideTimeout and the session's life, whatever became of ctx.
+// bounded by rawSideTimeout, whatever became of ctx or of the session.
 func (s *Session) sendRaw(ctx context.Context, msg []byte) {
-	version, ok := s.RawProtocolVersion()
+	version, sessionID, ok := s.rawTarget()
 	if !ok {
 		return
 	}
-	sctx, cancel := s.callContext(context.WithoutCancel(ctx))
+	// Bounded by rawSideTimeout alone, not by the session's life: see
+	// rawTarget.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rawSideTimeout)
 	defer cancel()
-	sctx, cancelT := context.WithTimeout(sctx, rawSideTimeout)
-	defer cancelT()
-	x := &rawExchange{s: s, version: version, sessionID: s.cs.ID()}
+	x := &rawExchange{s: s, version: version, sessionID: sessionID}
 	req, err := x.newRequest(sctx, http.MethodPost, msg)
 	if err != nil {
 		return

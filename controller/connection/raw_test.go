@@ -287,3 +287,35 @@ func TestCallToolRawNpmPeer(t *testing.T) {
 		t.Fatalf("echo: %s, %v, %v", res, isError, err)
 	}
 }
+
+// A call that Close ends still tells the server, so that the server stops
+// its work and Close's DELETE is not held up by it (the go-sdk bounds that
+// DELETE at 5 s).
+func TestCallToolRawEndedByClose(t *testing.T) {
+	rs := newRawServer(t, false)
+	s := rs.connect(t)
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := s.CallToolRaw(context.Background(), "block", nil, nil)
+		errc <- err
+	}()
+	<-rs.entered
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %s: the server worked on the cancelled call", d.Round(time.Millisecond))
+	}
+	if err := <-errc; err == nil {
+		t.Error("the call succeeded on a closed session")
+	}
+	select {
+	case err := <-rs.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("server handler ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server never saw the call cancelled")
+	}
+}
