@@ -609,16 +609,8 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	}
 	var answered bool
 	if progress != nil {
-		token := fmt.Sprintf("tether-%d", s.progressSeq.Add(1))
-		route := newProgressRoute(progress)
-		s.routes.Store(token, route)
-		defer func() {
-			if answered {
-				route.linger(progressLinger)
-			}
-			s.routes.Delete(token)
-			route.close() // delivers what is queued, then waits
-		}()
+		token, done := s.trackProgress(progress)
+		defer func() { done(answered) }()
 		up.SetProgressToken(token)
 	}
 	res, err := s.cs.CallTool(callCtx, up)
@@ -630,6 +622,24 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 		s.redactErrorResult(res)
 	}
 	return res, nil
+}
+
+// trackProgress gives one call a progress token of the session's own and
+// routes the server's notifications for it to progress. done ends the
+// route; answered says the call got its result, so that progress trailing
+// it (the go-sdk may hand it over after the result, and a JSON-response
+// server sends it on its standalone stream) is still delivered for a moment.
+func (s *Session) trackProgress(progress func(*mcp.ProgressNotificationParams)) (token string, done func(answered bool)) {
+	token = fmt.Sprintf("tether-%d", s.progressSeq.Add(1))
+	route := newProgressRoute(progress)
+	s.routes.Store(token, route)
+	return token, func(answered bool) {
+		if answered {
+			route.linger(progressLinger)
+		}
+		s.routes.Delete(token)
+		route.close() // delivers what is queued, then waits
+	}
 }
 
 // redactErrorResult redacts what a tool error result says: its text, an

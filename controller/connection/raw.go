@@ -115,21 +115,10 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 	var answered bool
 	meta := tracing.InjectMeta(ctx, nil)
 	if progress != nil {
-		token := fmt.Sprintf("tether-%d", s.progressSeq.Add(1))
-		route := newProgressRoute(progress)
-		// Registered where CallTool registers its tokens, so that progress
-		// the server sends on its standalone stream arrives too.
-		s.routes.Store(token, route)
-		defer func() {
-			if answered {
-				// Progress the server sent on its standalone stream (a
-				// JSON-response server has no other) may trail the
-				// answer, as with CallTool.
-				route.linger(progressLinger)
-			}
-			s.routes.Delete(token)
-			route.close()
-		}()
+		// Routed as CallTool's tokens are, so that progress the server
+		// sends on its standalone stream arrives too.
+		token, done := s.trackProgress(progress)
+		defer func() { done(answered) }()
 		if meta == nil {
 			meta = mcp.Meta{}
 		}
