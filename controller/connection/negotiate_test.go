@@ -91,8 +91,9 @@ func TestVersionMemo(t *testing.T) {
 	}
 }
 
-// methodServer is a go-sdk server that counts the methods it is sent.
-func methodServer(t *testing.T, stateless bool) (url string, count func(method string) int) {
+// methodServer is a go-sdk server that records the messages it is sent;
+// sent returns those of one method.
+func methodServer(t *testing.T, stateless bool) (url string, sent func(method string) [][]byte) {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "methods", Version: "1"}, nil)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: stateless})
@@ -109,16 +110,16 @@ func methodServer(t *testing.T, stateless bool) (url string, count func(method s
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	return ts.URL, func(method string) int {
+	return ts.URL, func(method string) [][]byte {
 		mu.Lock()
 		defer mu.Unlock()
-		n := 0
+		var out [][]byte
 		for _, b := range bodies {
 			if bytes.Contains(b, []byte(`"method":"`+method+`"`)) {
-				n++
+				out = append(out, b)
 			}
 		}
-		return n
+		return out
 	}
 }
 
@@ -127,7 +128,7 @@ func methodServer(t *testing.T, stateless bool) (url string, count func(method s
 // server is asked every time: discover is its handshake.
 func TestVersionRemembered(t *testing.T) {
 	t.Run("refuses discover", func(t *testing.T) {
-		url, count := methodServer(t, false)
+		url, sent := methodServer(t, false)
 		var first string
 		for i := range 3 {
 			s := connect(t, Request{Spec: httpSpec(url, "")})
@@ -137,21 +138,21 @@ func TestVersionRemembered(t *testing.T) {
 				t.Errorf("session %d negotiated %s, the first %s", i, v, first)
 			}
 		}
-		if n := count("server/discover"); n != 1 {
+		if n := len(sent("server/discover")); n != 1 {
 			t.Errorf("server/discover sent %d times for 3 sessions, want 1", n)
 		}
-		if n := count("initialize"); n != 3 {
+		if n := len(sent("initialize")); n != 3 {
 			t.Errorf("initialize sent %d times, want 3", n)
 		}
 	})
 	t.Run("2026-07-28", func(t *testing.T) {
-		url, count := methodServer(t, true)
+		url, sent := methodServer(t, true)
 		for range 2 {
 			if v := connect(t, Request{Spec: httpSpec(url, "")}).Server().ProtocolVersion; v < protocol2026 {
 				t.Fatalf("negotiated %s with a stateless go-sdk server", v)
 			}
 		}
-		if n := count("server/discover"); n != 2 {
+		if n := len(sent("server/discover")); n != 2 {
 			t.Errorf("server/discover sent %d times for 2 sessions, want 2", n)
 		}
 	})
