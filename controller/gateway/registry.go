@@ -36,12 +36,6 @@ func sentinelHandler(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult
 	return nil, callError("not a tool") // unreachable: serveTools answers tools/call
 }
 
-// bindsHeaders reports whether a published definition has x-mcp-header
-// annotations, which the go-sdk validates and checks calls against.
-func bindsHeaders(et *exposedTool) bool {
-	return et.bindsHeaders
-}
-
 // serveTools answers tools/list and tools/call for the gateway's tools.
 // interceptDown, outside it, has answered calls to tools of connections that
 // are not connected.
@@ -143,7 +137,7 @@ func (g *Gateway) publishLocked(removed []*exposedTool, added []claim) {
 		for _, fix := range c.et.fixes {
 			g.log.Warn("gateway normalised a tool definition", "connection", c.st.name, "tool", c.et.tool.Name, "change", fix)
 		}
-		if bindsHeaders(c.et) {
+		if c.et.bindsHeaders {
 			g.addTool(c.st.name, c.et)
 			c.et.inSDK = true
 		}

@@ -26,7 +26,8 @@ type exposedTool struct {
 	// the same, which keeps an unchanged list free of list_changed. (A hash,
 	// not the JSON: 5,000 exposed tools held 2.5 MB of it.)
 	def [sha256.Size]byte
-	// bindsHeaders: the definition has x-mcp-header annotations.
+	// bindsHeaders: the definition has x-mcp-header annotations, which the
+	// go-sdk validates and checks calls against (see registry.go).
 	bindsHeaders bool
 	// fixes says what normalisation changed, logged when the tool is added.
 	fixes []string
