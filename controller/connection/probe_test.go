@@ -113,6 +113,7 @@ func TestProbeTimesOutOnStoppedServer(t *testing.T) {
 			}
 			cont := func() { _ = syscall.Kill(-pid, syscall.SIGCONT) }
 			t.Cleanup(cont)
+			waitGroupStopped(t, pid)
 			took, err := probeWithin(s, timeout)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Probe of a stopped server = %v, want a deadline error", err)
