@@ -267,6 +267,9 @@ func claimedBy(cs []claim, file string) bool {
 // keepIfSame returns old when it holds the same spec as new, so that an
 // unchanged document keeps its identity (cheap equality for reconcilers).
 func keepIfSame(old, new *spec.McpConnection) *spec.McpConnection {
+	if old == new {
+		return old // the source reused the last decode: the bytes did not change
+	}
 	if old != nil && old.Metadata.Name == new.Metadata.Name &&
 		old.Spec.Hash() == new.Spec.Hash() && labelsEqual(old.Metadata.Labels, new.Metadata.Labels) {
 		return old

@@ -53,6 +53,9 @@ type Source struct {
 	watched  map[string]fileID // directory → the directory it named when its watch was added
 	lastDirs []string          // the directories of the last full listing
 	prevErr  map[string]string
+
+	// afterList, if set (tests), runs between a listing and its watches.
+	afterList func(dirs []string)
 }
 
 type cachedFile struct {
@@ -99,7 +102,12 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	defer w.Close()
 
-	rootOK := s.relist(w)
+	// The root is watched before the first listing, so that a flat tree
+	// needs one listing, not two (see relist).
+	if fi, err := os.Stat(s.opts.Root); err == nil && fi.IsDir() {
+		s.watch(w, append([]string{s.opts.Root}, linkParents(s.opts.Root)...))
+	}
+	rootOK, growing := s.relist(w)
 
 	resync := time.NewTicker(s.opts.Resync)
 	defer resync.Stop()
@@ -125,6 +133,9 @@ func (s *Source) Run(ctx context.Context) error {
 			wait = max(rest, 0)
 		}
 		timer.Reset(wait)
+	}
+	if growing {
+		kick()
 	}
 	for {
 		select {
@@ -153,15 +164,21 @@ func (s *Source) Run(ctx context.Context) error {
 			kick()
 		case <-debounce:
 			timer, debounce = nil, nil
-			rootOK = s.relist(w)
+			if rootOK, growing = s.relist(w); growing {
+				kick()
+			}
 		case <-poll.C:
 			if !rootOK {
 				if _, err := os.Stat(s.opts.Root); err == nil {
-					rootOK = s.relist(w)
+					if rootOK, growing = s.relist(w); growing {
+						kick()
+					}
 				}
 			}
 		case <-resync.C:
-			rootOK = s.relist(w)
+			if rootOK, growing = s.relist(w); growing {
+				kick()
+			}
 			if s.opts.OnChange != nil {
 				s.opts.OnChange(s.desired.Names())
 			}
@@ -178,27 +195,46 @@ func (s *Source) ignore(ev fsnotify.Event) bool {
 }
 
 // relist re-reads the tree and updates the watches. It reports whether the
-// root could be listed.
-func (s *Source) relist(w *fsnotify.Watcher) bool {
-	dirs, err := s.sync()
-	switch {
-	case err == nil:
-	case errors.Is(err, fs.ErrNotExist):
-		s.log.Warn("the manifest directory is gone; its connections are removed until it is back",
-			"dir", s.opts.Root)
-	default:
-		s.log.Warn("cannot list the manifest directory; keeping the last listing until it can",
-			"dir", s.opts.Root, "err", err)
+// root could be listed, and whether the tree is still growing new
+// directories, so that the caller lists again soon.
+//
+// A directory is listed before its watch is added, so a file created in a
+// new directory between the two would be seen by neither: relist lists
+// again after adding watches, until a listing finds no directory it does
+// not watch yet.
+func (s *Source) relist(w *fsnotify.Watcher) (rootOK, growing bool) {
+	for pass := 1; ; pass++ {
+		dirs, err := s.sync()
+		if s.afterList != nil {
+			s.afterList(dirs)
+		}
+		added := s.watch(w, append(dirs, linkParents(s.opts.Root)...))
+		if added && pass < maxRelistPasses {
+			continue
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, fs.ErrNotExist):
+			s.log.Warn("the manifest directory is gone; its connections are removed until it is back",
+				"dir", s.opts.Root)
+		default:
+			s.log.Warn("cannot list the manifest directory; keeping the last listing until it can",
+				"dir", s.opts.Root, "err", err)
+		}
+		return err == nil, added
 	}
-	s.watch(w, append(dirs, linkParents(s.opts.Root)...))
-	return err == nil
 }
 
-// watch brings the watches in line with dirs. A watch follows the
-// directory it was added on, not its path: when a path names another
-// directory than before (a git-sync or ConfigMap link swapped under it),
-// the watch is moved, or changes in the new directory would go unseen.
-func (s *Source) watch(w *fsnotify.Watcher, dirs []string) {
+// maxRelistPasses bounds one relist under a tree that keeps growing new
+// directories; the caller lists again after a debounce.
+const maxRelistPasses = 4
+
+// watch brings the watches in line with dirs and reports whether it added
+// one. A watch follows the directory it was added on, not its path: when a
+// path names another directory than before (a git-sync or ConfigMap link
+// swapped under it), the watch is moved, or changes in the new directory
+// would go unseen.
+func (s *Source) watch(w *fsnotify.Watcher, dirs []string) (added bool) {
 	want := make(map[string]bool, len(dirs))
 	for _, d := range dirs {
 		want[d] = true
@@ -215,6 +251,7 @@ func (s *Source) watch(w *fsnotify.Watcher, dirs []string) {
 			continue
 		}
 		s.watched[d] = id
+		added = true
 	}
 	for d := range s.watched {
 		if !want[d] {
@@ -222,6 +259,7 @@ func (s *Source) watch(w *fsnotify.Watcher, dirs []string) {
 			delete(s.watched, d)
 		}
 	}
+	return added
 }
 
 // dirID identifies the directory a path names now (symlinks followed).
