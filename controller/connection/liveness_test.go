@@ -49,7 +49,17 @@ func TestProbeQueuedBehindTraffic(t *testing.T) {
 			return next(ctx, method, req)
 		}
 	})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// No standalone stream (a server may refuse it, 405): its ": ok"
+		// comment, late on a loaded machine, would be traffic during the
+		// first probe, and this server must be silent then.
+		if r.Method == http.MethodGet {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(hs.Close)
 	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
 	close(connected)
