@@ -65,14 +65,16 @@ func gatewayOverhead(ctx context.Context, c *config) ([]Result, error) {
 		}
 	}
 	if c.pprofDir != "" {
-		// A profile of the gateway alone under load, apart from the
-		// measured runs.
-		wait := r.d.profile(c.pprofDir, "gateway-conc16", 5*time.Second)
-		if _, err := via.load(ctx, "gw_echo", 16, 5*time.Second); err != nil {
+		// Profiles of the gateway alone under load, apart from the
+		// measured runs: at concurrency 1 (latency) and 16 (throughput).
+		for _, conc := range []int{1, 16} {
+			wait := r.d.profile(c.pprofDir, fmt.Sprintf("gateway-conc%d", conc), 5*time.Second)
+			if _, err := via.load(ctx, "gw_echo", conc, 5*time.Second); err != nil {
+				wait()
+				return out, err
+			}
 			wait()
-			return out, err
 		}
-		wait()
 	}
 	return out, nil
 }
