@@ -213,14 +213,26 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 			opts = &mcp.ClientSessionOptions{ProtocolVersion: v}
 		}
 	}
+	// The handshake takes one of its host's slots until the first tools/list
+	// is answered (see handshakesPerHost).
+	release := func() {}
+	if sp.HTTP != nil {
+		if release, err = handshakes.acquire(ctx, hostOf(sp.HTTP.URL), handshakesPerHost); err != nil {
+			learned("", true)
+			return nil, s.failConnect(fmt.Errorf("initialize: %w", s.ctxErr(ctx, err)))
+		}
+	}
 	cs, err := s.client.Connect(ctx, transport, opts)
 	if err != nil {
+		release()
 		learned("", true)
 		return nil, s.failConnect(fmt.Errorf("initialize: %w", s.ctxErr(ctx, err)))
 	}
 	s.cs = cs
 	learned(s.Server().ProtocolVersion, false)
-	if _, err := s.refreshTools(ctx); err != nil {
+	_, err = s.refreshTools(ctx)
+	release()
+	if err != nil {
 		return nil, s.failConnect(err)
 	}
 	if !unbind() {

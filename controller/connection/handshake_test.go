@@ -1,0 +1,154 @@
+package connection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestHostGates(t *testing.T) {
+	h := &hostGates{gates: map[string]*hostGate{}}
+	ctx := context.Background()
+	r1, err := h.acquire(ctx, "a", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := h.acquire(ctx, "a", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another host has slots of its own.
+	rb, err := h.acquire(ctx, "b", 2)
+	if err != nil {
+		t.Fatalf("host b waited for host a: %v", err)
+	}
+	rb()
+
+	// A third handshake to a waits until one ends.
+	got := make(chan func(), 1)
+	go func() {
+		r, err := h.acquire(ctx, "a", 2)
+		if err != nil {
+			t.Error(err)
+			r = func() {}
+		}
+		got <- r
+	}()
+	waitUntil(t, "a waiter", func() bool { _, w := h.inFlight("a"); return w == 1 })
+	select {
+	case <-got:
+		t.Fatal("a third handshake to a full host did not wait")
+	default:
+	}
+	r1()
+	r1() // a second release gives nothing back twice
+	r3 := <-got
+	if hold, wait := h.inFlight("a"); hold != 2 || wait != 0 {
+		t.Errorf("in flight %d, waiting %d; want 2 and 0", hold, wait)
+	}
+
+	// A waiter whose connect times out gives up with a clear error.
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := h.acquire(tctx, "a", 2); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "2 handshakes in flight") {
+		t.Errorf("timed-out wait = %v, want a deadline error naming the limit", err)
+	}
+	r2()
+	r3()
+	h.mu.Lock()
+	left := len(h.gates)
+	h.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d gates left with nothing in flight", left)
+	}
+}
+
+// Connects to one host beyond handshakesPerHost wait for a slot: the server
+// never sees more handshakes at once, and every session comes up.
+func TestConnectHandshakesPerHost(t *testing.T) {
+	limit := handshakesPerHost
+	n := limit + 4
+	srv := mcp.NewServer(&mcp.Implementation{Name: "gated", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	var active, peak atomic.Int32
+	unblock := make(chan struct{})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" { // the handshake's last step
+				cur := active.Add(1)
+				for p := peak.Load(); cur > p && !peak.CompareAndSwap(p, cur); p = peak.Load() {
+				}
+				defer active.Add(-1)
+				select {
+				case <-unblock:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	host := hostOf(hs.URL)
+
+	var wg sync.WaitGroup
+	sessions := make(chan *Session, n)
+	for range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := Connect(ctx, Request{Name: "gated", Spec: httpSpec(hs.URL, ""), Logger: testLogger(t)})
+			if err != nil {
+				t.Errorf("Connect: %v", err)
+				return
+			}
+			sessions <- s
+		})
+	}
+	waitUntil(t, "the host's slots full and the rest waiting", func() bool {
+		hold, wait := handshakes.inFlight(host)
+		return hold == limit && wait == n-limit && int(active.Load()) == limit
+	})
+	close(unblock)
+	wg.Wait()
+	close(sessions)
+	got := 0
+	for s := range sessions {
+		got++
+		_ = s.Close()
+	}
+	if got != n {
+		t.Errorf("%d of %d sessions connected", got, n)
+	}
+	if p := int(peak.Load()); p != limit {
+		t.Errorf("the server saw %d handshakes at once, want %d", p, limit)
+	}
+	if hold, wait := handshakes.inFlight(host); hold != 0 || wait != 0 {
+		t.Errorf("after the handshakes: %d in flight, %d waiting", hold, wait)
+	}
+}
+
+// waitUntil polls ok until it holds, for up to 10 s.
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
