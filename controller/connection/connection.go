@@ -213,11 +213,11 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 			opts = &mcp.ClientSessionOptions{ProtocolVersion: v}
 		}
 	}
-	// The handshake takes one of its host's slots until the first tools/list
-	// is answered (see handshakesPerHost).
+	// The handshake takes one of its endpoint's slots until the first
+	// tools/list is answered (see handshakesPerEndpoint).
 	release := func() {}
 	if sp.HTTP != nil {
-		if release, err = handshakes.acquire(ctx, hostOf(sp.HTTP.URL), handshakesPerHost); err != nil {
+		if release, err = handshakes.acquire(ctx, s.transport+" "+sp.HTTP.URL, handshakesPerEndpoint); err != nil {
 			learned("", true)
 			return nil, s.failConnect(fmt.Errorf("initialize: %w", s.ctxErr(ctx, err)))
 		}

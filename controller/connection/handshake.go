@@ -3,61 +3,52 @@ package connection
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 )
 
-// handshakesPerHost bounds the handshakes (initialize, then the first
-// tools/list) in flight to one HTTP host; the others wait their turn within
-// their connect timeout. tether starting with 1,000 manifests would
-// otherwise open 1,000 handshakes at once: a host serving many of them
-// (one server behind many manifests, or an MCP hub serving many servers
-// under one host) gets them as one burst, and tether dials a connection for
+// handshakesPerEndpoint bounds the handshakes (initialize, then the first
+// tools/list) in flight to one HTTP endpoint (its URL); the others wait
+// their turn within their connect timeout. tether starting with 1,000
+// manifests would otherwise open 1,000 handshakes at once: a server behind
+// many manifests gets them as one burst, and tether dials a connection for
 // each, most of which it closes right after. At 1,000 connections to 10
-// hosts, 16 per host cut tether's RSS from ~130 to ~102 MB and its sockets
-// from ~1,600 to ~1,160 (hack/bench), while keeping both CPUs busy. The
-// cost is latency to a far host: 50 manifests on one host 100 ms away come
-// up in 4 waves instead of 1.
-var handshakesPerHost = 16
+// endpoints, 16 per endpoint cut tether's RSS from ~130 to ~102 MB and its
+// sockets from ~1,300 to ~1,120 (hack/bench), while keeping both CPUs
+// busy. The cost is latency to a far server: 50 manifests on one URL 100
+// ms away come up in 4 waves instead of 1. The key is the URL, not the
+// host, so that one hung endpoint of an MCP hub does not hold up the
+// hub's other paths.
+var handshakesPerEndpoint = 16
 
-// handshakes holds the gates of the hosts with a handshake in flight or
-// waiting.
-var handshakes = &hostGates{gates: map[string]*hostGate{}}
+// handshakes holds the gates of the endpoints with a handshake in flight
+// or waiting.
+var handshakes = &endpointGates{gates: map[string]*endpointGate{}}
 
-type hostGates struct {
+type endpointGates struct {
 	mu    sync.Mutex
-	gates map[string]*hostGate
+	gates map[string]*endpointGate
 }
 
-type hostGate struct {
+type endpointGate struct {
 	slots chan struct{}
 	users int // holders and waiters; the gate is dropped at 0
 }
 
-// hostOf is the gate key of an endpoint: scheme and host (with port).
-func hostOf(endpoint string) string {
-	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" {
-		return endpoint
-	}
-	return u.Scheme + "://" + u.Host
-}
-
-// acquire waits for a handshake slot to host. The returned release gives
-// it back; calling it more than once is harmless.
-func (h *hostGates) acquire(ctx context.Context, host string, limit int) (release func(), err error) {
+// acquire waits for a handshake slot to endpoint. The returned release
+// gives it back; calling it more than once is harmless.
+func (h *endpointGates) acquire(ctx context.Context, endpoint string, limit int) (release func(), err error) {
 	h.mu.Lock()
-	g := h.gates[host]
+	g := h.gates[endpoint]
 	if g == nil {
-		g = &hostGate{slots: make(chan struct{}, max(limit, 1))}
-		h.gates[host] = g
+		g = &endpointGate{slots: make(chan struct{}, max(limit, 1))}
+		h.gates[endpoint] = g
 	}
 	g.users++
 	h.mu.Unlock()
 	leave := func() {
 		h.mu.Lock()
 		if g.users--; g.users == 0 {
-			delete(h.gates, host)
+			delete(h.gates, endpoint)
 		}
 		h.mu.Unlock()
 	}
@@ -68,7 +59,7 @@ func (h *hostGates) acquire(ctx context.Context, host string, limit int) (releas
 		case g.slots <- struct{}{}:
 		case <-ctx.Done():
 			leave()
-			return nil, fmt.Errorf("waiting for one of the %d handshakes in flight to this host to end: %w", cap(g.slots), context.Cause(ctx))
+			return nil, fmt.Errorf("waiting for one of the %d handshakes in flight to this endpoint to end: %w", cap(g.slots), context.Cause(ctx))
 		}
 	}
 	var once sync.Once
@@ -80,12 +71,12 @@ func (h *hostGates) acquire(ctx context.Context, host string, limit int) (releas
 	}, nil
 }
 
-// inFlight reports the handshakes in flight to host and those waiting
+// inFlight reports the handshakes in flight to endpoint and those waiting
 // (tests).
-func (h *hostGates) inFlight(host string) (holding, waiting int) {
+func (h *endpointGates) inFlight(endpoint string) (holding, waiting int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	g := h.gates[host]
+	g := h.gates[endpoint]
 	if g == nil {
 		return 0, 0
 	}

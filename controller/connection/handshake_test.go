@@ -15,8 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-func TestHostGates(t *testing.T) {
-	h := &hostGates{gates: map[string]*hostGate{}}
+func TestEndpointGates(t *testing.T) {
+	h := &endpointGates{gates: map[string]*endpointGate{}}
 	ctx := context.Background()
 	r1, err := h.acquire(ctx, "a", 2)
 	if err != nil {
@@ -26,10 +26,10 @@ func TestHostGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another host has slots of its own.
+	// Another endpoint has slots of its own.
 	rb, err := h.acquire(ctx, "b", 2)
 	if err != nil {
-		t.Fatalf("host b waited for host a: %v", err)
+		t.Fatalf("endpoint b waited for endpoint a: %v", err)
 	}
 	rb()
 
@@ -46,7 +46,7 @@ func TestHostGates(t *testing.T) {
 	waitUntil(t, "a waiter", func() bool { _, w := h.inFlight("a"); return w == 1 })
 	select {
 	case <-got:
-		t.Fatal("a third handshake to a full host did not wait")
+		t.Fatal("a third handshake to a full endpoint did not wait")
 	default:
 	}
 	r1()
@@ -72,10 +72,11 @@ func TestHostGates(t *testing.T) {
 	}
 }
 
-// Connects to one host beyond handshakesPerHost wait for a slot: the server
-// never sees more handshakes at once, and every session comes up.
-func TestConnectHandshakesPerHost(t *testing.T) {
-	limit := handshakesPerHost
+// Connects to one endpoint beyond handshakesPerEndpoint wait for a slot:
+// the server never sees more handshakes at once, and every session comes
+// up.
+func TestConnectHandshakesPerEndpoint(t *testing.T) {
+	limit := handshakesPerEndpoint
 	n := limit + 4
 	srv := mcp.NewServer(&mcp.Implementation{Name: "gated", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`)},
@@ -102,7 +103,7 @@ func TestConnectHandshakesPerHost(t *testing.T) {
 	})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(hs.Close)
-	host := hostOf(hs.URL)
+	key := "streamable " + hs.URL
 
 	var wg sync.WaitGroup
 	sessions := make(chan *Session, n)
@@ -118,8 +119,8 @@ func TestConnectHandshakesPerHost(t *testing.T) {
 			sessions <- s
 		})
 	}
-	waitUntil(t, "the host's slots full and the rest waiting", func() bool {
-		hold, wait := handshakes.inFlight(host)
+	waitUntil(t, "the endpoint's slots full and the rest waiting", func() bool {
+		hold, wait := handshakes.inFlight(key)
 		return hold == limit && wait == n-limit && int(active.Load()) == limit
 	})
 	close(unblock)
@@ -136,7 +137,7 @@ func TestConnectHandshakesPerHost(t *testing.T) {
 	if p := int(peak.Load()); p != limit {
 		t.Errorf("the server saw %d handshakes at once, want %d", p, limit)
 	}
-	if hold, wait := handshakes.inFlight(host); hold != 0 || wait != 0 {
+	if hold, wait := handshakes.inFlight(key); hold != 0 || wait != 0 {
 		t.Errorf("after the handshakes: %d in flight, %d waiting", hold, wait)
 	}
 }
