@@ -83,7 +83,7 @@ func gatewayOverhead(ctx context.Context, c *config) ([]Result, error) {
 // c.rounds times each, alternating which goes first.
 func compareAt(ctx context.Context, c *config, r *coldRun, be *backend, direct, via *agent, tool, label string, conc int) ([]Result, error) {
 	pid := r.d.pid()
-	var dP50, dP99, dRate, gP50, gP99, gRate, cpuPerCall, beCPU, agentCPU []float64
+	var dP50, dP99, dRate, gP50, gP99, gRate, cpuPerCall, beCPU, agentCPU, gBeCPU, gAgentCPU []float64
 	self, bePID := os.Getpid(), be.cmd.Process.Pid
 	for round := range c.rounds {
 		runDirect := func() error {
@@ -102,13 +102,19 @@ func compareAt(ctx context.Context, c *config, r *coldRun, be *backend, direct, 
 		}
 		runGateway := func() error {
 			cpu0, _ := cpuTime(pid)
+			a0, _ := cpuTime(self)
+			b0, _ := cpuTime(bePID)
 			lr, err := via.load(ctx, "gw_"+tool, conc, c.loadDur)
 			if err != nil {
 				return fmt.Errorf("gateway %s, concurrency %d: %w\n%s", tool, conc, err, r.d.logTail(10))
 			}
 			cpu1, _ := cpuTime(pid)
+			a1, _ := cpuTime(self)
+			b1, _ := cpuTime(bePID)
 			gP50, gP99, gRate = append(gP50, micros(lr.pct(50))), append(gP99, micros(lr.pct(99))), append(gRate, lr.perSec())
 			cpuPerCall = append(cpuPerCall, micros(cpu1-cpu0)/float64(len(lr.lats)))
+			gBeCPU = append(gBeCPU, micros(b1-b0)/float64(len(lr.lats)))
+			gAgentCPU = append(gAgentCPU, micros(a1-a0)/float64(len(lr.lats)))
 			return nil
 		}
 		first, second := runDirect, runGateway
@@ -150,5 +156,9 @@ func compareAt(ctx context.Context, c *config, r *coldRun, be *backend, direct, 
 		// gateway hop is one more server end and one more client end.
 		{Metric: pre + "backend CPU per direct call", Value: median(beCPU), Unit: "µs", Samples: n},
 		{Metric: pre + "agent (harness) CPU per direct call", Value: median(agentCPU), Unit: "µs", Samples: n},
+		// The same two through the gateway: a change here is work the
+		// gateway's requests or answers cause at either end.
+		{Metric: pre + "backend CPU per gateway call", Value: median(gBeCPU), Unit: "µs", Samples: n},
+		{Metric: pre + "agent (harness) CPU per gateway call", Value: median(gAgentCPU), Unit: "µs", Samples: n},
 	}, nil
 }
