@@ -29,6 +29,13 @@ type gatewayClient struct {
 	notify   chan struct{}
 }
 
+// sawProgress reports whether a progress notification with token arrived.
+func (gc *gatewayClient) sawProgress(token string) bool {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return slices.ContainsFunc(gc.progress, func(p *mcp.ProgressNotificationParams) bool { return p.ProgressToken == token })
+}
+
 func connectGateway(t *testing.T, transport mcp.Transport) *gatewayClient {
 	t.Helper()
 	gc := &gatewayClient{notify: make(chan struct{}, 100)}
@@ -199,11 +206,20 @@ func TestGatewayEndToEnd(t *testing.T) {
 		cctx, ccancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() {
-			p := &mcp.CallToolParams{Name: "ex_slow", Arguments: map[string]any{"seconds": 30, "steps": 30}}
+			p := &mcp.CallToolParams{Name: "ex_slow", Arguments: map[string]any{"seconds": 30, "steps": 300}}
+			p.SetProgressToken("e2e-cancel")
 			_, err := gc.session.CallTool(cctx, p)
 			errc <- err
 		}()
-		time.Sleep(300 * time.Millisecond) // let the call reach the backend; the assertion below waits for the effect
+		// The call is at the backend once its first progress (after 0.1 s)
+		// is back.
+		deadline := time.Now().Add(20 * time.Second)
+		for !gc.sawProgress("e2e-cancel") {
+			if time.Now().After(deadline) {
+				t.Fatal("no progress of the slow call within 20 s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		ccancel()
 		if err := <-errc; err == nil {
 			t.Fatal("a cancelled call succeeded")
