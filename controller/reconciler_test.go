@@ -378,13 +378,32 @@ func TestReconcileBackoffOverride(t *testing.T) {
 	}
 }
 
+// connectOnce reconciles name through one connect attempt to Connected.
 func connectOnce(h *harness, file, name string) {
 	h.t.Helper()
 	h.reconcile(name)
-	h.waitEnqueued(name)
-	h.reconcile(name)
-	if st := h.statusOf(file, name); st.Phase != spec.PhaseConnected {
-		h.t.Fatalf("phase = %s, want Connected (%s)", st.Phase, st.LastError)
+	awaitConnected(h, file, name)
+}
+
+// awaitConnected reconciles name each time the reconciler asks for it until
+// the connect attempt under way shows Connected, for up to 5 s. The
+// reconciler asks when the attempt ends, and may have asked before for a
+// reason that came earlier (the previous session's end, or its probe still
+// in flight when it went down): one request is not proof that the attempt
+// ended.
+func awaitConnected(h *harness, file, name string) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.waitEnqueued(name)
+		h.reconcile(name)
+		st := h.statusOf(file, name)
+		if st.Phase == spec.PhaseConnected {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("phase = %s, want Connected (%s)", st.Phase, st.LastError)
+		}
 	}
 }
 
@@ -458,8 +477,7 @@ func TestReconcileInPlaceAndReconnectingEdits(t *testing.T) {
 				}
 			}
 			if tt.reconnect {
-				h.waitEnqueued("one")
-				h.reconcile("one")
+				awaitConnected(h, "one.yaml", "one")
 			}
 			st := h.statusOf("one.yaml", "one")
 			if st.Phase != spec.PhaseConnected {
