@@ -218,9 +218,12 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	release := func() {}
 	if sp.HTTP != nil {
 		if release, err = handshakes.acquire(ctx, s.transport+" "+sp.HTTP.URL, handshakesPerEndpoint); err != nil {
-			learned("", true)
-			return nil, s.failConnect(fmt.Errorf("initialize: %w", s.ctxErr(ctx, err)))
+			// The server was not asked: what the endpoint's version memory
+			// knows still holds (a learner leaves the learning to others).
+			learned("", false)
+			return nil, s.failConnect(s.ctxErr(ctx, err))
 		}
+		defer release() // also on a panic; released early below
 	}
 	cs, err := s.client.Connect(ctx, transport, opts)
 	if err != nil {

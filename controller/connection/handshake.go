@@ -59,7 +59,7 @@ func (h *endpointGates) acquire(ctx context.Context, endpoint string, limit int)
 		case g.slots <- struct{}{}:
 		case <-ctx.Done():
 			leave()
-			return nil, fmt.Errorf("waiting for one of the %d handshakes in flight to this endpoint to end: %w", cap(g.slots), context.Cause(ctx))
+			return nil, fmt.Errorf("waiting to connect: %d handshakes with this endpoint are in flight already: %w", cap(g.slots), context.Cause(ctx))
 		}
 	}
 	var once sync.Once

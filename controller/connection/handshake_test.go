@@ -59,7 +59,7 @@ func TestEndpointGates(t *testing.T) {
 	// A waiter whose connect times out gives up with a clear error.
 	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := h.acquire(tctx, "a", 2); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "2 handshakes in flight") {
+	if _, err := h.acquire(tctx, "a", 2); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "2 handshakes with this endpoint are in flight") {
 		t.Errorf("timed-out wait = %v, want a deadline error naming the limit", err)
 	}
 	r2()
@@ -151,5 +151,56 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A connect that times out waiting for a slot never asked the server: the
+// endpoint's version memory survives it, and a failed handshake gives its
+// slot back.
+func TestHandshakeGateFailures(t *testing.T) {
+	url, sent := methodServer(t, false)
+	key := "streamable " + url
+	connect(t, Request{Spec: httpSpec(url, "")}) // learns the version
+
+	var held []func()
+	for range handshakesPerEndpoint {
+		r, err := handshakes.acquire(context.Background(), key, handshakesPerEndpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := Connect(ctx, Request{Name: "queued", Spec: httpSpec(url, ""), Logger: testLogger(t)})
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "waiting to connect") {
+		t.Fatalf("Connect with every slot taken = %v, want a wait error", err)
+	}
+	for _, r := range held {
+		r()
+	}
+	versions.mu.Lock()
+	_, known := versions.m[key]
+	versions.mu.Unlock()
+	if !known {
+		t.Error("a connect that never reached the server dropped the endpoint's version memory")
+	}
+	connect(t, Request{Spec: httpSpec(url, "")})
+	if n := len(sent("server/discover")); n != 1 {
+		t.Errorf("server/discover sent %d times, want 1 (the memory was used)", n)
+	}
+
+	// A handshake that fails gives its slot back.
+	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	t.Cleanup(dead.Close)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := Connect(ctx, Request{Name: "dead", Spec: httpSpec(dead.URL, ""), Logger: testLogger(t)}); err == nil {
+		t.Fatal("Connect to a server that answers 500 succeeded")
+	}
+	if hold, wait := handshakes.inFlight("streamable " + dead.URL); hold != 0 || wait != 0 {
+		t.Errorf("after a failed handshake: %d in flight, %d waiting", hold, wait)
 	}
 }
