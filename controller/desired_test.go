@@ -314,3 +314,52 @@ func BenchmarkSourceSyncUnchanged(b *testing.B) {
 		}
 	}
 }
+
+// A directory deleted and made again at once often gets the same inode
+// number; its new watch must still be added, or files written into it are
+// missed until the resync.
+func TestSourceWatchesRecreatedDirectory(t *testing.T) {
+	root := t.TempDir()
+	d := NewDesiredState()
+	src := NewSource(SourceOptions{Root: root, Debounce: 20 * time.Millisecond, Resync: time.Hour}, d)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitName := func(name string, want bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, ok := d.Get(name); ok == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 10 s: names %v; want %s present %v", d.Names(), name, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	sub := filepath.Join(root, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "a.yaml"), []byte(manifest("a", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitName("a", true)
+	before, _ := dirID(sub)
+
+	if err := os.RemoveAll(sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := dirID(sub)
+	t.Logf("same inode number after recreation: %v", before == after)
+	waitName("a", false) // a listing ran after the recreation
+	if err := os.WriteFile(filepath.Join(sub, "b.yaml"), []byte(manifest("b", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitName("b", true)
+}

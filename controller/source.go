@@ -151,6 +151,13 @@ func (s *Source) Run(ctx context.Context) error {
 			if s.ignore(ev) {
 				continue
 			}
+			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+				// A watched directory that goes is unwatched by the kernel.
+				// Forget it, so that the next listing watches whatever
+				// directory has the path then: one recreated at once often
+				// gets the same inode number, and would look watched.
+				delete(s.watched, ev.Name)
+			}
 			kick()
 		case err, ok := <-w.Errors:
 			if !ok {
