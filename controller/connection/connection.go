@@ -62,6 +62,10 @@ const (
 	// exitWait is how long a broken stdio transport waits for the child's
 	// exit status before reporting the break without it.
 	exitWait = time.Second
+	// stderrAfterExit is how long the description of a child that exited
+	// waits for its stderr to reach EOF (a grandchild that holds it open
+	// is not waited for longer).
+	stderrAfterExit = 100 * time.Millisecond
 )
 
 // protocol2026 is the first protocol version without ping.
@@ -913,8 +917,11 @@ func transportErr(err error) error {
 	return err
 }
 
-// exitErr describes a child that exited by itself.
+// exitErr describes a child that exited by itself. Its last words (often a
+// line without a newline, written as it died) may still be in the pipe
+// when it is reaped: the stderr drain gets a moment to reach EOF first.
 func (s *Session) exitErr() error {
+	s.proc.awaitStderr(stderrAfterExit)
 	_, desc := s.proc.exit()
 	return s.processErr(fmt.Errorf("server process exited: %s", desc), false)
 }

@@ -236,6 +236,16 @@ func (p *process) drain() {
 	_, _ = io.CopyBuffer(p.tail, p.stderrR, buf)
 }
 
+// awaitStderr waits up to d for the stderr drain to reach EOF.
+func (p *process) awaitStderr(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.drained:
+	case <-t.C:
+	}
+}
+
 // exit returns the exit code and its description, or nil while running.
 func (p *process) exit() (*int, string) {
 	p.mu.Lock()

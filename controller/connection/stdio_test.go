@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -373,5 +374,27 @@ func TestStdoutBannerExplained(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "logs belong on stderr") {
 		t.Errorf("error %q does not explain the non-JSON stdout", err)
+	}
+}
+
+// The description of a child that exited carries what it wrote last, even
+// when that reaches the pipe's reader after the child was reaped (here a
+// subshell writes it 50 ms after the child's exit; a dying server's last
+// line races its reaping the same way).
+func TestExitErrCarriesLastWords(t *testing.T) {
+	tail := newStderrTail(nil)
+	p, err := startProcess("sh", "/bin/sh", []string{"-c", `(sleep 0.05; printf 'last words' >&2) & exit 3`}, "", nil, tail, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.stop(time.Second, time.Second) })
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the child was not reaped")
+	}
+	s := &Session{proc: p}
+	if err := s.exitErr(); !strings.Contains(err.Error(), "exit code 3") || !strings.Contains(err.Error(), "stderr: last words") {
+		t.Errorf("exitErr = %q, want the exit code and the last words", err)
 	}
 }
