@@ -117,21 +117,9 @@ func TestSourceWatchesTree(t *testing.T) {
 			}
 		},
 	}, d)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runSource(t, src)
 
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s; names %v", what, d.Names())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	waitFor := func(what string, ok func() bool) { t.Helper(); waitDesired(t, d, what, ok) }
 	has := func(n string) func() bool { return func() bool { _, ok := d.Get(n); return ok } }
 	gone := func(n string) func() bool { return func() bool { _, ok := d.Get(n); return !ok } }
 
@@ -267,10 +255,7 @@ func TestSourceSeesFileCreatedBeforeWatch(t *testing.T) {
 			}
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runSource(t, src)
 
 	if err := os.MkdirAll(deep, 0o755); err != nil {
 		t.Fatal(err)
@@ -278,18 +263,11 @@ func TestSourceSeesFileCreatedBeforeWatch(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(deep, "b.yaml"), []byte(manifest("b", "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitDesired(t, d, "b, and late (written between the listing and the watch)", func() bool {
 		_, okB := d.Get("b")
 		_, okLate := d.Get("late")
-		if okB && okLate {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: names %v, want b and late (late.yaml written at the listing: %v)", d.Names(), wrote.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return okB && okLate
+	})
 }
 
 // BenchmarkSourceSyncUnchanged measures a re-listing of 1,000 manifests
@@ -322,22 +300,10 @@ func TestSourceWatchesRecreatedDirectory(t *testing.T) {
 	root := t.TempDir()
 	d := NewDesiredState()
 	src := NewSource(SourceOptions{Root: root, Debounce: 20 * time.Millisecond, Resync: time.Hour}, d)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runSource(t, src)
 	waitName := func(name string, want bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if _, ok := d.Get(name); ok == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after 10 s: names %v; want %s present %v", d.Names(), name, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitDesired(t, d, fmt.Sprintf("%s present: %v", name, want), func() bool { _, ok := d.Get(name); return ok == want })
 	}
 	sub := filepath.Join(root, "sub")
 	if err := os.Mkdir(sub, 0o755); err != nil {
@@ -362,4 +328,24 @@ func TestSourceWatchesRecreatedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitName("b", true)
+}
+
+// runSource runs src until the test ends.
+func runSource(t *testing.T, src *Source) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitDesired waits up to 10 s until ok accepts d.
+func waitDesired(t *testing.T, d *DesiredState, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; names %v", what, d.Names())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
