@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/tether-mcp/tether/controller/connection"
-	"github.com/tether-mcp/tether/spec"
+	"github.com/tether-mcp/tether/controller/supervisor"
 )
 
 // SDKConnector opens real sessions with the go-sdk (controller/connection).
@@ -13,8 +13,8 @@ type SDKConnector struct {
 	Version string
 }
 
-// Connect implements Connector.
-func (k SDKConnector) Connect(ctx context.Context, req ConnectRequest) (Session, error) {
+// Connect implements supervisor.Connector.
+func (k SDKConnector) Connect(ctx context.Context, req supervisor.ConnectRequest) (supervisor.Session, error) {
 	s, err := connection.Connect(ctx, connection.Request{
 		Name:           req.Name,
 		Spec:           &req.Conn.Spec,
@@ -29,7 +29,3 @@ func (k SDKConnector) Connect(ctx context.Context, req ConnectRequest) (Session,
 	}
 	return s, nil
 }
-
-// ProcessOf returns the facts of the stdio child behind a failed connect
-// (pid, exit code, stderr tail), when the error carries them.
-func ProcessOf(err error) *spec.ProcessStatus { return connection.ProcessOf(err) }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/supervisor"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
@@ -19,12 +21,13 @@ const QueueName = "connections"
 
 // Options configures a Controller.
 type Options struct {
-	Dir       string
-	StatusDir string
-	Workers   int
-	Resync    time.Duration
-	Selector  func(labels map[string]string) bool
-	Connector Connector
+	// Desired is the store Source writes and the reconciler reads.
+	Desired *desired.Store
+	Source  Source
+	Status  StatusSink
+	Workers int
+	// Connector opens sessions (SDKConnector in tether run).
+	Connector supervisor.Connector
 	Exposer   Exposer
 	Metrics   Metrics
 	// QueueMetrics, when set, receives the workqueue's metrics.
@@ -39,22 +42,20 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
-// Controller wires the source, the desired state, the workqueue, the
-// workers and the reconciler together.
+// Controller wires the source, the workqueue, the workers and the
+// reconciler together. It knows neither files nor objects: the Source and
+// the StatusSink do.
 type Controller struct {
 	opts       Options
 	log        *slog.Logger
-	desired    *DesiredState
-	status     *StatusWriter
-	source     *Source
+	desired    *desired.Store
 	queue      workqueue.TypedRateLimitingInterface[string]
 	reconciler *Reconciler
 	metrics    Metrics
 
-	ready     atomic.Bool
-	listed    chan struct{}
-	listOnce  sync.Once
-	prevFiles map[string]bool // files with manifest errors last time (source goroutine)
+	ready    atomic.Bool
+	synced   chan struct{}
+	syncOnce sync.Once
 }
 
 // New builds a controller; Run starts it.
@@ -72,13 +73,11 @@ func New(opts Options) *Controller {
 		opts.ShutdownTimeout = 15 * time.Second
 	}
 	c := &Controller{
-		opts:      opts,
-		log:       opts.Logger,
-		desired:   NewDesiredState(),
-		status:    NewStatusWriter(opts.Dir, opts.StatusDir),
-		metrics:   opts.Metrics,
-		listed:    make(chan struct{}),
-		prevFiles: map[string]bool{},
+		opts:    opts,
+		log:     opts.Logger,
+		desired: opts.Desired,
+		metrics: opts.Metrics,
+		synced:  make(chan struct{}),
 	}
 	// Reconcile errors (status writes that failed, panics) back off per
 	// item; connect failures do not come through here, they have their own
@@ -93,29 +92,16 @@ func New(opts Options) *Controller {
 		MetricsProvider: opts.QueueMetrics,
 	})
 	c.reconciler = NewReconciler(ReconcilerOptions{
-		Desired:        c.desired,
-		Status:         c.status,
+		Desired:        opts.Desired,
+		Status:         opts.Status,
 		Connector:      opts.Connector,
 		Exposer:        opts.Exposer,
 		Metrics:        opts.Metrics,
 		Logger:         opts.Logger,
 		Enqueue:        c.queue.Add,
 		ConnectTimeout: opts.ConnectTimeout,
-
 		TracerProvider: opts.TracerProvider,
 	})
-	c.source = NewSource(SourceOptions{
-		Root:     opts.Dir,
-		Logger:   opts.Logger,
-		Resync:   opts.Resync,
-		Selector: opts.Selector,
-		OnChange: func(names []string) {
-			for _, n := range names {
-				c.queue.Add(n)
-			}
-		},
-		OnListed: c.onListed,
-	}, c.desired)
 	return c
 }
 
@@ -130,33 +116,17 @@ func (c *Controller) EnqueueAll() {
 	}
 }
 
-// Ready reports whether the initial listing has been reconciled once.
+// Ready reports whether the source has synced and every connection of its
+// first listing has been reconciled once.
 func (c *Controller) Ready() bool { return c.ready.Load() }
 
-func (c *Controller) onListed(fileErrors map[string][]string) {
-	for file, errs := range fileErrors {
-		c.metrics.SetManifestErrors(file, len(errs))
-		c.prevFiles[file] = true
+func (c *Controller) changed(names []string) {
+	for _, n := range names {
+		c.queue.Add(n)
 	}
-	for file := range c.prevFiles {
-		if _, ok := fileErrors[file]; !ok {
-			c.metrics.SetManifestErrors(file, 0)
-			delete(c.prevFiles, file)
-		}
-	}
-	c.listOnce.Do(func() {
-		// Before the first reconcile writes anything: status files of
-		// manifests removed while tether was not running.
-		removed, err := c.status.Prune(c.desired.Files())
-		for _, f := range removed {
-			c.log.Info("removed the status file of a manifest that is gone", "file", f)
-		}
-		if err != nil {
-			c.log.Warn("looking for status files of removed manifests", "err", err)
-		}
-		close(c.listed)
-	})
 }
+
+func (c *Controller) onSynced() { c.syncOnce.Do(func() { close(c.synced) }) }
 
 // Run starts the source and the workers and blocks until ctx is done; then
 // it stops accepting work, closes every connection within the shutdown
@@ -164,7 +134,7 @@ func (c *Controller) onListed(fileErrors map[string][]string) {
 func (c *Controller) Run(ctx context.Context) error {
 	srcCtx, stopSource := context.WithCancel(context.Background())
 	srcErr := make(chan error, 1)
-	go func() { srcErr <- c.source.Run(srcCtx) }()
+	go func() { srcErr <- c.opts.Source.Run(srcCtx, c.changed, c.onSynced) }()
 
 	var wg sync.WaitGroup
 	for range c.opts.Workers {
@@ -181,7 +151,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		select {
-		case <-c.listed:
+		case <-c.synced:
 		case <-ctx.Done():
 			return
 		}
@@ -202,7 +172,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-srcErr:
-		err = fmt.Errorf("manifest source: %w", err)
+		err = fmt.Errorf("desired-state source: %w", err)
 	}
 	c.log.Info("shutting down")
 	stopSource()

@@ -2,47 +2,37 @@ package controller
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/supervisor"
 	"github.com/tether-mcp/tether/spec"
 )
 
-// Session is one live MCP client session, as the reconciler needs it.
-// controller/connection's *Session implements it; tests use fakes.
-type Session interface {
-	Server() spec.ServerInfo
-	Tools() []*mcp.Tool
-	Probe(ctx context.Context) error
-	CallTool(ctx context.Context, p *mcp.CallToolParams, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error)
-	// Done is closed when the session ended, by itself or by Close.
-	Done() <-chan struct{}
-	Err() error
-	// Process describes a stdio child; nil for HTTP.
-	Process() *spec.ProcessStatus
-	Close() error
+// Source is where desired state comes from: the manifest tree's watcher
+// (controller/manifest) or, in Kubernetes mode, an informer. It is the only
+// writer of the desired-state store it was made with.
+type Source interface {
+	// Run fills the store, then keeps it current until ctx is done. It
+	// calls changed with the names whose entry changed (and with every name
+	// on a periodic resync), and synced once, after the first complete
+	// listing is in the store.
+	Run(ctx context.Context, changed func(names []string), synced func()) error
 }
 
-// ConnectRequest is what a Connector needs to open one session.
-type ConnectRequest struct {
-	Name        string
-	Conn        *spec.McpConnection
-	ManifestDir string
-	Logger      *slog.Logger
-	// OnToolsChanged is called after the server changed its tool list and the
-	// session refreshed it.
-	OnToolsChanged func()
-	// OnEnd is called once the session has ended, by itself or by Close,
-	// after Done is closed. It must not block or call Close.
-	OnEnd func()
-}
-
-// Connector opens sessions. On failure, ProcessOf on the error may describe
-// the child that failed (see connector.go).
-type Connector interface {
-	Connect(ctx context.Context, req ConnectRequest) (Session, error)
+// StatusSink is where status goes: status files beside the manifests
+// (controller/statusfile) or, in Kubernetes mode, the objects' status
+// subresource. Each method is called for one connection at a time.
+type StatusSink interface {
+	// Previous returns the status a previous run left for e, if any, so
+	// that transition times and counters carry on.
+	Previous(e desired.Entry) (spec.ConnectionStatus, bool)
+	// Put records e's status. A sink writes only when it changed.
+	Put(e desired.Entry, st spec.ConnectionStatus) error
+	// Delete removes the status of a connection that is gone.
+	Delete(name string) error
 }
 
 // Exposed is a connected connection as the gateway serves it.
@@ -52,7 +42,7 @@ type Exposed struct {
 	Filter      *spec.ToolFilter
 	CallTimeout time.Duration
 	Tools       []*mcp.Tool
-	Session     Session
+	Session     supervisor.Session
 }
 
 // Exposer is the gateway as the reconciler drives it.

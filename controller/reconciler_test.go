@@ -13,6 +13,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/manifest"
+	"github.com/tether-mcp/tether/controller/statusfile"
+	"github.com/tether-mcp/tether/controller/supervisor"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -25,7 +29,7 @@ type fakeSession struct {
 	err      error
 	closed   chan struct{}
 	proc     *spec.ProcessStatus
-	onEnd    func() // the ConnectRequest's, as a real session calls it
+	onEnd    func() // the supervisor.ConnectRequest's, as a real session calls it
 }
 
 func newFakeSession(tools ...string) *fakeSession {
@@ -74,7 +78,7 @@ func (s *fakeSession) ended() {
 type fakeConnector struct {
 	mu       sync.Mutex
 	outcomes []any
-	calls    []ConnectRequest
+	calls    []supervisor.ConnectRequest
 }
 
 func (f *fakeConnector) push(o ...any) {
@@ -83,7 +87,7 @@ func (f *fakeConnector) push(o ...any) {
 	f.outcomes = append(f.outcomes, o...)
 }
 
-func (f *fakeConnector) Connect(ctx context.Context, req ConnectRequest) (Session, error) {
+func (f *fakeConnector) Connect(ctx context.Context, req supervisor.ConnectRequest) (supervisor.Session, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req)
 	if len(f.outcomes) == 0 {
@@ -165,8 +169,8 @@ func (x *fakeExposer) get(name string) (Exposed, bool) {
 type harness struct {
 	t        *testing.T
 	dir      string
-	desired  *DesiredState
-	status   *StatusWriter
+	desired  *desired.Store
+	status   *statusfile.Writer
 	conn     *fakeConnector
 	exposer  *fakeExposer
 	r        *Reconciler
@@ -184,12 +188,12 @@ func newHarnessWith(t *testing.T, adjust func(*ReconcilerOptions)) *harness {
 	h := &harness{
 		t:        t,
 		dir:      t.TempDir(),
-		desired:  NewDesiredState(),
+		desired:  desired.NewStore(),
 		conn:     &fakeConnector{},
 		exposer:  newFakeExposer(),
 		enqueued: make(chan string, 100),
 	}
-	h.status = NewStatusWriter(h.dir, "")
+	h.status = statusfile.NewWriter(h.dir, "", h.desired.At)
 	opts := ReconcilerOptions{
 		Desired:   h.desired,
 		Status:    h.status,
@@ -223,10 +227,30 @@ func (h *harness) apply(file, content string) {
 	} else if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
-	src := NewSource(SourceOptions{Root: h.dir}, h.desired)
+	src := manifest.NewSource(manifest.SourceOptions{Root: h.dir}, h.desired)
 	if err := src.Sync(); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// onTree completes o for the manifest tree at dir, wired as tether run
+// wires it: the tree's watcher as the Source, status files as the sink.
+func onTree(dir string, o Options) Options {
+	store := desired.NewStore()
+	o.Desired = store
+	o.Source = manifest.NewSource(manifest.SourceOptions{Root: dir, Logger: o.Logger}, store)
+	o.Status = statusfile.NewWriter(dir, "", store.At)
+	return o
+}
+
+// retryNow lets name's next reconcile start an attempt without waiting for
+// the backoff delay.
+func (h *harness) retryNow(name string) {
+	h.t.Helper()
+	h.r.mu.Lock()
+	rec := h.r.conns[name]
+	h.r.mu.Unlock()
+	rec.sup.RetryNow()
 }
 
 func (h *harness) reconcile(name string) Result {
@@ -256,11 +280,11 @@ func (h *harness) waitEnqueued(name string) {
 
 func (h *harness) statusOf(file, name string) spec.ConnectionStatus {
 	h.t.Helper()
-	data, err := os.ReadFile(StatusPath(h.dir, "", filepath.Join(h.dir, file)))
+	data, err := os.ReadFile(statusfile.Path(h.dir, "", filepath.Join(h.dir, file)))
 	if err != nil {
 		h.t.Fatalf("reading status: %v", err)
 	}
-	for _, raw := range splitYAMLDocuments(data) {
+	for _, raw := range statusfile.SplitDocuments(data) {
 		var doc spec.StatusDocument
 		if err := yaml.UnmarshalStrict(raw, &doc); err != nil {
 			h.t.Fatalf("status is not a strict StatusDocument: %v\n%s", err, raw)
@@ -273,7 +297,7 @@ func (h *harness) statusOf(file, name string) spec.ConnectionStatus {
 	return spec.ConnectionStatus{}
 }
 
-func manifest(name, extra string) string {
+func manifestYAML(name, extra string) string {
 	return `apiVersion: tether.dev/v1alpha1
 kind: McpConnection
 metadata:
@@ -296,7 +320,7 @@ func conditionOf(st spec.ConnectionStatus, typ string) spec.Condition {
 func TestReconcileConnects(t *testing.T) {
 	h := newHarness(t)
 	h.conn.push(newFakeSession("a", "b", "c"))
-	h.apply("one.yaml", manifest("one", "  tools: {deny: [c]}\n"))
+	h.apply("one.yaml", manifestYAML("one", "  tools: {deny: [c]}\n"))
 
 	h.reconcile("one")
 	if st := h.statusOf("one.yaml", "one"); st.Phase != spec.PhaseConnecting {
@@ -311,7 +335,7 @@ func TestReconcileConnects(t *testing.T) {
 	if st.Tools == nil || st.Tools.Count != 3 || st.Tools.Exposed != 2 {
 		t.Errorf("tools = %+v, want count 3 exposed 2", st.Tools)
 	}
-	if c := conditionOf(st, spec.ConditionReady); c.Status != spec.ConditionTrue || c.Reason != ReasonConnected {
+	if c := conditionOf(st, spec.ConditionReady); c.Status != spec.ConditionTrue || c.Reason != spec.ReasonConnected {
 		t.Errorf("Ready = %+v", c)
 	}
 	if c := conditionOf(st, spec.ConditionReconciling); c.Status != spec.ConditionFalse {
@@ -332,7 +356,7 @@ func TestReconcileBackoff(t *testing.T) {
 		h.conn.push(errors.New("connection refused"))
 	}
 	h.conn.push(newFakeSession("a"))
-	h.apply("one.yaml", manifest("one", ""))
+	h.apply("one.yaml", manifestYAML("one", ""))
 
 	want := []time.Duration{100, 200, 400, 800, 1600, 3000, 3000, 3000}
 	h.reconcile("one")
@@ -348,9 +372,7 @@ func TestReconcileBackoff(t *testing.T) {
 			t.Fatalf("failure %d: status = %+v", i+1, st)
 		}
 		// Pretend the delay passed.
-		h.r.mu.Lock()
-		h.r.conns["one"].nextRetry = time.Time{}
-		h.r.mu.Unlock()
+		h.retryNow("one")
 		h.reconcile("one")
 	}
 	h.waitEnqueued("one")
@@ -364,16 +386,14 @@ func TestReconcileBackoff(t *testing.T) {
 func TestReconcileBackoffOverride(t *testing.T) {
 	h := newHarness(t)
 	h.conn.push(errors.New("refused"), errors.New("refused"), errors.New("refused"))
-	h.apply("one.yaml", manifest("one", "  backoff: {initial: 1s, max: 1500ms}\n"))
+	h.apply("one.yaml", manifestYAML("one", "  backoff: {initial: 1s, max: 1500ms}\n"))
 	h.reconcile("one")
 	for i, want := range []time.Duration{time.Second, 1500 * time.Millisecond} {
 		h.waitEnqueued("one")
 		if res := h.reconcile("one"); res.RequeueAfter != want {
 			t.Errorf("failure %d: RequeueAfter = %v, want %v", i+1, res.RequeueAfter, want)
 		}
-		h.r.mu.Lock()
-		h.r.conns["one"].nextRetry = time.Time{}
-		h.r.mu.Unlock()
+		h.retryNow("one")
 		h.reconcile("one")
 	}
 }
@@ -412,7 +432,7 @@ func TestReconcileSessionLost(t *testing.T) {
 	s1, s2 := newFakeSession("a"), newFakeSession("a")
 	s1.proc = &spec.ProcessStatus{PID: 42}
 	h.conn.push(s1, s2)
-	h.apply("one.yaml", manifest("one", ""))
+	h.apply("one.yaml", manifestYAML("one", ""))
 	connectOnce(h, "one.yaml", "one")
 
 	code := 3
@@ -434,9 +454,7 @@ func TestReconcileSessionLost(t *testing.T) {
 	if _, ok := h.exposer.get("one"); ok {
 		t.Error("a lost connection is still exposed")
 	}
-	h.r.mu.Lock()
-	h.r.conns["one"].nextRetry = time.Time{}
-	h.r.mu.Unlock()
+	h.retryNow("one")
 	connectOnce(h, "one.yaml", "one")
 	if st := h.statusOf("one.yaml", "one"); st.Process == nil || st.Process.Restarts != 1 {
 		t.Errorf("restarts = %+v, want 1", st.Process)
@@ -461,10 +479,10 @@ func TestReconcileInPlaceAndReconnectingEdits(t *testing.T) {
 			h := newHarness(t)
 			s1 := newFakeSession("a", "b")
 			h.conn.push(s1, newFakeSession("a", "b"))
-			h.apply("one.yaml", manifest("one", ""))
+			h.apply("one.yaml", manifestYAML("one", ""))
 			connectOnce(h, "one.yaml", "one")
 
-			h.apply("one.yaml", manifest("one", tt.edit))
+			h.apply("one.yaml", manifestYAML("one", tt.edit))
 			h.reconcile("one")
 			select {
 			case <-s1.closed:
@@ -503,10 +521,10 @@ func TestReconcileSuspend(t *testing.T) {
 	h := newHarness(t)
 	s1 := newFakeSession("a")
 	h.conn.push(s1)
-	h.apply("one.yaml", manifest("one", ""))
+	h.apply("one.yaml", manifestYAML("one", ""))
 	connectOnce(h, "one.yaml", "one")
 
-	h.apply("one.yaml", manifest("one", "  suspend: true\n"))
+	h.apply("one.yaml", manifestYAML("one", "  suspend: true\n"))
 	if res := h.reconcile("one"); res.RequeueAfter != 0 {
 		t.Errorf("suspended connection requeued after %v", res.RequeueAfter)
 	}
@@ -528,12 +546,12 @@ func TestReconcileInvalidManifest(t *testing.T) {
 	h := newHarness(t)
 	s1 := newFakeSession("a")
 	h.conn.push(s1)
-	h.apply("one.yaml", manifest("one", ""))
+	h.apply("one.yaml", manifestYAML("one", ""))
 	connectOnce(h, "one.yaml", "one")
 	before := h.statusOf("one.yaml", "one")
 
 	// A typo keeps the working connection and reports the error.
-	h.apply("one.yaml", manifest("one", "  healthCheck: {interval: 3x}\n"))
+	h.apply("one.yaml", manifestYAML("one", "  healthCheck: {interval: 3x}\n"))
 	h.reconcile("one")
 	st := h.statusOf("one.yaml", "one")
 	if st.Phase != spec.PhaseConnected {
@@ -555,7 +573,7 @@ func TestReconcileInvalidManifest(t *testing.T) {
 	}
 
 	// A manifest that was never valid is Invalid.
-	h.apply("two.yaml", manifest("two", "  bogus: 1\n"))
+	h.apply("two.yaml", manifestYAML("two", "  bogus: 1\n"))
 	h.reconcile("two")
 	st = h.statusOf("two.yaml", "two")
 	if st.Phase != spec.PhaseInvalid || !strings.Contains(st.ManifestError, "bogus") {
@@ -570,7 +588,7 @@ func TestReconcileRemoval(t *testing.T) {
 	h := newHarness(t)
 	s1 := newFakeSession("a")
 	h.conn.push(s1)
-	h.apply("one.yaml", manifest("one", ""))
+	h.apply("one.yaml", manifestYAML("one", ""))
 	connectOnce(h, "one.yaml", "one")
 
 	h.apply("one.yaml", "")
@@ -599,7 +617,7 @@ func TestReconcileHealthThreshold(t *testing.T) {
 		return nil
 	}
 	h.conn.push(s1, newFakeSession("a"))
-	h.apply("one.yaml", manifest("one", "  healthCheck: {interval: 10ms, timeout: 1s, failureThreshold: 2}\n"))
+	h.apply("one.yaml", manifestYAML("one", "  healthCheck: {interval: 10ms, timeout: 1s, failureThreshold: 2}\n"))
 	connectOnce(h, "one.yaml", "one")
 
 	mu.Lock()
@@ -626,7 +644,7 @@ func TestReconcileHealthThreshold(t *testing.T) {
 func TestStatusWrittenOnlyOnChange(t *testing.T) {
 	h := newHarness(t)
 	h.conn.push(newFakeSession("a"))
-	h.apply("one.yaml", manifest("one", ""))
+	h.apply("one.yaml", manifestYAML("one", ""))
 	connectOnce(h, "one.yaml", "one")
 	p := filepath.Join(h.dir, "one.status.yaml")
 	fi1, err := os.Stat(p)
@@ -654,7 +672,7 @@ func TestConnectingGrace(t *testing.T) {
 	h := newHarness(t)
 	h.r.opts.ConnectingGrace = time.Hour
 	h.conn.push(newFakeSession("a"))
-	h.apply("fast.yaml", manifest("fast", ""))
+	h.apply("fast.yaml", manifestYAML("fast", ""))
 	if res := h.reconcile("fast"); res.RequeueAfter <= 0 || res.RequeueAfter > time.Hour {
 		t.Errorf("RequeueAfter = %v, want the rest of the grace", res.RequeueAfter)
 	}
@@ -676,7 +694,7 @@ func TestConnectingGrace(t *testing.T) {
 	block := make(chan struct{})
 	h.r.opts.Connector = &blockingConnector{release: block}
 	h.r.mu.Unlock()
-	h.apply("slow.yaml", manifest("slow", ""))
+	h.apply("slow.yaml", manifestYAML("slow", ""))
 	res := h.reconcile("slow")
 	if res.RequeueAfter != 50*time.Millisecond {
 		t.Fatalf("RequeueAfter = %v during the grace, want 50ms", res.RequeueAfter)
@@ -694,7 +712,7 @@ func TestConnectingGrace(t *testing.T) {
 // blockingConnector fails every attempt once release is closed.
 type blockingConnector struct{ release chan struct{} }
 
-func (b *blockingConnector) Connect(ctx context.Context, _ ConnectRequest) (Session, error) {
+func (b *blockingConnector) Connect(ctx context.Context, _ supervisor.ConnectRequest) (supervisor.Session, error) {
 	select {
 	case <-b.release:
 	case <-ctx.Done():
@@ -710,14 +728,12 @@ func TestBackoffStartsAfreshForANewSpec(t *testing.T) {
 		h.conn.push(errors.New("refused"))
 	}
 	h.conn.push(newFakeSession("a"), errors.New("the new spec fails"))
-	h.apply("one.yaml", manifest("one", ""))
+	h.apply("one.yaml", manifestYAML("one", ""))
 	h.reconcile("one")
 	for range 6 {
 		h.waitEnqueued("one")
 		h.reconcile("one")
-		h.r.mu.Lock()
-		h.r.conns["one"].nextRetry = time.Time{}
-		h.r.mu.Unlock()
+		h.retryNow("one")
 		h.reconcile("one")
 	}
 	h.waitEnqueued("one")
@@ -725,7 +741,7 @@ func TestBackoffStartsAfreshForANewSpec(t *testing.T) {
 	if st := h.statusOf("one.yaml", "one"); st.Phase != spec.PhaseConnected {
 		t.Fatalf("phase = %s, want Connected", st.Phase)
 	}
-	h.apply("one.yaml", manifest("one", "    args: [--new]\n"))
+	h.apply("one.yaml", manifestYAML("one", "    args: [--new]\n"))
 	h.reconcile("one") // drops the session, starts the new spec's attempt
 	h.waitEnqueued("one")
 	if res := h.reconcile("one"); res.RequeueAfter != 100*time.Millisecond {

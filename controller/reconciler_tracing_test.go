@@ -134,19 +134,18 @@ func TestTraceFailTwiceThenConnect(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "one.yaml"),
-		[]byte(manifest("one", "  backoff: {initial: 10ms, max: 40ms}\n")), 0o644); err != nil {
+		[]byte(manifestYAML("one", "  backoff: {initial: 10ms, max: 40ms}\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	conn := &fakeConnector{}
 	conn.push(errors.New("connection refused #1"), errors.New("connection refused #2"), newFakeSession("a"))
 	logs := &syncBuf{}
-	ctrl := New(Options{
-		Dir:            dir,
+	ctrl := New(onTree(dir, Options{
 		Connector:      conn,
 		Logger:         slog.New(tracing.NewLogHandler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		TracerProvider: tp,
 		Workers:        1,
-	})
+	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ctrl.Run(ctx) }()
@@ -281,7 +280,7 @@ func TestTraceHealthCheckFailure(t *testing.T) {
 	s1 := newFakeSession("a")
 	s1.probeErr = func() error { return errors.New("ping: connection refused") }
 	h.conn.push(s1, newFakeSession("a"))
-	h.apply("one.yaml", manifest("one", "  healthCheck: {interval: 10ms, timeout: 1s, failureThreshold: 2}\n"))
+	h.apply("one.yaml", manifestYAML("one", "  healthCheck: {interval: 10ms, timeout: 1s, failureThreshold: 2}\n"))
 	connectOnce(h, "one.yaml", "one")
 	h.waitEnqueued("one") // first failure
 	h.waitEnqueued("one") // second failure: down
@@ -289,9 +288,7 @@ func TestTraceHealthCheckFailure(t *testing.T) {
 	if st := h.statusOf("one.yaml", "one"); st.Phase != spec.PhaseReconnecting {
 		t.Fatalf("phase = %s, want Reconnecting", st.Phase)
 	}
-	h.r.mu.Lock()
-	h.r.conns["one"].nextRetry = time.Time{} // pretend the delay passed
-	h.r.mu.Unlock()
+	h.retryNow("one")
 	connectOnce(h, "one.yaml", "one")
 
 	checks := spansNamed(rec, tracing.SpanHealthCheck)
@@ -346,7 +343,7 @@ func TestTraceHealthCheckFailure(t *testing.T) {
 func TestTraceAbandonedWait(t *testing.T) {
 	h, rec := newTracedHarness(t)
 	h.conn.push(errors.New("refused"))
-	h.apply("one.yaml", manifest("one", ""))
+	h.apply("one.yaml", manifestYAML("one", ""))
 	h.reconcile("one")
 	h.waitEnqueued("one")
 	if res := h.reconcile("one"); res.RequeueAfter == 0 {
@@ -355,7 +352,7 @@ func TestTraceAbandonedWait(t *testing.T) {
 	if n := len(spansNamed(rec, tracing.SpanBackoffWait)); n != 0 {
 		t.Fatalf("%d waits ended before anything ended them", n)
 	}
-	h.apply("one.yaml", manifest("one", "  suspend: true\n"))
+	h.apply("one.yaml", manifestYAML("one", "  suspend: true\n"))
 	h.reconcile("one")
 	waits := spansNamed(rec, tracing.SpanBackoffWait)
 	if len(waits) != 1 || spanAttr(waits[0], string(tracing.BackoffOutcome)) != "suspended" {

@@ -170,6 +170,19 @@ const (
 	ConditionUnknown = "Unknown"
 )
 
+// Condition reasons, as status documents carry them.
+const (
+	ReasonConnected       = "Connected"
+	ReasonConnecting      = "Connecting"
+	ReasonConnectFailed   = "ConnectFailed"
+	ReasonHealthCheckFail = "HealthCheckFailing"
+	ReasonSuspended       = "Suspended"
+	ReasonManifestInvalid = "ManifestInvalid"
+	ReasonStopped         = "Stopped"
+	ReasonPending         = "Pending"
+	ReasonSucceeded       = "Succeeded"
+)
+
 // ServerInfo is what the server said about itself when it initialized.
 type ServerInfo struct {
 	Name            string `json:"name"`

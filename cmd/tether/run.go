@@ -17,8 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/metrics"
+	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -144,12 +147,31 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 	})
+	store := desired.NewStore()
+	status := statusfile.NewWriter(o.dir, o.statusDir, store.At)
+	source := manifest.NewSource(manifest.SourceOptions{
+		Root:           o.dir,
+		Logger:         log,
+		Resync:         o.resync,
+		Selector:       selector,
+		ManifestErrors: m.SetManifestErrors,
+		// Before the first status write: the status files of manifests
+		// removed while tether was not running.
+		OnSynced: func(files map[string]bool) {
+			removed, err := status.Prune(files)
+			for _, f := range removed {
+				log.Info("removed the status file of a manifest that is gone", "file", f)
+			}
+			if err != nil {
+				log.Warn("looking for status files of removed manifests", "err", err)
+			}
+		},
+	}, store)
 	ctrl = controller.New(controller.Options{
-		Dir:             o.dir,
-		StatusDir:       o.statusDir,
+		Desired:         store,
+		Source:          source,
+		Status:          status,
 		Workers:         o.workers,
-		Resync:          o.resync,
-		Selector:        selector,
 		Connector:       controller.SDKConnector{Version: version},
 		Exposer:         controller.GatewayExposer{G: gw},
 		Metrics:         m,

@@ -2,16 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -78,24 +76,24 @@ func (v *validation) valid() bool { return len(v.problems) == 0 }
 func validatePaths(paths []string) *validation {
 	v := &validation{}
 	seenFile := map[string]bool{}
-	owners := map[string]string{}       // metadata.name -> the file that declared it first
-	statusOwners := map[string]string{} // status file -> the manifest that has it
+	owners := map[string]string{} // metadata.name -> the file that declared it first
+	statusOwners := manifest.StatusOwners{}
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			v.fileProblem(p, "cannot read: "+pathErrorReason(err))
+			v.fileProblem(p, "cannot read: "+manifest.ErrorReason(err).Error())
 			continue
 		}
 		var files []string
 		if fi.IsDir() {
-			tree, err := controller.ListTree(p)
+			tree, err := manifest.ListTree(p)
 			if err != nil {
-				v.fileProblem(p, "cannot walk: "+pathErrorReason(err))
+				v.fileProblem(p, "cannot walk: "+manifest.ErrorReason(err).Error())
 				continue
 			}
 			files = tree.Files
 			for dir, err := range tree.Unreadable {
-				v.fileProblem(dir, "cannot walk: "+pathErrorReason(err))
+				v.fileProblem(dir, "cannot walk: "+manifest.ErrorReason(err).Error())
 			}
 			if len(files) == 0 && len(tree.Unreadable) == 0 {
 				v.empty = append(v.empty, p)
@@ -110,12 +108,10 @@ func validatePaths(paths []string) *validation {
 			}
 			seenFile[key] = true
 			// x.yaml and x.yml would share x.status.yaml, as tether run says.
-			sp := controller.StatusPath("", "", key)
-			if other, ok := statusOwners[sp]; ok {
-				v.fileProblem(f, fmt.Sprintf("its status file %s would be %s's too: rename one of them", filepath.Base(sp), filepath.Base(other)))
+			if err := statusOwners.Claim(key); err != nil {
+				v.fileProblem(f, err.Error())
 				continue
 			}
-			statusOwners[sp] = key
 			v.validateFile(f, owners)
 		}
 	}
@@ -131,9 +127,9 @@ func (v *validation) fileProblem(file, msg string) {
 // validateFile decodes one file and checks its names against the files
 // validated before it: names are unique across the whole tree.
 func (v *validation) validateFile(file string, owners map[string]string) {
-	docs, err := readManifest(file)
+	docs, err := manifest.Decode(file)
 	if err != nil {
-		v.fileProblem(file, "cannot read: "+pathErrorReason(err))
+		v.fileProblem(file, "cannot read: "+manifest.ErrorReason(err).Error())
 		return
 	}
 	v.files++
@@ -148,10 +144,7 @@ func (v *validation) validateFile(file string, owners map[string]string) {
 			continue
 		}
 		if owner, taken := owners[d.Name]; taken && owner != file {
-			v.problems = append(v.problems, &spec.FieldError{
-				File: file, Index: d.Index, DocLine: d.Line, Line: d.Line, Field: "metadata.name",
-				Msg: fmt.Sprintf("%q is already declared in %s", d.Name, owner),
-			})
+			v.problems = append(v.problems, manifest.DuplicateError(file, &d, owner))
 			continue
 		}
 		local = append(local, d.Name)
@@ -162,44 +155,6 @@ func (v *validation) validateFile(file string, owners map[string]string) {
 	if len(v.problems) > before {
 		v.badFiles++
 	}
-}
-
-// readManifest reads a file no bigger than spec.MaxFileSize and decodes it.
-// A file that is not regular (a FIFO, a device) is refused: reading it
-// could block or never end.
-func readManifest(file string) ([]spec.Document, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if docs := spec.OversizedFile(file, fi.Size()); docs != nil {
-		return docs, nil
-	}
-	// The file may grow between Stat and Read: read one byte past the limit
-	// so that DecodeFile still sees it is too big.
-	data, err := io.ReadAll(io.LimitReader(f, spec.MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	return spec.DecodeFile(file, data), nil
-}
-
-// pathErrorReason drops the operation and path from an *fs.PathError: the
-// message already names the file.
-func pathErrorReason(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
 }
 
 func (v *validation) writeText(stdout, stderr io.Writer) error {

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -73,7 +73,7 @@ func (p *Plan) ManifestPath(s *Server) string {
 // will read it: it must decode without error into the very spec intended
 // (so that no YAML quirk changed a value on the way).
 func (s *Server) render(p *Plan) ([]byte, error) {
-	body, err := controller.RenderYAML(s.Conn)
+	body, err := spec.RenderYAML(s.Conn)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (p *Plan) check(force bool) error {
 // files. A directory that does not exist declares none.
 func declaredNames(dir string) (map[string]string, error) {
 	out := map[string]string{}
-	tree, err := controller.ListTree(dir)
+	tree, err := manifest.ListTree(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
 	}
@@ -185,11 +185,11 @@ func declaredNames(dir string) (map[string]string, error) {
 		return nil, err
 	}
 	for _, f := range tree.Files {
-		data, err := os.ReadFile(f)
+		docs, err := manifest.Decode(f)
 		if err != nil {
 			continue
 		}
-		for _, d := range spec.DecodeFile(f, data) {
+		for _, d := range docs {
 			if d.Name != "" {
 				if _, ok := out[d.Name]; !ok {
 					out[d.Name] = f

@@ -1,19 +1,17 @@
 package statusview
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/yaml"
 
-	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/manifest"
+	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -31,7 +29,7 @@ const (
 	// (it does not run, has not reached it yet, or its -l does not select it).
 	ReasonNoStatus = "NoStatus"
 	// ReasonManifestInvalid matches the reason tether itself writes.
-	ReasonManifestInvalid = controller.ReasonManifestInvalid
+	ReasonManifestInvalid = spec.ReasonManifestInvalid
 )
 
 // MessageNoStatus is the Ready message of a connection without status.
@@ -108,7 +106,7 @@ func Load(src Source) (Snapshot, error) {
 	if err != nil || !fi.IsDir() {
 		return Snapshot{}, fmt.Errorf("%s: not a directory", src.Dir)
 	}
-	tree, err := controller.ListTree(src.Dir)
+	tree, err := manifest.ListTree(src.Dir)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("listing %s: %w", src.Dir, err)
 	}
@@ -131,12 +129,16 @@ func (s *Snapshot) warnf(format string, args ...any) {
 }
 
 func (s *Snapshot) loadFile(src Source, file string) {
-	data, mtime, err := readBounded(file, spec.MaxFileSize)
+	data, fi, err := manifest.ReadFile(file, spec.MaxFileSize)
+	if err == nil && data == nil {
+		err = fmt.Errorf("file is %d bytes, over the limit of %d", fi.Size(), spec.MaxFileSize)
+	}
 	if err != nil {
-		s.warnf("%s: cannot read: %v", file, reason(err))
+		s.warnf("%s: cannot read: %v", file, manifest.ErrorReason(err))
 		return
 	}
-	statusPath := controller.StatusPath(src.Dir, src.StatusDir, file)
+	mtime := fi.ModTime()
+	statusPath := statusfile.Path(src.Dir, src.StatusDir, file)
 	status, err := readStatus(statusPath)
 	if err != nil {
 		s.warnf("%s: %v (showing its connections as if it had none)", statusPath, err)
@@ -197,78 +199,14 @@ func unobserved(d spec.Document, mtime time.Time) spec.StatusDocument {
 // readStatus reads a status file into its documents by name. A missing
 // file is no error: tether has not written it yet.
 func readStatus(path string) (map[string]spec.StatusDocument, error) {
-	data, _, err := readBounded(path, spec.MaxFileSize)
+	docs, err := statusfile.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read status file: %v", reason(err))
-	}
-	docs := map[string]spec.StatusDocument{}
-	for i, raw := range splitDocuments(data) {
-		var doc spec.StatusDocument
-		if err := yaml.Unmarshal(raw, &doc); err != nil {
-			return docs, fmt.Errorf("status document %d: %v", i+1, err)
-		}
-		if doc.Metadata.Name != "" {
-			docs[doc.Metadata.Name] = doc
-		}
+		return docs, fmt.Errorf("cannot read status file: %v", manifest.ErrorReason(err))
 	}
 	return docs, nil
-}
-
-// readBounded reads a regular file of at most limit bytes, and returns its
-// modification time. A FIFO or device is refused: reading it could block.
-func readBounded(path string, limit int64) ([]byte, time.Time, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, time.Time{}, errors.New("not a regular file")
-	}
-	if fi.Size() > limit {
-		return nil, time.Time{}, fmt.Errorf("file is %d bytes, over the limit of %d", fi.Size(), limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit))
-	return data, fi.ModTime(), err
-}
-
-// reason drops the operation and path of an *os.PathError: the caller
-// names the file already.
-func reason(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-// splitDocuments splits a YAML stream on "---" lines, the way tether
-// writes status files.
-func splitDocuments(data []byte) [][]byte {
-	var docs [][]byte
-	var cur bytes.Buffer
-	flush := func() {
-		if len(bytes.TrimSpace(cur.Bytes())) > 0 {
-			docs = append(docs, bytes.Clone(cur.Bytes()))
-		}
-		cur.Reset()
-	}
-	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
-		if bytes.Equal(bytes.TrimRight(line, " \t\r\n"), []byte("---")) {
-			flush()
-			continue
-		}
-		cur.Write(line)
-	}
-	flush()
-	return docs
 }
 
 // NotFoundError lists the names asked for that no manifest declares.

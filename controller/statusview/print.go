@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"github.com/tether-mcp/tether/controller"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -202,7 +201,7 @@ func WriteJSON(w io.Writer, v any) error {
 // WriteYAML writes v as YAML in struct field order, so that a status
 // document reads as it does in its status file.
 func WriteYAML(w io.Writer, v any) error {
-	b, err := controller.RenderYAML(v)
+	b, err := spec.RenderYAML(v)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
-func manifest(name, labels string) string {
+func manifestYAML(name, labels string) string {
 	return "apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata:\n  name: " + name +
 		"\n  labels: {" + labels + "}\nspec:\n  stdio:\n    command: srv\n"
 }
@@ -41,10 +41,10 @@ func status(name string, phase spec.Phase) string {
 
 func TestLoadJoinsManifestsAndStatus(t *testing.T) {
 	dir := t.TempDir()
-	write(t, filepath.Join(dir, "a.yaml"), manifest("a", "x: '1'")+"---\n"+manifest("b", ""))
+	write(t, filepath.Join(dir, "a.yaml"), manifestYAML("a", "x: '1'")+"---\n"+manifestYAML("b", ""))
 	// b's status only; a stale document for a name no manifest declares.
 	write(t, filepath.Join(dir, "a.status.yaml"), status("b", spec.PhaseConnected)+"---\n"+status("gone", spec.PhaseConnected))
-	write(t, filepath.Join(dir, "sub", "c.yml"), manifest("c", ""))
+	write(t, filepath.Join(dir, "sub", "c.yml"), manifestYAML("c", ""))
 	write(t, filepath.Join(dir, "sub", "c.status.yaml"), "status: [not, a, map\n")
 
 	snap, err := Load(Source{Dir: dir})
@@ -244,7 +244,7 @@ func TestParseFormat(t *testing.T) {
 func TestWatchStatusDirCreatedLater(t *testing.T) {
 	root := t.TempDir()
 	dir, statusDir := filepath.Join(root, "manifests"), filepath.Join(root, "state", "status")
-	write(t, filepath.Join(dir, "sub", "a.yaml"), manifest("a", ""))
+	write(t, filepath.Join(dir, "sub", "a.yaml"), manifestYAML("a", ""))
 
 	var mu sync.Mutex
 	var calls [][]string

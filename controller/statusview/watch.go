@@ -11,7 +11,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/manifest"
+	"github.com/tether-mcp/tether/controller/statusfile"
 )
 
 // WatchOptions tune Watch. Zero values take the defaults.
@@ -172,7 +173,7 @@ func fingerprint(c *Connection) string {
 // out of the watch by themselves.
 func watchDirs(w *fsnotify.Watcher, src Source, snap Snapshot) (added bool) {
 	dirs := map[string]bool{}
-	if tree, err := controller.ListTree(src.Dir); err == nil {
+	if tree, err := manifest.ListTree(src.Dir); err == nil {
 		for _, d := range tree.Dirs {
 			dirs[d] = true
 		}
@@ -180,7 +181,7 @@ func watchDirs(w *fsnotify.Watcher, src Source, snap Snapshot) (added bool) {
 	if src.StatusDir != "" {
 		dirs[existingAncestor(filepath.Clean(src.StatusDir))] = true
 		for _, c := range snap.Connections {
-			dirs[existingAncestor(filepath.Dir(controller.StatusPath(src.Dir, src.StatusDir, c.Manifest)))] = true
+			dirs[existingAncestor(filepath.Dir(statusfile.Path(src.Dir, src.StatusDir, c.Manifest)))] = true
 		}
 	}
 	watched := map[string]bool{}

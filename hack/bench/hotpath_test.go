@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -52,10 +53,11 @@ func BenchmarkStatusPut(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			dir := b.TempDir()
 			manifest := filepath.Join(dir, "github.yaml")
-			w := controller.NewStatusWriter(dir, "")
 			doc := fullStatus()
 			order := []string{doc.Metadata.Name}
-			if err := w.Put(manifest, order, doc); err != nil {
+			w := statusfile.NewWriter(dir, "", func(string) []string { return order })
+			e := desired.Entry{Name: doc.Metadata.Name, Origin: manifest}
+			if err := w.Put(e, doc.Status); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
@@ -63,7 +65,7 @@ func BenchmarkStatusPut(b *testing.B) {
 				if bc.change {
 					doc.Status.Attempt++
 				}
-				if err := w.Put(manifest, order, doc); err != nil {
+				if err := w.Put(e, doc.Status); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -83,11 +85,11 @@ func TestParseStatus(t *testing.T) {
 
 	dir := t.TempDir()
 	manifest := filepath.Join(dir, "github.yaml")
-	w := controller.NewStatusWriter(dir, "")
-	if err := w.Put(manifest, []string{"github", "second"}, doc); err != nil {
+	w := statusfile.NewWriter(dir, "", func(string) []string { return []string{"github", "second"} })
+	if err := w.Put(desired.Entry{Name: "github", Origin: manifest}, doc.Status); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Put(manifest, []string{"github", "second"}, second); err != nil {
+	if err := w.Put(desired.Entry{Name: "second", Origin: manifest, Index: 1}, second.Status); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(statusPath(manifest))
@@ -100,7 +102,7 @@ func TestParseStatus(t *testing.T) {
 	noProcess := fullStatus()
 	noProcess.Status.Process = nil
 	noProcess.Status.Phase = spec.PhasePending
-	rendered, err := controller.RenderYAML(noProcess)
+	rendered, err := spec.RenderYAML(noProcess)
 	if err != nil {
 		t.Fatal(err)
 	}

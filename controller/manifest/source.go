@@ -1,11 +1,10 @@
-package controller
+package manifest
 
 import (
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -31,10 +31,16 @@ type SourceOptions struct {
 	// Selector keeps only the documents whose labels it accepts (nil: all).
 	Selector func(labels map[string]string) bool
 	// OnChange receives the names whose desired state changed; on a resync,
-	// every name.
+	// every name. Run's changed argument, when not nil, replaces it.
 	OnChange func(names []string)
-	// OnListed is called after every listing with the manifest files' problems.
-	OnListed func(fileErrors map[string][]string)
+	// ManifestErrors is told, after a listing, of every file whose number
+	// of problems changed (n is 0 once a file is fixed or gone): the
+	// tether_manifest_errors gauge.
+	ManifestErrors func(file string, n int)
+	// OnSynced is called once, after the first complete listing is in the
+	// store, with the manifest files it found (tether run prunes the status
+	// files of manifests removed while it was not running).
+	OnSynced func(files map[string]bool)
 }
 
 // Source watches a manifest tree (fsnotify, one watcher for the whole tree)
@@ -45,7 +51,7 @@ type SourceOptions struct {
 // content.
 type Source struct {
 	opts    SourceOptions
-	desired *DesiredState
+	desired *desired.Store
 	log     *slog.Logger
 
 	// owned by the Run goroutine
@@ -53,6 +59,8 @@ type Source struct {
 	watched  map[string]fileID // directory → the directory it named when its watch was added
 	lastDirs []string          // the directories of the last full listing
 	prevErr  map[string]string
+	counted  map[string]int // files reported to ManifestErrors → their count
+	problems Problems       // of the last listing
 
 	// afterList, if set (tests), runs between a listing and its watches.
 	afterList func(dirs []string)
@@ -63,8 +71,8 @@ type cachedFile struct {
 	docs []spec.Document
 }
 
-// NewSource returns a source that writes into desired.
-func NewSource(opts SourceOptions, desired *DesiredState) *Source {
+// NewSource returns a source that writes into store.
+func NewSource(opts SourceOptions, store *desired.Store) *Source {
 	if opts.Debounce <= 0 {
 		opts.Debounce = 50 * time.Millisecond
 	}
@@ -79,11 +87,12 @@ func NewSource(opts SourceOptions, desired *DesiredState) *Source {
 	}
 	return &Source{
 		opts:    opts,
-		desired: desired,
+		desired: store,
 		log:     opts.Logger,
 		cache:   map[string]cachedFile{},
 		watched: map[string]fileID{},
 		prevErr: map[string]string{},
+		counted: map[string]int{},
 	}
 }
 
@@ -95,7 +104,14 @@ func (s *Source) Sync() error {
 }
 
 // Run loads the tree, then watches it until ctx is done.
-func (s *Source) Run(ctx context.Context) error {
+//
+// It implements the controller's Source: changed (when not nil) receives
+// the names whose entry changed, and synced (when not nil) is called once,
+// after the first complete listing.
+func (s *Source) Run(ctx context.Context, changed func(names []string), synced func()) error {
+	if changed != nil {
+		s.opts.OnChange = changed
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("starting the file watcher: %w", err)
@@ -107,7 +123,22 @@ func (s *Source) Run(ctx context.Context) error {
 	if fi, err := os.Stat(s.opts.Root); err == nil && fi.IsDir() {
 		s.watch(w, append([]string{s.opts.Root}, linkParents(s.opts.Root)...))
 	}
+	// The first listing's changes are told after OnSynced, so that what
+	// OnSynced does (pruning status files) comes before any reconcile.
+	notify := s.opts.OnChange
+	var firstChanges []string
+	s.opts.OnChange = func(names []string) { firstChanges = append(firstChanges, names...) }
 	rootOK, growing := s.relist(w)
+	s.opts.OnChange = notify
+	if s.opts.OnSynced != nil {
+		s.opts.OnSynced(s.files())
+	}
+	if synced != nil {
+		synced()
+	}
+	if len(firstChanges) > 0 && notify != nil {
+		notify(firstChanges)
+	}
 
 	resync := time.NewTicker(s.opts.Resync)
 	defer resync.Stop()
@@ -197,8 +228,7 @@ func (s *Source) Run(ctx context.Context) error {
 // temporaries. Everything else, hidden names included (a ConfigMap's ..data
 // swap names nothing else), leads to a re-list.
 func (s *Source) ignore(ev fsnotify.Event) bool {
-	base := filepath.Base(ev.Name)
-	return strings.Contains(base, ".status.yaml") || strings.Contains(base, ".status.yml")
+	return IsStatusName(filepath.Base(ev.Name))
 }
 
 // relist re-reads the tree and updates the watches. It reports whether the
@@ -311,32 +341,28 @@ func (s *Source) sync() ([]string, error) {
 		// is unknown, not gone. Keep every connection and every watch.
 		return s.lastDirs, err
 	}
-	files := make([]ParsedFile, 0, len(tree.Files))
+	files := make([]File, 0, len(tree.Files))
 	seen := make(map[string]bool, len(tree.Files))
-	statusOwner := make(map[string]string, len(tree.Files))
+	statusOwners := StatusOwners{}
 	for _, path := range tree.Files {
 		seen[path] = true
-		// x.yaml and x.yml would share x.status.yaml: the first (in path
-		// order) keeps it, the other is an error until one is renamed.
-		sp := StatusPath(s.opts.Root, "", path)
-		if other, ok := statusOwner[sp]; ok {
-			files = append(files, ParsedFile{Path: path, Err: fmt.Errorf("%s: its status file %s would be %s's too: rename one of them", path, filepath.Base(sp), filepath.Base(other))})
+		if err := statusOwners.Claim(path); err != nil {
+			files = append(files, File{Path: path, Err: fmt.Errorf("%s: %w", path, err)})
 			continue
 		}
-		statusOwner[sp] = path
 		files = append(files, s.load(path))
 	}
 	// Files known before under a directory that cannot be read now keep
 	// their connections, with the error, as an unreadable file does.
 	if len(tree.Unreadable) > 0 {
-		for path := range s.desired.Files() {
+		for path := range s.files() {
 			if seen[path] {
 				continue
 			}
 			for dir, derr := range tree.Unreadable {
 				if strings.HasPrefix(path, dir+string(filepath.Separator)) {
 					seen[path] = true
-					files = append(files, ParsedFile{Path: path, Err: fmt.Errorf("%s: directory %s cannot be read: %w", path, dir, derr)})
+					files = append(files, File{Path: path, Err: fmt.Errorf("%s: directory %s cannot be read: %w", path, dir, derr)})
 					break
 				}
 			}
@@ -351,7 +377,9 @@ func (s *Source) sync() ([]string, error) {
 			delete(s.cache, path)
 		}
 	}
-	changed := s.desired.Replace(files)
+	next, problems := Resolve(s.desired.Entries(), files)
+	changed := s.desired.Replace(next)
+	s.problems = problems
 	s.reportFileErrors()
 	if len(changed) > 0 && s.opts.OnChange != nil {
 		s.opts.OnChange(changed)
@@ -360,19 +388,19 @@ func (s *Source) sync() ([]string, error) {
 }
 
 // load reads one file, reusing the last decode when its bytes did not change.
-func (s *Source) load(path string) ParsedFile {
-	data, size, err := readBounded(path)
+func (s *Source) load(path string) File {
+	data, fi, err := ReadFile(path, spec.MaxFileSize)
 	if err != nil {
 		delete(s.cache, path)
-		return ParsedFile{Path: path, Err: fmt.Errorf("%s: %w", path, err)}
+		return File{Path: path, Err: fmt.Errorf("%s: %w", path, err)}
 	}
-	if docs := spec.OversizedFile(path, size); docs != nil {
+	if data == nil {
 		delete(s.cache, path)
-		return ParsedFile{Path: path, Docs: docs}
+		return File{Path: path, Docs: spec.OversizedFile(path, fi.Size())}
 	}
 	sum := sha256.Sum256(data)
 	if c, ok := s.cache[path]; ok && c.sum == sum {
-		return ParsedFile{Path: path, Docs: c.docs}
+		return File{Path: path, Docs: c.docs}
 	}
 	docs := spec.DecodeFile(path, data)
 	if s.opts.Selector != nil {
@@ -386,35 +414,12 @@ func (s *Source) load(path string) ParsedFile {
 		docs = kept
 	}
 	s.cache[path] = cachedFile{sum: sum, docs: docs}
-	return ParsedFile{Path: path, Docs: docs}
-}
-
-// readBounded reads a file of at most spec.MaxFileSize bytes; for a larger
-// one it reads nothing and returns the size, so the error can say it.
-func readBounded(path string) ([]byte, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("not a regular file")
-	}
-	if fi.Size() > spec.MaxFileSize {
-		return nil, fi.Size(), nil
-	}
-	// The file may grow between Stat and read: bound the read as well.
-	data, err := io.ReadAll(io.LimitReader(f, spec.MaxFileSize+1))
-	return data, int64(len(data)), err
+	return File{Path: path, Docs: docs}
 }
 
 // reportFileErrors logs each file's problems once, when they change.
 func (s *Source) reportFileErrors() {
-	errs := s.desired.FileErrors()
+	errs := s.problems
 	for file, list := range errs {
 		joined := strings.Join(list, "\n")
 		if s.prevErr[file] == joined {
@@ -433,7 +438,31 @@ func (s *Source) reportFileErrors() {
 			}
 		}
 	}
-	if s.opts.OnListed != nil {
-		s.opts.OnListed(errs)
+	if s.opts.ManifestErrors != nil {
+		for file, list := range errs {
+			if s.counted[file] != len(list) {
+				s.opts.ManifestErrors(file, len(list))
+				s.counted[file] = len(list)
+			}
+		}
+		for file := range s.counted {
+			if _, ok := errs[file]; !ok {
+				s.opts.ManifestErrors(file, 0)
+				delete(s.counted, file)
+			}
+		}
 	}
+}
+
+// Files returns the manifest files of the last listing that declare a
+// connection or have a problem.
+func (s *Source) files() map[string]bool {
+	files := map[string]bool{}
+	for _, e := range s.desired.Entries() {
+		files[e.Origin] = true
+	}
+	for f := range s.problems {
+		files[f] = true
+	}
+	return files
 }

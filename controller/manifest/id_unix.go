@@ -1,6 +1,6 @@
 //go:build unix
 
-package controller
+package manifest
 
 import (
 	"io/fs"

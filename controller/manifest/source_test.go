@@ -1,4 +1,4 @@
-package controller
+package manifest
 
 import (
 	"context"
@@ -13,54 +13,83 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/controller/desired"
+
 	"github.com/tether-mcp/tether/spec"
 )
 
-func parsed(path, content string) ParsedFile {
-	return ParsedFile{Path: path, Docs: decode(path, content)}
+func parsed(path, content string) File {
+	return File{Path: path, Docs: decode(path, content)}
+}
+
+// rules applies Resolve to a store, as the Source does after a listing.
+type rules struct {
+	*desired.Store
+	problems Problems
+}
+
+func newRules() *rules { return &rules{Store: desired.NewStore()} }
+
+func (r *rules) Replace(files []File) []string {
+	next, problems := Resolve(r.Entries(), files)
+	r.problems = problems
+	return r.Store.Replace(next)
+}
+
+func (r *rules) FileErrors() Problems { return r.problems }
+
+func manifest(name, extra string) string {
+	return `apiVersion: tether.dev/v1alpha1
+kind: McpConnection
+metadata:
+  name: ` + name + `
+spec:
+  stdio:
+    command: server
+` + extra
 }
 
 func TestDesiredStateRules(t *testing.T) {
-	d := NewDesiredState()
+	d := newRules()
 	a := manifest("a", "")
 	b := manifest("b", "")
 
 	// Two files, three names, one declared twice: the first file in path
 	// order wins, the other file gets an error naming it.
-	changed := d.Replace([]ParsedFile{
+	changed := d.Replace([]File{
 		parsed("x/one.yaml", a+"---\n"+b),
 		parsed("x/two.yaml", a),
 	})
 	if want := []string{"a", "b"}; !reflect.DeepEqual(changed, want) {
 		t.Fatalf("changed = %v, want %v", changed, want)
 	}
-	if e, _ := d.Get("a"); e.File != "x/one.yaml" || e.Conn == nil {
+	if e, _ := d.Get("a"); e.Origin != "x/one.yaml" || e.Conn == nil {
 		t.Fatalf("a = %+v", e)
 	}
 	errs := d.FileErrors()["x/two.yaml"]
 	if len(errs) != 1 || !strings.Contains(errs[0], `"a" is already declared in x/one.yaml`) {
 		t.Fatalf("duplicate error = %v", errs)
 	}
-	if got := d.FileOrder("x/one.yaml"); !reflect.DeepEqual(got, []string{"a", "b"}) {
+	if got := d.At("x/one.yaml"); !reflect.DeepEqual(got, []string{"a", "b"}) {
 		t.Errorf("order = %v", got)
 	}
 
 	// The earlier owner keeps the name even when it would sort later.
-	d2 := NewDesiredState()
-	d2.Replace([]ParsedFile{parsed("z.yaml", a)})
-	d2.Replace([]ParsedFile{parsed("a.yaml", a), parsed("z.yaml", a)})
-	if e, _ := d2.Get("a"); e.File != "z.yaml" {
-		t.Errorf("owner moved to %s; the earlier file must keep it", e.File)
+	d2 := newRules()
+	d2.Replace([]File{parsed("z.yaml", a)})
+	d2.Replace([]File{parsed("a.yaml", a), parsed("z.yaml", a)})
+	if e, _ := d2.Get("a"); e.Origin != "z.yaml" {
+		t.Errorf("owner moved to %s; the earlier file must keep it", e.Origin)
 	}
 
 	// Nothing changed: nothing reported.
-	if changed := d.Replace([]ParsedFile{parsed("x/one.yaml", a+"---\n"+b), parsed("x/two.yaml", a)}); len(changed) != 0 {
+	if changed := d.Replace([]File{parsed("x/one.yaml", a+"---\n"+b), parsed("x/two.yaml", a)}); len(changed) != 0 {
 		t.Errorf("unchanged listing reported %v", changed)
 	}
 
 	// A syntax error in the file keeps both last valid specs, with the error.
 	before, _ := d.Get("a")
-	changed = d.Replace([]ParsedFile{
+	changed = d.Replace([]File{
 		parsed("x/one.yaml", "apiVersion: [unclosed\n"),
 		parsed("x/two.yaml", a),
 	})
@@ -78,17 +107,17 @@ func TestDesiredStateRules(t *testing.T) {
 	}
 
 	// Removing a document removes only that name.
-	d.Replace([]ParsedFile{parsed("x/one.yaml", a), parsed("x/two.yaml", a)})
+	d.Replace([]File{parsed("x/one.yaml", a), parsed("x/two.yaml", a)})
 	if _, ok := d.Get("b"); ok {
 		t.Error("b survived the removal of its document")
 	}
 	// Removing the owner file hands the name to the other declaration.
-	d.Replace([]ParsedFile{parsed("x/two.yaml", a)})
-	if e, _ := d.Get("a"); e.File != "x/two.yaml" || len(d.FileErrors()) != 0 {
+	d.Replace([]File{parsed("x/two.yaml", a)})
+	if e, _ := d.Get("a"); e.Origin != "x/two.yaml" || len(d.FileErrors()) != 0 {
 		t.Errorf("after the owner left: %+v, errors %v", e, d.FileErrors())
 	}
 	// An unreadable file keeps its names.
-	d.Replace([]ParsedFile{{Path: "x/two.yaml", Err: os.ErrPermission}})
+	d.Replace([]File{{Path: "x/two.yaml", Err: os.ErrPermission}})
 	if e, ok := d.Get("a"); !ok || e.ManifestError == "" {
 		t.Errorf("unreadable file: %+v ok=%v", e, ok)
 	}
@@ -103,7 +132,7 @@ func TestDesiredStateRules(t *testing.T) {
 // subdirectories, and a removed and recreated directory.
 func TestSourceWatchesTree(t *testing.T) {
 	root := t.TempDir()
-	d := NewDesiredState()
+	d := desired.NewStore()
 	var mu sync.Mutex
 	seen := map[string]int{}
 	src := NewSource(SourceOptions{
@@ -189,7 +218,7 @@ func TestSourceKeepsUnreadableDirectories(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := NewDesiredState()
+	d := desired.NewStore()
 	src := NewSource(SourceOptions{Root: root}, d)
 	if err := src.Sync(); err != nil {
 		t.Fatal(err)
@@ -220,8 +249,9 @@ func TestSourceStatusFileClash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := NewDesiredState()
-	if err := NewSource(SourceOptions{Root: root}, d).Sync(); err != nil {
+	d := desired.NewStore()
+	src := NewSource(SourceOptions{Root: root}, d)
+	if err := src.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := d.Get("first"); !ok {
@@ -230,7 +260,7 @@ func TestSourceStatusFileClash(t *testing.T) {
 	if _, ok := d.Get("second"); ok {
 		t.Error("x.yml declared a connection whose status would overwrite x.yaml's")
 	}
-	errs := d.FileErrors()[filepath.Join(root, "x.yml")]
+	errs := src.problems[filepath.Join(root, "x.yml")]
 	if len(errs) != 1 || !strings.Contains(errs[0], "x.status.yaml would be x.yaml's too") {
 		t.Errorf("errors of x.yml = %v", errs)
 	}
@@ -241,7 +271,7 @@ func TestSourceStatusFileClash(t *testing.T) {
 // the source must list again once the watch is in place.
 func TestSourceSeesFileCreatedBeforeWatch(t *testing.T) {
 	root := t.TempDir()
-	d := NewDesiredState()
+	d := desired.NewStore()
 	src := NewSource(SourceOptions{Root: root, Debounce: 10 * time.Millisecond, Resync: time.Hour}, d)
 	deep := filepath.Join(root, "sub", "deep")
 	late := filepath.Join(deep, "late.yaml")
@@ -281,7 +311,7 @@ func BenchmarkSourceSyncUnchanged(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	src := NewSource(SourceOptions{Root: root}, NewDesiredState())
+	src := NewSource(SourceOptions{Root: root}, desired.NewStore())
 	if err := src.Sync(); err != nil {
 		b.Fatal(err)
 	}
@@ -298,7 +328,7 @@ func BenchmarkSourceSyncUnchanged(b *testing.B) {
 // missed until the resync.
 func TestSourceWatchesRecreatedDirectory(t *testing.T) {
 	root := t.TempDir()
-	d := NewDesiredState()
+	d := desired.NewStore()
 	src := NewSource(SourceOptions{Root: root, Debounce: 20 * time.Millisecond, Resync: time.Hour}, d)
 	runSource(t, src)
 	waitName := func(name string, want bool) {
@@ -334,12 +364,12 @@ func TestSourceWatchesRecreatedDirectory(t *testing.T) {
 func runSource(t *testing.T, src *Source) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
+	go func() { done <- src.Run(ctx, nil, nil) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
 // waitDesired waits up to 10 s until ok accepts d.
-func waitDesired(t *testing.T, d *DesiredState, what string, ok func() bool) {
+func waitDesired(t *testing.T, d *desired.Store, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !ok() {

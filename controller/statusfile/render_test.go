@@ -1,4 +1,4 @@
-package controller
+package statusfile
 
 import (
 	"encoding/json"
@@ -71,13 +71,13 @@ func randomStatus(r *rand.Rand) spec.StatusDocument {
 	return spec.StatusDocument{APIVersion: spec.APIVersion, Kind: spec.Kind, Metadata: spec.ObjectMeta{Name: randomString(r)}, Status: st}
 }
 
-// TestRenderStatusRoundTrip: what renderStatus writes decodes, strictly, to
+// TestRenderStatusRoundTrip: what render writes decodes, strictly, to
 // the document it was given, whatever the strings hold.
 func TestRenderStatusRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 3000 {
 		doc := randomStatus(r)
-		out := renderStatus(&doc)
+		out := render(&doc)
 		var back spec.StatusDocument
 		if err := yaml.UnmarshalStrict(out, &back); err != nil {
 			t.Fatalf("case %d: does not decode: %v\n%s", i, err, out)
@@ -110,11 +110,11 @@ func TestRenderStatusMatchesGeneric(t *testing.T) {
 			Process:        &spec.ProcessStatus{PID: 4242, Restarts: 3, LastExitCode: &code, StderrTail: []string{"listening on stdio"}},
 			Collisions:     []spec.ToolCollision{{Tool: "gh_search", Connection: "another"}},
 		}}
-	generic, err := RenderYAML(doc)
+	generic, err := spec.RenderYAML(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fast := renderStatus(&doc); string(fast) != string(generic) {
+	if fast := render(&doc); string(fast) != string(generic) {
 		t.Errorf("renderers differ\nfast:\n%s\ngeneric:\n%s", fast, generic)
 	}
 }
@@ -137,13 +137,13 @@ func BenchmarkRenderStatus(b *testing.B) {
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			renderStatus(&doc)
+			render(&doc)
 		}
 	})
 	b.Run("generic", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_, _ = RenderYAML(doc)
+			_, _ = spec.RenderYAML(doc)
 		}
 	})
 }

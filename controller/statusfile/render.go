@@ -1,4 +1,4 @@
-package controller
+package statusfile
 
 import (
 	"bytes"
@@ -10,13 +10,13 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
-// renderStatus writes a status document as YAML, fields in the documented
+// render writes a status document as YAML, fields in the documented
 // order. It is the status writer's hot path (every connection's every
 // change), so it emits the fixed schema directly instead of going through a
 // generic encoder (RenderYAML costs ~300 µs and ~200 KB a document; this a
 // few µs). TestRenderStatusRoundTrip holds it to decoding back, strictly, to
 // the same document.
-func renderStatus(doc *spec.StatusDocument) []byte {
+func render(doc *spec.StatusDocument) []byte {
 	var b bytes.Buffer
 	b.Grow(1024)
 	st := &doc.Status

@@ -1,0 +1,285 @@
+package statusfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/manifest"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Path returns where the status of a manifest file is written:
+// <manifest-base>.status.yaml beside it, or, with statusDir, the same
+// relative place under statusDir (root is the manifest tree's root).
+func Path(root, statusDir, manifestPath string) string {
+	p := filepath.Join(filepath.Dir(manifestPath), manifest.StatusName(manifestPath))
+	if statusDir == "" {
+		return p
+	}
+	rel, err := filepath.Rel(root, p)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		rel = filepath.Base(p)
+	}
+	return filepath.Join(statusDir, rel)
+}
+
+// Writer owns the status files: it is the StatusSink of tether run on a
+// manifest tree. It keeps the latest status document of every connection,
+// renders each manifest's status file (one document per connection, in
+// manifest order), and writes it atomically (temp file + rename) only when
+// its bytes change. Its maps have one lock; each status file has a lock of
+// its own, held while it is rendered and written, so writes of different
+// files run in parallel and writes of one file happen in the order their
+// content was decided.
+type Writer struct {
+	root, statusDir string
+	order           func(manifest string) []string
+
+	mu       sync.Mutex
+	rendered map[string][]byte      // connection name → its rendered document
+	written  map[string]string      // connection name → the manifest whose status file has it
+	files    map[string][]byte      // status path → bytes on disk (nil: absent)
+	locks    map[string]*sync.Mutex // status path → its write lock
+}
+
+// NewWriter returns a writer for the tree at root. order lists the
+// connections a manifest declares, in document order (desired.Store.At).
+func NewWriter(root, statusDir string, order func(manifest string) []string) *Writer {
+	return &Writer{
+		root:      root,
+		statusDir: statusDir,
+		order:     order,
+		rendered:  map[string][]byte{},
+		written:   map[string]string{},
+		files:     map[string][]byte{},
+		locks:     map[string]*sync.Mutex{},
+	}
+}
+
+// Path returns the status file of a manifest.
+func (w *Writer) Path(manifest string) string {
+	return Path(w.root, w.statusDir, manifest)
+}
+
+// Previous returns the status of e as found in the status file on disk, so
+// that a restarted tether keeps transition times and counters.
+func (w *Writer) Previous(e desired.Entry) (spec.ConnectionStatus, bool) {
+	docs, _ := Read(w.Path(e.Origin))
+	doc, ok := docs[e.Name]
+	return doc.Status, ok
+}
+
+// Prune deletes the status files of manifests that are gone, so that a
+// manifest removed while tether was not running leaves no status behind
+// (tether get would show its connection forever). keep holds the manifest
+// files of a full listing. Only files that read as tether status documents
+// are removed; nothing is removed while the manifest root cannot be read (a
+// mount not there yet is no reason to wipe the status directory). Call it
+// before any Put. It returns the files it removed.
+func (w *Writer) Prune(keep map[string]bool) ([]string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := os.Stat(w.root); err != nil {
+		return nil, nil
+	}
+	top := w.root
+	if w.statusDir != "" {
+		top = w.statusDir
+	}
+	var removed []string
+	err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // what cannot be read is left alone
+		}
+		if d.IsDir() {
+			if p != top && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		base, ok := strings.CutSuffix(d.Name(), ".status.yaml")
+		if !ok || !d.Type().IsRegular() {
+			return nil
+		}
+		dir := filepath.Dir(p)
+		if w.statusDir != "" {
+			rel, err := filepath.Rel(w.statusDir, dir)
+			if err != nil {
+				return nil
+			}
+			dir = filepath.Join(w.root, rel)
+		}
+		if keep[filepath.Join(dir, base+".yaml")] || keep[filepath.Join(dir, base+".yml")] || !isStatusFile(p) {
+			return nil
+		}
+		if err := os.Remove(p); err == nil {
+			removed = append(removed, p)
+		}
+		return nil
+	})
+	return removed, err
+}
+
+// isStatusFile reports whether path starts like a status file tether wrote.
+func isStatusFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 128)
+	n, _ := io.ReadFull(f, head)
+	return bytes.HasPrefix(head[:n], []byte("apiVersion: "+spec.APIVersion+"\nkind: "+spec.Kind+"\n"))
+}
+
+// Put records the status of e and rewrites its manifest's status file if
+// that changes it. A connection whose document moved to another manifest
+// file leaves the old one first.
+func (w *Writer) Put(e desired.Entry, st spec.ConnectionStatus) error {
+	doc := spec.StatusDocument{
+		APIVersion: spec.APIVersion,
+		Kind:       spec.Kind,
+		Metadata:   spec.ObjectMeta{Name: e.Name},
+		Status:     st,
+	}
+	w.mu.Lock()
+	old := w.written[e.Name]
+	w.mu.Unlock()
+	if old != "" && old != e.Origin {
+		if err := w.flush(old, func() { delete(w.rendered, e.Name) }); err != nil {
+			return err
+		}
+	}
+	b := render(&doc)
+	if err := w.flush(e.Origin, func() { w.rendered[e.Name] = b }); err != nil {
+		return err
+	}
+	// Only now is the status where e.Origin says: a failed write above
+	// leaves the old place to clean on the retry.
+	w.mu.Lock()
+	w.written[e.Name] = e.Origin
+	w.mu.Unlock()
+	return nil
+}
+
+// Delete forgets name and rewrites (or removes) the status file that held
+// it.
+func (w *Writer) Delete(name string) error {
+	w.mu.Lock()
+	file, ok := w.written[name]
+	w.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := w.flush(file, func() { delete(w.rendered, name) }); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	if w.written[name] == file {
+		delete(w.written, name)
+	}
+	w.mu.Unlock()
+	return nil
+}
+
+// flush applies update to the documents and brings the manifest's status
+// file in line with them.
+func (w *Writer) flush(manifest string, update func()) error {
+	order := w.order(manifest)
+	path := w.Path(manifest)
+	w.mu.Lock()
+	lock := w.locks[path]
+	if lock == nil {
+		lock = &sync.Mutex{}
+		w.locks[path] = lock
+	}
+	w.mu.Unlock()
+	lock.Lock()
+	defer lock.Unlock()
+
+	w.mu.Lock()
+	update()
+	var buf bytes.Buffer
+	for _, name := range order {
+		b, ok := w.rendered[name]
+		if !ok {
+			continue
+		}
+		if buf.Len() > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(b)
+	}
+	have, known := w.files[path]
+	w.mu.Unlock()
+
+	want := buf.Bytes()
+	if !known {
+		// First touch since start: compare with what a previous run left.
+		if b, err := os.ReadFile(path); err == nil {
+			have = b
+		}
+	}
+	switch {
+	case len(want) == 0 && known && have == nil:
+		return nil
+	case len(want) == 0:
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing status file: %w", err)
+		}
+		want = nil
+	case have != nil && bytes.Equal(have, want):
+	default:
+		if err := writeAtomic(path, want); err != nil {
+			return err
+		}
+	}
+	w.mu.Lock()
+	w.files[path] = want
+	w.mu.Unlock()
+	return nil
+}
+
+// writeAtomic writes data to path via a hidden temp file in the same
+// directory and a rename, so a reader sees the old or the new file, never a
+// part of one.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	pattern := "." + filepath.Base(path) + ".tmp-*"
+	tmp, err := os.CreateTemp(dir, pattern)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory is created only when it is missing (--status-dir
+		// trees): at 1,000 connections every syscall of a write counts.
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			tmp, err = os.CreateTemp(dir, pattern)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("writing status file: %w", err)
+	}
+	name := tmp.Name()
+	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Chmod(0o644) // on the open file: no second path lookup
+	}
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(name, path)
+	}
+	if werr != nil {
+		os.Remove(name)
+		return fmt.Errorf("writing status file: %w", werr)
+	}
+	return nil
+}

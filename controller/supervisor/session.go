@@ -1,0 +1,59 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Session is one live MCP client session: what the supervisor watches, and
+// what the gateway calls through (gateway.Backend). controller/connection's
+// *Session implements it; tests use fakes.
+type Session interface {
+	gateway.Backend
+	Server() spec.ServerInfo
+	Tools() []*mcp.Tool
+	Probe(ctx context.Context) error
+	// Done is closed when the session ended, by itself or by Close.
+	Done() <-chan struct{}
+	Err() error
+	// Process describes a stdio child; nil for HTTP.
+	Process() *spec.ProcessStatus
+	Close() error
+}
+
+// ConnectRequest is what a Connector needs to open one session.
+type ConnectRequest struct {
+	Name        string
+	Conn        *spec.McpConnection
+	ManifestDir string
+	Logger      *slog.Logger
+	// OnToolsChanged is called after the server changed its tool list and the
+	// session refreshed it.
+	OnToolsChanged func()
+	// OnEnd is called once the session has ended, by itself or by Close,
+	// after Done is closed. It must not block or call Close.
+	OnEnd func()
+}
+
+// Connector opens sessions. On failure, ProcessOf on the error may describe
+// the child that failed.
+type Connector interface {
+	Connect(ctx context.Context, req ConnectRequest) (Session, error)
+}
+
+// ProcessOf returns the facts of the stdio child behind a failed connect
+// (pid, exit code, stderr tail), when the error carries them: an error in
+// its chain has a ProcessStatus method, as controller/connection's do.
+func ProcessOf(err error) *spec.ProcessStatus {
+	var pe interface{ ProcessStatus() *spec.ProcessStatus }
+	if errors.As(err, &pe) {
+		return pe.ProcessStatus()
+	}
+	return nil
+}

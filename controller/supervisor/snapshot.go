@@ -1,0 +1,74 @@
+package supervisor
+
+import (
+	"time"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Snapshot is the state of a supervised connection at one moment. It is a
+// copy: nothing in it changes after Snapshot returns it (Session is the live
+// session itself, for the gateway to call through; its facts are copied).
+type Snapshot struct {
+	// Session is the live session; nil when there is none. Running is the
+	// spec it runs (prefix, filters and health settings as last applied).
+	Session Session
+	Running *spec.McpConnection
+	// Server, Tools and ConnectedAt describe the live session.
+	Server      spec.ServerInfo
+	Tools       int
+	ConnectedAt time.Time
+	// Connecting is true while an attempt runs or its outcome is not taken
+	// in yet.
+	Connecting bool
+	Attempting bool
+	// Failures counts failed attempts since the last success; LastError is
+	// the last one's (or the lost session's) error, NextRetry when the
+	// backoff allows the next attempt.
+	Failures  int
+	LastError string
+	NextRetry time.Time
+	// HealthFailures counts failed probes in a row of the live session.
+	HealthFailures int
+	HealthError    string
+	// Starts counts stdio children started; LastExitCode is the last one's
+	// exit code; Process the child's facts (the live child's when there is
+	// one, else the last known).
+	Starts       int
+	LastExitCode *int
+	Process      *spec.ProcessStatus
+}
+
+// Snapshot returns the connection's state now.
+func (s *Supervisor) Snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{
+		Session:        s.session,
+		Running:        s.sessionSpec,
+		ConnectedAt:    s.connectedAt,
+		Connecting:     s.attempting || s.result != nil,
+		Attempting:     s.attempting,
+		Failures:       s.failures,
+		LastError:      s.lastError,
+		NextRetry:      s.nextRetry,
+		HealthFailures: s.health.failures,
+		HealthError:    s.health.lastErr,
+		Starts:         s.starts,
+		LastExitCode:   s.lastExitCode,
+		Process:        s.process,
+	}
+	if ss := s.session; ss != nil {
+		snap.Server = ss.Server()
+		snap.Tools = len(ss.Tools())
+		if live := ss.Process(); live != nil {
+			snap.Process = live
+		}
+	}
+	if snap.Process != nil {
+		p := *snap.Process
+		p.StderrTail = append([]string(nil), p.StderrTail...)
+		snap.Process = &p
+	}
+	return snap
+}

@@ -1,0 +1,558 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tether-mcp/tether/controller/tracing"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Defaults of a supervisor.
+const (
+	// DefaultConnectTimeout bounds one connect attempt (spawn + initialize +
+	// tools/list).
+	DefaultConnectTimeout = 60 * time.Second
+	// StableAfter is how long a session must stay up before a drop starts
+	// the backoff from the beginning again; a server that dies right after
+	// connecting keeps backing off instead of restarting in a hot loop.
+	StableAfter = 10 * time.Second
+	// closeBound bounds a graceful close (stdin, SIGTERM, SIGKILL).
+	closeBound = 10 * time.Second
+)
+
+// Metrics is what a supervisor reports; it is called without the
+// supervisor's lock held.
+type Metrics interface {
+	ObserveAttempt(name string, success bool)
+	ObserveHealthCheck(name string, d time.Duration)
+}
+
+// Options wire a Supervisor.
+type Options struct {
+	Name      string
+	Logger    *slog.Logger // lines carry connection=Name already
+	Connector Connector
+	Metrics   Metrics // may be nil
+	Tracer    trace.Tracer
+	// ConnectTimeout bounds one attempt (default DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// Notify asks for this connection to be reconciled soon. It must not
+	// block.
+	Notify func()
+	// OnDrop is told, before a live session is closed, that it is going
+	// and why, with the spec it ran: the reconciler hides its tools then,
+	// so that a call meanwhile is answered with why. May be nil.
+	OnDrop func(running *spec.McpConnection, why string)
+	// Starts and LastExitCode carry on the counters of a previous run
+	// (from its status), so restarts keep counting across tether restarts.
+	Starts       int
+	LastExitCode *int
+	// Now and Jitter are for tests. The backoff delay is scaled by
+	// 1-0.2*Jitter(), Jitter in [0,1).
+	Now    func() time.Time
+	Jitter func() float64
+}
+
+// Want is what the reconciler wants of a connection: its spec, and the
+// directory relative paths of the spec resolve against.
+type Want struct {
+	Conn *spec.McpConnection
+	Dir  string
+}
+
+// hash tells two wants apart where it matters for the session: a change of
+// connect-relevant fields, or of the directory (a manifest moved elsewhere
+// resolves its relative command anew), needs a new session.
+func (w Want) hash() string { return w.Conn.Spec.ConnectHash() + "|" + w.Dir }
+
+// Supervisor keeps one connection. All methods are safe for concurrent use.
+type Supervisor struct {
+	opts Options
+	log  *slog.Logger
+
+	ctx    context.Context // parent of every attempt and probe; ended by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	// Everything below is guarded by mu.
+	closed bool
+
+	session     Session
+	sessionHash string
+	sessionSpec *spec.McpConnection
+	stopMonitor context.CancelFunc
+	connectedAt time.Time
+
+	attempting    bool
+	attemptHash   string
+	cancelAttempt context.CancelFunc
+	result        *attemptResult // a finished attempt not yet taken in
+
+	failures    int // failed attempts since the last success (status.attempt)
+	backoffStep int // position in the backoff sequence; reset once stable
+	nextRetry   time.Time
+	lastError   string
+	// backoffSpan is the open mcp.backoff_wait span: started when a failure
+	// decides the delay, ended when the next attempt starts or the wait is
+	// abandoned (stopLocked).
+	backoffSpan trace.Span
+
+	health healthState
+
+	starts       int // stdio children started (restarts = starts-1)
+	lastExitCode *int
+	process      *spec.ProcessStatus // last known facts of the child
+
+	out effects // what to tell others once mu is released
+}
+
+type attemptResult struct {
+	hash    string
+	spec    *spec.McpConnection
+	session Session
+	err     error
+	process *spec.ProcessStatus
+	span    trace.SpanContext // the attempt's mcp.connect_attempt span
+}
+
+type healthState struct {
+	failures int
+	lastErr  string
+	down     error // set once failures reached the threshold
+}
+
+// effects are calls into other components decided under mu and made after
+// it is released, in order: attempts observed, dropped sessions hidden,
+// then closed.
+type effects struct {
+	attempts []bool
+	drops    []drop
+	closes   []Session
+}
+
+type drop struct {
+	session Session
+	spec    *spec.McpConnection
+	why     string
+}
+
+// New returns a supervisor for one connection; it does nothing until Step.
+func New(parent context.Context, opts Options) *Supervisor {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = rand.Float64
+	}
+	if opts.Notify == nil {
+		opts.Notify = func() {}
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = tracing.Tracer(nil)
+	}
+	ctx, cancel := context.WithCancel(parent)
+	return &Supervisor{
+		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
+		starts: opts.Starts, lastExitCode: opts.LastExitCode,
+	}
+}
+
+// lock takes mu; unlock releases it and then makes the calls decided under
+// it. Every public method that changes state uses the pair.
+func (s *Supervisor) lock() { s.mu.Lock() }
+
+func (s *Supervisor) unlock() {
+	out := s.out
+	s.out = effects{}
+	s.mu.Unlock()
+	for _, ok := range out.attempts {
+		if s.opts.Metrics != nil {
+			s.opts.Metrics.ObserveAttempt(s.opts.Name, ok)
+		}
+	}
+	for _, d := range out.drops {
+		if s.opts.OnDrop != nil && d.spec != nil {
+			s.opts.OnDrop(d.spec, d.why)
+		}
+		s.closeAsync(d.session)
+	}
+	for _, c := range out.closes {
+		s.closeAsync(c)
+	}
+}
+
+// Step brings the connection one step toward want: it takes in a finished
+// attempt, watches the live session (a session that ended or failed its
+// health checks is dropped), reconnects after a spec change, and starts an
+// attempt once the backoff allows. It returns how long to wait before the
+// next look when a backoff delay is running (0 otherwise: the supervisor
+// asks for the next look itself). ctx carries the reconcile's span, the
+// parent of the spans Step starts.
+func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration) {
+	s.lock()
+	defer s.unlock()
+	if s.closed {
+		return 0
+	}
+	wantHash := want.hash()
+	now := s.opts.Now()
+
+	// Take in a finished attempt.
+	if res := s.result; res != nil {
+		s.result = nil
+		s.out.attempts = append(s.out.attempts, res.err == nil)
+		if res.process != nil {
+			s.process = res.process
+			if res.process.LastExitCode != nil {
+				s.lastExitCode = res.process.LastExitCode
+			}
+		}
+		switch {
+		case res.err != nil:
+			s.failedLocked(ctx, res.err.Error(), want.Conn, now, res.span)
+		case res.hash != wantHash:
+			// Connected with a spec that is no longer wanted.
+			s.out.closes = append(s.out.closes, res.session)
+		default:
+			s.adoptLocked(trace.ContextWithSpanContext(ctx, res.span), res, now)
+		}
+	}
+
+	// Watch the live session.
+	if ss := s.session; ss != nil {
+		var down error
+		select {
+		case <-ss.Done():
+			down = ss.Err()
+			if down == nil {
+				down = errors.New("session closed")
+			}
+			if p := ss.Process(); p != nil {
+				s.process = p
+				if p.LastExitCode != nil {
+					s.lastExitCode = p.LastExitCode
+				}
+			}
+			down = fmt.Errorf("connection lost: %w", down)
+		default:
+			if s.health.down != nil {
+				down = s.health.down
+			}
+		}
+		switch {
+		case down != nil:
+			s.log.WarnContext(ctx, "connection lost; reconnecting", "err", down)
+			s.dropLocked(down.Error())
+			if now.Sub(s.connectedAt) >= StableAfter {
+				s.backoffStep = 0
+			}
+			s.failedLocked(ctx, down.Error(), want.Conn, now, trace.SpanContext{})
+		case s.sessionHash != wantHash:
+			s.log.InfoContext(ctx, "spec changed; reconnecting")
+			s.dropLocked("reconnecting after a spec change")
+			s.nextRetry = time.Time{}
+			s.backoffStep = 0 // a new spec starts its backoff afresh
+		default:
+			// Connected: prefix, filters and health settings apply in place.
+			s.sessionSpec = want.Conn
+			return 0
+		}
+	}
+
+	if s.attempting {
+		if s.attemptHash != wantHash {
+			s.cancelAttempt() // it reports back; the next step starts afresh
+		}
+		return 0
+	}
+	if wait := s.nextRetry.Sub(now); wait > 0 {
+		wctx := ctx
+		if s.backoffSpan != nil {
+			wctx = trace.ContextWithSpan(ctx, s.backoffSpan)
+		}
+		s.log.DebugContext(wctx, "waiting before the next attempt", "attempt", s.failures+1, "delay", wait.Round(time.Millisecond))
+		return wait
+	}
+	s.startAttemptLocked(ctx, want, wantHash)
+	return 0
+}
+
+// Suspend ends the session and any attempt, and forgets the backoff: a
+// suspended connection starts afresh when it is resumed.
+func (s *Supervisor) Suspend(ctx context.Context) {
+	s.lock()
+	defer s.unlock()
+	if s.session != nil || s.attempting {
+		s.log.InfoContext(ctx, "connection suspended")
+	}
+	s.stopLocked("suspended")
+	s.failures, s.backoffStep, s.nextRetry = 0, 0, time.Time{}
+}
+
+// Stop ends the session and any attempt, saying why (a manifest that is
+// invalid, tether shutting down). A later Step starts again.
+func (s *Supervisor) Stop(why string) {
+	s.lock()
+	defer s.unlock()
+	s.stopLocked(why)
+}
+
+// Close stops for good (the connection was removed): what is running is
+// stopped, attempts that report back later are discarded, and no new work
+// starts. Wait waits for its goroutines.
+func (s *Supervisor) Close(why string) {
+	s.lock()
+	defer s.unlock()
+	s.stopLocked(why)
+	s.closed = true
+	s.cancel()
+}
+
+// Wait waits for every goroutine the supervisor started, or until ctx ends.
+func (s *Supervisor) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// RetryNow lets the next Step start an attempt at once, skipping what is
+// left of the backoff wait.
+func (s *Supervisor) RetryNow() {
+	s.lock()
+	defer s.unlock()
+	s.nextRetry = time.Time{}
+}
+
+// failedLocked takes in a failed attempt or a lost session (failed is the
+// attempt's span context, invalid for a lost session) and starts the
+// backoff wait, as a child of ctx's reconcile span.
+func (s *Supervisor) failedLocked(ctx context.Context, msg string, want *spec.McpConnection, now time.Time, failed trace.SpanContext) {
+	s.failures++
+	delay := s.backoff(want, s.backoffStep)
+	s.backoffStep++
+	s.lastError = msg
+	s.nextRetry = now.Add(delay)
+	lctx := ctx
+	if failed.IsValid() {
+		lctx = trace.ContextWithSpanContext(ctx, failed) // the line is about that attempt
+	}
+	s.log.WarnContext(lctx, "connection attempt failed; will retry", "attempt", s.failures, "err", msg, "retryIn", delay.Round(time.Millisecond))
+
+	s.endBackoff("superseded") // none is open here; never leak one
+	opts := []trace.SpanStartOption{trace.WithAttributes(
+		tracing.Server.String(s.opts.Name),
+		tracing.Endpoint.String(tracing.EndpointOf(&want.Spec)),
+		tracing.Attempt.Int(s.failures+1), // the attempt this wait precedes
+		tracing.BackoffDelayMs.Int64(delay.Milliseconds()),
+	)}
+	if failed.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: failed}))
+	}
+	_, s.backoffSpan = s.opts.Tracer.Start(ctx, tracing.SpanBackoffWait, opts...)
+}
+
+// endBackoff ends the open backoff_wait span, saying how the wait ended, and
+// returns its span context (invalid when none was open).
+func (s *Supervisor) endBackoff(outcome string) trace.SpanContext {
+	if s.backoffSpan == nil {
+		return trace.SpanContext{}
+	}
+	sc := s.backoffSpan.SpanContext()
+	s.backoffSpan.SetAttributes(tracing.BackoffOutcome.String(outcome))
+	s.backoffSpan.End()
+	s.backoffSpan = nil
+	return sc
+}
+
+// backoff is initial·2^step, capped at max, jittered down by up to 20% so
+// that connections failing together spread out without exceeding the cap.
+func (s *Supervisor) backoff(want *spec.McpConnection, step int) time.Duration {
+	initial, maxDelay := want.Spec.BackoffInitial(), want.Spec.BackoffMax()
+	d := initial
+	for i := 0; i < step && d < maxDelay; i++ {
+		d *= 2
+	}
+	d = min(d, maxDelay)
+	return time.Duration(float64(d) * (1 - 0.2*s.opts.Jitter()))
+}
+
+// adoptLocked takes in a new session; ctx carries the attempt's span context.
+func (s *Supervisor) adoptLocked(ctx context.Context, res *attemptResult, now time.Time) {
+	s.session = res.session
+	s.sessionHash = res.hash
+	s.sessionSpec = res.spec
+	s.connectedAt = now
+	s.failures = 0
+	s.nextRetry = time.Time{}
+	s.lastError = ""
+	s.health = healthState{}
+	if p := res.session.Process(); p != nil {
+		s.process = p
+	}
+	info := res.session.Server()
+	s.log.InfoContext(ctx, "connection established", "server", info.Name, "version", info.Version,
+		"protocol", info.ProtocolVersion, "tools", len(res.session.Tools()))
+	s.stopMonitor = s.startMonitor(res.session)
+}
+
+// dropLocked ends the live session: once mu is released, OnDrop hides it
+// and it is closed in the background.
+func (s *Supervisor) dropLocked(why string) {
+	if s.session == nil {
+		return
+	}
+	if s.stopMonitor != nil {
+		s.stopMonitor()
+		s.stopMonitor = nil
+	}
+	s.out.drops = append(s.out.drops, drop{session: s.session, spec: s.sessionSpec, why: why})
+	s.session, s.sessionHash, s.sessionSpec = nil, "", nil
+	s.health = healthState{}
+}
+
+// stopLocked ends the session and any attempt.
+func (s *Supervisor) stopLocked(why string) {
+	s.endBackoff(why)
+	if s.attempting {
+		s.cancelAttempt()
+	}
+	if s.session != nil {
+		s.log.Info("disconnecting", "reason", why)
+		s.dropLocked(why)
+	}
+	if s.result != nil && s.result.session != nil {
+		s.out.closes = append(s.out.closes, s.result.session)
+	}
+	s.result = nil
+}
+
+// closeAsync closes a session in the background, bounded by closeBound.
+func (s *Supervisor) closeAsync(ss Session) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := ss.Close(); err != nil {
+				s.log.Debug("close", "err", err)
+			}
+		}()
+		t := time.NewTimer(closeBound)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			s.log.Warn("session did not close in time", "bound", closeBound)
+		}
+	}()
+}
+
+// startAttemptLocked starts a connect attempt in a goroutine. Its span is a
+// child of the reconcile in rctx and outlives it; the attempt itself runs on
+// the supervisor's lifetime, not on rctx.
+func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash string) {
+	attempt := s.failures + 1
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			tracing.Server.String(s.opts.Name),
+			tracing.Endpoint.String(tracing.EndpointOf(&want.Conn.Spec)),
+			tracing.Transport.String(want.Conn.Spec.TransportName()),
+			tracing.Attempt.Int(attempt),
+		),
+	}
+	if waited := s.endBackoff("retry"); waited.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: waited}))
+	}
+	_, span := s.opts.Tracer.Start(rctx, tracing.SpanConnectAttempt, opts...)
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.ConnectTimeout)
+	ctx = trace.ContextWithSpan(ctx, span)
+	s.attempting, s.attemptHash, s.cancelAttempt = true, hash, cancel
+	if want.Conn.Spec.Stdio != nil {
+		s.starts++
+	}
+	s.log.InfoContext(ctx, "connecting", "attempt", attempt, "transport", want.Conn.Spec.TransportName())
+	req := ConnectRequest{
+		Name:        s.opts.Name,
+		Conn:        want.Conn,
+		ManifestDir: want.Dir,
+		Logger:      s.log,
+		// The reconcile that follows re-exposes the new tool list.
+		OnToolsChanged: s.opts.Notify,
+		// A session that ends by itself needs a reconcile; one we closed
+		// gets a spare one, which finds nothing to do.
+		OnEnd: func() {
+			if s.ctx.Err() == nil {
+				s.opts.Notify()
+			}
+		},
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		ss, err := s.opts.Connector.Connect(ctx, req)
+		res := &attemptResult{hash: hash, spec: want.Conn, session: ss, err: err, span: span.SpanContext()}
+		if err != nil {
+			res.session = nil
+			res.process = ProcessOf(err)
+			if ctx.Err() != nil && s.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				res.err = fmt.Errorf("connect timed out after %s: %w", s.opts.ConnectTimeout, err)
+			}
+		}
+		s.mu.Lock()
+		// An attempt we cancelled (suspend, spec change, removal) is no
+		// failure of the server's: drop its outcome.
+		abandoned := s.closed || errors.Is(ctx.Err(), context.Canceled)
+		s.attempting, s.cancelAttempt = false, nil
+		if !abandoned {
+			s.result = res
+		}
+		s.mu.Unlock()
+		endAttemptSpan(span, res.err, abandoned)
+		if abandoned && ss != nil {
+			s.closeAsync(ss)
+		}
+		if s.ctx.Err() == nil {
+			s.opts.Notify()
+		}
+	}()
+}
+
+// endAttemptSpan records an attempt's outcome: success, failure (the
+// redacted error as status), or canceled when tether itself abandoned it.
+func endAttemptSpan(span trace.Span, err error, abandoned bool) {
+	switch {
+	case abandoned:
+		span.SetAttributes(tracing.Result.String("canceled"))
+	case err != nil:
+		span.SetAttributes(tracing.Result.String(tracing.ResultFailure))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	default:
+		span.SetAttributes(tracing.Result.String(tracing.ResultSuccess))
+	}
+	span.End()
+}
