@@ -32,10 +32,11 @@ run: build ## Build, then run tether on examples/manifests until Ctrl-C (MANIFES
 	$(RUN_CMD)
 
 .PHONY: test
-test: ## gofmt, go vet and staticcheck, install the test peers, then go test -race ./...
+test: ## gofmt, go vet, staticcheck and the package graph, install the test peers, then go test -race ./...
 	hack/verify-gofmt.sh
 	hack/verify-govet.sh
 	hack/verify-staticcheck.sh
+	hack/verify-imports.sh
 	hack/install-peers.sh
 	hack/test-go.sh
 

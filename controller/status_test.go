@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/supervisor"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// TestComputeStatus holds the status function to the phases, reasons and
+// messages of each state, with no fakes: it is a pure function of its input.
+func TestComputeStatus(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	conn := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
+	conn.Default()
+	suspended := conn.DeepCopy()
+	suspended.Spec.Suspend = true
+	live := newFakeSession("a", "b")
+	exit := 3
+	valid := desired.Entry{Name: "one", Conn: conn}
+
+	for _, tc := range []struct {
+		name        string
+		in          StatusInput
+		phase       spec.Phase
+		reason      string
+		msg         string
+		ready       string
+		reconciling string
+		stalled     string
+	}{
+		{
+			name:  "never valid",
+			in:    StatusInput{Entry: desired.Entry{Name: "one", ManifestError: "bad.yaml:3: spec: no transport"}},
+			phase: spec.PhaseInvalid, reason: spec.ReasonManifestInvalid, msg: "bad.yaml:3: spec: no transport",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionTrue,
+		},
+		{
+			name:  "stopped",
+			in:    StatusInput{Entry: valid, Stopped: true},
+			phase: spec.PhasePending, reason: spec.ReasonStopped, msg: "tether stopped",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionFalse,
+		},
+		{
+			name:  "suspended",
+			in:    StatusInput{Entry: desired.Entry{Name: "one", Conn: suspended}},
+			phase: spec.PhaseSuspended, reason: spec.ReasonSuspended, msg: "suspended by spec.suspend",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionFalse,
+		},
+		{
+			name:  "connecting",
+			in:    StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{Connecting: true, Attempting: true, Starts: 1}},
+			phase: spec.PhaseConnecting, reason: spec.ReasonConnecting, msg: "connecting",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionFalse,
+		},
+		{
+			name: "reconnecting, waiting",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 2, LastError: "refused", NextRetry: now.Add(400 * time.Millisecond), Starts: 2, LastExitCode: &exit,
+			}},
+			phase: spec.PhaseReconnecting, reason: spec.ReasonConnectFailed, msg: "attempt 2 failed: refused",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionFalse,
+		},
+		{
+			name: "reconnecting, attempt running",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 2, LastError: "refused", Attempting: true, Connecting: true, Starts: 3,
+			}},
+			phase: spec.PhaseReconnecting, reason: spec.ReasonConnectFailed, msg: "attempt 3 in progress; last error: refused",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionFalse,
+		},
+		{
+			name: "connected, running the last valid spec",
+			in: StatusInput{
+				Entry: desired.Entry{Name: "one", Conn: conn, ManifestError: "one.yaml:7: spec.callTimeout: invalid duration"},
+				Snapshot: supervisor.Snapshot{Session: live, Running: conn, Server: live.Server(), Tools: 2, ConnectedAt: now.Add(-time.Minute),
+					Starts: 1, Process: &spec.ProcessStatus{PID: 42, StderrTail: []string{"ready"}}},
+				Exposure: Exposure{Tools: 1, Collisions: []spec.ToolCollision{{Tool: "one_b", Connection: "another"}}},
+			},
+			phase: spec.PhaseConnected, reason: spec.ReasonConnected,
+			msg:   "connected to fake 1.0.0, 2 tools (manifest invalid; running the last valid spec)",
+			ready: spec.ConditionTrue, reconciling: spec.ConditionFalse, stalled: spec.ConditionTrue,
+		},
+		{
+			name: "degraded",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{Session: live, Running: conn, Server: live.Server(), Tools: 2,
+				HealthFailures: 1, HealthError: "health check timed out after 5s", Starts: 1}},
+			phase: spec.PhaseDegraded, reason: spec.ReasonHealthCheckFail, msg: "1 health check(s) failed: health check timed out after 5s",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionFalse,
+		},
+		{
+			name:  "pending",
+			in:    StatusInput{Entry: valid},
+			phase: spec.PhasePending, reason: spec.ReasonPending, msg: "waiting to connect",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionFalse,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Now = now
+			st := ComputeStatus(tc.in)
+			ready := conditionOf(st, spec.ConditionReady)
+			if st.Phase != tc.phase || ready.Reason != tc.reason || ready.Message != tc.msg {
+				t.Errorf("phase %s, Ready %s/%q; want %s, %s/%q", st.Phase, ready.Reason, ready.Message, tc.phase, tc.reason, tc.msg)
+			}
+			for typ, want := range map[string]string{
+				spec.ConditionReady: tc.ready, spec.ConditionReconciling: tc.reconciling, spec.ConditionStalled: tc.stalled,
+			} {
+				if got := conditionOf(st, typ).Status; got != want {
+					t.Errorf("%s = %s, want %s", typ, got, want)
+				}
+			}
+			for _, c := range st.Conditions {
+				if !c.LastTransitionTime.Equal(now) {
+					t.Errorf("%s: lastTransitionTime %v, want now (no previous status)", c.Type, c.LastTransitionTime)
+				}
+			}
+		})
+	}
+}
+
+// TestComputeStatusDetails: the fields beside the phase, and the kstatus
+// rule that lastTransitionTime moves only when a condition's status does.
+func TestComputeStatusDetails(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	conn := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
+	conn.Default()
+	live := newFakeSession("a", "b")
+	exit := 1
+	in := StatusInput{
+		Entry: desired.Entry{Name: "one", Conn: conn},
+		Snapshot: supervisor.Snapshot{Session: live, Running: conn, Server: live.Server(), Tools: 2, ConnectedAt: now.Add(-90 * time.Second),
+			Starts: 4, LastExitCode: &exit, Process: &spec.ProcessStatus{PID: 42, StderrTail: []string{"ready"}}},
+		Exposure: Exposure{Tools: 1, Collisions: []spec.ToolCollision{{Tool: "one_b", Connection: "another"}}},
+		Now:      now,
+	}
+	st := ComputeStatus(in)
+	if st.Tools == nil || st.Tools.Count != 2 || st.Tools.Exposed != 1 {
+		t.Errorf("tools = %+v, want count 2, exposed 1", st.Tools)
+	}
+	if len(st.Collisions) != 1 || st.Collisions[0].Connection != "another" {
+		t.Errorf("collisions = %+v", st.Collisions)
+	}
+	if p := st.Process; p == nil || p.PID != 42 || p.Restarts != 3 || p.LastExitCode == nil || *p.LastExitCode != 1 || len(p.StderrTail) != 1 {
+		t.Errorf("process = %+v, want pid 42, 3 restarts, last exit 1, the tail", p)
+	}
+	if st.ObservedSpecHash != conn.Spec.Hash() || st.ConnectedSince == nil || !st.ConnectedSince.Equal(now.Add(-90*time.Second)) {
+		t.Errorf("hash %q, connectedSince %v", st.ObservedSpecHash, st.ConnectedSince)
+	}
+
+	// An hour later, still connected: Ready keeps its time. Then the
+	// session is gone: Ready moves, and the dead child shows no pid.
+	later := in
+	later.Previous, later.Now = &st, now.Add(time.Hour)
+	st2 := ComputeStatus(later)
+	if got := conditionOf(st2, spec.ConditionReady).LastTransitionTime; !got.Equal(now) {
+		t.Errorf("Ready moved to %v while it stayed True", got)
+	}
+	later.Snapshot.Session, later.Snapshot.Failures, later.Snapshot.LastError = nil, 1, "connection lost: EOF"
+	st3 := ComputeStatus(later)
+	if got := conditionOf(st3, spec.ConditionReady).LastTransitionTime; !got.Equal(now.Add(time.Hour)) {
+		t.Errorf("Ready kept %v after it turned False", got)
+	}
+	if st3.Process == nil || st3.Process.PID != 0 || len(st3.Process.StderrTail) != 1 {
+		t.Errorf("process after the session ended = %+v, want no pid and the last tail", st3.Process)
+	}
+}

@@ -1,0 +1,188 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// session is a Session whose end the test decides.
+type session struct {
+	gateway.Backend // not called here
+	done            chan struct{}
+	once            sync.Once
+	closed          atomic.Bool
+	onEnd           func()
+}
+
+func newSession() *session { return &session{done: make(chan struct{})} }
+
+func (s *session) Server() spec.ServerInfo            { return spec.ServerInfo{Name: "fake", Version: "1"} }
+func (s *session) Tools() []*mcp.Tool                 { return []*mcp.Tool{{Name: "echo"}} }
+func (s *session) Probe(context.Context) error        { return nil }
+func (s *session) Done() <-chan struct{}              { return s.done }
+func (s *session) Err() error                         { return errors.New("EOF") }
+func (s *session) Process() *spec.ProcessStatus       { return nil }
+func (s *session) Close() error                       { s.closed.Store(true); s.end(); return nil }
+func (s *session) end()                               { s.once.Do(func() { close(s.done); s.onEnd() }) }
+func (s *session) ProcessStatus() *spec.ProcessStatus { return nil }
+
+// connector hands out one session per attempt, or an error once sessions
+// run out.
+type connector struct {
+	mu       sync.Mutex
+	sessions []*session
+}
+
+func (c *connector) Connect(_ context.Context, req ConnectRequest) (Session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sessions) == 0 {
+		return nil, errors.New("refused")
+	}
+	s := c.sessions[0]
+	c.sessions = c.sessions[1:]
+	s.onEnd = req.OnEnd
+	return s, nil
+}
+
+// reentrant records what the supervisor tells others, and reads the
+// supervisor back while being told: a call made under the supervisor's
+// lock would deadlock here.
+type reentrant struct {
+	sup      atomic.Pointer[Supervisor]
+	mu       sync.Mutex
+	attempts []bool
+	drops    []string
+}
+
+func (r *reentrant) ObserveAttempt(_ string, ok bool) {
+	r.sup.Load().Snapshot()
+	r.mu.Lock()
+	r.attempts = append(r.attempts, ok)
+	r.mu.Unlock()
+}
+
+func (r *reentrant) ObserveHealthCheck(string, time.Duration) { r.sup.Load().Snapshot() }
+
+// TestSupervisorCallsOutWithoutItsLock: metrics and OnDrop are told after
+// the supervisor released its lock, and in order: a dropped session is
+// hidden (OnDrop) before it is closed.
+func TestSupervisorCallsOutWithoutItsLock(t *testing.T) {
+	first := newSession()
+	conn := &connector{sessions: []*session{first}}
+	rec := &reentrant{}
+	notified := make(chan struct{}, 100)
+	sup := New(context.Background(), Options{
+		Name:      "one",
+		Connector: conn,
+		Metrics:   rec,
+		Notify:    func() { notified <- struct{}{} },
+		OnDrop: func(running *spec.McpConnection, why string) {
+			rec.sup.Load().Snapshot()
+			if first.closed.Load() {
+				t.Error("the session was closed before OnDrop hid it")
+			}
+			rec.mu.Lock()
+			rec.drops = append(rec.drops, running.Metadata.Name+": "+why)
+			rec.mu.Unlock()
+		},
+		Jitter: func() float64 { return 0 },
+	})
+	rec.sup.Store(sup)
+	conn1 := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
+	conn1.Default()
+	want := Want{Conn: conn1, Dir: "/m"}
+
+	waitNotified := func() {
+		t.Helper()
+		select {
+		case <-notified:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the supervisor did not ask for a reconcile")
+		}
+	}
+	if d := sup.Step(context.Background(), want); d != 0 {
+		t.Fatalf("first step waits %v", d)
+	}
+	if snap := sup.Snapshot(); !snap.Connecting || snap.Starts != 1 {
+		t.Fatalf("after the first step: %+v", snap)
+	}
+	waitNotified()
+	sup.Step(context.Background(), want)
+	snap := sup.Snapshot()
+	if snap.Session == nil || snap.Tools != 1 || snap.Running != conn1 {
+		t.Fatalf("not connected: %+v", snap)
+	}
+
+	// A spec change with another command drops the session: hidden, then
+	// closed; the next attempt fails and backs off 100ms.
+	conn2 := conn1.DeepCopy()
+	conn2.Spec.Stdio.Args = []string{"--new"}
+	sup.Step(context.Background(), Want{Conn: conn2, Dir: "/m"})
+	if !first.closed.Load() {
+		// closeAsync runs in the background; Wait proves it ran.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sup.Close("test over")
+		if err := sup.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !first.closed.Load() {
+		t.Error("the dropped session was never closed")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.drops) != 1 || rec.drops[0] != "one: reconnecting after a spec change" {
+		t.Errorf("drops = %v", rec.drops)
+	}
+	if len(rec.attempts) != 1 || !rec.attempts[0] {
+		t.Errorf("attempts observed = %v, want one success", rec.attempts)
+	}
+}
+
+// TestSupervisorBackoffAndRetryNow: failures back off 100ms, 200ms, …;
+// RetryNow lets the next step start an attempt at once.
+func TestSupervisorBackoffAndRetryNow(t *testing.T) {
+	notified := make(chan struct{}, 100)
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	sup := New(context.Background(), Options{
+		Name:      "one",
+		Connector: &connector{},
+		Notify:    func() { notified <- struct{}{} },
+		Now:       func() time.Time { return now },
+		Jitter:    func() float64 { return 0 },
+	})
+	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
+	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
+	c.Default()
+	want := Want{Conn: c}
+	for i, delay := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		sup.Step(context.Background(), want) // starts attempt i+1
+		select {
+		case <-notified:
+		case <-time.After(5 * time.Second):
+			t.Fatal("attempt did not report back")
+		}
+		if got := sup.Step(context.Background(), want); got != delay {
+			t.Fatalf("after failure %d: wait %v, want %v", i+1, got, delay)
+		}
+		if snap := sup.Snapshot(); snap.Failures != i+1 || snap.LastError != "refused" {
+			t.Fatalf("after failure %d: %+v", i+1, snap)
+		}
+		sup.RetryNow()
+	}
+	sup.Suspend(context.Background())
+	if snap := sup.Snapshot(); snap.Failures != 0 || !snap.NextRetry.IsZero() || snap.Connecting {
+		t.Errorf("suspend kept the backoff: %+v", snap)
+	}
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Holds the package graph to docs/architecture.md: imports run one way (a
+# leaf never imports the hub, package controller), and the CLI's packages
+# (statusview for tether get, importer for tether import) link none of the
+# daemon's heavy dependencies. There is no update-imports.sh: a violation
+# needs the code moved.
+set -o errexit -o nounset -o pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+
+module=github.com/tether-mcp/tether
+status=0
+
+# The CLI's packages: no go-sdk, OpenTelemetry or client-go.
+for pkg in controller/statusview controller/importer controller/manifest controller/statusfile controller/desired spec; do
+	heavy=$(go list -deps "./${pkg}" | grep -E '^(github.com/modelcontextprotocol/go-sdk|go.opentelemetry.io|k8s.io/client-go)(/|$)' || true)
+	if [[ -n ${heavy} ]]; then
+		log "${pkg} links the daemon's dependencies:"
+		printf '  %s\n' ${heavy} >&2
+		status=1
+	fi
+done
+
+# No package below controller/ imports the hub.
+for pkg in $(go list ./controller/... | grep -v "^${module}/controller\$"); do
+	if go list -f '{{join .Imports "\n"}}' "${pkg}" | grep -qx "${module}/controller"; then
+		log "${pkg#"${module}/"} imports the hub, package controller"
+		status=1
+	fi
+done
+
+# spec is the root of the graph: it imports no package of tether's.
+if go list -f '{{join .Imports "\n"}}' ./spec | grep -q "^${module}/"; then
+	log "spec imports a tether package"
+	status=1
+fi
+
+if [[ ${status} -ne 0 ]]; then
+	die "the package graph breaks the rules of docs/architecture.md (above)"
+fi
+log "ok"
