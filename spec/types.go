@@ -183,6 +183,24 @@ const (
 	ReasonSucceeded       = "Succeeded"
 )
 
+// InvalidStatus is the status of a manifest document tether cannot use (it
+// does not decode, or its name is taken): phase Invalid, Ready False and
+// Stalled True with the problem as their message and as manifestError.
+func InvalidStatus(problem string, since time.Time) ConnectionStatus {
+	cond := func(typ, status, reason, msg string) Condition {
+		return Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: since}
+	}
+	return ConnectionStatus{
+		Phase:         PhaseInvalid,
+		ManifestError: problem,
+		Conditions: []Condition{
+			cond(ConditionReady, ConditionFalse, ReasonManifestInvalid, problem),
+			cond(ConditionReconciling, ConditionFalse, ReasonSucceeded, ""),
+			cond(ConditionStalled, ConditionTrue, ReasonManifestInvalid, problem),
+		},
+	}
+}
+
 // ServerInfo is what the server said about itself when it initialized.
 type ServerInfo struct {
 	Name            string `json:"name"`

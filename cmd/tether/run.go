@@ -155,6 +155,13 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Resync:         o.resync,
 		Selector:       selector,
 		ManifestErrors: m.SetManifestErrors,
+		// A document whose name another file declares gets an Invalid
+		// status document that says so.
+		OnRejected: func(byFile map[string][]manifest.Rejected) {
+			if err := status.SetRejected(byFile, time.Now()); err != nil {
+				log.Warn("writing the status of rejected manifest documents", "err", err)
+			}
+		},
 		// Before the first status write: the status files of manifests
 		// removed while tether was not running.
 		OnSynced: func(files map[string]bool) {

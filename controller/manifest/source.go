@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -37,6 +38,9 @@ type SourceOptions struct {
 	// of problems changed (n is 0 once a file is fixed or gone): the
 	// tether_manifest_errors gauge.
 	ManifestErrors func(file string, n int)
+	// OnRejected receives, after a listing that changed them, every file's
+	// rejected documents (see Rejected), so their status can say why.
+	OnRejected func(byFile map[string][]Rejected)
 	// OnSynced is called once, after the first complete listing is in the
 	// store, with the manifest files it found (tether run prunes the status
 	// files of manifests removed while it was not running).
@@ -59,8 +63,9 @@ type Source struct {
 	watched  map[string]fileID // directory → the directory it named when its watch was added
 	lastDirs []string          // the directories of the last full listing
 	prevErr  map[string]string
-	counted  map[string]int // files reported to ManifestErrors → their count
-	problems Problems       // of the last listing
+	counted  map[string]int        // files reported to ManifestErrors → their count
+	problems Problems              // of the last listing
+	rejected map[string][]Rejected // of the last listing
 
 	// afterList, if set (tests), runs between a listing and its watches.
 	afterList func(dirs []string)
@@ -377,9 +382,13 @@ func (s *Source) sync() ([]string, error) {
 			delete(s.cache, path)
 		}
 	}
-	next, problems := Resolve(s.desired.Entries(), files)
+	next, problems, rejected := Resolve(s.desired.Entries(), files)
 	changed := s.desired.Replace(next)
 	s.problems = problems
+	if s.opts.OnRejected != nil && !reflect.DeepEqual(rejected, s.rejected) {
+		s.opts.OnRejected(rejected)
+	}
+	s.rejected = rejected
 	s.reportFileErrors()
 	if len(changed) > 0 && s.opts.OnChange != nil {
 		s.opts.OnChange(changed)

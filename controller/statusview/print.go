@@ -182,6 +182,21 @@ type List struct {
 	Items      []spec.StatusDocument `json:"items"`
 }
 
+// Object returns the one connection a single NAME asks for: the document
+// tether runs when another file declares the name too (a duplicate is
+// refused), else the first.
+func Object(conns []Connection) (Connection, bool) {
+	for _, c := range conns {
+		if c.Duplicate == "" {
+			return c, true
+		}
+	}
+	if len(conns) > 0 {
+		return conns[0], true
+	}
+	return Connection{}, false
+}
+
 // NewList wraps the status documents of conns in a List.
 func NewList(conns []Connection) List {
 	l := List{APIVersion: "v1", Kind: "List", Items: make([]spec.StatusDocument, 0, len(conns))}
