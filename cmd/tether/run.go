@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/metrics"
+	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
@@ -28,6 +31,7 @@ import (
 type runOptions struct {
 	dir           string
 	statusDir     string
+	stateDir      string
 	selector      string
 	listen        string
 	stdio         bool
@@ -67,6 +71,7 @@ each manifest and serves every connected server's tools through one MCP endpoint
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", "", "directory of McpConnection manifests (watched recursively)")
 	f.StringVar(&o.statusDir, "status-dir", "", "write status files under this directory (mirroring the tree) instead of beside the manifests")
+	f.StringVar(&o.stateDir, "state-dir", "", "where tether keeps what it needs between runs (the last valid spec of each connection); default: "+state.DirName+" under --status-dir, else under --dir")
 	f.StringVarP(&o.selector, "selector", "l", "", "only manifests whose labels match this selector (e.g. team=infra,env!=dev)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8808", "address of the gateway's streamable HTTP endpoint (/mcp); empty disables it")
 	f.BoolVar(&o.stdio, "stdio", false, "serve the gateway on stdin/stdout instead of --listen (logs go to stderr)")
@@ -147,6 +152,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 	})
+	lastValid := openState(o, log)
 	store := desired.NewStore()
 	status := statusfile.NewWriter(o.dir, o.statusDir, store.At)
 	source := manifest.NewSource(manifest.SourceOptions{
@@ -154,6 +160,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Logger:         log,
 		Resync:         o.resync,
 		Selector:       selector,
+		LastValid:      lastValid,
 		ManifestErrors: m.SetManifestErrors,
 		// A document whose name another file declares gets an Invalid
 		// status document that says so.
@@ -230,6 +237,21 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	log.Info("tether stopped")
 	return err
+}
+
+// openState opens the state directory. tether runs without one when it
+// cannot be used, and says so: what it keeps there is a help, not a need.
+func openState(o *runOptions, log *slog.Logger) manifest.LastValidStore {
+	path := o.stateDir
+	if path == "" {
+		path = filepath.Join(cmp.Or(o.statusDir, o.dir), state.DirName)
+	}
+	d, err := state.Open(path)
+	if err != nil {
+		log.Warn("running without a state directory: last valid specs are not kept across restarts", "err", err)
+		return nil
+	}
+	return d
 }
 
 func gatewayDesc(o *runOptions) string {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-mcp/tether/controller/atomicfile"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/spec"
@@ -302,48 +303,12 @@ func (w *Writer) flush(manifest string, update func()) error {
 		want = nil
 	case have != nil && bytes.Equal(have, want):
 	default:
-		if err := writeAtomic(path, want); err != nil {
-			return err
+		if err := atomicfile.Write(path, want, 0o644, 0o755); err != nil {
+			return fmt.Errorf("writing status file: %w", err)
 		}
 	}
 	w.mu.Lock()
 	w.files[path] = want
 	w.mu.Unlock()
-	return nil
-}
-
-// writeAtomic writes data to path via a hidden temp file in the same
-// directory and a rename, so a reader sees the old or the new file, never a
-// part of one.
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	pattern := "." + filepath.Base(path) + ".tmp-*"
-	tmp, err := os.CreateTemp(dir, pattern)
-	if errors.Is(err, fs.ErrNotExist) {
-		// The directory is created only when it is missing (--status-dir
-		// trees): at 1,000 connections every syscall of a write counts.
-		if err = os.MkdirAll(dir, 0o755); err == nil {
-			tmp, err = os.CreateTemp(dir, pattern)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("writing status file: %w", err)
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(0o644) // on the open file: no second path lookup
-	}
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-		return fmt.Errorf("writing status file: %w", werr)
-	}
 	return nil
 }
