@@ -159,6 +159,8 @@ func structural(s map[string]any, path string) (map[string]any, error) {
 				return nil, err
 			}
 			out[k] = t
+		case "patternErrorMessage":
+			// An editors' extension the API server does not know.
 		case "enum":
 			values, _ := v.([]any)
 			var kept []any

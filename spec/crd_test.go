@@ -107,7 +107,7 @@ func structuralProblems(s map[string]any, path string, inJunctor bool) []string 
 	}
 	for k, v := range s {
 		switch {
-		case strings.HasPrefix(k, "$"), k == "nullable", k == "x-kubernetes-preserve-unknown-fields", k == "default", k == "title":
+		case !crdKeywords[k]:
 			out = append(out, fmt.Sprintf("%s: %s", path, k))
 		case inJunctor && (k == "type" || k == "description" || k == "additionalProperties" || strings.HasPrefix(k, "x-kubernetes-")):
 			out = append(out, fmt.Sprintf("%s: %s inside a junctor", path, k))
@@ -139,6 +139,16 @@ func structuralProblems(s map[string]any, path string, inJunctor bool) []string 
 		}
 	}
 	return out
+}
+
+// crdKeywords are the schema keywords the CRD may use: those of
+// apiextensions.k8s.io/v1's JSONSchemaProps that it needs. Others
+// (nullable, default, x-kubernetes-preserve-unknown-fields, $ref, ...) are
+// not needed, and unknown ones would fail the API server's strict decoding.
+var crdKeywords = map[string]bool{
+	"description": true, "type": true, "format": true, "enum": true, "pattern": true,
+	"minLength": true, "maxLength": true, "minimum": true, "items": true, "properties": true,
+	"required": true, "additionalProperties": true, "oneOf": true, "x-kubernetes-validations": true,
 }
 
 func TestCRDSchemaIsStructural(t *testing.T) {

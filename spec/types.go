@@ -36,6 +36,7 @@ type ObjectMeta struct {
 	// label (at most 63 lowercase letters, digits and '-', starting and ending
 	// with a letter or digit). It is the default toolPrefix.
 	// +tether:pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$
+	// +tether:patternMessage=A name is a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit.
 	// +tether:maxLength=63
 	Name string `json:"name"`
 	// Labels in the Kubernetes syntax, selectable with `tether run -l` and
@@ -61,6 +62,7 @@ type Spec struct {
 	// Exposed tools are named <toolPrefix>_<tool>. Default: metadata.name;
 	// "" exposes the server's tool and prompt names unchanged.
 	// +tether:pattern=^[A-Za-z0-9_.-]*$
+	// +tether:patternMessage=A tool prefix is made of letters, digits, '_', '-' and '.'.
 	// +tether:maxLength=64
 	ToolPrefix *string `json:"toolPrefix,omitempty"`
 	// Glob filters on the server's own tool names. Default: every tool.
@@ -173,6 +175,7 @@ type Backoff struct {
 //
 // +tether:type=string
 // +tether:pattern=^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$
+// +tether:patternMessage=A duration is a number and a unit (ns, us, ms, s, m or h), repeated: 30s, 1m30s, 100ms.
 type Duration struct {
 	time.Duration
 }

@@ -34,6 +34,8 @@
 //
 //	+tether:enum=a;b          the value is one of a, b
 //	+tether:pattern=REGEX     a string matches REGEX (RE2 and ECMA-262 alike: keep it simple)
+//	+tether:patternMessage=M  what an editor says when the pattern does not match
+//	                          (patternErrorMessage, which VS Code and yaml-language-server read)
 //	+tether:minLength=N       a string has at least N characters
 //	+tether:maxLength=N       a string has at most N characters
 //	+tether:minimum=N         an integer is at least N
@@ -43,6 +45,7 @@
 //	+tether:exactlyOneOf=a;b  exactly one of the properties a, b is set (a oneOf)
 //	+tether:type=string       the type is written as a string (with pattern: Duration)
 //	+tether:pattern=REGEX     with type=string: what the string matches
+//	+tether:patternMessage=M  with pattern: as on a field
 //
 // "Set" in exactlyOneOf means what validation means: present, not null, and
 // for a plain string field, not empty.
@@ -133,6 +136,7 @@ type schema struct {
 	Format               string     `json:"format,omitempty"`
 	Enum                 []any      `json:"enum,omitempty"` // strings, and null where the value may be null
 	Pattern              string     `json:"pattern,omitempty"`
+	PatternErrorMessage  string     `json:"patternErrorMessage,omitempty"`
 	MinLength            *int       `json:"minLength,omitempty"`
 	MaxLength            *int       `json:"maxLength,omitempty"`
 	Minimum              *int       `json:"minimum,omitempty"`
@@ -391,7 +395,7 @@ func (g *generator) named(td *typeDecl) (*schema, error) {
 	g.seen[td.name] = true
 	defer delete(g.seen, td.name)
 
-	var asType, pattern string
+	var asType, pattern, patternMessage string
 	var oneOf []string
 	for _, m := range td.markers {
 		switch m.key {
@@ -399,10 +403,12 @@ func (g *generator) named(td *typeDecl) (*schema, error) {
 			asType = m.value
 		case "pattern":
 			pattern = m.value
+		case "patternMessage":
+			patternMessage = m.value
 		case "exactlyOneOf":
 			oneOf = strings.Split(m.value, ";")
 		default:
-			return nil, g.errorf(m.pos, "unknown marker +tether:%s on type %s (want type, pattern or exactlyOneOf)", m.key, td.name)
+			return nil, g.errorf(m.pos, "unknown marker +tether:%s on type %s (want type, pattern, patternMessage or exactlyOneOf)", m.key, td.name)
 		}
 	}
 	if asType != "" {
@@ -412,9 +418,12 @@ func (g *generator) named(td *typeDecl) (*schema, error) {
 		if oneOf != nil {
 			return nil, g.errorf(td.pos, "+tether:exactlyOneOf on %s, which is written as a string", td.name)
 		}
-		return &schema{Type: "string", Pattern: pattern}, nil
+		if patternMessage != "" && pattern == "" {
+			return nil, g.errorf(td.pos, "+tether:patternMessage on %s, which has no pattern", td.name)
+		}
+		return &schema{Type: "string", Pattern: pattern, PatternErrorMessage: patternMessage}, nil
 	}
-	if pattern != "" {
+	if pattern != "" || patternMessage != "" {
 		return nil, g.errorf(td.pos, "+tether:pattern on type %s needs +tether:type=string", td.name)
 	}
 	st, ok := td.expr.(*ast.StructType)
@@ -553,6 +562,8 @@ func (g *generator) applyMarkers(s *schema, markers []marker, field string) erro
 				return g.errorf(m.pos, "+tether:pattern on %s: %v", field, err)
 			}
 			s.Pattern = m.value
+		case "patternMessage":
+			s.PatternErrorMessage = m.value
 		case "minLength", "maxLength", "minimum":
 			n, err := strconv.Atoi(m.value)
 			if err != nil {
@@ -574,7 +585,12 @@ func (g *generator) applyMarkers(s *schema, markers []marker, field string) erro
 				s.Minimum = &n
 			}
 		default:
-			return g.errorf(m.pos, "unknown marker +tether:%s on %s (want enum, pattern, minLength, maxLength or minimum)", m.key, field)
+			return g.errorf(m.pos, "unknown marker +tether:%s on %s (want enum, pattern, patternMessage, minLength, maxLength or minimum)", m.key, field)
+		}
+	}
+	for _, m := range markers {
+		if m.key == "patternMessage" && s.Pattern == "" {
+			return g.errorf(m.pos, "+tether:patternMessage on %s, which has no pattern", field)
 		}
 	}
 	return nil

@@ -92,6 +92,8 @@ type Spec struct {
 	N int `+"`json:\"n\"`"+`
 	// An enum.
 	// +tether:enum=x;y
+	// +tether:pattern=^[xy]$
+	// +tether:patternMessage=x or y.
 	E string `+"`json:\"e,omitempty\"`"+`
 	// Skipped.
 	Skip string `+"`json:\"-\"`"+`
@@ -114,7 +116,7 @@ type Sub struct {
 		`"a":{"description":"A string on two lines.\n\nA second paragraph.","minLength":1,"type":["string","null"]}`,
 		`"b":{"additionalProperties":false,"description":"An object.","properties":{"m":{"additionalProperties":{"type":"string"},"description":"A map.","type":["object","null"]}},"type":["object","null"]}`,
 		`"n":{"description":"A required integer.","minimum":2,"type":"integer"}`,
-		`"e":{"description":"An enum.","enum":["x","y",null],"type":["string","null"]}`,
+		`"e":{"description":"An enum.","enum":["x","y",null],"pattern":"^[xy]$","patternErrorMessage":"x or y.","type":["string","null"]}`,
 		`"required":["n"]`,
 		`"oneOf":[{"properties":{"a":{"minLength":1,"type":"string"}},"required":["a"]},{"properties":{"b":{"type":"object"}},"required":["b"]}]`,
 	} {
@@ -166,6 +168,8 @@ func TestSchemagenErrors(t *testing.T) {
 			4, "+tether:minimum on Spec.A, which is not an integer"},
 		{"bad pattern", "// Spec.\ntype Spec struct {\n\t// A.\n\t// +tether:pattern=^(a$\n\tA string `json:\"a\"`\n}\n",
 			4, "+tether:pattern on Spec.A: error parsing regexp"},
+		{"patternMessage without a pattern", "// Spec.\ntype Spec struct {\n\t// A.\n\t// +tether:patternMessage=no\n\tA string `json:\"a\"`\n}\n",
+			4, "+tether:patternMessage on Spec.A, which has no pattern"},
 		{"exactlyOneOf of an unknown field", "// Spec.\n// +tether:exactlyOneOf=a;c\ntype Spec struct {\n\t// A.\n\tA *string `json:\"a,omitempty\"`\n}\n",
 			3, `+tether:exactlyOneOf on Spec names "c", which is not one of its fields`},
 		{"exactlyOneOf of a required field", "// Spec.\n// +tether:exactlyOneOf=a;b\ntype Spec struct {\n\t// A.\n\tA string `json:\"a\"`\n\t// B.\n\tB string `json:\"b,omitempty\"`\n}\n",
