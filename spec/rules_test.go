@@ -25,7 +25,7 @@ func withSpec(body string) string {
 	return b.String()
 }
 
-// TestRules checks every validation rule of DESIGN §1 against its exact
+// TestRules checks every validation rule of docs/contract.md §1 against its exact
 // message, one case per way of breaking it.
 func TestRules(t *testing.T) {
 	const stdio = "stdio: {command: srv}\n"

@@ -99,7 +99,7 @@ type Duration struct {
 	time.Duration
 }
 
-// Defaults of DESIGN §1.
+// Defaults of docs/contract.md §1.
 const (
 	DefaultHealthInterval   = 30 * time.Second
 	DefaultHealthTimeout    = 5 * time.Second
@@ -133,7 +133,7 @@ type StatusDocument struct {
 	Status     ConnectionStatus `json:"status"`
 }
 
-// ConnectionStatus is the observed state of a connection (DESIGN §3).
+// ConnectionStatus is the observed state of a connection (docs/contract.md §3).
 type ConnectionStatus struct {
 	Phase            Phase          `json:"phase"`
 	ObservedSpecHash string         `json:"observedSpecHash,omitempty"`
