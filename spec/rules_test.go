@@ -34,7 +34,7 @@ type ruleCase struct {
 
 const minimalStdio = "stdio: {command: srv}\n"
 
-// ruleCases break every validation rule of DESIGN §1, one case per way of
+// ruleCases break every validation rule of docs/contract.md §1, one case per way of
 // breaking it. TestRules holds DecodeFile to them and TestSchemaRuleCases
 // the schema.
 var ruleCases = []ruleCase{
@@ -240,7 +240,7 @@ callTimeout: 2h`)},
 		want: []string{`m.yaml:6: document 1 (line 1): invalid YAML: found character that cannot start any token`}},
 }
 
-// TestRules checks every validation rule of DESIGN §1 against its exact
+// TestRules checks every validation rule of docs/contract.md §1 against its exact
 // message.
 func TestRules(t *testing.T) {
 	for _, tt := range ruleCases {

@@ -180,7 +180,7 @@ type Duration struct {
 	time.Duration
 }
 
-// Defaults of DESIGN §1.
+// Defaults of docs/contract.md §1.
 const (
 	DefaultHealthInterval   = 30 * time.Second
 	DefaultHealthTimeout    = 5 * time.Second
@@ -225,7 +225,7 @@ type StatusDocument struct {
 	Status ConnectionStatus `json:"status"`
 }
 
-// ConnectionStatus is the observed state of a connection (DESIGN §3).
+// ConnectionStatus is the observed state of a connection (docs/contract.md §3).
 type ConnectionStatus struct {
 	// The connection's state, for people (programs read conditions).
 	Phase Phase `json:"phase"`

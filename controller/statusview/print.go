@@ -268,7 +268,7 @@ func maskURL(raw string) string {
 }
 
 // credentialWord reports whether a name looks like it names a credential,
-// by the words DESIGN §6 lists for tether import.
+// by the words docs/contract.md §6 lists for tether import.
 func credentialWord(name string) bool {
 	n := strings.ToUpper(name)
 	for _, w := range []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL", "AUTH"} {
