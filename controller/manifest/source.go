@@ -172,33 +172,15 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
 
-	var debounce <-chan time.Time
-	var timer *time.Timer
-	var first time.Time
-	kick := func() {
-		now := time.Now()
-		if timer == nil {
-			first = now
-			timer = time.NewTimer(s.opts.Debounce)
-			debounce = timer.C
-			return
-		}
-		// Keep waiting while events keep coming, up to MaxDelay.
-		wait := s.opts.Debounce
-		if rest := s.opts.MaxDelay - now.Sub(first); rest < wait {
-			wait = max(rest, 0)
-		}
-		timer.Reset(wait)
-	}
+	deb := &Debouncer{Quiet: s.opts.Debounce, MaxDelay: s.opts.MaxDelay}
+	kick := deb.Kick
 	if growing {
 		kick()
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
+			deb.Stop()
 			return nil
 		case ev, ok := <-w.Events:
 			if !ok {
@@ -225,8 +207,8 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 				s.log.Warn("file watcher error; re-listing everything", "err", err)
 			}
 			kick()
-		case <-debounce:
-			timer, debounce = nil, nil
+		case <-deb.C():
+			deb.Done()
 			if rootOK, growing = s.relist(w); growing {
 				kick()
 			}

@@ -109,7 +109,7 @@ func (w *Writer) Prune(keep map[string]bool) ([]string, error) {
 			}
 			return nil
 		}
-		base, ok := strings.CutSuffix(d.Name(), ".status.yaml")
+		base, ok := strings.CutSuffix(d.Name(), manifest.StatusSuffix)
 		if !ok || !d.Type().IsRegular() {
 			return nil
 		}
