@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/manifest"
@@ -152,7 +153,21 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 	})
-	lastValid := openState(o, log)
+	stateDir := openState(o, log)
+	var lastValid manifest.LastValidStore
+	if stateDir != nil {
+		lastValid = stateDir
+		// Before any child starts: what a tether killed with SIGKILL left.
+		ledger := connection.NewGroupLedger(filepath.Join(stateDir.Path(), "groups"), log)
+		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
+			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
+		}
+		connection.SetGroupLedger(ledger)
+		defer connection.SetGroupLedger(nil)
+	}
+	if err := connection.BecomeSubreaper(); err != nil {
+		log.Warn("cannot become a child subreaper: orphaned grandchildren go to init", "err", err)
+	}
 	store := desired.NewStore()
 	status := statusfile.NewWriter(o.dir, o.statusDir, store.At)
 	source := manifest.NewSource(manifest.SourceOptions{
@@ -241,14 +256,14 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 
 // openState opens the state directory. tether runs without one when it
 // cannot be used, and says so: what it keeps there is a help, not a need.
-func openState(o *runOptions, log *slog.Logger) manifest.LastValidStore {
+func openState(o *runOptions, log *slog.Logger) *state.Dir {
 	path := o.stateDir
 	if path == "" {
 		path = filepath.Join(cmp.Or(o.statusDir, o.dir), state.DirName)
 	}
 	d, err := state.Open(path)
 	if err != nil {
-		log.Warn("running without a state directory: last valid specs are not kept across restarts", "err", err)
+		log.Warn("running without a state directory: last valid specs and children's process groups are not kept across restarts", "err", err)
 		return nil
 	}
 	return d
