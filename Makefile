@@ -54,7 +54,7 @@ update: ## Run every hack/update-*.sh (gofmt -w, go mod tidy)
 	@for s in hack/update-*.sh; do echo "== $$s"; "$$s"; done
 
 .PHONY: peers
-peers: ## Install the real MCP servers the tests use (npm peers, bin/everything-server)
+peers: ## Install the real MCP servers the tests use (npm peers, bin/everything-server) and the test control plane
 	hack/install-peers.sh
 
 .PHONY: clean
