@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -24,6 +25,10 @@ type Session interface {
 	Err() error
 	// Process describes a stdio child; nil for HTTP.
 	Process() *spec.ProcessStatus
+	// Activity says whether the session serves something now (a request in
+	// flight, a subscription open) and when it last did: what decides that
+	// an OnDemand server is idle.
+	Activity() (busy bool, last time.Time)
 	Close() error
 }
 

@@ -28,6 +28,9 @@ type Snapshot struct {
 	Failures  int
 	LastError string
 	NextRetry time.Time
+	// Idle is true for an OnDemand connection that is stopped and starts at
+	// the next call (phase Idle).
+	Idle bool
 	// HealthFailures counts failed probes in a row of the live session.
 	HealthFailures int
 	HealthError    string
@@ -52,6 +55,7 @@ func (s *Supervisor) Snapshot() Snapshot {
 		Failures:       s.failures,
 		LastError:      s.lastError,
 		NextRetry:      s.nextRetry,
+		Idle:           s.dormant && s.session == nil && !s.attempting && s.result == nil && !s.demanded,
 		HealthFailures: s.health.failures,
 		HealthError:    s.health.lastErr,
 		Starts:         s.starts,

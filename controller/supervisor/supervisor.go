@@ -50,8 +50,10 @@ type Options struct {
 	Notify func()
 	// OnDrop is told, before a live session is closed, that it is going
 	// and why, with the spec it ran: the reconciler hides its tools then,
-	// so that a call meanwhile is answered with why. May be nil.
-	OnDrop func(running *spec.McpConnection, why string)
+	// so that a call meanwhile is answered with why, or, for an OnDemand
+	// server stopped because it was idle (idle true), has the gateway
+	// serve its catalog again. May be nil.
+	OnDrop func(running *spec.McpConnection, why string, idle bool)
 	// Starts and LastExitCode carry on the counters of a previous run
 	// (from its status), so restarts keep counting across tether restarts.
 	Starts       int
@@ -67,6 +69,11 @@ type Options struct {
 type Want struct {
 	Conn *spec.McpConnection
 	Dir  string
+	// Dormant is set for an OnDemand connection whose catalog is known: it
+	// is started only when Demand asks, and stopped again after its idle
+	// timeout. An OnDemand connection never seen before is not dormant: it
+	// is started once to learn its catalog.
+	Dormant bool
 }
 
 // hash tells two wants apart where it matters for the session: a change of
@@ -109,6 +116,20 @@ type Supervisor struct {
 
 	health healthState
 
+	// demanded: a Demand waits for a session; the next step starts an
+	// attempt at once, whatever the backoff or dormancy says.
+	demanded bool
+	// dormant is the last Want's Dormant.
+	dormant bool
+	// taken counts the attempts whose outcome Step took in; changed is
+	// closed (and replaced) whenever one is, or the session goes: what
+	// Demand waits on.
+	taken   uint64
+	changed chan struct{}
+	// refused counts the stops that ended pending demands, and why.
+	refused   uint64
+	refusedBy string
+
 	starts       int // stdio children started (restarts = starts-1)
 	lastExitCode *int
 	process      *spec.ProcessStatus // last known facts of the child
@@ -144,6 +165,7 @@ type drop struct {
 	session Session
 	spec    *spec.McpConnection
 	why     string
+	idle    bool // stopped for idleness: the gateway keeps serving its catalog
 }
 
 // New returns a supervisor for one connection; it does nothing until Step.
@@ -170,6 +192,7 @@ func New(parent context.Context, opts Options) *Supervisor {
 	return &Supervisor{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		starts: opts.Starts, lastExitCode: opts.LastExitCode,
+		changed: make(chan struct{}),
 	}
 }
 
@@ -188,7 +211,7 @@ func (s *Supervisor) unlock() {
 	}
 	for _, d := range out.drops {
 		if s.opts.OnDrop != nil && d.spec != nil {
-			s.opts.OnDrop(d.spec, d.why)
+			s.opts.OnDrop(d.spec, d.why, d.idle)
 		}
 		s.closeAsync(d.session)
 	}
@@ -212,6 +235,7 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 	}
 	wantHash := want.hash()
 	now := s.opts.Now()
+	s.dormant = want.Dormant
 
 	// Take in a finished attempt.
 	if res := s.result; res != nil {
@@ -232,6 +256,8 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 		default:
 			s.adoptLocked(trace.ContextWithSpanContext(ctx, res.span), res, now)
 		}
+		s.taken++
+		s.broadcastLocked()
 	}
 
 	// Watch the live session.
@@ -268,6 +294,18 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 			s.dropLocked("reconnecting after a spec change")
 			s.nextRetry = time.Time{}
 			s.backoffStep = 0 // a new spec starts its backoff afresh
+		case want.Conn.Spec.OnDemand():
+			// Prefix, filters and health settings apply in place; an
+			// OnDemand server that nobody used for idleTimeout stops.
+			s.sessionSpec = want.Conn
+			idleFor, busy := idleness(ss, s.connectedAt, now)
+			left := want.Conn.Spec.IdleTimeout() - idleFor
+			if busy || left > 0 || s.demanded {
+				return max(left, time.Second) // look again when it may be idle
+			}
+			s.log.InfoContext(ctx, "stopping an idle server; it starts again at the next call", "idleFor", idleFor.Round(time.Second))
+			s.dropIdleLocked(fmt.Sprintf("idle for %s", idleFor.Round(time.Second)))
+			return 0
 		default:
 			// Connected: prefix, filters and health settings apply in place.
 			s.sessionSpec = want.Conn
@@ -280,6 +318,12 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 			s.cancelAttempt() // it reports back; the next step starts afresh
 		}
 		return 0
+	}
+	if want.Dormant && !s.demanded {
+		return 0 // Idle: started by the next Demand
+	}
+	if s.demanded {
+		s.nextRetry = time.Time{} // a call waits: no backoff delay
 	}
 	if wait := s.nextRetry.Sub(now); wait > 0 {
 		wctx := ctx
@@ -322,6 +366,67 @@ func (s *Supervisor) Close(why string) {
 	s.stopLocked(why)
 	s.closed = true
 	s.cancel()
+	s.broadcastLocked()
+}
+
+// Demand returns the live session, starting one when there is none: an
+// OnDemand server that is idle, or a connection that waits to retry (its
+// backoff delay is skipped). However many calls demand at once, one attempt
+// runs; each waits for it within its own ctx. It fails with the attempt's
+// error when the attempt fails, and with ctx's when ctx ends first.
+func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
+	s.lock()
+	if s.closed {
+		s.unlock()
+		return nil, errors.New("the connection was removed")
+	}
+	if s.session != nil {
+		ss := s.session
+		s.unlock()
+		return ss, nil
+	}
+	start, refused := s.taken, s.refused
+	s.demanded = true
+	s.unlock()
+	s.opts.Notify() // the next step starts the attempt
+	for {
+		s.mu.Lock()
+		switch {
+		case s.session != nil:
+			ss := s.session
+			s.mu.Unlock()
+			return ss, nil
+		case s.closed:
+			s.mu.Unlock()
+			return nil, errors.New("the connection was removed")
+		case s.refused > refused:
+			why := s.refusedBy
+			s.mu.Unlock()
+			return nil, fmt.Errorf("the connection was stopped: %s", why)
+		case s.taken > start && !s.attempting && !s.demanded:
+			// The attempt this demand waited for failed.
+			msg := s.lastError
+			s.mu.Unlock()
+			return nil, fmt.Errorf("could not connect: %s", msg)
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// idleness is how long the session has served nothing, and whether it is
+// busy now (a call in flight, a subscription open).
+func idleness(ss Session, connectedAt, now time.Time) (idleFor time.Duration, busy bool) {
+	busy, last := ss.Activity()
+	if last.Before(connectedAt) {
+		last = connectedAt
+	}
+	return now.Sub(last), busy
 }
 
 // Wait waits for every goroutine the supervisor started, or until ctx ends.
@@ -429,10 +534,30 @@ func (s *Supervisor) dropLocked(why string) {
 	s.out.drops = append(s.out.drops, drop{session: s.session, spec: s.sessionSpec, why: why})
 	s.session, s.sessionHash, s.sessionSpec = nil, "", nil
 	s.health = healthState{}
+	s.broadcastLocked()
 }
 
-// stopLocked ends the session and any attempt.
+// dropIdleLocked is dropLocked for an OnDemand server stopped because it
+// was idle: no failure, and the gateway keeps serving its catalog.
+func (s *Supervisor) dropIdleLocked(why string) {
+	s.dropLocked(why)
+	s.out.drops[len(s.out.drops)-1].idle = true
+}
+
+// broadcastLocked wakes every Demand waiting for a change.
+func (s *Supervisor) broadcastLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// stopLocked ends the session and any attempt, and the demands waiting.
 func (s *Supervisor) stopLocked(why string) {
+	if s.demanded {
+		s.demanded = false
+		s.refused++
+		s.refusedBy = why
+		s.broadcastLocked()
+	}
 	s.endBackoff(why)
 	if s.attempting {
 		s.cancelAttempt()
@@ -490,6 +615,7 @@ func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash st
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.ConnectTimeout)
 	ctx = trace.ContextWithSpan(ctx, span)
 	s.attempting, s.attemptHash, s.cancelAttempt = true, hash, cancel
+	s.demanded = false // this is the attempt that was asked for
 	if want.Conn.Spec.Stdio != nil {
 		s.starts++
 	}
