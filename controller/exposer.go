@@ -11,14 +11,18 @@ type GatewayExposer struct {
 }
 
 // Set implements Exposer.
+// The gateway reads the backend's tools (and the rest of what it offers)
+// from the session itself; a session that cannot serve the gateway (not a
+// connection.Session) is handed over as none, which the gateway reports as
+// unavailable.
 func (x GatewayExposer) Set(e Exposed) {
+	backend, _ := e.Session.(gateway.Backend)
 	x.G.Set(gateway.Connection{
 		Name:        e.Name,
 		Prefix:      e.Prefix,
 		Filter:      e.Filter,
 		CallTimeout: e.CallTimeout,
-		Tools:       e.Tools,
-		Backend:     e.Session,
+		Backend:     backend,
 	})
 }
 

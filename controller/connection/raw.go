@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -55,10 +56,7 @@ const maxRawMessage = mcp.DefaultMaxEventSize
 var rawSeq atomic.Uint64
 
 // RawParam is one params key of a tools/call, forwarded as it came.
-type RawParam struct {
-	Key   string
-	Value json.RawMessage
-}
+type RawParam = wire.RawParam
 
 // RawProtocolVersion returns the protocol version the session negotiated,
 // when CallToolRaw can be used on it: a live streamable HTTP session with a

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -53,8 +52,8 @@ func requestHeader(req *mcp.CallToolRequest) http.Header {
 func annotateCallSpan(span trace.Span, r route) {
 	if span.IsRecording() {
 		span.SetAttributes(tracing.BackendToolName.String(r.tool))
-		if e, ok := r.target.backend.(endpointer); ok {
-			span.SetAttributes(tracing.Endpoint.String(e.Endpoint()))
+		if e := r.target.backend.Endpoint(); e != "" {
+			span.SetAttributes(tracing.Endpoint.String(e))
 		}
 	}
 }
@@ -71,9 +70,6 @@ func (t *target) callContext(ctx context.Context) (callCtx context.Context, done
 		cancel()
 	}
 }
-
-// endpointer is a Backend that can say where it goes (connection.Session).
-type endpointer interface{ Endpoint() string }
 
 // callError is the JSON-RPC error the gateway answers when a call produced no
 // tool result: the connection is down, the call timed out, the backend failed.
@@ -164,7 +160,7 @@ func (g *Gateway) callFailed(ctx context.Context, t *target, name string, err, c
 		// its code; a failure of the client side (the go-sdk reports a
 		// refused connection as a *jsonrpc.Error too) gets the connection's
 		// name.
-		if je := connection.ServerError(err); je != nil {
+		if je := t.backend.ServerError(err); je != nil {
 			err = je
 		} else {
 			err = callError(fmt.Sprintf("tool %q: connection %s: %v", name, t.name, err))

@@ -19,7 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tether-mcp/tether/controller/connection"
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -43,15 +43,6 @@ import (
 // their own session state (_meta) and standard headers: the fast path
 // leaves those to the go-sdk.
 const protocolSessionless = "2026-07-28"
-
-// rawBackend is a Backend that can carry a call as bytes:
-// connection.Session over streamable HTTP.
-type rawBackend interface {
-	Backend
-	RawProtocolVersion() (string, bool)
-	CallToolRaw(ctx context.Context, name string, params []connection.RawParam,
-		progress func(*mcp.ProgressNotificationParams)) (json.RawMessage, bool, error)
-}
 
 // errCallerCancelled ends a fast call whose caller sent notifications/cancelled.
 var errCallerCancelled = errors.New("the caller cancelled the call")
@@ -274,9 +265,9 @@ type fastRequest struct {
 	id     json.RawMessage // the caller's, verbatim
 	key    string          // id as a map key
 	name   string
-	params []connection.RawParam // arguments and the multi-round-trip keys, verbatim
-	token  json.RawMessage       // the caller's progressToken; nil if none
-	trace  mcp.Meta              // the caller's traceparent and tracestate
+	params []wire.RawParam // arguments and the multi-round-trip keys, verbatim
+	token  json.RawMessage // the caller's progressToken; nil if none
+	trace  mcp.Meta        // the caller's traceparent and tracestate
 }
 
 // forwardedParams are the params keys the slow path sends upstream besides
@@ -308,7 +299,7 @@ func parseCall(body []byte) (*fastRequest, bool) {
 	}
 	for k, v := range params {
 		if forwardedParams[k] {
-			req.params = append(req.params, connection.RawParam{Key: k, Value: v})
+			req.params = append(req.params, wire.RawParam{Key: k, Value: v})
 		}
 	}
 	if raw, ok := params["_meta"]; ok && string(raw) != "null" {
@@ -390,11 +381,7 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 		return false // unknown or down: the go-sdk and interceptDown answer
 	}
 	t := rt.target
-	rb, ok := t.backend.(rawBackend)
-	if !ok {
-		return false
-	}
-	if v, ok := rb.RawProtocolVersion(); !ok || v != r.Header.Get(protocolVersionHeader) {
+	if v, ok := t.backend.RawProtocolVersion(); !ok || v != r.Header.Get(protocolVersionHeader) {
 		return false
 	}
 	if st := g.sessionTimeout(); st > 0 {
@@ -406,7 +393,7 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 			return false
 		}
 	}
-	g.fastCall(w, r, ds, req, rt, rb)
+	g.fastCall(w, r, ds, req, rt)
 	return true
 }
 
@@ -435,7 +422,7 @@ func (g *Gateway) cancelFast(ds *downSession, body []byte) {
 
 // fastCall runs one call on the fast path and answers it. It does what
 // callTool does, with the same span, metrics, log line and errors.
-func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSession, req *fastRequest, rt route, rb rawBackend) {
+func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSession, req *fastRequest, rt route) {
 	g.fastCalls.Add(1)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -465,7 +452,7 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	if req.token != nil {
 		progress = out.progress
 	}
-	res, isError, err := rb.CallToolRaw(callCtx, rt.tool, req.params, progress)
+	res, isError, err := t.backend.CallToolRaw(callCtx, rt.tool, req.params, progress)
 	callErr := callCtx.Err()
 	done()
 	d := time.Since(start)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,33 +13,61 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/spec"
 )
 
-// Backend is a live upstream session.
-//
-// The progress callback receives the backend's progress notifications for
-// this call with the backend-side token; the gateway forwards them to the
-// downstream caller with the caller's original progressToken. progress is nil
-// when the caller sent no progressToken. CallTool must return promptly once
-// ctx is done (the gateway bounds every call with it).
+// Backend is a live upstream session: everything the gateway knows of and
+// asks of one backend. controller/connection's *Session implements it (the
+// controller asserts so at compile time); the gateway never looks behind
+// it.
 //
 // Implementations must be comparable (a pointer, typically): the gateway
 // compares backends to tell a reconnect from a filter or prefix edit.
 type Backend interface {
+	// Tools is the backend's full tool list. The slice and the tools are
+	// shared and read-only; a new list is a new slice (the gateway compares
+	// slices to skip a Set that changes nothing).
+	Tools() []*mcp.Tool
+
+	// CallTool calls a tool. The progress callback receives the backend's
+	// progress notifications for this call with the backend-side token; the
+	// gateway forwards them to the downstream caller with the caller's
+	// original progressToken. progress is nil when the caller sent no
+	// progressToken. CallTool must return promptly once ctx is done (the
+	// gateway bounds every call with it).
 	CallTool(ctx context.Context, p *mcp.CallToolParams,
 		progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error)
+
+	// RawProtocolVersion is the protocol version the session negotiated when
+	// it can carry a call as bytes (CallToolRaw); ok is false when it cannot
+	// (stdio, SSE, a session that ended): the fast path is then not taken.
+	RawProtocolVersion() (version string, ok bool)
+	// CallToolRaw is CallTool for a call held as bytes: params (arguments and
+	// the multi-round-trip keys) are forwarded verbatim and the result comes
+	// back as the backend sent it, with its isError.
+	CallToolRaw(ctx context.Context, name string, params []wire.RawParam,
+		progress func(*mcp.ProgressNotificationParams)) (result json.RawMessage, isError bool, err error)
+
+	// Endpoint says where the session goes, for traces (no credentials).
+	Endpoint() string
+	// ServerError returns the JSON-RPC error the backend sent that err (an
+	// error of one of the methods above) carries, redacted, so that the
+	// gateway can forward it with its code; nil when err is a local failure
+	// (transport, timeout, closed session).
+	ServerError(err error) *jsonrpc.Error
 }
 
-// Connection is one connected backend as the gateway exposes it.
+// Connection is one connected backend as the gateway exposes it. The
+// gateway reads what the backend offers from the Backend itself.
 type Connection struct {
 	Name        string
 	Prefix      string           // "" = names unchanged
 	Filter      *spec.ToolFilter // nil = all; matched with (*spec.ToolFilter).Allows
 	CallTimeout time.Duration    // <= 0: spec.DefaultCallTimeout
-	Tools       []*mcp.Tool      // the backend's full list (read-only, never mutated)
 	Backend     Backend
 }
 
@@ -234,8 +263,9 @@ func (g *Gateway) Set(c Connection) {
 		st = &connState{name: c.Name}
 		g.conns[c.Name] = st
 	}
+	tools := c.Backend.Tools()
 	newBackend := !st.available || !sameBackend(st.backend, c.Backend)
-	newTools := !st.available || st.prefix != c.Prefix || !reflect.DeepEqual(st.filter, c.Filter) || !slices.Equal(st.tools, c.Tools)
+	newTools := !st.available || st.prefix != c.Prefix || !reflect.DeepEqual(st.filter, c.Filter) || !slices.Equal(st.tools, tools)
 	if !newBackend && !newTools && st.timeout == timeout {
 		// What a reconcile of a steady connection sends: nothing to do.
 		g.mu.Unlock()
@@ -247,14 +277,14 @@ func (g *Gateway) Set(c Connection) {
 		st.life, st.endLife = context.WithCancelCause(context.Background())
 	}
 	if newTools {
-		st.candidates = candidates(c)
+		st.candidates = candidates(c, tools)
 	}
 	st.available = true
 	st.reason = ""
 	st.prefix = c.Prefix
 	st.filter = cloneFilter(c.Filter) // compared on the next Set: keep our own
 	st.timeout = timeout
-	st.tools = c.Tools
+	st.tools = tools
 	st.backend = c.Backend
 	st.lastNames = nil
 	st.target = &target{name: st.name, backend: st.backend, timeout: st.timeout, life: st.life}
@@ -370,10 +400,10 @@ func cloneFilter(f *spec.ToolFilter) *spec.ToolFilter {
 
 // candidates lists the connection's tools that pass its filter, as they
 // would be published. A backend that lists one name twice gets it once.
-func candidates(c Connection) []*exposedTool {
-	out := make([]*exposedTool, 0, len(c.Tools))
-	seen := make(map[string]bool, len(c.Tools))
-	for _, t := range c.Tools {
+func candidates(c Connection, tools []*mcp.Tool) []*exposedTool {
+	out := make([]*exposedTool, 0, len(tools))
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
 		if t == nil || seen[t.Name] || !c.Filter.Allows(t.Name) {
 			continue
 		}
