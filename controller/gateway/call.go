@@ -102,6 +102,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	t := r.target
 	annotateCallSpan(span, r)
 	start := time.Now()
+	ctx = g.withCaller(ctx, req.Session)
 	callCtx, done := t.callContext(ctx)
 
 	// Only the call itself travels upstream: arguments, and the answers of a
@@ -247,6 +248,29 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 							span.End()
 							return nil, err
 						}
+					}
+				}
+			}
+		}
+		switch method {
+		case "prompts/get":
+			if r, ok := req.(*mcp.GetPromptRequest); ok && r.Params != nil {
+				c := g.cat.Load()
+				if _, live := c.prompts[r.Params.Name]; !live {
+					if d := c.downPrompts[r.Params.Name]; d != nil {
+						return nil, d.err()
+					}
+					if d := g.routes.Load().lookupDownPrefix(r.Params.Name); d != nil {
+						return nil, d.err()
+					}
+				}
+			}
+		case "resources/read":
+			if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
+				c := g.cat.Load()
+				if c.resourceOwner(r.Params.URI) == nil {
+					if d := c.downURIs[r.Params.URI]; d != nil {
+						return nil, d.err()
 					}
 				}
 			}

@@ -49,6 +49,8 @@ var errCallerCancelled = errors.New("the caller cancelled the call")
 
 // downSession is a gateway HTTP session the fast path may answer for.
 type downSession struct {
+	ss *mcp.ServerSession
+
 	// lastSDK is when the go-sdk handler last saw a POST of this session
 	// (unix nanoseconds). The go-sdk's idle timer runs from then: calls it
 	// never sees must not let it expire under an active client.
@@ -135,7 +137,7 @@ func (g *Gateway) sessionInitialized(_ context.Context, req *mcp.InitializedRequ
 	if id == "" {
 		return // stdio: no HTTP requests
 	}
-	ds := &downSession{}
+	ds := &downSession{ss: ss}
 	ds.touch()
 	g.downs.mu.Lock()
 	if g.downs.m == nil {
@@ -452,6 +454,7 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	if req.token != nil {
 		progress = out.progress
 	}
+	callCtx = wire.WithCaller(callCtx, &fastCaller{g: g, ds: ds, out: out})
 	res, isError, err := t.backend.CallToolRaw(callCtx, rt.tool, req.params, progress)
 	callErr := callCtx.Err()
 	done()
@@ -535,6 +538,7 @@ func dropHopMetaJSON(res json.RawMessage) (json.RawMessage, error) {
 // session's delivery goroutine, which CallToolRaw waits for before it
 // returns, then the answer.
 type fastWriter struct {
+	mu    sync.Mutex // log messages and progress come from different goroutines
 	w     http.ResponseWriter
 	id    json.RawMessage
 	token json.RawMessage
@@ -543,6 +547,8 @@ type fastWriter struct {
 }
 
 func (f *fastWriter) progress(p *mcp.ProgressNotificationParams) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if p == nil || f.gone {
 		return
 	}
@@ -616,7 +622,26 @@ func (f *fastWriter) error(status int, je *jsonrpc.Error) {
 	f.answer(status, buf)
 }
 
+// notify sends a notification on the call's stream.
+func (f *fastWriter) notify(method string, params any) {
+	msg, err := json.Marshal(&struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}{"2.0", method, params})
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.gone {
+		f.event(msg)
+	}
+}
+
 func (f *fastWriter) answer(status int, msg []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.gone {
 		return
 	}
@@ -629,4 +654,39 @@ func (f *fastWriter) answer(status int, msg []byte) {
 	h.Set("Content-Type", "application/json")
 	f.w.WriteHeader(status)
 	_, _ = f.w.Write(msg)
+}
+
+// fastCaller is the client of a fast call, for what the backend sends while
+// it serves the call: log messages go out on the call's own stream (at the
+// level the client set); the backend's requests go out through the client's
+// session, on its standalone stream, since the fast path answers the call's
+// stream itself.
+type fastCaller struct {
+	g   *Gateway
+	ds  *downSession
+	out *fastWriter
+}
+
+func (c *fastCaller) Client() any { return c.ds.ss }
+
+func (c *fastCaller) Log(p *mcp.LoggingMessageParams) {
+	lvl := c.g.level(c.ds.ss)
+	if lvl == "" || levelRank(p.Level) < levelRank(lvl) {
+		return
+	}
+	c.out.notify("notifications/message", p)
+}
+
+func (c *fastCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ds.ss) }
+
+func (c *fastCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	return c.ds.ss.CreateMessageWithTools(ctx, p)
+}
+
+func (c *fastCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return c.ds.ss.Elicit(ctx, p)
+}
+
+func (c *fastCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return c.ds.ss.ListRoots(ctx, p)
 }

@@ -509,7 +509,30 @@ func TestProgressForwarded(t *testing.T) {
 
 // fakeBackend answers every call with the tool name; for tests that need no
 // MCP backend at all. It carries no raw calls.
-type fakeBackend struct{ tools []*mcp.Tool }
+type fakeBackend struct {
+	tools     []*mcp.Tool
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+}
+
+func (b *fakeBackend) Prompts() []*mcp.Prompt                   { return b.prompts }
+func (b *fakeBackend) Resources() []*mcp.Resource               { return b.resources }
+func (*fakeBackend) ResourceTemplates() []*mcp.ResourceTemplate { return nil }
+func (*fakeBackend) Listen(wire.Listener)                       {}
+func (*fakeBackend) SetLogLevel(context.Context, mcp.LoggingLevel) error {
+	return nil
+}
+func (*fakeBackend) Subscribe(context.Context, string) error   { return nil }
+func (*fakeBackend) Unsubscribe(context.Context, string) error { return nil }
+func (*fakeBackend) GetPrompt(_ context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: p.Name}}}}, nil
+}
+func (*fakeBackend) ReadResource(_ context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: p.URI, Text: p.URI}}}, nil
+}
+func (*fakeBackend) Complete(context.Context, *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return &mcp.CompleteResult{}, nil
+}
 
 func (b *fakeBackend) Tools() []*mcp.Tool                 { return b.tools }
 func (b *fakeBackend) setTools(tools []*mcp.Tool)         { b.tools = tools }
