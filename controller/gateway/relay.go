@@ -91,7 +91,8 @@ func (g *Gateway) wantedLevel() mcp.LoggingLevel {
 }
 
 // sendLevel asks every available backend for the wanted level when it
-// changed.
+// changed, and waits for their answers (each bounded by its callTimeout),
+// so that the level is in force when the client's setLevel is answered.
 func (g *Gateway) sendLevel() {
 	want := g.wantedLevel()
 	g.levels.mu.Lock()
@@ -109,9 +110,11 @@ func (g *Gateway) sendLevel() {
 		}
 	}
 	g.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, t := range targets {
-		go g.setBackendLevel(t, want)
+		wg.Go(func() { g.setBackendLevel(t, want) })
 	}
+	wg.Wait()
 }
 
 // setBackendLevel asks one backend for level.
