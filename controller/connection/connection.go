@@ -628,8 +628,12 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
 	defer s.inFlight(callCtx)()
+	meta := tracing.InjectMeta(ctx, nil)
+	if m := s.levelMeta(ctx, meta); m != nil {
+		meta = m
+	}
 	up := &mcp.CallToolParams{
-		Meta:           tracing.InjectMeta(ctx, nil),
+		Meta:           meta,
 		Name:           p.Name,
 		Arguments:      p.Arguments,
 		InputResponses: p.InputResponses,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -133,6 +134,11 @@ func listAll[T any](seq func(func(T, error) bool)) ([]T, error) {
 // carry the downstream client (wire.WithCaller) for what the server sends
 // meanwhile. Errors are redacted.
 func (s *Session) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (res *mcp.GetPromptResult, err error) {
+	if m := s.levelMeta(ctx, p.Meta); m != nil {
+		cp := *p
+		cp.Meta = m
+		p = &cp
+	}
 	err = s.request(ctx, fmt.Sprintf("prompts/get %q", p.Name), func(ctx context.Context) error {
 		res, err = s.cs.GetPrompt(ctx, p)
 		return err
@@ -142,6 +148,11 @@ func (s *Session) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (res *m
 
 // ReadResource reads a resource upstream, as GetPrompt gets a prompt.
 func (s *Session) ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (res *mcp.ReadResourceResult, err error) {
+	if m := s.levelMeta(ctx, p.Meta); m != nil {
+		cp := *p
+		cp.Meta = m
+		p = &cp
+	}
 	err = s.request(ctx, fmt.Sprintf("resources/read %q", p.URI), func(ctx context.Context) error {
 		res, err = s.cs.ReadResource(ctx, p)
 		return err
@@ -200,6 +211,24 @@ func (s *Session) listenerOf() wire.Listener {
 		return *l
 	}
 	return nil
+}
+
+// levelMeta returns meta with the logging level of the client that ctx
+// carries, on a 2026-07-28 session (SEP-2575: the level travels with each
+// request there, there is no logging/setLevel); nil when nothing is to add.
+func (s *Session) levelMeta(ctx context.Context, meta mcp.Meta) mcp.Meta {
+	c := wire.CallerFrom(ctx)
+	if c == nil || !s.newProtocol() {
+		return nil
+	}
+	level := c.LogLevel()
+	if level == "" {
+		return nil
+	}
+	out := mcp.Meta{}
+	maps.Copy(out, meta)
+	out[mcp.MetaKeyLogLevel] = level
+	return out
 }
 
 // request runs one upstream request bounded by ctx and the session's life,

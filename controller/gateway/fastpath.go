@@ -677,6 +677,8 @@ func (c *fastCaller) Log(p *mcp.LoggingMessageParams) {
 	c.out.notify("notifications/message", p)
 }
 
+func (c *fastCaller) LogLevel() mcp.LoggingLevel { return c.g.level(c.ds.ss) }
+
 func (c *fastCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ds.ss) }
 
 func (c *fastCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {

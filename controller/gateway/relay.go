@@ -153,6 +153,7 @@ func (l connListener) Log(p *mcp.LoggingMessageParams) { go l.g.broadcastLog(p) 
 // backend sends it goes out through the client's session, with the
 // request's context, so on the request's own stream.
 type sdkCaller struct {
+	g   *Gateway
 	ss  *mcp.ServerSession
 	ctx context.Context // the client's request
 }
@@ -163,12 +164,14 @@ func (g *Gateway) withCaller(ctx context.Context, ss *mcp.ServerSession) context
 	if ss == nil {
 		return ctx
 	}
-	return wire.WithCaller(ctx, &sdkCaller{ss: ss, ctx: ctx})
+	return wire.WithCaller(ctx, &sdkCaller{g: g, ss: ss, ctx: ctx})
 }
 
 func (c *sdkCaller) Client() any { return c.ss }
 
 func (c *sdkCaller) Log(p *mcp.LoggingMessageParams) { _ = c.ss.Log(c.ctx, p) }
+
+func (c *sdkCaller) LogLevel() mcp.LoggingLevel { return c.g.level(c.ss) }
 
 func (c *sdkCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
 

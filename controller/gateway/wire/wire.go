@@ -30,6 +30,9 @@ type Caller interface {
 	// request's own stream where there is one, if the client's logging
 	// level admits it.
 	Log(p *mcp.LoggingMessageParams)
+	// LogLevel is the client's logging level, "" when it set none: a
+	// backend of the 2026-07-28 protocol takes it with each request.
+	LogLevel() mcp.LoggingLevel
 	// Capabilities are what the client declared at initialize (never nil).
 	Capabilities() *mcp.ClientCapabilities
 	// CreateMessage, Elicit and ListRoots relay a backend's request to the
