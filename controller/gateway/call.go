@@ -102,7 +102,10 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	t := r.target
 	annotateCallSpan(span, r)
 	start := time.Now()
-	ctx = g.withCaller(ctx, req.Session)
+	inRounds := req.Session != nil && roundsClient(req.Session)
+	if !inRounds {
+		ctx = g.withCaller(ctx, req.Session)
+	}
 	callCtx, done := t.callContext(ctx)
 
 	// Only the call itself travels upstream: arguments, and the answers of a
@@ -118,9 +121,16 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		progress = forwardProgress(ctx, req.Session, tok)
 	}
 
-	res, err := t.backend.CallTool(callCtx, p, progress)
-	callErr := callCtx.Err()
-	done()
+	var res *mcp.CallToolResult
+	var err, callErr error
+	if inRounds {
+		done()
+		res, err, callErr = g.callInRounds(ctx, req.Session, t, p, progress)
+	} else {
+		res, err = t.backend.CallTool(callCtx, p, progress)
+		callErr = callCtx.Err()
+		done()
+	}
 	d := time.Since(start)
 
 	if err == nil && res != nil {

@@ -130,6 +130,11 @@ type richClient struct {
 
 func dialRich(t *testing.T, url, version string, tweak func(*richClient)) *richClient {
 	t.Helper()
+	return dialRichOn(t, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, version, tweak)
+}
+
+func dialRichOn(t *testing.T, transport mcp.Transport, version string, tweak func(*richClient)) *richClient {
+	t.Helper()
 	rc := &richClient{logs: make(chan *mcp.LoggingMessageParams, 64), updates: make(chan string, 16), changed: make(chan string, 64)}
 	if tweak != nil {
 		tweak(rc)
@@ -157,7 +162,7 @@ func dialRich(t *testing.T, url, version string, tweak func(*richClient)) *richC
 	if version != "" {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
 	}
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, opts)
+	cs, err := c.Connect(ctx, transport, opts)
 	if err != nil {
 		t.Fatalf("connect to gateway: %v", err)
 	}
@@ -484,4 +489,47 @@ func TestBackendRequestBadCases(t *testing.T) {
 			t.Fatalf("a call after the timeout: %+v, %v", res, err)
 		}
 	})
+}
+
+// TestBackendRequestsInRounds: a client of the 2026-07-28 protocol takes no
+// requests from its server; a classic backend's sampling, elicitation and
+// roots reach it as input-required results and its answers go back to the
+// waiting backend call (the go-sdk client retries by itself).
+func TestBackendRequestsInRounds(t *testing.T) {
+	a := newRichBackend(t, "a")
+	g := New(Options{Logger: testLogger(t)})
+	g.Set(Connection{Name: "a", Prefix: "pa", Backend: a.connect(t), CallTimeout: 2 * time.Second})
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- g.serveTransport(ctx, st) }()
+	rc := dialRichOn(t, ct, "", nil)
+	if v := rc.cs.InitializeResult().ProtocolVersion; v < protocolSessionless {
+		t.Fatalf("the client negotiated %s: this test needs %s", v, protocolSessionless)
+	}
+	for name, want := range map[string]string{
+		"pa_sample": "LLM: answer to from a",
+		"pa_elicit": "accept Ada",
+		"pa_roots":  "file:///work/project",
+	} {
+		res, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: name})
+		if err != nil || res.IsError || textOf(res) != want {
+			t.Errorf("%s = %+v, %v; want %q", name, res, err, want)
+		}
+	}
+	// A state the gateway never issued (or that expired) is refused.
+	_, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_sample", RequestState: roundStatePrefix + "999"})
+	if msg := rpcMessage(err); !strings.Contains(msg, "names no call in flight") {
+		t.Errorf("unknown requestState: %v", err)
+	}
+	g.rounds.mu.Lock()
+	left := len(g.rounds.m)
+	g.rounds.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d calls in rounds left behind", left)
+	}
+	rc.cs.Close()
+	cancel()
+	<-served
 }

@@ -184,6 +184,7 @@ type Gateway struct {
 	subs  map[string]*subscription
 
 	levels levels // clients' logging levels (relay.go)
+	rounds rounds // backend calls of 2026-07-28 clients across rounds (rounds.go)
 }
 
 // claim is one connection's bid for an exposed name.

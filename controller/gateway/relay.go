@@ -50,8 +50,26 @@ func (g *Gateway) level(ss *mcp.ServerSession) mcp.LoggingLevel {
 // client wants.
 func (g *Gateway) interceptSetLevel(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "logging/setLevel" {
+			// A client of the 2026-07-28 protocol sends its level with
+			// each request instead.
+			if p := req.GetParams(); p != nil && req.GetSession() != nil {
+				if l, ok := p.GetMeta()[mcp.MetaKeyLogLevel].(string); ok && levelRank(mcp.LoggingLevel(l)) >= 0 {
+					if ss, ok := req.GetSession().(*mcp.ServerSession); ok && g.level(ss) != mcp.LoggingLevel(l) {
+						g.levels.mu.Lock()
+						if g.levels.m == nil {
+							g.levels.m = map[*mcp.ServerSession]mcp.LoggingLevel{}
+						}
+						g.levels.m[ss] = mcp.LoggingLevel(l)
+						g.levels.mu.Unlock()
+						g.sendLevel()
+					}
+				}
+			}
+			return next(ctx, method, req)
+		}
 		res, err := next(ctx, method, req)
-		if method != "logging/setLevel" || err != nil {
+		if err != nil {
 			return res, err
 		}
 		r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams])
