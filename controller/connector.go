@@ -4,8 +4,12 @@ import (
 	"context"
 
 	"github.com/tether-mcp/tether/controller/connection"
+	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/supervisor"
 )
+
+// A connection.Session is everything the gateway needs of a backend.
+var _ gateway.Backend = (*connection.Session)(nil)
 
 // SDKConnector opens real sessions with the go-sdk (controller/connection).
 type SDKConnector struct {

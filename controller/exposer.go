@@ -10,14 +10,14 @@ type GatewayExposer struct {
 	G *gateway.Gateway
 }
 
-// Set implements Exposer.
+// Set implements Exposer. The gateway reads what the backend offers (tools,
+// prompts, resources) from the session itself.
 func (x GatewayExposer) Set(e Exposed) {
 	x.G.Set(gateway.Connection{
 		Name:        e.Name,
 		Prefix:      e.Prefix,
 		Filter:      e.Filter,
 		CallTimeout: e.CallTimeout,
-		Tools:       e.Tools,
 		Backend:     e.Session,
 	})
 }

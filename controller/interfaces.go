@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/supervisor"
 	"github.com/tether-mcp/tether/spec"
@@ -41,8 +39,9 @@ type Exposed struct {
 	Prefix      string
 	Filter      *spec.ToolFilter
 	CallTimeout time.Duration
-	Tools       []*mcp.Tool
-	Session     supervisor.Session
+	// Session is the live session; the gateway reads what it offers from
+	// it (gateway.Backend).
+	Session supervisor.Session
 }
 
 // Exposer is the gateway as the reconciler drives it.

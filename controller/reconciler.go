@@ -254,7 +254,6 @@ func (r *Reconciler) expose(name string, snap supervisor.Snapshot) Exposure {
 		Prefix:      want.ToolPrefix(),
 		Filter:      want.Spec.Tools,
 		CallTimeout: want.Spec.CallTimeoutDuration(),
-		Tools:       tools,
 		Session:     snap.Session,
 	})
 	return Exposure{Tools: r.opts.Exposer.Exposed(name), Collisions: r.opts.Exposer.Collisions(name)}

@@ -14,14 +14,17 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/controller/supervisor"
 	"github.com/tether-mcp/tether/spec"
 )
 
-// fakeSession is a Session whose life the test controls.
+// fakeSession is a Session whose life the test controls. The gateway's
+// methods it does not define are not called here (the exposer is a fake).
 type fakeSession struct {
+	gateway.Backend
 	tools    []*mcp.Tool
 	probeErr func() error
 	done     chan struct{}
@@ -149,7 +152,7 @@ func (x *fakeExposer) Exposed(name string) int {
 		return 0
 	}
 	n := 0
-	for _, t := range e.Tools {
+	for _, t := range e.Session.Tools() {
 		if e.Filter.Allows(t.Name) {
 			n++
 		}

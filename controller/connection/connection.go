@@ -106,6 +106,10 @@ type Session struct {
 	rawSend  mcp.MethodHandler
 	listMeta atomic.Pointer[mcp.Meta]
 
+	catalog  atomic.Pointer[catalog] // prompts, resources, templates (relay.go)
+	listener listenerBox             // where resource updates and unrelated logs go
+	flights  flights                 // requests in flight that carry a downstream client
+
 	toolsMu  sync.Mutex
 	tools    []*mcp.Tool       // replaced, never modified
 	toolsSum [sha256.Size]byte // of the list's JSON: a real change or a repeated notification
@@ -179,11 +183,8 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	if version == "" {
 		version = "dev"
 	}
-	s.client = mcp.NewClient(&mcp.Implementation{Name: "tether", Version: version}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		Logger: s.log,
-		// tether has no roots and answers no sampling or elicitation:
-		// advertise nothing rather than the go-sdk's default roots.
-		Capabilities: &mcp.ClientCapabilities{},
 		// Both handlers run on the session's reader: never block there.
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			s.toolsChangedUpstream()
@@ -191,8 +192,12 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			s.routeProgress(r.Params)
 		},
-	})
+	}
+	// Capabilities, and the handlers that relay to the gateway's clients.
+	s.clientHandlers(opts)
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "tether", Version: version}, opts)
 	s.client.AddSendingMiddleware(s.captureSend)
+	s.client.AddReceivingMiddleware(s.relayRoots)
 
 	var transport mcp.Transport
 	if sp.Stdio != nil {
@@ -208,13 +213,13 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		cancel(err)
 		return nil, red.Err(err)
 	}
-	var opts *mcp.ClientSessionOptions
+	var sessOpts *mcp.ClientSessionOptions
 	learned := func(string, bool) {}
 	if sp.HTTP != nil {
 		var v string
 		v, learned = versions.versionFor(ctx, s.transport+" "+sp.HTTP.URL)
 		if v != "" {
-			opts = &mcp.ClientSessionOptions{ProtocolVersion: v}
+			sessOpts = &mcp.ClientSessionOptions{ProtocolVersion: v}
 		}
 	}
 	// The handshake takes one of its endpoint's slots until the first
@@ -229,7 +234,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		}
 		defer release() // also on a panic; released early below
 	}
-	cs, err := s.client.Connect(ctx, transport, opts)
+	cs, err := s.client.Connect(ctx, transport, sessOpts)
 	if err != nil {
 		release()
 		learned("", true)
@@ -239,6 +244,9 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	learned(s.Server().ProtocolVersion, false)
 	_, err = s.refreshTools(ctx)
 	release()
+	if err == nil {
+		_, err = s.refreshCatalog(ctx)
+	}
 	if err != nil {
 		return nil, s.failConnect(err)
 	}
@@ -619,8 +627,13 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	}
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
+	defer s.inFlight(callCtx)()
+	meta := tracing.InjectMeta(ctx, nil)
+	if m := s.levelMeta(ctx, meta); m != nil {
+		meta = m
+	}
 	up := &mcp.CallToolParams{
-		Meta:           tracing.InjectMeta(ctx, nil),
+		Meta:           meta,
 		Name:           p.Name,
 		Arguments:      p.Arguments,
 		InputResponses: p.InputResponses,
@@ -977,6 +990,11 @@ func (s *Session) refreshAfterListChanged() {
 
 		ctx, cancel := context.WithTimeout(s.ctx, refreshTimeout)
 		changed, err := s.refreshTools(ctx)
+		if err == nil {
+			var more bool
+			more, err = s.refreshCatalog(ctx)
+			changed = changed || more
+		}
 		cancel()
 		switch {
 		case err != nil:

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -55,10 +56,7 @@ const maxRawMessage = mcp.DefaultMaxEventSize
 var rawSeq atomic.Uint64
 
 // RawParam is one params key of a tools/call, forwarded as it came.
-type RawParam struct {
-	Key   string
-	Value json.RawMessage
-}
+type RawParam = wire.RawParam
 
 // RawProtocolVersion returns the protocol version the session negotiated,
 // when CallToolRaw can be used on it: a live streamable HTTP session with a
@@ -111,6 +109,7 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 	}
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
+	defer s.inFlight(callCtx)()
 
 	var answered bool
 	meta := tracing.InjectMeta(ctx, nil)
@@ -129,7 +128,7 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 	if err != nil {
 		return nil, false, s.red.Err(fmt.Errorf("%s: %w", op, err))
 	}
-	x := &rawExchange{s: s, method: "tools/call", version: version, sessionID: s.cs.ID(), id: id}
+	x := &rawExchange{s: s, method: "tools/call", version: version, sessionID: s.cs.ID(), id: id, flight: callerFlight(callCtx)}
 	result, err = x.call(callCtx, body)
 	if err != nil {
 		if callCtx.Err() != nil && !x.answered {
@@ -228,6 +227,9 @@ type rawExchange struct {
 	sessionID string
 	id        string // the request's id (a string)
 	answered  bool   // the server's response arrived
+	// flight is the downstream client the request is made for: what the
+	// server sends on the request's stream is that client's. nil if none.
+	flight *flight
 }
 
 // rawMessage is any JSON-RPC message, decoded only as far as routing needs.
@@ -477,20 +479,62 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 		if json.Unmarshal(m.Params, &p) == nil {
 			x.s.routeProgress(&p)
 		}
+	case m.Method == methodCreateMessage || m.Method == methodElicit || m.Method == methodListRoots:
+		// The server asks the client something while it works on the
+		// call: this call's client, since it came on the call's stream.
+		res, err := x.s.relayRequest(ctx, x.flight, m.Method, m.Params)
+		x.s.sendRaw(ctx, relayAnswer(m.ID, res, err))
 	case m.Method != "" && isID:
-		// The server asks something of the client while it works on the
-		// call: answer as tether's go-sdk client does.
+		// Anything else (ping): answer as tether's go-sdk client does.
 		x.s.sendRaw(ctx, clientAnswer(m.ID, m.Method))
-	case m.Method == "notifications/tools/list_changed":
-		// As the go-sdk client's handler does (servers usually send it on
+	case m.Method == "notifications/message":
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(m.Params, &p) == nil {
+			var to wire.Caller
+			if x.flight != nil {
+				to = x.flight.caller
+			}
+			x.s.relayLog(to, &p)
+		}
+	case m.Method == "notifications/resources/updated":
+		var p mcp.ResourceUpdatedNotificationParams
+		if json.Unmarshal(m.Params, &p) == nil {
+			x.s.resourceUpdated(&p)
+		}
+	case m.Method == "notifications/tools/list_changed", m.Method == "notifications/prompts/list_changed",
+		m.Method == "notifications/resources/list_changed":
+		// As the go-sdk client's handlers do (servers usually send them on
 		// the standalone stream, which the go-sdk client reads).
 		x.s.toolsChangedUpstream()
 	case m.Method != "":
-		// Other notifications (logging, other list changes) are ones
-		// tether's client has no handler for.
 		x.s.log.Debug("raw tools/call: notification on the call's stream ignored", "method", m.Method)
 	}
 	return nil, nil
+}
+
+// relayAnswer is the response to a server's request: the client's answer
+// as JSON, or the error.
+func relayAnswer(id json.RawMessage, res json.RawMessage, err error) []byte {
+	var body []byte
+	if err == nil {
+		body, err = json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Result  json.RawMessage `json:"result"`
+		}{"2.0", id, res})
+	}
+	if err != nil {
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) {
+			je = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		body, _ = json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   *jsonrpc.Error  `json:"error"`
+		}{"2.0", id, je})
+	}
+	return body
 }
 
 // clientAnswer is what tether's go-sdk client (no roots, sampling or

@@ -194,6 +194,10 @@ func ServerError(err error) *jsonrpc.Error {
 	return findServerError(err)
 }
 
+// ServerError is the package's ServerError, as a method: the gateway sees a
+// session only through its methods.
+func (s *Session) ServerError(err error) *jsonrpc.Error { return findServerError(err) }
+
 // findServerError searches err's whole tree, depth first, for a
 // *jsonrpc.Error with a code the go-sdk does not use locally.
 func findServerError(err error) *jsonrpc.Error {

@@ -30,6 +30,7 @@ type model struct {
 
 type modelConn struct {
 	c         Connection
+	tools     []*mcp.Tool
 	available bool
 	reason    string
 	prefix    string
@@ -44,7 +45,7 @@ func (m *model) owners() map[string][2]string {
 		if !mc.available {
 			continue
 		}
-		for _, t := range mc.c.Tools {
+		for _, t := range mc.tools {
 			if !mc.c.Filter.Allows(t.Name) {
 				continue
 			}
@@ -75,7 +76,7 @@ func (m *model) collisions(conn string, owners map[string][2]string) ([]spec.Too
 	var lost []spec.ToolCollision
 	n := 0
 	seen := map[string]bool{}
-	for _, t := range mc.c.Tools {
+	for _, t := range mc.tools {
 		name := exposedName(mc.c.Prefix, t.Name)
 		if !mc.c.Filter.Allows(t.Name) || seen[name] {
 			continue
@@ -148,16 +149,17 @@ func TestIncrementalMatchesModel(t *testing.T) {
 							tools = append(tools, &mcp.Tool{Name: tn, InputSchema: map[string]any{"type": "object"}})
 						}
 					}
-					c := Connection{Name: name, Prefix: prefixes[rng.IntN(len(prefixes))], Filter: filters[rng.IntN(len(filters))], Tools: tools}
+					c := Connection{Name: name, Prefix: prefixes[rng.IntN(len(prefixes))], Filter: filters[rng.IntN(len(filters))]}
 					mc := m.conns[name]
 					if mc != nil && mc.available && rng.IntN(2) == 0 {
-						c.Backend = mc.c.Backend // same session, other settings
+						// Same session, other settings (and a refreshed tool list).
+						c.Backend = withTools(mc.c.Backend.(*idBackend), tools)
 					} else {
-						c.Backend = &idBackend{id: step}
+						c.Backend = withTools(&idBackend{id: step}, tools)
 					}
 					op = fmt.Sprintf("Set(%s, prefix %q, %d tools)", name, c.Prefix, len(tools))
 					g.Set(c)
-					m.conns[name] = &modelConn{c: c, available: true, prefix: c.Prefix}
+					m.conns[name] = &modelConn{c: c, tools: tools, available: true, prefix: c.Prefix}
 				case r < 8:
 					prefix := prefixes[rng.IntN(len(prefixes))]
 					op = fmt.Sprintf("SetUnavailable(%s, %q)", name, prefix)

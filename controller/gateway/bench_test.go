@@ -78,7 +78,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 				tools = append(tools, tool)
 			}
 			g := New(Options{ObserveCall: func(string, string, time.Duration) {}})
-			g.Set(Connection{Name: "bench", Prefix: "bench", Tools: tools, Backend: be})
+			g.Set(Connection{Name: "bench", Prefix: "bench", Backend: withTools(be, tools)})
 			hs := httptest.NewServer(g.Handler())
 			b.Cleanup(hs.Close)
 			cs := benchClient(b, hs.URL)
@@ -104,7 +104,7 @@ func BenchmarkGatewayFastCall(b *testing.B) {
 			}
 			b.Cleanup(func() { _ = sess.Close() })
 			g := New(Options{ObserveCall: func(string, string, time.Duration) {}})
-			g.Set(Connection{Name: "bench", Prefix: "bench", Tools: sess.Tools(), Backend: sess})
+			g.Set(Connection{Name: "bench", Prefix: "bench", Backend: sess})
 			hs := httptest.NewServer(g.Handler())
 			b.Cleanup(hs.Close)
 			cs := benchClient(b, hs.URL)
@@ -231,7 +231,7 @@ func benchGateway(conns, tools int) *Gateway {
 	list := benchTools(tools)
 	for i := range conns {
 		name := fmt.Sprintf("c%04d", i)
-		g.Set(Connection{Name: name, Prefix: name, Tools: list, Backend: &idBackend{id: i}})
+		g.Set(Connection{Name: name, Prefix: name, Backend: withTools(&idBackend{id: i}, list)})
 	}
 	return g
 }
@@ -263,10 +263,10 @@ func BenchmarkSet(b *testing.B) {
 	b.Run("steady", func(b *testing.B) {
 		g := benchGateway(1000, 5)
 		be := &idBackend{}
-		g.Set(Connection{Name: "c0500", Prefix: "c0500", Tools: list, Backend: be})
+		g.Set(Connection{Name: "c0500", Prefix: "c0500", Backend: withTools(be, list)})
 		b.ReportAllocs()
 		for b.Loop() {
-			g.Set(Connection{Name: "c0500", Prefix: "c0500", Tools: list, Backend: be})
+			g.Set(Connection{Name: "c0500", Prefix: "c0500", Backend: withTools(be, list)})
 		}
 	})
 	b.Run("reconnect", func(b *testing.B) {
@@ -275,7 +275,7 @@ func BenchmarkSet(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			g.Set(Connection{Name: "c0500", Prefix: "c0500", Tools: list, Backend: &idBackend{id: i}})
+			g.Set(Connection{Name: "c0500", Prefix: "c0500", Backend: withTools(&idBackend{id: i}, list)})
 		}
 	})
 	b.Run("bringup", func(b *testing.B) {

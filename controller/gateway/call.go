@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -53,8 +52,8 @@ func requestHeader(req *mcp.CallToolRequest) http.Header {
 func annotateCallSpan(span trace.Span, r route) {
 	if span.IsRecording() {
 		span.SetAttributes(tracing.BackendToolName.String(r.tool))
-		if e, ok := r.target.backend.(endpointer); ok {
-			span.SetAttributes(tracing.Endpoint.String(e.Endpoint()))
+		if e := r.target.backend.Endpoint(); e != "" {
+			span.SetAttributes(tracing.Endpoint.String(e))
 		}
 	}
 }
@@ -71,9 +70,6 @@ func (t *target) callContext(ctx context.Context) (callCtx context.Context, done
 		cancel()
 	}
 }
-
-// endpointer is a Backend that can say where it goes (connection.Session).
-type endpointer interface{ Endpoint() string }
 
 // callError is the JSON-RPC error the gateway answers when a call produced no
 // tool result: the connection is down, the call timed out, the backend failed.
@@ -106,6 +102,10 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	t := r.target
 	annotateCallSpan(span, r)
 	start := time.Now()
+	inRounds := req.Session != nil && roundsClient(req.Session)
+	if !inRounds {
+		ctx = g.withCaller(ctx, req.Session)
+	}
 	callCtx, done := t.callContext(ctx)
 
 	// Only the call itself travels upstream: arguments, and the answers of a
@@ -121,9 +121,16 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		progress = forwardProgress(ctx, req.Session, tok)
 	}
 
-	res, err := t.backend.CallTool(callCtx, p, progress)
-	callErr := callCtx.Err()
-	done()
+	var res *mcp.CallToolResult
+	var err, callErr error
+	if inRounds {
+		done()
+		res, err, callErr = g.callInRounds(ctx, req.Session, t, p, progress)
+	} else {
+		res, err = t.backend.CallTool(callCtx, p, progress)
+		callErr = callCtx.Err()
+		done()
+	}
 	d := time.Since(start)
 
 	if err == nil && res != nil {
@@ -164,7 +171,7 @@ func (g *Gateway) callFailed(ctx context.Context, t *target, name string, err, c
 		// its code; a failure of the client side (the go-sdk reports a
 		// refused connection as a *jsonrpc.Error too) gets the connection's
 		// name.
-		if je := connection.ServerError(err); je != nil {
+		if je := t.backend.ServerError(err); je != nil {
 			err = je
 		} else {
 			err = callError(fmt.Sprintf("tool %q: connection %s: %v", name, t.name, err))
@@ -251,6 +258,29 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 							span.End()
 							return nil, err
 						}
+					}
+				}
+			}
+		}
+		switch method {
+		case "prompts/get":
+			if r, ok := req.(*mcp.GetPromptRequest); ok && r.Params != nil {
+				c := g.cat.Load()
+				if _, live := c.prompts[r.Params.Name]; !live {
+					if d := c.downPrompts[r.Params.Name]; d != nil {
+						return nil, d.err()
+					}
+					if d := g.routes.Load().lookupDownPrefix(r.Params.Name); d != nil {
+						return nil, d.err()
+					}
+				}
+			}
+		case "resources/read":
+			if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
+				c := g.cat.Load()
+				if c.resourceOwner(r.Params.URI) == nil {
+					if d := c.downURIs[r.Params.URI]; d != nil {
+						return nil, d.err()
 					}
 				}
 			}

@@ -83,7 +83,7 @@ func TestTraceToolCall(t *testing.T) {
 	g, hs := newTestGateway(t, Options{
 		Logger: slog.New(tracing.NewLogHandler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 	})
-	g.Set(Connection{Name: "one", Prefix: "one", Tools: sess.Tools(), Backend: sess})
+	g.Set(Connection{Name: "one", Prefix: "one", Backend: sess})
 	plain := dial(t, g, hs)
 
 	const (

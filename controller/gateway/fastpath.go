@@ -19,7 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tether-mcp/tether/controller/connection"
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -44,20 +44,13 @@ import (
 // leaves those to the go-sdk.
 const protocolSessionless = "2026-07-28"
 
-// rawBackend is a Backend that can carry a call as bytes:
-// connection.Session over streamable HTTP.
-type rawBackend interface {
-	Backend
-	RawProtocolVersion() (string, bool)
-	CallToolRaw(ctx context.Context, name string, params []connection.RawParam,
-		progress func(*mcp.ProgressNotificationParams)) (json.RawMessage, bool, error)
-}
-
 // errCallerCancelled ends a fast call whose caller sent notifications/cancelled.
 var errCallerCancelled = errors.New("the caller cancelled the call")
 
 // downSession is a gateway HTTP session the fast path may answer for.
 type downSession struct {
+	ss *mcp.ServerSession
+
 	// lastSDK is when the go-sdk handler last saw a POST of this session
 	// (unix nanoseconds). The go-sdk's idle timer runs from then: calls it
 	// never sees must not let it expire under an active client.
@@ -144,7 +137,7 @@ func (g *Gateway) sessionInitialized(_ context.Context, req *mcp.InitializedRequ
 	if id == "" {
 		return // stdio: no HTTP requests
 	}
-	ds := &downSession{}
+	ds := &downSession{ss: ss}
 	ds.touch()
 	g.downs.mu.Lock()
 	if g.downs.m == nil {
@@ -274,9 +267,9 @@ type fastRequest struct {
 	id     json.RawMessage // the caller's, verbatim
 	key    string          // id as a map key
 	name   string
-	params []connection.RawParam // arguments and the multi-round-trip keys, verbatim
-	token  json.RawMessage       // the caller's progressToken; nil if none
-	trace  mcp.Meta              // the caller's traceparent and tracestate
+	params []wire.RawParam // arguments and the multi-round-trip keys, verbatim
+	token  json.RawMessage // the caller's progressToken; nil if none
+	trace  mcp.Meta        // the caller's traceparent and tracestate
 }
 
 // forwardedParams are the params keys the slow path sends upstream besides
@@ -308,7 +301,7 @@ func parseCall(body []byte) (*fastRequest, bool) {
 	}
 	for k, v := range params {
 		if forwardedParams[k] {
-			req.params = append(req.params, connection.RawParam{Key: k, Value: v})
+			req.params = append(req.params, wire.RawParam{Key: k, Value: v})
 		}
 	}
 	if raw, ok := params["_meta"]; ok && string(raw) != "null" {
@@ -390,11 +383,7 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 		return false // unknown or down: the go-sdk and interceptDown answer
 	}
 	t := rt.target
-	rb, ok := t.backend.(rawBackend)
-	if !ok {
-		return false
-	}
-	if v, ok := rb.RawProtocolVersion(); !ok || v != r.Header.Get(protocolVersionHeader) {
+	if v, ok := t.backend.RawProtocolVersion(); !ok || v != r.Header.Get(protocolVersionHeader) {
 		return false
 	}
 	if st := g.sessionTimeout(); st > 0 {
@@ -406,7 +395,7 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 			return false
 		}
 	}
-	g.fastCall(w, r, ds, req, rt, rb)
+	g.fastCall(w, r, ds, req, rt)
 	return true
 }
 
@@ -435,7 +424,7 @@ func (g *Gateway) cancelFast(ds *downSession, body []byte) {
 
 // fastCall runs one call on the fast path and answers it. It does what
 // callTool does, with the same span, metrics, log line and errors.
-func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSession, req *fastRequest, rt route, rb rawBackend) {
+func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSession, req *fastRequest, rt route) {
 	g.fastCalls.Add(1)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -465,7 +454,8 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	if req.token != nil {
 		progress = out.progress
 	}
-	res, isError, err := rb.CallToolRaw(callCtx, rt.tool, req.params, progress)
+	callCtx = wire.WithCaller(callCtx, &fastCaller{g: g, ds: ds, out: out})
+	res, isError, err := t.backend.CallToolRaw(callCtx, rt.tool, req.params, progress)
 	callErr := callCtx.Err()
 	done()
 	d := time.Since(start)
@@ -548,6 +538,7 @@ func dropHopMetaJSON(res json.RawMessage) (json.RawMessage, error) {
 // session's delivery goroutine, which CallToolRaw waits for before it
 // returns, then the answer.
 type fastWriter struct {
+	mu    sync.Mutex // log messages and progress come from different goroutines
 	w     http.ResponseWriter
 	id    json.RawMessage
 	token json.RawMessage
@@ -556,6 +547,8 @@ type fastWriter struct {
 }
 
 func (f *fastWriter) progress(p *mcp.ProgressNotificationParams) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if p == nil || f.gone {
 		return
 	}
@@ -629,7 +622,26 @@ func (f *fastWriter) error(status int, je *jsonrpc.Error) {
 	f.answer(status, buf)
 }
 
+// notify sends a notification on the call's stream.
+func (f *fastWriter) notify(method string, params any) {
+	msg, err := json.Marshal(&struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}{"2.0", method, params})
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.gone {
+		f.event(msg)
+	}
+}
+
 func (f *fastWriter) answer(status int, msg []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.gone {
 		return
 	}
@@ -642,4 +654,41 @@ func (f *fastWriter) answer(status int, msg []byte) {
 	h.Set("Content-Type", "application/json")
 	f.w.WriteHeader(status)
 	_, _ = f.w.Write(msg)
+}
+
+// fastCaller is the client of a fast call, for what the backend sends while
+// it serves the call: log messages go out on the call's own stream (at the
+// level the client set); the backend's requests go out through the client's
+// session, on its standalone stream, since the fast path answers the call's
+// stream itself.
+type fastCaller struct {
+	g   *Gateway
+	ds  *downSession
+	out *fastWriter
+}
+
+func (c *fastCaller) Client() any { return c.ds.ss }
+
+func (c *fastCaller) Log(p *mcp.LoggingMessageParams) {
+	lvl := c.g.level(c.ds.ss)
+	if lvl == "" || levelRank(p.Level) < levelRank(lvl) {
+		return
+	}
+	c.out.notify("notifications/message", p)
+}
+
+func (c *fastCaller) LogLevel() mcp.LoggingLevel { return c.g.level(c.ds.ss) }
+
+func (c *fastCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ds.ss) }
+
+func (c *fastCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	return c.ds.ss.CreateMessageWithTools(ctx, p)
+}
+
+func (c *fastCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return c.ds.ss.Elicit(ctx, p)
+}
+
+func (c *fastCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return c.ds.ss.ListRoots(ctx, p)
 }

@@ -42,7 +42,7 @@ func TestFastPathResumesPollingStream(t *testing.T) {
 		defer sess.Close()
 		g := New(Options{Logger: testLogger(t)})
 		g.noFastPath.Store(!fast)
-		g.Set(Connection{Name: "p", Prefix: "p", Tools: sess.Tools(), Backend: sess})
+		g.Set(Connection{Name: "p", Prefix: "p", Backend: sess})
 		url, _ := serveOn(t, g, "127.0.0.1:0", "")
 		c := rawSession(t, g, url, "")
 		ctx, cancel = context.WithTimeout(context.Background(), waitTimeout)

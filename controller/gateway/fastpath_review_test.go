@@ -84,7 +84,7 @@ func newHoldFixture(t *testing.T, fast bool, wrap func(http.Handler) http.Handle
 	t.Cleanup(func() { _ = sess.Close() })
 	f.g = New(Options{Logger: testLogger(t), ShutdownTimeout: shutdown})
 	f.g.noFastPath.Store(!fast)
-	f.g.Set(Connection{Name: "a", Prefix: "a", Tools: sess.Tools(), Backend: sess, CallTimeout: 3 * time.Second})
+	f.g.Set(Connection{Name: "a", Prefix: "a", Backend: sess, CallTimeout: 3 * time.Second})
 	f.url, f.stop = serveOn(t, f.g, "127.0.0.1:0", "")
 	return f
 }

@@ -86,7 +86,7 @@ func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFix
 	f.sess = sess
 	f.g = New(Options{Logger: testLogger(t), ObserveCall: f.obs.observe, ShutdownTimeout: time.Second})
 	f.g.noFastPath.Store(!fast)
-	f.g.Set(Connection{Name: "a", Prefix: "a", Tools: sess.Tools(), Backend: sess, CallTimeout: callTimeout})
+	f.g.Set(Connection{Name: "a", Prefix: "a", Backend: sess, CallTimeout: callTimeout})
 	f.url, _ = serveOn(t, f.g, "127.0.0.1:0", "")
 	return f
 }
@@ -350,7 +350,7 @@ func TestFastPathNotTaken(t *testing.T) {
 
 	t.Run("backend without raw calls", func(t *testing.T) {
 		be, tools, _ := newTestBackend("m").connect(t)
-		f.g.Set(Connection{Name: "m", Prefix: "m", Tools: tools, Backend: be})
+		f.g.Set(Connection{Name: "m", Prefix: "m", Backend: withTools(be, tools)})
 		c := rawSession(t, f.g, f.url, "")
 		before := f.g.fastCalls.Load()
 		if status, msgs := c.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"m_echo"}}`); status != http.StatusOK || !strings.Contains(msgs, "m:") {
@@ -363,7 +363,7 @@ func TestFastPathNotTaken(t *testing.T) {
 
 	t.Run("session timeout shorter than callTimeout", func(t *testing.T) {
 		g := New(Options{Logger: testLogger(t), SessionTimeout: time.Minute})
-		g.Set(Connection{Name: "a", Prefix: "a", Tools: f.sess.Tools(), Backend: f.sess, CallTimeout: time.Minute})
+		g.Set(Connection{Name: "a", Prefix: "a", Backend: f.sess, CallTimeout: time.Minute})
 		url, _ := serveOn(t, g, "127.0.0.1:0", "")
 		c := rawSession(t, g, url, "")
 		if status, msgs := c.post(ctx, call); status != http.StatusOK || !strings.Contains(msgs, "a:") {

@@ -73,7 +73,7 @@ func FuzzToolCallIDs(f *testing.F) {
 }
 
 // echoBackend answers every call with its arguments.
-type echoBackend struct{}
+type echoBackend struct{ fakeBackend }
 
 func (*echoBackend) CallTool(_ context.Context, p *mcp.CallToolParams, _ func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(p.Arguments.(json.RawMessage))}}}, nil
@@ -84,8 +84,8 @@ func (*echoBackend) CallTool(_ context.Context, p *mcp.CallToolParams, _ func(*m
 // answers a well-formed call afterwards.
 func FuzzGatewayRequest(f *testing.F) {
 	g := New(Options{Version: "fuzz"})
-	g.Set(Connection{Name: "fz", Prefix: "fz", Backend: &echoBackend{},
-		Tools: []*mcp.Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}}})
+	g.Set(Connection{Name: "fz", Prefix: "fz", Backend: withTools(&echoBackend{},
+		[]*mcp.Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}})})
 	h := g.cancelOnDisconnect(g.handler)
 
 	do := func(body []byte, session string) *httptest.ResponseRecorder {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,33 +13,84 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/spec"
 )
 
-// Backend is a live upstream session.
-//
-// The progress callback receives the backend's progress notifications for
-// this call with the backend-side token; the gateway forwards them to the
-// downstream caller with the caller's original progressToken. progress is nil
-// when the caller sent no progressToken. CallTool must return promptly once
-// ctx is done (the gateway bounds every call with it).
+// Backend is a live upstream session: everything the gateway knows of and
+// asks of one backend. controller/connection's *Session implements it (the
+// controller asserts so at compile time); the gateway never looks behind
+// it.
 //
 // Implementations must be comparable (a pointer, typically): the gateway
 // compares backends to tell a reconnect from a filter or prefix edit.
 type Backend interface {
+	// Tools is the backend's full tool list. The slice and the tools are
+	// shared and read-only; a new list is a new slice (the gateway compares
+	// slices to skip a Set that changes nothing).
+	Tools() []*mcp.Tool
+
+	// CallTool calls a tool. The progress callback receives the backend's
+	// progress notifications for this call with the backend-side token; the
+	// gateway forwards them to the downstream caller with the caller's
+	// original progressToken. progress is nil when the caller sent no
+	// progressToken. CallTool must return promptly once ctx is done (the
+	// gateway bounds every call with it).
 	CallTool(ctx context.Context, p *mcp.CallToolParams,
 		progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error)
+
+	// RawProtocolVersion is the protocol version the session negotiated when
+	// it can carry a call as bytes (CallToolRaw); ok is false when it cannot
+	// (stdio, SSE, a session that ended): the fast path is then not taken.
+	RawProtocolVersion() (version string, ok bool)
+	// CallToolRaw is CallTool for a call held as bytes: params (arguments and
+	// the multi-round-trip keys) are forwarded verbatim and the result comes
+	// back as the backend sent it, with its isError.
+	CallToolRaw(ctx context.Context, name string, params []wire.RawParam,
+		progress func(*mcp.ProgressNotificationParams)) (result json.RawMessage, isError bool, err error)
+
+	// Prompts, Resources and ResourceTemplates are the rest of what the
+	// backend offers; shared and read-only like Tools, a new list is a new
+	// slice.
+	Prompts() []*mcp.Prompt
+	Resources() []*mcp.Resource
+	ResourceTemplates() []*mcp.ResourceTemplate
+	// GetPrompt, ReadResource, Complete, Subscribe and Unsubscribe send the
+	// request upstream as given; they must return promptly once ctx is done.
+	// ctx carries the client they are made for (wire.WithCaller) where there
+	// is one: what the backend sends while it serves them (log messages,
+	// sampling, elicitation, roots) goes to that client.
+	GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error)
+	ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error)
+	Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error)
+	Subscribe(ctx context.Context, uri string) error
+	Unsubscribe(ctx context.Context, uri string) error
+	// SetLogLevel asks the backend for log messages from level up (nothing
+	// when it declared no logging).
+	SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error
+	// Listen sets where the backend's messages that belong to no request go
+	// (nil: nowhere): resource updates, and log messages.
+	Listen(l wire.Listener)
+
+	// Endpoint says where the session goes, for traces (no credentials).
+	Endpoint() string
+	// ServerError returns the JSON-RPC error the backend sent that err (an
+	// error of one of the methods above) carries, redacted, so that the
+	// gateway can forward it with its code; nil when err is a local failure
+	// (transport, timeout, closed session).
+	ServerError(err error) *jsonrpc.Error
 }
 
-// Connection is one connected backend as the gateway exposes it.
+// Connection is one connected backend as the gateway exposes it. The
+// gateway reads what the backend offers from the Backend itself.
 type Connection struct {
 	Name        string
 	Prefix      string           // "" = names unchanged
 	Filter      *spec.ToolFilter // nil = all; matched with (*spec.ToolFilter).Allows
 	CallTimeout time.Duration    // <= 0: spec.DefaultCallTimeout
-	Tools       []*mcp.Tool      // the backend's full list (read-only, never mutated)
 	Backend     Backend
 }
 
@@ -121,6 +173,18 @@ type Gateway struct {
 	// toolChanges counts tools added to or removed from the exposed set, so
 	// tests can prove an identical Set changed nothing.
 	toolChanges int
+
+	// cat routes prompts, resources and templates (catalog.go); pub is
+	// what the go-sdk server holds of them, changed under mu.
+	cat atomic.Pointer[catTable]
+	pub published
+
+	// subs are the resource subscriptions of clients, by URI.
+	subMu sync.Mutex
+	subs  map[string]*subscription
+
+	levels levels // clients' logging levels (relay.go)
+	rounds rounds // backend calls of 2026-07-28 clients across rounds (rounds.go)
 }
 
 // claim is one connection's bid for an exposed name.
@@ -155,6 +219,15 @@ type connState struct {
 	exposedN  int
 	lost      []spec.ToolCollision
 	lastNames []string // names exposed while available; answered "not connected" afterwards
+
+	// The backend's prompts, resources and templates as last Set (see
+	// catalog.go), the catalog names it lost to others, and those it
+	// exposed while available ("prompt:<name>", "resource:<uri>").
+	prompts     []*mcp.Prompt
+	resources   []*mcp.Resource
+	templates   []*mcp.ResourceTemplate
+	lostOther   []spec.ToolCollision
+	lastCatalog []string
 }
 
 // New returns a gateway with no connections. Its server declares the tools
@@ -180,17 +253,28 @@ func New(opts Options) *Gateway {
 		exposed:     make(map[string]*exposedTool),
 	}
 	g.routes.Store(&routeTable{})
+	g.cat.Store(&catTable{})
 	// The SDK logs every session start and end at INFO; tether's log keeps
 	// its own lifecycle lines and only the SDK's warnings and errors.
 	sdkLog := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn}).With("component", "mcp-sdk")
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "tether", Version: opts.Version}, &mcp.ServerOptions{
 		Logger: sdkLog,
+		// Declared from the start, also while nothing is offered: clients
+		// that see no capability at initialize never listen for its
+		// list_changed.
 		Capabilities: &mcp.ServerCapabilities{
-			Tools: &mcp.ToolCapabilities{ListChanged: true},
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Logging:     &mcp.LoggingCapabilities{},
+			Completions: &mcp.CompletionCapabilities{},
 		},
 		InitializedHandler: g.sessionInitialized,
+		CompletionHandler:  g.complete,
+		SubscribeHandler:   g.subscribe,
+		UnsubscribeHandler: g.unsubscribe,
 	})
-	g.server.AddReceivingMiddleware(g.interceptDown, g.serveTools)
+	g.server.AddReceivingMiddleware(g.interceptDown, g.interceptSetLevel, g.serveTools)
 	srv := g.server
 	sessionTimeout := opts.SessionTimeout
 	if sessionTimeout == 0 {
@@ -234,9 +318,11 @@ func (g *Gateway) Set(c Connection) {
 		st = &connState{name: c.Name}
 		g.conns[c.Name] = st
 	}
+	tools := c.Backend.Tools()
 	newBackend := !st.available || !sameBackend(st.backend, c.Backend)
-	newTools := !st.available || st.prefix != c.Prefix || !reflect.DeepEqual(st.filter, c.Filter) || !slices.Equal(st.tools, c.Tools)
-	if !newBackend && !newTools && st.timeout == timeout {
+	newTools := !st.available || st.prefix != c.Prefix || !reflect.DeepEqual(st.filter, c.Filter) || !slices.Equal(st.tools, tools)
+	newCatalog := catalogChanged(st, c.Backend)
+	if !newBackend && !newTools && !newCatalog && st.timeout == timeout {
 		// What a reconcile of a steady connection sends: nothing to do.
 		g.mu.Unlock()
 		return
@@ -247,14 +333,14 @@ func (g *Gateway) Set(c Connection) {
 		st.life, st.endLife = context.WithCancelCause(context.Background())
 	}
 	if newTools {
-		st.candidates = candidates(c)
+		st.candidates = candidates(c, tools)
 	}
 	st.available = true
 	st.reason = ""
 	st.prefix = c.Prefix
 	st.filter = cloneFilter(c.Filter) // compared on the next Set: keep our own
 	st.timeout = timeout
-	st.tools = c.Tools
+	st.tools = tools
 	st.backend = c.Backend
 	st.lastNames = nil
 	st.target = &target{name: st.name, backend: st.backend, timeout: st.timeout, life: st.life}
@@ -264,7 +350,25 @@ func (g *Gateway) Set(c Connection) {
 	_, wasDown := g.unavailable[st.name]
 	delete(g.unavailable, st.name)
 	changed := g.applyLocked(st, touched, wasDown)
+	hadCatalog := st.hasCatalog() || st.lastCatalog != nil || st.lostOther != nil
+	st.prompts, st.resources, st.templates = c.Backend.Prompts(), c.Backend.Resources(), c.Backend.ResourceTemplates()
+	st.lastCatalog = nil
+	if hadCatalog || st.hasCatalog() {
+		// Routes of the catalog point at st.target, which is new.
+		changed = g.applyCatalogLocked() || changed
+	}
+	t := st.target
 	g.mu.Unlock()
+	if newBackend {
+		c.Backend.Listen(connListener{g: g, name: c.Name})
+		g.resubscribe(st, t)
+		g.levels.mu.Lock()
+		level := g.levels.sent
+		g.levels.mu.Unlock()
+		if level != "" {
+			go g.setBackendLevel(t, level)
+		}
+	}
 	g.notifyCollisions(changed)
 }
 
@@ -281,6 +385,10 @@ func (g *Gateway) SetUnavailable(name, prefix, reason string) {
 	}
 	if st.available {
 		st.lastNames = g.ownedLocked(st)
+		st.lastCatalog = g.catalogNamesLocked(st)
+	}
+	if st.backend != nil {
+		st.backend.Listen(nil)
 	}
 	touched := g.releaseLocked(st, nil)
 	st.end(fmt.Errorf("connection %s is not connected: %s", name, reason))
@@ -293,6 +401,10 @@ func (g *Gateway) SetUnavailable(name, prefix, reason string) {
 	st.target = nil
 	g.unavailable[name] = st
 	changed := g.applyLocked(st, touched, true)
+	if st.hasCatalog() || st.lastCatalog != nil || st.lostOther != nil {
+		st.prompts, st.resources, st.templates = nil, nil, nil
+		changed = g.applyCatalogLocked() || changed
+	}
 	g.mu.Unlock()
 	g.notifyCollisions(changed)
 }
@@ -306,12 +418,19 @@ func (g *Gateway) Remove(name string) {
 		return
 	}
 	st.end(fmt.Errorf("connection %s was removed", name))
+	if st.backend != nil {
+		st.backend.Listen(nil)
+	}
 	touched := g.releaseLocked(st, nil)
 	delete(g.conns, name)
 	_, wasDown := g.unavailable[name]
 	delete(g.unavailable, name)
 	st.available = false
 	changed := g.applyLocked(st, touched, wasDown)
+	if st.hasCatalog() || st.lastCatalog != nil || st.lostOther != nil {
+		st.prompts, st.resources, st.templates, st.lastCatalog = nil, nil, nil, nil
+		changed = g.applyCatalogLocked() || changed
+	}
 	g.mu.Unlock()
 	g.notifyCollisions(changed)
 }
@@ -328,14 +447,19 @@ func (g *Gateway) Exposed(name string) int {
 }
 
 // Collisions returns the exposed names this connection lost to another
-// connection, sorted by tool name; nil when it lost none.
+// connection, sorted by name; nil when it lost none. Tools are named as
+// exposed; prompts as "prompt:<exposed name>", resources as
+// "resource:<uri>" and templates as "resourceTemplate:<template>".
 func (g *Gateway) Collisions(name string) []spec.ToolCollision {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if st := g.conns[name]; st != nil {
-		return slices.Clone(st.lost)
+	st := g.conns[name]
+	if st == nil || len(st.lost)+len(st.lostOther) == 0 {
+		return nil
 	}
-	return nil
+	out := append(slices.Clone(st.lost), st.lostOther...)
+	slices.SortFunc(out, func(a, b spec.ToolCollision) int { return cmp.Compare(a.Tool, b.Tool) })
+	return out
 }
 
 func (g *Gateway) notifyCollisions(changed bool) {
@@ -370,10 +494,10 @@ func cloneFilter(f *spec.ToolFilter) *spec.ToolFilter {
 
 // candidates lists the connection's tools that pass its filter, as they
 // would be published. A backend that lists one name twice gets it once.
-func candidates(c Connection) []*exposedTool {
-	out := make([]*exposedTool, 0, len(c.Tools))
-	seen := make(map[string]bool, len(c.Tools))
-	for _, t := range c.Tools {
+func candidates(c Connection, tools []*mcp.Tool) []*exposedTool {
+	out := make([]*exposedTool, 0, len(tools))
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
 		if t == nil || seen[t.Name] || !c.Filter.Allows(t.Name) {
 			continue
 		}

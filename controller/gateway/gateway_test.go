@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -36,7 +38,7 @@ func TestListing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g, hs := newTestGateway(t, Options{})
 			be, tools, _ := newTestBackend("one").connect(t)
-			g.Set(Connection{Name: "one", Prefix: tt.prefix, Filter: tt.filter, Tools: tools, Backend: be})
+			g.Set(Connection{Name: "one", Prefix: tt.prefix, Filter: tt.filter, Backend: withTools(be, tools)})
 			d := dial(t, g, hs)
 			if got := d.toolNames(t); !slices.Equal(got, tt.want) {
 				t.Errorf("tools/list = %v, want %v", got, tt.want)
@@ -53,7 +55,7 @@ func TestListing(t *testing.T) {
 func TestListingKeepsDefinition(t *testing.T) {
 	g, hs := newTestGateway(t, Options{})
 	be, tools, _ := newTestBackend("one").connect(t)
-	g.Set(Connection{Name: "one", Prefix: "x", Tools: tools, Backend: be})
+	g.Set(Connection{Name: "one", Prefix: "x", Backend: withTools(be, tools)})
 	var echo *mcp.Tool
 	for _, tool := range dial(t, g, hs).tools(t) {
 		if tool.Name == "x_echo" {
@@ -94,7 +96,7 @@ func TestSchemasNormalised(t *testing.T) {
 		{Name: "output_array", InputSchema: map[string]any{"type": "object"}, OutputSchema: map[string]any{"type": "array"}},
 	}
 	g, hs := newTestGateway(t, Options{})
-	g.Set(Connection{Name: "odd", Prefix: "", Tools: tools, Backend: &fakeBackend{}})
+	g.Set(Connection{Name: "odd", Prefix: "", Backend: withTools(&fakeBackend{}, tools)})
 	listed := dial(t, g, hs).tools(t)
 	if len(listed) != len(tools) {
 		t.Fatalf("listed %d tools, want %d", len(listed), len(tools))
@@ -125,8 +127,8 @@ func TestRoutingTwoBackends(t *testing.T) {
 	tbA, tbB := newTestBackend("a"), newTestBackend("b")
 	beA, toolsA, _ := tbA.connect(t)
 	beB, toolsB, _ := tbB.connect(t)
-	g.Set(Connection{Name: "a", Prefix: "a", Tools: toolsA, Backend: beA})
-	g.Set(Connection{Name: "b", Prefix: "bee", Tools: toolsB, Backend: beB})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: withTools(beA, toolsA)})
+	g.Set(Connection{Name: "b", Prefix: "bee", Backend: withTools(beB, toolsB)})
 	d := dial(t, g, hs)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -181,7 +183,7 @@ func TestListChanged(t *testing.T) {
 	tb := newTestBackend("a")
 	be, tools, _ := tb.connect(t)
 	d1, d2 := dial(t, g, hs), dial(t, g, hs)
-	conn := Connection{Name: "a", Prefix: "a", Tools: tools, Backend: be}
+	conn := Connection{Name: "a", Prefix: "a", Backend: withTools(be, tools)}
 
 	step := func(why string, change func(), want []string) {
 		t.Helper()
@@ -203,9 +205,8 @@ func TestListChanged(t *testing.T) {
 		cp := *tool
 		copied = append(copied, &cp)
 	}
-	again := conn
-	again.Tools = copied
-	g.Set(again)
+	be.setTools(copied)
+	g.Set(conn)
 	if after := g.toolChangesForTest(); after != before {
 		t.Fatalf("identical Set changed the server's tools %d times", after-before)
 	}
@@ -225,8 +226,7 @@ func TestListChanged(t *testing.T) {
 		})
 	_, relisted, _ := tb.connect(t)
 	grown := renamed
-	grown.Tools = relisted
-	step("backend list change", func() { g.Set(grown) }, []string{"z_echo", "z_late", "z_progress"})
+	step("backend list change", func() { be.setTools(relisted); g.Set(grown) }, []string{"z_echo", "z_late", "z_progress"})
 
 	step("unavailable", func() { g.SetUnavailable("a", "z", "ping timeout") }, nil)
 	step("reconnect", func() { g.Set(grown) }, []string{"z_echo", "z_late", "z_progress"})
@@ -264,7 +264,7 @@ func TestListChangedNewProtocol(t *testing.T) {
 	defer cs.Close()
 	t.Logf("protocol %s", cs.InitializeResult().ProtocolVersion)
 	be, tools, _ := newTestBackend("a").connect(t)
-	g.Set(Connection{Name: "a", Prefix: "a", Tools: tools, Backend: be})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: withTools(be, tools)})
 	select {
 	case <-changed:
 	case <-ctx.Done():
@@ -284,7 +284,7 @@ func TestCollisions(t *testing.T) {
 				be, tools, _ := tb.connect(t)
 				backends[name] = tb
 				// Same prefix: every tool collides.
-				conns[name] = Connection{Name: name, Prefix: "x", Tools: tools, Backend: be,
+				conns[name] = Connection{Name: name, Prefix: "x", Backend: withTools(be, tools),
 					Filter: &spec.ToolFilter{Allow: []string{"echo", "fail"}}}
 			}
 			for _, name := range order {
@@ -332,7 +332,7 @@ func TestUnavailableFailsFast(t *testing.T) {
 	obs := &observed{}
 	g, hs := newTestGateway(t, Options{ObserveCall: obs.observe})
 	be, tools, _ := newTestBackend("gh").connect(t)
-	g.Set(Connection{Name: "gh", Prefix: "github", Tools: tools, Backend: be})
+	g.Set(Connection{Name: "gh", Prefix: "github", Backend: withTools(be, tools)})
 	d := dial(t, g, hs)
 	g.SetUnavailable("gh", "github", "dial tcp 127.0.0.1:1: connection refused")
 
@@ -373,7 +373,7 @@ func TestInFlightCallFailsFast(t *testing.T) {
 			g, hs := newTestGateway(t, Options{ObserveCall: obs.observe})
 			tb := newTestBackend("a")
 			be, tools, kill := tb.connect(t)
-			g.Set(Connection{Name: "a", Prefix: "a", Tools: tools, Backend: be, CallTimeout: time.Minute})
+			g.Set(Connection{Name: "a", Prefix: "a", Backend: withTools(be, tools), CallTimeout: time.Minute})
 			d := dial(t, g, hs)
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer cancel()
@@ -406,7 +406,7 @@ func TestCallTimeout(t *testing.T) {
 	g, hs := newTestGateway(t, Options{ObserveCall: obs.observe})
 	tb := newTestBackend("slow")
 	be, tools, _ := tb.connect(t)
-	g.Set(Connection{Name: "slow", Prefix: "s", Tools: tools, Backend: be, CallTimeout: 150 * time.Millisecond})
+	g.Set(Connection{Name: "slow", Prefix: "s", Backend: withTools(be, tools), CallTimeout: 150 * time.Millisecond})
 	d := dial(t, g, hs)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -438,7 +438,7 @@ func TestCancellationReachesBackend(t *testing.T) {
 	g, hs := newTestGateway(t, Options{ObserveCall: obs.observe})
 	tb := newTestBackend("a")
 	be, tools, _ := tb.connect(t)
-	g.Set(Connection{Name: "a", Prefix: "a", Tools: tools, Backend: be})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: withTools(be, tools)})
 	d := dial(t, g, hs)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -472,7 +472,7 @@ func TestProgressForwarded(t *testing.T) {
 	g, hs := newTestGateway(t, Options{})
 	tb := newTestBackend("a")
 	be, tools, _ := tb.connect(t)
-	g.Set(Connection{Name: "a", Prefix: "a", Tools: tools, Backend: be})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: withTools(be, tools)})
 	d := dial(t, g, hs)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -508,8 +508,40 @@ func TestProgressForwarded(t *testing.T) {
 }
 
 // fakeBackend answers every call with the tool name; for tests that need no
-// MCP backend at all.
-type fakeBackend struct{}
+// MCP backend at all. It carries no raw calls.
+type fakeBackend struct {
+	tools     []*mcp.Tool
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+}
+
+func (b *fakeBackend) Prompts() []*mcp.Prompt                   { return b.prompts }
+func (b *fakeBackend) Resources() []*mcp.Resource               { return b.resources }
+func (*fakeBackend) ResourceTemplates() []*mcp.ResourceTemplate { return nil }
+func (*fakeBackend) Listen(wire.Listener)                       {}
+func (*fakeBackend) SetLogLevel(context.Context, mcp.LoggingLevel) error {
+	return nil
+}
+func (*fakeBackend) Subscribe(context.Context, string) error   { return nil }
+func (*fakeBackend) Unsubscribe(context.Context, string) error { return nil }
+func (*fakeBackend) GetPrompt(_ context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: p.Name}}}}, nil
+}
+func (*fakeBackend) ReadResource(_ context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: p.URI, Text: p.URI}}}, nil
+}
+func (*fakeBackend) Complete(context.Context, *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return &mcp.CompleteResult{}, nil
+}
+
+func (b *fakeBackend) Tools() []*mcp.Tool                 { return b.tools }
+func (b *fakeBackend) setTools(tools []*mcp.Tool)         { b.tools = tools }
+func (*fakeBackend) RawProtocolVersion() (string, bool)   { return "", false }
+func (*fakeBackend) Endpoint() string                     { return "" }
+func (*fakeBackend) ServerError(err error) *jsonrpc.Error { return sdkServerError(err) }
+func (*fakeBackend) CallToolRaw(context.Context, string, []wire.RawParam, func(*mcp.ProgressNotificationParams)) (json.RawMessage, bool, error) {
+	return nil, false, errors.New("fakeBackend carries no raw calls")
+}
 
 func (*fakeBackend) CallTool(_ context.Context, p *mcp.CallToolParams, _ func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: p.Name}}}, nil
@@ -517,7 +549,7 @@ func (*fakeBackend) CallTool(_ context.Context, p *mcp.CallToolParams, _ func(*m
 
 func TestSetWithoutBackend(t *testing.T) {
 	g, hs := newTestGateway(t, Options{})
-	g.Set(Connection{Name: "n", Prefix: "n", Tools: []*mcp.Tool{{Name: "t", InputSchema: map[string]any{"type": "object"}}}})
+	g.Set(Connection{Name: "n", Prefix: "n"})
 	if g.Exposed("n") != 0 {
 		t.Errorf("Exposed = %d, want 0", g.Exposed("n"))
 	}
@@ -543,7 +575,7 @@ func TestResultNamesTheGateway(t *testing.T) {
 			}, nil
 		})
 	be, tools, _ := tb.connect(t)
-	g.Set(Connection{Name: "b", Prefix: "b", Tools: tools, Backend: be})
+	g.Set(Connection{Name: "b", Prefix: "b", Backend: withTools(be, tools)})
 	d := dial(t, g, hs)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()

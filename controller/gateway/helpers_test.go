@@ -27,8 +27,9 @@ const waitTimeout = 10 * time.Second
 // connection package does: a backend-side progress token per call, and the
 // session's progress notifications dispatched back by that token.
 type sessionBackend struct {
-	cs   *mcp.ClientSession
-	next atomic.Int64
+	fakeBackend // the catalog; no raw calls
+	cs          *mcp.ClientSession
+	next        atomic.Int64
 
 	mu       sync.Mutex
 	progress map[string]func(*mcp.ProgressNotificationParams)
@@ -68,6 +69,27 @@ func (b *sessionBackend) CallTool(ctx context.Context, p *mcp.CallToolParams, pr
 	return b.cs.CallTool(ctx, p)
 }
 
+// withTools sets the tool list a test backend offers (what a session holds
+// after it listed its server's tools) and returns the backend.
+func withTools[B interface{ setTools([]*mcp.Tool) }](b B, tools []*mcp.Tool) B {
+	b.setTools(tools)
+	return b
+}
+
+// sdkServerError is connection.ServerError for a bare go-sdk session: the
+// JSON-RPC error the server sent, not one of the go-sdk's local codes.
+func sdkServerError(err error) *jsonrpc.Error {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		switch je.Code {
+		case -32001, -32003, -32004, -32005:
+			return nil
+		}
+		return je
+	}
+	return nil
+}
+
 // connectBackend connects a sessionBackend over t and lists its tools.
 func connectBackend(t testing.TB, t2 mcp.Transport) (*sessionBackend, []*mcp.Tool) {
 	t.Helper()
@@ -88,6 +110,7 @@ func connectBackend(t testing.TB, t2 mcp.Transport) (*sessionBackend, []*mcp.Too
 		}
 		tools = append(tools, tool)
 	}
+	b.tools = tools
 	return b, tools
 }
 

@@ -80,7 +80,7 @@ func TestPeerEverythingProgressAndCancel(t *testing.T) {
 	be, tools := connectBackend(t, rec)
 
 	g, hs := newTestGateway(t, Options{})
-	g.Set(Connection{Name: "everything", Prefix: "ev", Tools: tools, Backend: be, CallTimeout: 30 * time.Second})
+	g.Set(Connection{Name: "everything", Prefix: "ev", Backend: withTools(be, tools), CallTimeout: 30 * time.Second})
 	if g.Exposed("everything") != len(tools) {
 		t.Fatalf("exposed %d of the server's %d tools", g.Exposed("everything"), len(tools))
 	}

@@ -17,7 +17,7 @@ func TestListPages(t *testing.T) {
 	g, hs := newTestGateway(t, Options{})
 	// 2,500 tools: three pages of 1,000.
 	for i := range 500 {
-		g.Set(Connection{Name: fmt.Sprintf("c%03d", i), Prefix: fmt.Sprintf("c%03d", i), Tools: benchTools(5), Backend: &idBackend{id: i}})
+		g.Set(Connection{Name: fmt.Sprintf("c%03d", i), Prefix: fmt.Sprintf("c%03d", i), Backend: withTools(&idBackend{id: i}, benchTools(5))})
 	}
 	d := dial(t, g, hs)
 
@@ -67,7 +67,7 @@ func TestListPages(t *testing.T) {
 // answer, also for the sentinel's name.
 func TestUnknownTool(t *testing.T) {
 	g, hs := newTestGateway(t, Options{})
-	g.Set(Connection{Name: "a", Prefix: "a", Tools: benchTools(1), Backend: &idBackend{}})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: withTools(&idBackend{}, benchTools(1))})
 	d := dial(t, g, hs)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -89,7 +89,7 @@ func TestHeaderBoundToolRegistered(t *testing.T) {
 		"type":       "object",
 		"properties": map[string]any{"region": map[string]any{"type": "string", "x-mcp-header": "Region"}},
 	}}
-	g.Set(Connection{Name: "a", Prefix: "a", Tools: []*mcp.Tool{bound, benchTools(1)[0]}, Backend: &idBackend{}})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: withTools(&idBackend{}, []*mcp.Tool{bound, benchTools(1)[0]})})
 	g.mu.Lock()
 	inSDK := map[string]bool{}
 	for name, et := range g.exposed {

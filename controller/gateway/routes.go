@@ -69,6 +69,12 @@ func (t *routeTable) lookupDown(name string) *downTarget {
 	if d := t.down[name]; d != nil {
 		return d
 	}
+	return t.lookupDownPrefix(name)
+}
+
+// lookupDownPrefix finds the unavailable connection whose prefix+"_" is the
+// longest that name starts with.
+func (t *routeTable) lookupDownPrefix(name string) *downTarget {
 	var best *downPrefix
 	for i := range t.downPrefixes {
 		dp := &t.downPrefixes[i]

@@ -141,7 +141,7 @@ func TestNonLoopbackNeedsToken(t *testing.T) {
 func TestBearerToken(t *testing.T) {
 	const token = "tok-3f9a"
 	g := New(Options{Logger: testLogger(t)})
-	g.Set(Connection{Name: "f", Prefix: "f", Tools: []*mcp.Tool{{Name: "t", InputSchema: map[string]any{"type": "object"}}}, Backend: &fakeBackend{}})
+	g.Set(Connection{Name: "f", Prefix: "f", Backend: withTools(&fakeBackend{}, []*mcp.Tool{{Name: "t", InputSchema: map[string]any{"type": "object"}}})})
 	url, _ := serveOn(t, g, "0.0.0.0:0", writeToken(t, token))
 	tests := []struct {
 		auth string
@@ -273,7 +273,7 @@ func TestServeStdio(t *testing.T) {
 func stdioChild() {
 	log := slogToStderr()
 	g := New(Options{Logger: log})
-	g.Set(Connection{Name: "f", Prefix: "f", Tools: []*mcp.Tool{{Name: "hello", InputSchema: map[string]any{"type": "object"}}}, Backend: &fakeBackend{}})
+	g.Set(Connection{Name: "f", Prefix: "f", Backend: withTools(&fakeBackend{}, []*mcp.Tool{{Name: "hello", InputSchema: map[string]any{"type": "object"}}})})
 	err := g.ServeStdio(context.Background())
 	if err != nil {
 		log.Error("stdio gateway failed", "error", err)

@@ -17,7 +17,7 @@ import (
 func TestBearerTokenRotates(t *testing.T) {
 	file := writeToken(t, "first-token-1")
 	g := New(Options{Logger: testLogger(t)})
-	g.Set(Connection{Name: "f", Prefix: "f", Tools: []*mcp.Tool{{Name: "t", InputSchema: map[string]any{"type": "object"}}}, Backend: &fakeBackend{}})
+	g.Set(Connection{Name: "f", Prefix: "f", Backend: withTools(&fakeBackend{}, []*mcp.Tool{{Name: "t", InputSchema: map[string]any{"type": "object"}}})})
 	url, _ := serveOn(t, g, "0.0.0.0:0", file)
 	status := func(token string) int {
 		return post(t, url, "", "Bearer "+token, strings.NewReader(initializeBody))

@@ -1,0 +1,561 @@
+package connection
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
+)
+
+// This file is what a session offers the gateway beyond tools: the
+// server's prompts, resources and resource templates (listed at connect and
+// again after the server's list_changed), the requests that reach them, and
+// the relay of what the server sends while it serves a request of the
+// gateway's: log messages, and sampling, elicitation and roots requests,
+// which go to the downstream client that made the request (wire.Caller).
+//
+// A server's message names no request it belongs to. The session relates
+// it to a request in flight where it can tell which: a message on a raw
+// call's own response stream belongs to that call (raw.go); otherwise, when
+// every request in flight that carries a Caller comes from one downstream
+// client, the message is that client's. With requests of several clients in
+// flight, a log message goes to the Listener (to every client) and a
+// request is refused with an MCP error rather than guessed.
+
+// maxCatalogItems bounds one list of prompts, resources or templates: a
+// server whose cursors never end must not hold a refresh forever.
+const maxCatalogItems = 100_000
+
+// catalog is what the server offers besides tools; replaced, never modified.
+type catalog struct {
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+	sum       [sha256.Size]byte
+}
+
+// Prompts returns the server's prompts (shared: read them, never modify).
+func (s *Session) Prompts() []*mcp.Prompt { return s.catalogOf().prompts }
+
+// Resources returns the server's resources (shared: read them, never modify).
+func (s *Session) Resources() []*mcp.Resource { return s.catalogOf().resources }
+
+// ResourceTemplates returns the server's resource templates (shared: read
+// them, never modify).
+func (s *Session) ResourceTemplates() []*mcp.ResourceTemplate { return s.catalogOf().templates }
+
+func (s *Session) catalogOf() *catalog {
+	if c := s.catalog.Load(); c != nil {
+		return c
+	}
+	return &catalog{}
+}
+
+// refreshCatalog lists the prompts, resources and templates the server
+// declared, and reports whether any changed. A list the server refuses is
+// kept as it was (and logged): prompts and resources are extras, the
+// session does not fail over them.
+func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) {
+	res := s.cs.InitializeResult()
+	if res == nil || res.Capabilities == nil {
+		return false, nil
+	}
+	caps := res.Capabilities
+	old := s.catalogOf()
+	next := &catalog{prompts: old.prompts, resources: old.resources, templates: old.templates}
+	callCtx, cancel := s.callContext(ctx)
+	defer cancel()
+	// A server that declared a list and refuses to give it (method not
+	// found) offers none: logged, not fatal.
+	refused := func(op string, err error) error {
+		if serverRefused(err) != nil {
+			s.log.Debug("server refused a list it declared", "list", op, "error", s.red.Err(err))
+			return nil
+		}
+		return s.callErr(op, ctx, err)
+	}
+	if caps.Prompts != nil {
+		if next.prompts, err = listAll(s.cs.Prompts(callCtx, nil)); err != nil {
+			if err = refused("prompts/list", err); err != nil {
+				return false, err
+			}
+		}
+	}
+	if caps.Resources != nil {
+		if next.resources, err = listAll(s.cs.Resources(callCtx, nil)); err != nil {
+			if err = refused("resources/list", err); err != nil {
+				return false, err
+			}
+		}
+		if next.templates, err = listAll(s.cs.ResourceTemplates(callCtx, nil)); err != nil {
+			if err = refused("resources/templates/list", err); err != nil {
+				return false, err
+			}
+		}
+	}
+	b, err := json.Marshal([]any{next.prompts, next.resources, next.templates})
+	if err != nil {
+		return false, s.red.Err(fmt.Errorf("prompts and resources: %w", err))
+	}
+	next.sum = sha256.Sum256(b)
+	if next.sum == old.sum && s.catalog.Load() != nil {
+		return false, nil
+	}
+	s.catalog.Store(next)
+	return true, nil
+}
+
+func listAll[T any](seq func(func(T, error) bool)) ([]T, error) {
+	var out []T
+	for v, err := range seq {
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= maxCatalogItems {
+			return nil, fmt.Errorf("more than %d entries", maxCatalogItems)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// GetPrompt gets a prompt upstream: p is forwarded as it is (the caller
+// builds it: name, arguments), its result as the server sent it. ctx may
+// carry the downstream client (wire.WithCaller) for what the server sends
+// meanwhile. Errors are redacted.
+func (s *Session) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (res *mcp.GetPromptResult, err error) {
+	if m := s.levelMeta(ctx, p.Meta); m != nil {
+		cp := *p
+		cp.Meta = m
+		p = &cp
+	}
+	err = s.request(ctx, fmt.Sprintf("prompts/get %q", p.Name), func(ctx context.Context) error {
+		res, err = s.cs.GetPrompt(ctx, p)
+		return err
+	})
+	return res, err
+}
+
+// ReadResource reads a resource upstream, as GetPrompt gets a prompt.
+func (s *Session) ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (res *mcp.ReadResourceResult, err error) {
+	if m := s.levelMeta(ctx, p.Meta); m != nil {
+		cp := *p
+		cp.Meta = m
+		p = &cp
+	}
+	err = s.request(ctx, fmt.Sprintf("resources/read %q", p.URI), func(ctx context.Context) error {
+		res, err = s.cs.ReadResource(ctx, p)
+		return err
+	})
+	return res, err
+}
+
+// Complete asks the server for completion/complete.
+func (s *Session) Complete(ctx context.Context, p *mcp.CompleteParams) (res *mcp.CompleteResult, err error) {
+	err = s.request(ctx, "completion/complete", func(ctx context.Context) error {
+		res, err = s.cs.Complete(ctx, p)
+		return err
+	})
+	return res, err
+}
+
+// Subscribe subscribes the session to updates of a resource; they reach
+// the Listener.
+func (s *Session) Subscribe(ctx context.Context, uri string) error {
+	return s.request(ctx, fmt.Sprintf("resources/subscribe %q", uri), func(ctx context.Context) error {
+		return s.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+	})
+}
+
+// Unsubscribe ends a subscription.
+func (s *Session) Unsubscribe(ctx context.Context, uri string) error {
+	return s.request(ctx, fmt.Sprintf("resources/unsubscribe %q", uri), func(ctx context.Context) error {
+		return s.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+	})
+}
+
+// SetLogLevel sends logging/setLevel, when the server declared logging
+// (else it does nothing): the level below which the server sends no
+// notifications/message.
+func (s *Session) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error {
+	if res := s.cs.InitializeResult(); res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil {
+		return nil
+	}
+	return s.request(ctx, "logging/setLevel", func(ctx context.Context) error {
+		return s.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level})
+	})
+}
+
+// Listen sets where what the server sends outside any request in flight
+// goes (resource updates, log messages); nil drops it.
+func (s *Session) Listen(l wire.Listener) {
+	if l == nil {
+		s.listener.Store(nil)
+		return
+	}
+	s.listener.Store(&l)
+}
+
+func (s *Session) listenerOf() wire.Listener {
+	if l := s.listener.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+// levelMeta returns meta with the logging level of the client that ctx
+// carries, on a 2026-07-28 session (SEP-2575: the level travels with each
+// request there, there is no logging/setLevel); nil when nothing is to add.
+func (s *Session) levelMeta(ctx context.Context, meta mcp.Meta) mcp.Meta {
+	c := wire.CallerFrom(ctx)
+	if c == nil || !s.newProtocol() {
+		return nil
+	}
+	level := c.LogLevel()
+	if level == "" {
+		return nil
+	}
+	out := mcp.Meta{}
+	maps.Copy(out, meta)
+	out[mcp.MetaKeyLogLevel] = level
+	return out
+}
+
+// request runs one upstream request bounded by ctx and the session's life,
+// with the caller that ctx carries registered as in flight meanwhile.
+func (s *Session) request(ctx context.Context, op string, do func(context.Context) error) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	callCtx, cancel := s.callContext(ctx)
+	defer cancel()
+	defer s.inFlight(callCtx)()
+	if err := do(callCtx); err != nil {
+		return s.callErr(op, ctx, err)
+	}
+	return nil
+}
+
+// flight is one request in flight whose downstream client is known.
+type flight struct {
+	caller wire.Caller
+	ctx    context.Context // the request's: bounds what is relayed for it
+}
+
+// flights are the session's requests in flight that carry a Caller.
+type flights struct {
+	mu  sync.Mutex
+	seq uint64
+	m   map[uint64]*flight
+}
+
+// inFlight registers the Caller that ctx carries, if any, until the
+// returned function is called.
+func (s *Session) inFlight(ctx context.Context) func() {
+	c := wire.CallerFrom(ctx)
+	if c == nil {
+		return func() {}
+	}
+	f := &s.flights
+	f.mu.Lock()
+	f.seq++
+	id := f.seq
+	if f.m == nil {
+		f.m = make(map[uint64]*flight)
+	}
+	f.m[id] = &flight{caller: c, ctx: ctx}
+	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		delete(f.m, id)
+		f.mu.Unlock()
+	}
+}
+
+// errNoCall and errManyClients say why a server's request was not relayed.
+var (
+	errNoCall      = errors.New("no request of a client is in flight on this connection to relate it to")
+	errManyClients = errors.New("requests of several clients are in flight on this connection: tether cannot tell which one it belongs to")
+)
+
+// relatedFlight returns the request in flight a server's message belongs
+// to: the most recent one, when all of them come from one downstream
+// client.
+func (s *Session) relatedFlight() (*flight, error) {
+	f := &s.flights
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var last *flight
+	var lastID uint64
+	for id, fl := range f.m {
+		if last != nil && fl.caller.Client() != last.caller.Client() {
+			return nil, errManyClients
+		}
+		if last == nil || id > lastID {
+			last, lastID = fl, id
+		}
+	}
+	if last == nil {
+		return nil, errNoCall
+	}
+	return last, nil
+}
+
+// relayLog hands a server's log message to the client it belongs to: to, or
+// the client of the only one in flight, else the Listener. The message is
+// redacted, and its logger is the connection's name when the server gave
+// none.
+func (s *Session) relayLog(to wire.Caller, p *mcp.LoggingMessageParams) {
+	if p == nil {
+		return
+	}
+	out := *p
+	out.Meta = nil
+	if out.Logger == "" {
+		out.Logger = s.name
+	}
+	if out.Data != nil {
+		if b, err := json.Marshal(out.Data); err == nil {
+			if red := s.red.String(string(b)); red != string(b) {
+				var v any
+				if json.Unmarshal([]byte(red), &v) == nil {
+					out.Data = v
+				} else {
+					out.Data = Redacted
+				}
+			}
+		}
+	}
+	if to == nil {
+		if f, err := s.relatedFlight(); err == nil {
+			to = f.caller
+		}
+	}
+	if to != nil {
+		to.Log(&out)
+		return
+	}
+	if l := s.listenerOf(); l != nil {
+		l.Log(&out)
+	}
+}
+
+// resourceUpdated hands a server's notifications/resources/updated to the
+// Listener.
+func (s *Session) resourceUpdated(p *mcp.ResourceUpdatedNotificationParams) {
+	if p == nil {
+		return
+	}
+	if l := s.listenerOf(); l != nil {
+		out := *p
+		out.Meta = nil
+		l.ResourceUpdated(&out)
+	}
+}
+
+// Methods of the requests a server sends a client.
+const (
+	methodCreateMessage = "sampling/createMessage"
+	methodElicit        = "elicitation/create"
+	methodListRoots     = "roots/list"
+)
+
+// relayError is the MCP error a server gets for a request tether does not
+// relay: method is the server's request, why the reason.
+func (s *Session) relayError(method string, why error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: fmt.Sprintf("tether (connection %s) cannot relay %s to a client: %v", s.name, method, why)}
+}
+
+// declared reports whether the client declared what method needs.
+func declared(c wire.Caller, method string) bool {
+	caps := c.Capabilities()
+	if caps == nil {
+		return false
+	}
+	switch method {
+	case methodCreateMessage:
+		return caps.Sampling != nil
+	case methodElicit:
+		return caps.Elicitation != nil
+	case methodListRoots:
+		return caps.RootsV2 != nil || caps.Roots.ListChanged
+	}
+	return false
+}
+
+// relayTo returns the caller a server's request goes to and the context
+// that bounds the wait for its answer: the flight's (its callTimeout, its
+// caller's cancellation), also ended by the server's own cancellation (ctx).
+// to is the caller when the request arrived on that call's own stream.
+func (s *Session) relayTo(ctx context.Context, to *flight, method string) (*flight, context.Context, context.CancelFunc, error) {
+	if to == nil {
+		var err error
+		if to, err = s.relatedFlight(); err != nil {
+			s.log.Debug("server request not relayed", "method", method, "reason", err)
+			return nil, nil, nil, s.relayError(method, err)
+		}
+	}
+	if !declared(to.caller, method) {
+		return nil, nil, nil, s.relayError(method, errors.New("the client that made the request did not declare the capability"))
+	}
+	rctx, cancel := context.WithCancel(to.ctx)
+	stop := context.AfterFunc(ctx, cancel)
+	return to, rctx, func() { stop(); cancel() }, nil
+}
+
+// relayRequest relays one server request (method, params as JSON) to the
+// client of to (nil: the related flight) and returns the client's answer
+// as JSON. Its errors are what the server gets back.
+func (s *Session) relayRequest(ctx context.Context, to *flight, method string, params json.RawMessage) (json.RawMessage, error) {
+	f, rctx, done, err := s.relayTo(ctx, to, method)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var res any
+	switch method {
+	case methodCreateMessage:
+		var p mcp.CreateMessageWithToolsParams
+		if err := unmarshalParams(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = f.caller.CreateMessage(rctx, &p)
+	case methodElicit:
+		var p mcp.ElicitParams
+		if err := unmarshalParams(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = f.caller.Elicit(rctx, &p)
+	case methodListRoots:
+		var p mcp.ListRootsParams
+		if err := unmarshalParams(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = f.caller.ListRoots(rctx, &p)
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
+	}
+	if err != nil {
+		return nil, s.relayFailed(rctx, method, err)
+	}
+	return json.Marshal(res)
+}
+
+// relayFailed is the error a server gets when the client did not answer
+// its request: the client's own JSON-RPC error as it is, else why.
+func (s *Session) relayFailed(rctx context.Context, method string, err error) error {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code != 0 {
+		return je
+	}
+	if rctx.Err() != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("the client did not answer %s in time (the request it was made for ended)", method)}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("relaying %s to the client: %v", method, err)}
+}
+
+func unmarshalParams(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid params: %v", err)}
+	}
+	return nil
+}
+
+// relayRoots is a receiving middleware of the session's client: the go-sdk
+// client answers roots/list from its own (empty) list; tether relays it to
+// the client of the request in flight instead.
+func (s *Session) relayRoots(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != methodListRoots {
+			return next(ctx, method, req)
+		}
+		var p *mcp.ListRootsParams
+		if r, ok := req.(*mcp.ListRootsRequest); ok {
+			p = r.Params
+		}
+		f, rctx, done, err := s.relayTo(ctx, nil, method)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		res, err := f.caller.ListRoots(rctx, p)
+		if err != nil {
+			return nil, s.relayFailed(rctx, method, err)
+		}
+		return res, nil
+	}
+}
+
+// clientHandlers are the session's go-sdk client handlers for what a server
+// sends a client, set in Connect.
+func (s *Session) clientHandlers(opts *mcp.ClientOptions) {
+	opts.CreateMessageWithToolsHandler = func(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+		f, rctx, done, err := s.relayTo(ctx, callerFlight(ctx), methodCreateMessage)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		res, err := f.caller.CreateMessage(rctx, req.Params)
+		if err != nil {
+			return nil, s.relayFailed(rctx, methodCreateMessage, err)
+		}
+		return res, nil
+	}
+	opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		f, rctx, done, err := s.relayTo(ctx, callerFlight(ctx), methodElicit)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		res, err := f.caller.Elicit(rctx, req.Params)
+		if err != nil {
+			return nil, s.relayFailed(rctx, methodElicit, err)
+		}
+		return res, nil
+	}
+	opts.LoggingMessageHandler = func(_ context.Context, req *mcp.LoggingMessageRequest) {
+		s.relayLog(nil, req.Params)
+	}
+	opts.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		s.resourceUpdated(req.Params)
+	}
+	opts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { s.toolsChangedUpstream() }
+	opts.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { s.toolsChangedUpstream() }
+	// What tether may relay, advertised once for every downstream client:
+	// the session is shared, capabilities are fixed at initialize. A
+	// request of a capability the calling client did not declare is
+	// refused (relayTo).
+	opts.Capabilities = &mcp.ClientCapabilities{
+		RootsV2:     &mcp.RootCapabilities{},
+		Sampling:    &mcp.SamplingCapabilities{},
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+	}
+}
+
+// callerFlight is the flight of a request a handler runs for when its ctx
+// carries the Caller: on 2026-07-28 sessions the go-sdk fulfils a server's
+// input requests inside the call (multi round-trip), with the call's ctx.
+func callerFlight(ctx context.Context) *flight {
+	if c := wire.CallerFrom(ctx); c != nil {
+		return &flight{caller: c, ctx: ctx}
+	}
+	return nil
+}
+
+// listenerBox holds a wire.Listener for atomic replacement.
+type listenerBox = atomic.Pointer[wire.Listener]

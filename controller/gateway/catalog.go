@@ -1,0 +1,541 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Prompts, resources and resource templates are published with the go-sdk
+// server's own registries (AddPrompt, AddResource, AddResourceTemplate):
+// the go-sdk lists and paginates them, matches a URI against templates,
+// tracks which session subscribed to what, and sends list_changed when they
+// change. Each registered handler routes to the connection that owns the
+// name, URI or template at the time of the request (catTable).
+//
+// Prompts are exposed as <toolPrefix>_<prompt>, like tools. Resource URIs
+// and templates are not rewritten (clients build URIs from templates). A
+// name, URI or template offered by several connections goes to the first
+// by connection name; the others report the collision through Collisions
+// as "prompt:<name>", "resource:<uri>" or "resourceTemplate:<template>".
+// Unlike tools, the catalog is small and changes rarely: a change
+// recomputes it whole from the connections that offer any.
+
+// Collision prefixes of the names reported by Collisions for what is not a
+// tool.
+const (
+	collisionPrompt   = "prompt:"
+	collisionResource = "resource:"
+	collisionTemplate = "resourceTemplate:"
+)
+
+// catTable is an immutable snapshot of who owns which prompt, resource and
+// template; replaced on every change.
+type catTable struct {
+	prompts   map[string]promptRoute // exposed name →
+	resources map[string]*target     // URI →
+	templates []templateRoute        // in owner (connection name) order
+	// downPrompts and downURIs answer for what a connection that is not
+	// Connected used to offer: "connection X is not connected".
+	downPrompts map[string]*downTarget
+	downURIs    map[string]*downTarget
+}
+
+type promptRoute struct {
+	target *target
+	orig   string // the backend's own prompt name
+}
+
+type templateRoute struct {
+	template string
+	re       *uritemplate.Template
+	target   *target
+}
+
+// templateOwner returns the owner of the first template that matches uri.
+func (c *catTable) templateOwner(uri string) *target {
+	for _, tr := range c.templates {
+		if tr.re != nil && tr.re.Regexp().MatchString(uri) {
+			return tr.target
+		}
+	}
+	return nil
+}
+
+// resourceOwner returns the connection a URI belongs to: the owner of the
+// exact URI, else of the first template that matches it.
+func (c *catTable) resourceOwner(uri string) *target {
+	if t := c.resources[uri]; t != nil {
+		return t
+	}
+	return c.templateOwner(uri)
+}
+
+func (c *catTable) templateByName(tmpl string) *target {
+	for _, tr := range c.templates {
+		if tr.template == tmpl {
+			return tr.target
+		}
+	}
+	return nil
+}
+
+// published is what the go-sdk server holds of the catalog.
+type published struct {
+	prompts   map[string]*mcp.Prompt // exposed name → the backend's definition
+	resources map[string]*mcp.Resource
+	templates map[string]*mcp.ResourceTemplate
+	owners    map[string]*connState // "p:", "r:", "t:" + key → owner when registered
+}
+
+// catalogChanged reports whether st's catalog differs from the backend's.
+func catalogChanged(st *connState, b Backend) bool {
+	return !slices.Equal(st.prompts, b.Prompts()) || !slices.Equal(st.resources, b.Resources()) ||
+		!slices.Equal(st.templates, b.ResourceTemplates())
+}
+
+func (st *connState) hasCatalog() bool {
+	return len(st.prompts)+len(st.resources)+len(st.templates) > 0
+}
+
+// applyCatalogLocked recomputes the catalog from every available
+// connection that offers any, publishes the difference to the go-sdk
+// server, and reports whether any connection's catalog collisions changed.
+func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
+	var conns []*connState
+	for _, st := range g.conns {
+		if st.hasCatalog() || st.lostOther != nil || st.lastCatalog != nil {
+			conns = append(conns, st)
+		}
+	}
+	slices.SortFunc(conns, func(a, b *connState) int { return strings.Compare(a.name, b.name) })
+
+	next := &catTable{prompts: map[string]promptRoute{}, resources: map[string]*target{}}
+	wantPrompts := map[string]*mcp.Prompt{}
+	wantResources := map[string]*mcp.Resource{}
+	wantTemplates := map[string]*mcp.ResourceTemplate{}
+	owners := map[string]*connState{}
+	lost := map[*connState][]spec.ToolCollision{}
+	for _, st := range conns {
+		if !st.available {
+			for _, n := range st.lastCatalog {
+				dt := &downTarget{name: st.name, reason: st.reason}
+				switch {
+				case strings.HasPrefix(n, collisionPrompt):
+					if next.downPrompts == nil {
+						next.downPrompts = map[string]*downTarget{}
+					}
+					next.downPrompts[strings.TrimPrefix(n, collisionPrompt)] = dt
+				case strings.HasPrefix(n, collisionResource):
+					if next.downURIs == nil {
+						next.downURIs = map[string]*downTarget{}
+					}
+					next.downURIs[strings.TrimPrefix(n, collisionResource)] = dt
+				}
+			}
+			continue
+		}
+		for _, p := range st.prompts {
+			if p == nil {
+				continue
+			}
+			name := exposedName(st.prefix, p.Name)
+			if o := owners["p:"+name]; o != nil {
+				if o != st {
+					lost[st] = append(lost[st], spec.ToolCollision{Tool: collisionPrompt + name, Connection: o.name})
+				}
+				continue
+			}
+			owners["p:"+name] = st
+			wantPrompts[name] = p
+			next.prompts[name] = promptRoute{target: st.target, orig: p.Name}
+		}
+		for _, r := range st.resources {
+			if r == nil {
+				continue
+			}
+			if o := owners["r:"+r.URI]; o != nil {
+				if o != st {
+					lost[st] = append(lost[st], spec.ToolCollision{Tool: collisionResource + r.URI, Connection: o.name})
+				}
+				continue
+			}
+			owners["r:"+r.URI] = st
+			wantResources[r.URI] = r
+			next.resources[r.URI] = st.target
+		}
+		for _, t := range st.templates {
+			if t == nil {
+				continue
+			}
+			if o := owners["t:"+t.URITemplate]; o != nil {
+				if o != st {
+					lost[st] = append(lost[st], spec.ToolCollision{Tool: collisionTemplate + t.URITemplate, Connection: o.name})
+				}
+				continue
+			}
+			owners["t:"+t.URITemplate] = st
+			wantTemplates[t.URITemplate] = t
+			re, err := uritemplate.New(t.URITemplate)
+			if err != nil {
+				re = nil // the go-sdk refuses it too (publish logs it)
+			}
+			next.templates = append(next.templates, templateRoute{template: t.URITemplate, re: re, target: st.target})
+		}
+	}
+	for _, st := range conns {
+		l := lost[st]
+		slices.SortFunc(l, func(a, b spec.ToolCollision) int { return strings.Compare(a.Tool, b.Tool) })
+		if !slices.Equal(l, st.lostOther) {
+			collisionsChanged = true
+			for _, c := range l {
+				if !slices.Contains(st.lostOther, c) {
+					g.log.Warn("gateway name collision: not exposed", "connection", st.name, "name", c.Tool, "exposedBy", c.Connection)
+				}
+			}
+		}
+		st.lostOther = l
+	}
+	// Routes first, as for tools: what a client sees listed it can use.
+	g.cat.Store(next)
+	g.publishCatalogLocked(wantPrompts, wantResources, wantTemplates, owners)
+	return collisionsChanged
+}
+
+// publishCatalogLocked brings the go-sdk server's registries in line.
+func (g *Gateway) publishCatalogLocked(prompts map[string]*mcp.Prompt, resources map[string]*mcp.Resource,
+	templates map[string]*mcp.ResourceTemplate, owners map[string]*connState) {
+	pub := &g.pub
+	if pub.owners == nil {
+		pub.prompts, pub.resources, pub.templates = map[string]*mcp.Prompt{}, map[string]*mcp.Resource{}, map[string]*mcp.ResourceTemplate{}
+		pub.owners = map[string]*connState{}
+	}
+	var rmPrompts, rmResources, rmTemplates []string
+	for name := range pub.prompts {
+		if _, ok := prompts[name]; !ok {
+			rmPrompts = append(rmPrompts, name)
+			delete(pub.prompts, name)
+		}
+	}
+	for uri := range pub.resources {
+		if _, ok := resources[uri]; !ok {
+			rmResources = append(rmResources, uri)
+			delete(pub.resources, uri)
+		}
+	}
+	for tmpl := range pub.templates {
+		if _, ok := templates[tmpl]; !ok {
+			rmTemplates = append(rmTemplates, tmpl)
+			delete(pub.templates, tmpl)
+		}
+	}
+	if len(rmPrompts) > 0 {
+		g.server.RemovePrompts(rmPrompts...)
+	}
+	if len(rmResources) > 0 {
+		g.server.RemoveResources(rmResources...)
+	}
+	if len(rmTemplates) > 0 {
+		g.server.RemoveResourceTemplates(rmTemplates...)
+	}
+	for name, p := range prompts {
+		if pub.prompts[name] == p && pub.owners["p:"+name] == owners["p:"+name] {
+			continue
+		}
+		cp := *p
+		cp.Name = name
+		cp.Meta = nil
+		g.server.AddPrompt(&cp, g.getPrompt)
+		pub.prompts[name] = p
+		pub.owners["p:"+name] = owners["p:"+name]
+	}
+	for uri, r := range resources {
+		if pub.resources[uri] == r && pub.owners["r:"+uri] == owners["r:"+uri] {
+			continue
+		}
+		cp := *r
+		cp.Meta = nil
+		if err := tryAdd(func() { g.server.AddResource(&cp, g.readResource) }); err != nil {
+			g.log.Warn("gateway cannot publish a resource", "connection", owners["r:"+uri].name, "uri", uri, "error", err)
+			continue
+		}
+		pub.resources[uri] = r
+		pub.owners["r:"+uri] = owners["r:"+uri]
+	}
+	for tmpl, t := range templates {
+		if pub.templates[tmpl] == t && pub.owners["t:"+tmpl] == owners["t:"+tmpl] {
+			continue
+		}
+		cp := *t
+		cp.Meta = nil
+		if err := tryAdd(func() { g.server.AddResourceTemplate(&cp, g.readResource) }); err != nil {
+			g.log.Warn("gateway cannot publish a resource template", "connection", owners["t:"+tmpl].name, "template", tmpl, "error", err)
+			continue
+		}
+		pub.templates[tmpl] = t
+		pub.owners["t:"+tmpl] = owners["t:"+tmpl]
+	}
+}
+
+func tryAdd(add func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	add()
+	return nil
+}
+
+// catalogNames lists what st exposes of its catalog, as collision names;
+// kept while it is not Connected so that requests for them say why.
+func (g *Gateway) catalogNamesLocked(st *connState) []string {
+	c := g.cat.Load()
+	var names []string
+	for name, r := range c.prompts {
+		if r.target == st.target {
+			names = append(names, collisionPrompt+name)
+		}
+	}
+	for uri, t := range c.resources {
+		if t == st.target {
+			names = append(names, collisionResource+uri)
+		}
+	}
+	return names
+}
+
+// requestError is the error a client gets for a request routed to t that
+// produced no result (as callFailed for tools/call).
+func (g *Gateway) requestError(ctx context.Context, t *target, what string, err, callErr error) error {
+	switch {
+	case ctx.Err() != nil:
+		return callError(fmt.Sprintf("%s: canceled by the client", what))
+	case t.life.Err() != nil:
+		return callError(context.Cause(t.life).Error())
+	case errors.Is(callErr, context.DeadlineExceeded):
+		return callError(fmt.Sprintf("%s timed out after %s (callTimeout of connection %s)", what, t.timeout, t.name))
+	}
+	if je := t.backend.ServerError(err); je != nil {
+		return je
+	}
+	return callError(fmt.Sprintf("%s: connection %s: %v", what, t.name, err))
+}
+
+// getPrompt is the handler of every published prompt.
+func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	name := req.Params.Name
+	r, ok := g.cat.Load().prompts[name]
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", name)}
+	}
+	ctx = g.withCaller(ctx, req.Session)
+	callCtx, done := r.target.callContext(ctx)
+	res, err := r.target.backend.GetPrompt(callCtx, &mcp.GetPromptParams{Name: r.orig, Arguments: req.Params.Arguments})
+	callErr := callCtx.Err()
+	done()
+	if err != nil || res == nil {
+		if err == nil {
+			err = errors.New("no result")
+		}
+		return nil, g.requestError(ctx, r.target, fmt.Sprintf("prompt %q", name), err, callErr)
+	}
+	dropHopMeta(res.Meta)
+	return res, nil
+}
+
+// readResource is the handler of every published resource and template.
+func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	t := g.cat.Load().resourceOwner(uri)
+	if t == nil {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	ctx = g.withCaller(ctx, req.Session)
+	callCtx, done := t.callContext(ctx)
+	res, err := t.backend.ReadResource(callCtx, &mcp.ReadResourceParams{URI: uri})
+	callErr := callCtx.Err()
+	done()
+	if err != nil || res == nil {
+		if err == nil {
+			err = errors.New("no result")
+		}
+		return nil, g.requestError(ctx, t, fmt.Sprintf("resource %q", uri), err, callErr)
+	}
+	dropHopMeta(res.Meta)
+	return res, nil
+}
+
+// complete is the server's CompletionHandler: it routes by the owner of
+// the prompt or template the completion is for.
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	ref := req.Params.Ref
+	c := g.cat.Load()
+	p := &mcp.CompleteParams{Argument: req.Params.Argument, Context: req.Params.Context}
+	cp := *ref
+	p.Ref = &cp
+	var t *target
+	switch ref.Type {
+	case "ref/prompt":
+		r, ok := c.prompts[ref.Name]
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", ref.Name)}
+		}
+		t, cp.Name = r.target, r.orig
+	case "ref/resource":
+		if t = c.templateByName(ref.URI); t == nil {
+			t = c.resourceOwner(ref.URI)
+		}
+		if t == nil {
+			return nil, mcp.ResourceNotFoundError(ref.URI)
+		}
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown reference type %q", ref.Type)}
+	}
+	callCtx, done := t.callContext(ctx)
+	res, err := t.backend.Complete(callCtx, p)
+	callErr := callCtx.Err()
+	done()
+	if err != nil || res == nil {
+		if err == nil {
+			err = errors.New("no result")
+		}
+		return nil, g.requestError(ctx, t, "completion/complete", err, callErr)
+	}
+	dropHopMeta(res.Meta)
+	return res, nil
+}
+
+// subscription is one resource URI some clients subscribed to.
+type subscription struct {
+	owner    *connState // whose backend holds the upstream subscription
+	sessions map[*mcp.ServerSession]bool
+}
+
+// subscribe is the server's SubscribeHandler: the first client to
+// subscribe to a URI subscribes the owner's backend; updates come back
+// through the connection's listener (resourceUpdated).
+func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	t := g.cat.Load().resourceOwner(uri)
+	if t == nil {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	g.subMu.Lock()
+	sub := g.subs[uri]
+	first := sub == nil || len(sub.sessions) == 0
+	g.subMu.Unlock()
+	if first {
+		callCtx, done := t.callContext(ctx)
+		err := t.backend.Subscribe(callCtx, uri)
+		callErr := callCtx.Err()
+		done()
+		if err != nil {
+			return g.requestError(ctx, t, fmt.Sprintf("resources/subscribe %q", uri), err, callErr)
+		}
+	}
+	g.subMu.Lock()
+	defer g.subMu.Unlock()
+	if g.subs == nil {
+		g.subs = map[string]*subscription{}
+	}
+	if sub = g.subs[uri]; sub == nil {
+		sub = &subscription{sessions: map[*mcp.ServerSession]bool{}}
+		g.subs[uri] = sub
+	}
+	sub.owner = g.connOf(t)
+	sub.sessions[req.Session] = true
+	return nil
+}
+
+// unsubscribe is the server's UnsubscribeHandler: the last client to
+// unsubscribe from a URI unsubscribes the backend.
+func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	uri := req.Params.URI
+	g.subMu.Lock()
+	sub := g.subs[uri]
+	if sub == nil || !sub.sessions[req.Session] {
+		g.subMu.Unlock()
+		return nil // not subscribed: nothing to undo
+	}
+	delete(sub.sessions, req.Session)
+	last := len(sub.sessions) == 0
+	if last {
+		delete(g.subs, uri)
+	}
+	g.subMu.Unlock()
+	if !last {
+		return nil
+	}
+	t := g.cat.Load().resourceOwner(uri)
+	if t == nil {
+		return nil // its connection left: so did the subscription
+	}
+	callCtx, done := t.callContext(ctx)
+	err := t.backend.Unsubscribe(callCtx, uri)
+	callErr := callCtx.Err()
+	done()
+	if err != nil {
+		return g.requestError(ctx, t, fmt.Sprintf("resources/unsubscribe %q", uri), err, callErr)
+	}
+	return nil
+}
+
+// connOf returns the connection whose target t is.
+func (g *Gateway) connOf(t *target) *connState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.conns[t.name]; st != nil && st.target == t {
+		return st
+	}
+	return nil
+}
+
+// resubscribe subscribes a new backend of st to the URIs clients are
+// subscribed to through it (its previous session held the subscriptions).
+func (g *Gateway) resubscribe(st *connState, t *target) {
+	g.subMu.Lock()
+	var uris []string
+	for uri, sub := range g.subs {
+		if sub.owner != nil && sub.owner.name == st.name {
+			uris = append(uris, uri)
+		}
+	}
+	g.subMu.Unlock()
+	if len(uris) == 0 {
+		return
+	}
+	go func() {
+		for _, uri := range uris {
+			ctx, done := t.callContext(context.Background())
+			if err := t.backend.Subscribe(ctx, uri); err != nil && t.life.Err() == nil {
+				g.log.Warn("gateway could not renew a resource subscription", "connection", t.name, "uri", uri, "error", err)
+			}
+			done()
+		}
+	}()
+}
+
+// resourceUpdated relays a backend's notifications/resources/updated to
+// the clients subscribed to the URI, if the connection owns it.
+func (g *Gateway) resourceUpdated(conn string, p *mcp.ResourceUpdatedNotificationParams) {
+	g.subMu.Lock()
+	sub := g.subs[p.URI]
+	ok := sub != nil && len(sub.sessions) > 0 && sub.owner != nil && sub.owner.name == conn
+	g.subMu.Unlock()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = g.server.ResourceUpdated(ctx, p)
+}

@@ -1,0 +1,214 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
+)
+
+// What a backend sends a client, relayed: log messages, and the requests a
+// backend makes while it serves a request of the gateway's (sampling,
+// elicitation, roots). The gateway hands each backend request the client it
+// is made for (wire.Caller, in its context); the backend session relates
+// what its server sends to it (see controller/connection). What belongs to
+// no request goes to the connection's listener: resource updates to the
+// clients subscribed, log messages to every client whose level admits them.
+
+// logLevels orders the MCP logging levels, most verbose first.
+var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+func levelRank(l mcp.LoggingLevel) int {
+	if i := slices.Index(logLevels, l); i >= 0 {
+		return i
+	}
+	return -1
+}
+
+// levels tracks each client session's logging level (logging/setLevel) and
+// the most verbose of them, which every backend is asked for.
+type levels struct {
+	mu   sync.Mutex
+	m    map[*mcp.ServerSession]mcp.LoggingLevel
+	sent mcp.LoggingLevel // what the backends were last asked for; "" none
+}
+
+// level returns a client session's level; "" when it set none (then it
+// gets no log messages, as the go-sdk server does).
+func (g *Gateway) level(ss *mcp.ServerSession) mcp.LoggingLevel {
+	g.levels.mu.Lock()
+	defer g.levels.mu.Unlock()
+	return g.levels.m[ss]
+}
+
+// interceptSetLevel records a client's logging/setLevel (the go-sdk keeps
+// the session's own), and asks every backend for the most verbose level a
+// client wants.
+func (g *Gateway) interceptSetLevel(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "logging/setLevel" {
+			// A client of the 2026-07-28 protocol sends its level with
+			// each request instead.
+			if p := req.GetParams(); p != nil && req.GetSession() != nil {
+				if l, ok := p.GetMeta()[mcp.MetaKeyLogLevel].(string); ok && levelRank(mcp.LoggingLevel(l)) >= 0 {
+					if ss, ok := req.GetSession().(*mcp.ServerSession); ok && g.level(ss) != mcp.LoggingLevel(l) {
+						g.levels.mu.Lock()
+						if g.levels.m == nil {
+							g.levels.m = map[*mcp.ServerSession]mcp.LoggingLevel{}
+						}
+						g.levels.m[ss] = mcp.LoggingLevel(l)
+						g.levels.mu.Unlock()
+						g.sendLevel()
+					}
+				}
+			}
+			return next(ctx, method, req)
+		}
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams])
+		if !ok || r.Params == nil || r.Session == nil {
+			return res, err
+		}
+		g.levels.mu.Lock()
+		if g.levels.m == nil {
+			g.levels.m = map[*mcp.ServerSession]mcp.LoggingLevel{}
+		}
+		g.levels.m[r.Session] = r.Params.Level
+		g.levels.mu.Unlock()
+		g.sendLevel()
+		return res, err
+	}
+}
+
+// wantedLevel is the most verbose level of the live client sessions.
+func (g *Gateway) wantedLevel() mcp.LoggingLevel {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range g.server.Sessions() {
+		live[ss] = true
+	}
+	g.levels.mu.Lock()
+	defer g.levels.mu.Unlock()
+	var want mcp.LoggingLevel
+	for ss, l := range g.levels.m {
+		if !live[ss] {
+			delete(g.levels.m, ss) // a session that ended
+			continue
+		}
+		if r := levelRank(l); r >= 0 && (want == "" || r < levelRank(want)) {
+			want = l
+		}
+	}
+	return want
+}
+
+// sendLevel asks every available backend for the wanted level when it
+// changed, and waits for their answers (each bounded by its callTimeout),
+// so that the level is in force when the client's setLevel is answered.
+func (g *Gateway) sendLevel() {
+	want := g.wantedLevel()
+	g.levels.mu.Lock()
+	changed := want != g.levels.sent
+	g.levels.sent = want
+	g.levels.mu.Unlock()
+	if !changed || want == "" {
+		return
+	}
+	g.mu.Lock()
+	var targets []*target
+	for _, st := range g.conns {
+		if st.available && st.target != nil {
+			targets = append(targets, st.target)
+		}
+	}
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, t := range targets {
+		wg.Go(func() { g.setBackendLevel(t, want) })
+	}
+	wg.Wait()
+}
+
+// setBackendLevel asks one backend for level.
+func (g *Gateway) setBackendLevel(t *target, level mcp.LoggingLevel) {
+	ctx, done := t.callContext(context.Background())
+	defer done()
+	if err := t.backend.SetLogLevel(ctx, level); err != nil && t.life.Err() == nil {
+		g.log.Debug("gateway could not set a backend's logging level", "connection", t.name, "level", level, "error", err)
+	}
+}
+
+// broadcastLog sends a backend's log message that belongs to no request to
+// every client session; the go-sdk drops it for a session whose level does
+// not admit it.
+func (g *Gateway) broadcastLog(p *mcp.LoggingMessageParams) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for ss := range g.server.Sessions() {
+		_ = ss.Log(ctx, p)
+	}
+}
+
+// connListener receives one connection's backend events.
+type connListener struct {
+	g    *Gateway
+	name string
+}
+
+func (l connListener) ResourceUpdated(p *mcp.ResourceUpdatedNotificationParams) {
+	go l.g.resourceUpdated(l.name, p)
+}
+
+func (l connListener) Log(p *mcp.LoggingMessageParams) { go l.g.broadcastLog(p) }
+
+// sdkCaller is the client of a request the go-sdk server handles: what the
+// backend sends it goes out through the client's session, with the
+// request's context, so on the request's own stream.
+type sdkCaller struct {
+	g   *Gateway
+	ss  *mcp.ServerSession
+	ctx context.Context // the client's request
+}
+
+// withCaller returns ctx carrying the client session ss as the Caller of
+// the requests sent upstream for it.
+func (g *Gateway) withCaller(ctx context.Context, ss *mcp.ServerSession) context.Context {
+	if ss == nil {
+		return ctx
+	}
+	return wire.WithCaller(ctx, &sdkCaller{g: g, ss: ss, ctx: ctx})
+}
+
+func (c *sdkCaller) Client() any { return c.ss }
+
+func (c *sdkCaller) Log(p *mcp.LoggingMessageParams) { _ = c.ss.Log(c.ctx, p) }
+
+func (c *sdkCaller) LogLevel() mcp.LoggingLevel { return c.g.level(c.ss) }
+
+func (c *sdkCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
+
+func (c *sdkCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	return c.ss.CreateMessageWithTools(ctx, p)
+}
+
+func (c *sdkCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return c.ss.Elicit(ctx, p)
+}
+
+func (c *sdkCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return c.ss.ListRoots(ctx, p)
+}
+
+// clientCaps is what a client session declared at initialize.
+func clientCaps(ss *mcp.ServerSession) *mcp.ClientCapabilities {
+	if ip := ss.InitializeParams(); ip != nil && ip.Capabilities != nil {
+		return ip.Capabilities
+	}
+	return &mcp.ClientCapabilities{}
+}

@@ -1,0 +1,227 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
+)
+
+// A client of the 2026-07-28 protocol takes no requests from its server
+// (SEP-2322): a server that needs input ends the call with an
+// input-required result listing what it needs, and the client calls again
+// with the answers. A backend of the classic protocol, though, asks in the
+// middle of its call and waits. For such a client the gateway bridges the
+// two: the backend call runs on beside the client's requests; when the
+// backend asks something, the client's tools/call is answered
+// input-required with the question and a requestState naming the call in
+// flight, and the client's next tools/call with that state hands its
+// answers to the waiting backend and waits on. The backend call stays
+// bounded by the connection's callTimeout across rounds: a client that
+// never calls again leaves nothing behind once it expires.
+
+// roundStatePrefix marks a requestState the gateway issued.
+const roundStatePrefix = "tether-round-"
+
+// callRound is a backend call running across a client's requests.
+type callRound struct {
+	asks   chan *roundAsk
+	done   chan struct{} // closed when the backend call returned
+	res    *mcp.CallToolResult
+	err    error
+	callEr error // the call ctx's error once it returned
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	ctx     context.Context // the client request waiting now, for log messages
+	pending map[string]*roundAsk
+}
+
+// roundAsk is one backend request waiting for the client's answer.
+type roundAsk struct {
+	params mcp.InputRequest
+	answer chan mcp.InputResponse
+}
+
+type rounds struct {
+	mu  sync.Mutex
+	m   map[string]*callRound
+	seq atomic.Uint64
+}
+
+// roundsClient reports whether a client session speaks the protocol where
+// its server may not send it requests.
+func roundsClient(ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	return ip != nil && ip.ProtocolVersion >= protocolSessionless
+}
+
+// callInRounds runs (or resumes, when p's requestState is one of the
+// gateway's) the backend call of a tools/call of a 2026-07-28 client.
+func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *target, p *mcp.CallToolParams,
+	progress func(*mcp.ProgressNotificationParams)) (res *mcp.CallToolResult, err, callErr error) {
+	var cr *callRound
+	if strings.HasPrefix(p.RequestState, roundStatePrefix) {
+		g.rounds.mu.Lock()
+		cr = g.rounds.m[p.RequestState]
+		delete(g.rounds.m, p.RequestState)
+		g.rounds.mu.Unlock()
+		if cr == nil {
+			return nil, callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState)), nil
+		}
+		cr.mu.Lock()
+		for id, resp := range p.InputResponses {
+			if a := cr.pending[id]; a != nil {
+				a.answer <- resp
+				delete(cr.pending, id)
+			}
+		}
+		cr.mu.Unlock()
+	} else {
+		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}}
+		// The call outlives this request (a question ends it), bounded by
+		// callTimeout and the backend's life.
+		bctx, bdone := t.callContext(context.WithoutCancel(ctx))
+		bctx, cancel := context.WithCancel(wire.WithCaller(bctx, &roundCaller{g: g, ss: ss, cr: cr}))
+		cr.cancel = cancel
+		go func() {
+			defer close(cr.done)
+			cr.res, cr.err = t.backend.CallTool(bctx, p, progress)
+			cr.callEr = bctx.Err()
+			cancel()
+			bdone()
+		}()
+	}
+	cr.mu.Lock()
+	cr.ctx = ctx
+	cr.mu.Unlock()
+	select {
+	case <-cr.done:
+		return cr.res, cr.err, cr.callEr
+	case a := <-cr.asks:
+		id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
+		state := roundStatePrefix + strconv.FormatUint(g.rounds.seq.Add(1), 10)
+		cr.mu.Lock()
+		cr.pending[id] = a
+		cr.ctx = nil
+		cr.mu.Unlock()
+		g.rounds.mu.Lock()
+		if g.rounds.m == nil {
+			g.rounds.m = map[string]*callRound{}
+		}
+		g.rounds.m[state] = cr
+		g.rounds.mu.Unlock()
+		go func() { // forget the state once the call ended
+			<-cr.done
+			g.rounds.mu.Lock()
+			delete(g.rounds.m, state)
+			g.rounds.mu.Unlock()
+		}()
+		res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
+		return res, err, nil
+	case <-ctx.Done():
+		cr.cancel()
+		<-cr.done
+		return nil, ctx.Err(), cr.callEr
+	}
+}
+
+// inputRequired builds an input-required result (its type is set only by
+// decoding: the go-sdk keeps it unexported).
+func inputRequired(reqs mcp.InputRequestMap, state string) (*mcp.CallToolResult, error) {
+	ir, err := json.Marshal(reqs)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(map[string]any{"content": []any{}, "inputRequests": json.RawMessage(ir), "requestState": state, "resultType": "input_required"})
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// roundCaller is the Caller of a call in rounds: the backend's requests
+// become the next round's questions.
+type roundCaller struct {
+	g  *Gateway
+	ss *mcp.ServerSession
+	cr *callRound
+}
+
+func (c *roundCaller) Client() any                           { return c.ss }
+func (c *roundCaller) LogLevel() mcp.LoggingLevel            { return c.g.level(c.ss) }
+func (c *roundCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
+
+func (c *roundCaller) Log(p *mcp.LoggingMessageParams) {
+	c.cr.mu.Lock()
+	ctx := c.cr.ctx
+	c.cr.mu.Unlock()
+	if ctx != nil {
+		_ = c.ss.Log(ctx, p)
+	}
+}
+
+func (c *roundCaller) ask(ctx context.Context, ir mcp.InputRequest) (mcp.InputResponse, error) {
+	a := &roundAsk{params: ir, answer: make(chan mcp.InputResponse, 1)}
+	select {
+	case c.cr.asks <- a:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case resp := <-a.answer:
+		return resp, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+var errWrongAnswer = errors.New("the client answered with another kind of result")
+
+func (c *roundCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	resp, err := c.ask(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(*mcp.CreateMessageWithToolsResult); ok {
+		return r, nil
+	}
+	return nil, errWrongAnswer
+}
+
+func (c *roundCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	resp, err := c.ask(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(*mcp.ElicitResult); ok {
+		return r, nil
+	}
+	return nil, errWrongAnswer
+}
+
+func (c *roundCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	if p == nil {
+		p = &mcp.ListRootsParams{}
+	}
+	resp, err := c.ask(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(*mcp.ListRootsResult); ok {
+		return r, nil
+	}
+	return nil, errWrongAnswer
+}
