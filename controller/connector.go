@@ -8,8 +8,12 @@ import (
 	"github.com/tether-mcp/tether/controller/supervisor"
 )
 
-// A connection.Session is everything the gateway needs of a backend.
-var _ gateway.Backend = (*connection.Session)(nil)
+// A connection.Session is everything the gateway needs of a backend; with
+// its activity counted, everything the supervisor needs.
+var (
+	_ gateway.Backend    = (*connection.Session)(nil)
+	_ supervisor.Session = (*trackedSession)(nil)
+)
 
 // SDKConnector opens real sessions with the go-sdk (controller/connection).
 type SDKConnector struct {
@@ -31,5 +35,5 @@ func (k SDKConnector) Connect(ctx context.Context, req supervisor.ConnectRequest
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return track(s), nil
 }

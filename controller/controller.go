@@ -38,6 +38,8 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// ConnectTimeout bounds one connect attempt (default DefaultConnectTimeout).
 	ConnectTimeout time.Duration
+	// Catalogs keeps servers' catalogs between runs (nil: in memory only).
+	Catalogs CatalogStore
 	// TracerProvider records the reconciler's spans; nil means the global
 	// provider (see controller/tracing).
 	TracerProvider trace.TracerProvider
@@ -102,8 +104,17 @@ func New(opts Options) *Controller {
 		Enqueue:        c.queue.Add,
 		ConnectTimeout: opts.ConnectTimeout,
 		TracerProvider: opts.TracerProvider,
+		Catalogs:       opts.Catalogs,
 	})
 	return c
+}
+
+// Wake brings a connection that is not connected back at once, for a call
+// that needs it (reconnect on use): an OnDemand server is started, a
+// connection waiting to retry skips what is left of its backoff. It returns
+// once the gateway serves the connection again, or with why not.
+func (c *Controller) Wake(ctx context.Context, name string) error {
+	return c.reconciler.Wake(ctx, name)
 }
 
 // Enqueue asks for a connection to be reconciled (e.g. after the gateway's

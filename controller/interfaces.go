@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tether-mcp/tether/controller/desired"
-	"github.com/tether-mcp/tether/controller/supervisor"
+	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -39,9 +39,9 @@ type Exposed struct {
 	Prefix      string
 	Filter      *spec.ToolFilter
 	CallTimeout time.Duration
-	// Session is the live session; the gateway reads what it offers from
-	// it (gateway.Backend).
-	Session supervisor.Session
+	// Session is what the gateway calls: the live session, or an OnDemand
+	// connection's backend; the gateway reads what it offers from it.
+	Session gateway.Backend
 }
 
 // Exposer is the gateway as the reconciler drives it.
@@ -64,6 +64,9 @@ type Metrics interface {
 	ObserveHealthCheck(name string, d time.Duration)
 	SetManifestErrors(file string, n int)
 	ObserveReconcile(result string, d time.Duration)
+	// ObserveCatalogChange counts the definitions a server's catalog
+	// gained and lost.
+	ObserveCatalogChange(name string, added, removed int)
 }
 
 type noopMetrics struct{}
@@ -77,3 +80,4 @@ func (noopMetrics) ObserveAttempt(string, bool)              {}
 func (noopMetrics) ObserveHealthCheck(string, time.Duration) {}
 func (noopMetrics) SetManifestErrors(string, int)            {}
 func (noopMetrics) ObserveReconcile(string, time.Duration)   {}
+func (noopMetrics) ObserveCatalogChange(string, int, int)    {}

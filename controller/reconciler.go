@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/supervisor"
 	"github.com/tether-mcp/tether/controller/tracing"
 	"github.com/tether-mcp/tether/spec"
@@ -55,6 +56,10 @@ type ReconcilerOptions struct {
 	// spans (see controller/tracing); nil means the global provider, a no-op
 	// unless tracing.Setup turned tracing on.
 	TracerProvider trace.TracerProvider
+	// Catalogs keeps what each server publishes between runs; nil: kept in
+	// memory only, so an OnDemand server is started once at start-up to
+	// learn it.
+	Catalogs CatalogStore
 	// Now and Jitter are for tests.
 	Now    func() time.Time
 	Jitter func() float64 // in [0,1); the delay is scaled by 1-0.2*Jitter()
@@ -92,6 +97,13 @@ type record struct {
 	prev    *spec.ConnectionStatus // the status computed last (or found on disk)
 	written bool                   // its status has been handed to the sink once
 	known   atomic.Bool            // metrics series created
+	catalog catalogState
+	// exposed is what the gateway serves for the connection now (nil:
+	// nothing), for Wake to wait on.
+	exposed exposureSignal
+	// onDemand is what the gateway serves for an OnDemand connection, for
+	// its whole life (set on first sight, never replaced).
+	onDemand *onDemandBackend
 }
 
 // NewReconciler returns a reconciler. Call Shutdown to stop its goroutines.
@@ -148,16 +160,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 	case entry.Conn.Spec.Suspend:
 		rec.sup.Suspend(ctx)
 	default:
-		res.RequeueAfter = rec.sup.Step(ctx, supervisor.Want{Conn: entry.Conn, Dir: entry.Dir})
+		res.RequeueAfter = rec.sup.Step(ctx, supervisor.Want{
+			Conn: entry.Conn,
+			Dir:  entry.Dir,
+			// An OnDemand server runs only for the calls that need it,
+			// once tether knows what it offers meanwhile.
+			Dormant: entry.Conn.Spec.OnDemand() && rec.catalog.cur != nil,
+		})
 	}
 	snap := rec.sup.Snapshot()
-	exposure := r.expose(name, snap)
+	if snap.Session != nil {
+		r.observeCatalog(ctx, rec, name, snap.Session)
+	}
+	exposure := r.expose(name, entry, rec, snap)
 
 	// Compute and report.
 	st := ComputeStatus(StatusInput{
 		Entry:    entry,
 		Snapshot: snap,
 		Exposure: exposure,
+		Catalog:  rec.catalog.status,
 		Previous: rec.prev,
 		Stopped:  r.stopping.Load(),
 		Now:      r.opts.Now(),
@@ -210,10 +232,15 @@ func (r *Reconciler) record(name string, entry desired.Entry) *record {
 		Now:            r.opts.Now,
 		Jitter:         r.opts.Jitter,
 	}
-	if r.opts.Exposer != nil {
-		x := r.opts.Exposer
-		opts.OnDrop = func(running *spec.McpConnection, why string) {
-			x.SetUnavailable(name, running.ToolPrefix(), why)
+	opts.OnDrop = func(running *spec.McpConnection, why string, idle bool) {
+		if rec.onDemand != nil {
+			rec.onDemand.setLive(nil)
+		}
+		// An OnDemand server stopped for idleness stays in the gateway:
+		// its backend serves the catalog and starts it again.
+		if r.opts.Exposer != nil && !idle {
+			r.opts.Exposer.SetUnavailable(name, running.ToolPrefix(), why)
+			rec.exposed.set(nil)
 		}
 	}
 	// A restarted tether keeps transition times and counters.
@@ -224,26 +251,51 @@ func (r *Reconciler) record(name string, entry desired.Entry) *record {
 			opts.LastExitCode = prev.Process.LastExitCode
 		}
 	}
+	if r.opts.Catalogs != nil {
+		switch saved, err := r.opts.Catalogs.LoadCatalog(name); {
+		case err != nil:
+			rec.log.Warn("the saved catalog cannot be used; the server is started to learn it again", "err", err)
+		case saved != nil:
+			rec.catalog.load(saved, rec.log)
+		}
+	}
 	rec.sup = supervisor.New(r.ctx, opts)
+	if entry.Conn != nil && entry.Conn.Spec.OnDemand() {
+		rec.onDemand = newOnDemandBackend(rec.sup, tracing.EndpointOf(&entry.Conn.Spec))
+	}
 	r.mu.Lock()
 	r.conns[name] = rec
 	r.mu.Unlock()
 	return rec
 }
 
-// expose hands a live session to the gateway (or keeps it there, with the
-// prefix, filters and timeout of the running spec) and returns what the
-// gateway serves of it.
-func (r *Reconciler) expose(name string, snap supervisor.Snapshot) Exposure {
-	if snap.Session == nil {
+// expose hands the connection to the gateway while it can serve: a live
+// session (with the prefix, filters and timeout of the running spec), or
+// for an OnDemand connection its backend, which serves the catalog while the
+// server is stopped. It returns what the gateway serves of it.
+func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap supervisor.Snapshot) Exposure {
+	running := snap.Running
+	var backend gateway.Backend
+	switch {
+	case entry.Conn != nil && entry.Conn.Spec.OnDemand() && (snap.Session != nil || snap.Idle):
+		if rec.onDemand == nil {
+			rec.onDemand = newOnDemandBackend(rec.sup, tracing.EndpointOf(&entry.Conn.Spec))
+		}
+		rec.onDemand.setLive(snap.Session)
+		rec.onDemand.setCatalog(rec.catalog.cur)
+		if running == nil {
+			running = entry.Conn
+		}
+		backend = rec.onDemand
+	case snap.Session != nil:
+		backend = snap.Session
+	default:
 		return Exposure{}
 	}
-	want := snap.Running
-	tools := snap.Session.Tools()
 	if r.opts.Exposer == nil {
 		n := 0
-		for _, t := range tools {
-			if want.Spec.Tools.Allows(t.Name) {
+		for _, t := range backend.Tools() {
+			if running.Spec.Tools.Allows(t.Name) {
 				n++
 			}
 		}
@@ -251,12 +303,32 @@ func (r *Reconciler) expose(name string, snap supervisor.Snapshot) Exposure {
 	}
 	r.opts.Exposer.Set(Exposed{
 		Name:        name,
-		Prefix:      want.ToolPrefix(),
-		Filter:      want.Spec.Tools,
-		CallTimeout: want.Spec.CallTimeoutDuration(),
-		Session:     snap.Session,
+		Prefix:      running.ToolPrefix(),
+		Filter:      running.Spec.Tools,
+		CallTimeout: running.Spec.CallTimeoutDuration(),
+		Session:     backend,
 	})
+	rec.exposed.set(backend)
 	return Exposure{Tools: r.opts.Exposer.Exposed(name), Collisions: r.opts.Exposer.Collisions(name)}
+}
+
+// observeCatalog follows what the live server publishes: a change is logged,
+// counted and kept in the state directory, so that an upgrade that drops a
+// tool shows, and an OnDemand server's catalog is there for the next time it
+// is stopped.
+func (r *Reconciler) observeCatalog(ctx context.Context, rec *record, name string, ss supervisor.Session) {
+	moved, added, removed := rec.catalog.observe(ss, r.opts.Now())
+	if moved {
+		rec.log.InfoContext(ctx, "the server's catalog changed", "added", added, "removed", removed)
+		r.opts.Metrics.ObserveCatalogChange(name, len(added), len(removed))
+	}
+	if r.opts.Catalogs != nil && !rec.catalog.saved && rec.catalog.cur != nil {
+		if err := r.opts.Catalogs.SaveCatalog(name, rec.catalog.cur); err != nil {
+			rec.log.Warn("cannot save the server's catalog", "err", err)
+		} else {
+			rec.catalog.saved = true
+		}
+	}
 }
 
 // endReconcileSpan records a reconcile's outcome with the result values of
@@ -272,6 +344,69 @@ func endReconcileSpan(span trace.Span, res Result, err error) {
 		span.SetAttributes(tracing.Result.String("success"))
 	}
 	span.End()
+}
+
+// Wake brings name back for a call that needs it (reconnect on use): it
+// demands a session of the supervisor, which starts an attempt at once (one
+// however many calls wait; the backoff delay is skipped), and returns once
+// the gateway serves the connection again, or ctx ends, or the attempt
+// failed.
+func (r *Reconciler) Wake(ctx context.Context, name string) error {
+	r.mu.Lock()
+	rec := r.conns[name]
+	r.mu.Unlock()
+	if rec == nil {
+		return fmt.Errorf("connection %s is not known", name)
+	}
+	ss, err := rec.sup.Demand(ctx)
+	if err != nil {
+		return err
+	}
+	want := gateway.Backend(ss)
+	if rec.onDemand != nil {
+		want = rec.onDemand
+	}
+	return rec.exposed.wait(ctx, want)
+}
+
+// exposureSignal tells Wake when the gateway serves a given backend.
+type exposureSignal struct {
+	mu  sync.Mutex
+	cur gateway.Backend
+	ch  chan struct{}
+}
+
+func (e *exposureSignal) set(b gateway.Backend) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cur == b {
+		return
+	}
+	e.cur = b
+	if e.ch != nil {
+		close(e.ch)
+	}
+	e.ch = make(chan struct{})
+}
+
+func (e *exposureSignal) wait(ctx context.Context, want gateway.Backend) error {
+	for {
+		e.mu.Lock()
+		if e.cur == want {
+			e.mu.Unlock()
+			return nil
+		}
+		if e.ch == nil {
+			e.ch = make(chan struct{})
+		}
+		ch := e.ch
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Seen reports whether name has been through Reconcile at least once (its
@@ -297,6 +432,11 @@ func (r *Reconciler) remove(name string) error {
 	}
 	rec.sup.Close("manifest removed")
 	rec.log.Info("connection removed")
+	if r.opts.Catalogs != nil {
+		if err := r.opts.Catalogs.DeleteCatalog(name); err != nil {
+			rec.log.Warn("cannot forget the server's catalog", "err", err)
+		}
+	}
 	if r.opts.Exposer != nil {
 		r.opts.Exposer.Remove(name)
 	}

@@ -33,6 +33,10 @@ type fakeSession struct {
 	closed   chan struct{}
 	proc     *spec.ProcessStatus
 	onEnd    func() // the supervisor.ConnectRequest's, as a real session calls it
+
+	actMu sync.Mutex
+	busy  bool
+	last  time.Time
 }
 
 func newFakeSession(tools ...string) *fakeSession {
@@ -56,7 +60,17 @@ func (s *fakeSession) Probe(ctx context.Context) error {
 func (s *fakeSession) CallTool(context.Context, *mcp.CallToolParams, func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{}, nil
 }
-func (s *fakeSession) Done() <-chan struct{}        { return s.done }
+func (s *fakeSession) Done() <-chan struct{}      { return s.done }
+func (s *fakeSession) Prompts() []*mcp.Prompt     { return nil }
+func (s *fakeSession) Resources() []*mcp.Resource { return nil }
+func (s *fakeSession) ResourceTemplates() []*mcp.ResourceTemplate {
+	return nil
+}
+func (s *fakeSession) Activity() (bool, time.Time) {
+	s.actMu.Lock()
+	defer s.actMu.Unlock()
+	return s.busy, s.last
+}
 func (s *fakeSession) Err() error                   { return s.err }
 func (s *fakeSession) Process() *spec.ProcessStatus { return s.proc }
 func (s *fakeSession) Close() error {

@@ -21,6 +21,9 @@ type StatusInput struct {
 	Entry    desired.Entry
 	Snapshot supervisor.Snapshot
 	Exposure Exposure
+	// Catalog is what the server publishes and how it last moved; nil
+	// while unknown.
+	Catalog *spec.CatalogStatus
 	// Previous is the status computed last (or left by a previous run):
 	// a condition keeps its lastTransitionTime while its status stays.
 	Previous *spec.ConnectionStatus
@@ -67,6 +70,12 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 			msg = fmt.Sprintf("connected to %s %s, %d tools", info.Name, info.Version, sn.Tools)
 		}
 		st.Collisions = in.Exposure.Collisions
+	case sn.Idle:
+		st.Phase, reason = spec.PhaseIdle, spec.ReasonIdle
+		msg = "idle: starts at the next call that needs it"
+		if sn.LastError != "" {
+			msg += "; the last start failed: " + sn.LastError
+		}
 	case sn.Failures == 0 && sn.Connecting:
 		st.Phase, reason, msg = spec.PhaseConnecting, spec.ReasonConnecting, "connecting"
 	case sn.Failures > 0:
@@ -83,6 +92,10 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 	}
 	if e.ManifestError != "" && e.Conn != nil {
 		msg += " (manifest invalid; running the last valid spec)"
+	}
+	if in.Catalog != nil && e.Conn != nil {
+		c := *in.Catalog
+		st.Catalog = &c
 	}
 
 	if e.Conn != nil && e.Conn.Spec.Stdio != nil {

@@ -151,12 +151,21 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 				ctrl.EnqueueAll()
 			}
 		},
+		// A request for a connection that is not connected brings it back
+		// at once (reconnect on use; an OnDemand server's start).
+		Wake: func(ctx context.Context, name string) error {
+			if ctrl == nil {
+				return errors.New("tether is starting")
+			}
+			return ctrl.Wake(ctx, name)
+		},
 		Version: version,
 	})
 	stateDir := openState(o, log)
 	var lastValid manifest.LastValidStore
+	var catalogs controller.CatalogStore
 	if stateDir != nil {
-		lastValid = stateDir
+		lastValid, catalogs = stateDir, stateDir
 		// Before any child starts: what a tether killed with SIGKILL left.
 		ledger := connection.NewGroupLedger(filepath.Join(stateDir.Path(), "groups"), log)
 		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
@@ -202,6 +211,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Status:          status,
 		Workers:         o.workers,
 		Connector:       controller.SDKConnector{Version: version},
+		Catalogs:        catalogs,
 		Exposer:         controller.GatewayExposer{G: gw},
 		Metrics:         m,
 		QueueMetrics:    m.QueueProvider(),
@@ -263,7 +273,7 @@ func openState(o *runOptions, log *slog.Logger) *state.Dir {
 	}
 	d, err := state.Open(path)
 	if err != nil {
-		log.Warn("running without a state directory: last valid specs and children's process groups are not kept across restarts", "err", err)
+		log.Warn("running without a state directory: last valid specs, servers' catalogs and children's process groups are not kept across restarts (OnDemand servers start at start-up)", "err", err)
 		return nil
 	}
 	return d

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tether-mcp/tether/controller/tracing"
+	"github.com/tether-mcp/tether/spec"
 )
 
 const methodCallTool = "tools/call"
@@ -242,6 +243,25 @@ func (g *Gateway) observe(ctx context.Context, conn, tool, result string, d time
 // Connected. Those tools are no longer on the server, so without it the SDK
 // would answer "unknown tool", which tells an agent nothing about why or
 // whether to retry.
+// wake asks Options.Wake to bring d's connection back for a request, within
+// the connection's call timeout, and reports whether it is served again.
+func (g *Gateway) wake(ctx context.Context, d *downTarget) bool {
+	if g.opts.Wake == nil {
+		return false
+	}
+	timeout := d.timeout
+	if timeout <= 0 {
+		timeout = spec.DefaultCallTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := g.opts.Wake(ctx, d.name); err != nil {
+		g.log.Debug("a request could not bring its connection back", "connection", d.name, "err", err)
+		return false
+	}
+	return true
+}
+
 func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == methodCallTool {
@@ -250,7 +270,10 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 				if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil {
 					name := cr.Params.Name
 					if _, live := table.route(name); !live {
-						if d := table.lookupDown(name); d != nil {
+						if d := table.lookupDown(name); d != nil && g.wake(ctx, d) {
+							return next(ctx, method, req) // served again: route it
+						}
+						if d := g.routes.Load().lookupDown(name); d != nil {
 							ctx, span := startCallSpan(ctx, cr.Params.Meta, requestHeader(cr), name)
 							g.observe(ctx, d.name, name, ResultError, 0, nil)
 							err := d.err()
@@ -268,6 +291,9 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 				c := g.cat.Load()
 				if _, live := c.prompts[r.Params.Name]; !live {
 					if d := c.downPrompts[r.Params.Name]; d != nil {
+						if g.wake(ctx, d) {
+							return next(ctx, method, req)
+						}
 						return nil, d.err()
 					}
 					if d := g.routes.Load().lookupDownPrefix(r.Params.Name); d != nil {
@@ -280,6 +306,9 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 				c := g.cat.Load()
 				if c.resourceOwner(r.Params.URI) == nil {
 					if d := c.downURIs[r.Params.URI]; d != nil {
+						if g.wake(ctx, d) {
+							return next(ctx, method, req)
+						}
 						return nil, d.err()
 					}
 				}

@@ -128,7 +128,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	for _, st := range conns {
 		if !st.available {
 			for _, n := range st.lastCatalog {
-				dt := &downTarget{name: st.name, reason: st.reason}
+				dt := &downTarget{name: st.name, reason: st.reason, timeout: st.timeout}
 				switch {
 				case strings.HasPrefix(n, collisionPrompt):
 					if next.downPrompts == nil {

@@ -108,6 +108,12 @@ type Options struct {
 	// OnCollisionsChanged is called (not under a gateway lock) when the set
 	// of collisions changes, so the reconciler can refresh statuses. May be nil.
 	OnCollisionsChanged func()
+	// Wake, when set, is asked to bring an unavailable connection back for
+	// a request that needs it (reconnect on use), and returns once the
+	// gateway serves that connection again, or with why not. The request
+	// waits for it within the connection's call timeout. May be nil: such a
+	// request is answered that the connection is not connected.
+	Wake func(ctx context.Context, connection string) error
 	Version             string
 	// MaxRequestBodyBytes bounds an HTTP request body; 0 means 4 MiB.
 	MaxRequestBodyBytes int64
@@ -646,7 +652,7 @@ func (g *Gateway) downLocked() (map[string]*downTarget, []downPrefix) {
 	slices.Sort(names)
 	for _, n := range names {
 		st := g.unavailable[n]
-		dt := &downTarget{name: st.name, reason: st.reason}
+		dt := &downTarget{name: st.name, reason: st.reason, timeout: st.timeout}
 		for _, tn := range st.lastNames {
 			if down == nil {
 				down = make(map[string]*downTarget)

@@ -50,8 +50,9 @@ type target struct {
 }
 
 type downTarget struct {
-	name   string
-	reason string
+	name    string
+	reason  string
+	timeout time.Duration // the connection's call timeout, as last exposed
 }
 
 type downPrefix struct {

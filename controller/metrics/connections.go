@@ -49,6 +49,9 @@ var (
 	descToolCallTime = prometheus.NewDesc("tether_gateway_tool_call_duration_seconds",
 		"Duration of the tools/call requests the gateway routed to a connection.",
 		[]string{"connection"}, nil)
+	descCatalogChanges = prometheus.NewDesc("tether_connection_catalog_changes_total",
+		"Definitions (tools, prompts, resources, templates) the server's catalog gained or lost, by change (added or removed).",
+		[]string{"connection", "change"}, nil)
 	descCollisions = prometheus.NewDesc("tether_gateway_tool_collisions",
 		"Exposed tool names this connection lost to another connection and does not serve.",
 		[]string{"connection"}, nil)
@@ -64,7 +67,17 @@ var (
 	stateLabels     = labelPairs("state", len(spec.Phases), func(i int) string { return stateLabel(spec.Phases[i]) })
 	attemptLabels   = labelPairs("result", len(attemptResults), func(i int) string { return attemptResults[i] })
 	callLabels      = labelPairs("result", len(callResults), func(i int) string { return callResults[i] })
+	catalogLabels   = labelPairs("change", len(catalogChanges), func(i int) string { return catalogChanges[i] })
 )
+
+// Indexes into connection.catalog, in the order of catalogChanges.
+const (
+	catalogAdded = iota
+	catalogRemoved
+	numCatalogChanges
+)
+
+var catalogChanges = [numCatalogChanges]string{"added", "removed"}
 
 // indexedPair is a label pair and the index of its value in the list it
 // was made from (spec.Phases, attemptResults, callResults).
@@ -117,6 +130,7 @@ type connection struct {
 	phase      uint8 // index into spec.Phases
 	attempts   [numAttemptResults]uint64
 	calls      [numCallResults]uint64
+	catalog    [numCatalogChanges]uint64
 	// Per bucket, not cumulative; the last element counts what lies above
 	// every bound, so the histogram's count is the sum of them all.
 	health      [len(healthCheckBuckets) + 1]uint64
@@ -194,12 +208,12 @@ func (s *connectionSet) remove(name string) {
 	}
 }
 
-// Describe sends the nine per-connection families, so that the registry
+// Describe sends the ten per-connection families, so that the registry
 // checks every collected series against them as it does a vec's.
 func (s *connectionSet) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descUp, descState, descTools, descAttempts, descLastTransition,
-		descHealthCheck, descToolCalls, descToolCallTime, descCollisions,
+		descHealthCheck, descToolCalls, descToolCallTime, descCatalogChanges, descCollisions,
 	} {
 		ch <- d
 	}
@@ -240,8 +254,8 @@ type connectionScrape struct {
 
 	gauges      [3]dto.Gauge // tools, last transition, collisions, when not 0 or 1
 	gaugeValues [3]float64
-	counters    [numAttemptResults + numCallResults]dto.Counter
-	counterVals [numAttemptResults + numCallResults]float64
+	counters    [numAttemptResults + numCallResults + numCatalogChanges]dto.Counter
+	counterVals [numAttemptResults + numCallResults + numCatalogChanges]float64
 
 	health     histogramScrape
 	healthCum  [len(healthCheckBuckets) + 1]uint64
@@ -270,7 +284,7 @@ func (c *connection) scrape() *connectionScrape {
 	}
 	phase, transition := c.phase, c.transition
 	tools, collisions := c.tools, c.collisions
-	attempts, calls := c.attempts, c.calls
+	attempts, calls, catalog := c.attempts, c.calls, c.catalog
 	sc.healthCum, sc.health.sum = c.health, c.healthSum
 	sc.callTimeCum, sc.callTime.sum = c.callTime, c.callTimeSum
 	c.mu.Unlock()
@@ -278,7 +292,7 @@ func (c *connection) scrape() *connectionScrape {
 	sc.conn.Name, sc.conn.Value = &labelConnection, &c.name
 	sc.one[0] = &sc.conn
 	sc.created.Seconds, sc.created.Nanos = c.created/1e9, int32(c.created%1e9)
-	twoLabel := len(stateLabels) + len(attemptLabels) + len(callLabels)
+	twoLabel := len(stateLabels) + len(attemptLabels) + len(callLabels) + len(catalogLabels)
 	sc.samples = make([]sample, 0, 6+twoLabel)
 	sc.pairs = make([]*dto.LabelPair, 0, 2*twoLabel)
 	with := func(second *dto.LabelPair) []*dto.LabelPair {
@@ -333,6 +347,9 @@ func (c *connection) scrape() *connectionScrape {
 	}
 	sc.samples = append(sc.samples, sample{desc: descToolCallTime, labels: sc.one[:],
 		hist: sc.callTime.build(toolCallBuckets[:], toolCallZeroBuckets, sc.callTimeCum[:], sc.callTimePtrs[:], &sc.created)})
+	for _, l := range catalogLabels {
+		counter(descCatalogChanges, with(l.pair), catalog[l.index])
+	}
 	gauge(descCollisions, sc.one[:], float64(collisions))
 	return sc
 }

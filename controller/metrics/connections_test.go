@@ -254,7 +254,7 @@ func TestDescribeCoversCollect(t *testing.T) {
 			t.Errorf("described but not collected: %s", d)
 		}
 	}
-	if want := 9; len(described) != want {
+	if want := 10; len(described) != want {
 		t.Errorf("%d families described, want %d", len(described), want)
 	}
 

@@ -169,6 +169,16 @@ func (m *Metrics) ObserveAttempt(name string, success bool) {
 	}
 }
 
+// ObserveCatalogChange counts what a server's catalog gained and lost.
+func (m *Metrics) ObserveCatalogChange(name string, added, removed int) {
+	if c := m.conns.get(name); c != nil {
+		c.mu.Lock()
+		c.catalog[catalogAdded] += uint64(max(added, 0))
+		c.catalog[catalogRemoved] += uint64(max(removed, 0))
+		c.mu.Unlock()
+	}
+}
+
 // ObserveHealthCheck records the duration of one health check.
 func (m *Metrics) ObserveHealthCheck(name string, d time.Duration) {
 	c := m.conns.get(name)

@@ -119,9 +119,9 @@ func TestConnectionAddedCreatesEverySeriesZeroed(t *testing.T) {
 
 	got := seriesOf(t, m, "github")
 	// up, tools, last transition, health histogram, call histogram,
-	// collisions: 1 each; attempts: 2 results; calls: 4 results; state: one
-	// per phase.
-	want := 6 + 2 + 4 + len(spec.Phases)
+	// collisions: 1 each; attempts: 2 results; calls: 4 results; catalog
+	// changes: added and removed; state: one per phase.
+	want := 6 + 2 + 4 + 2 + len(spec.Phases)
 	if len(got) != want {
 		t.Fatalf("ConnectionAdded created %d series, want %d:\n%s", len(got), want, strings.Join(got, "\n"))
 	}

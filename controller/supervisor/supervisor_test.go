@@ -31,6 +31,7 @@ func (s *session) Probe(context.Context) error        { return nil }
 func (s *session) Done() <-chan struct{}              { return s.done }
 func (s *session) Err() error                         { return errors.New("EOF") }
 func (s *session) Process() *spec.ProcessStatus       { return nil }
+func (s *session) Activity() (bool, time.Time)        { return false, time.Time{} }
 func (s *session) Close() error                       { s.closed.Store(true); s.end(); return nil }
 func (s *session) end()                               { s.once.Do(func() { close(s.done); s.onEnd() }) }
 func (s *session) ProcessStatus() *spec.ProcessStatus { return nil }
@@ -86,7 +87,7 @@ func TestSupervisorCallsOutWithoutItsLock(t *testing.T) {
 		Connector: conn,
 		Metrics:   rec,
 		Notify:    func() { notified <- struct{}{} },
-		OnDrop: func(running *spec.McpConnection, why string) {
+		OnDrop: func(running *spec.McpConnection, why string, _ bool) {
 			rec.sup.Load().Snapshot()
 			if first.closed.Load() {
 				t.Error("the session was closed before OnDrop hid it")
