@@ -290,6 +290,21 @@ func TestGatewayPassesMCPThrough(t *testing.T) {
 			t.Errorf("read of an unknown URI: %v, want code %d", err, mcp.CodeResourceNotFound)
 		}
 	})
+	t.Run("a backend over SSE", func(t *testing.T) {
+		// server-everything over the legacy SSE transport: prompts and a
+		// sampling request relayed the same way.
+		ssePort := freePort(t)
+		startServer(t, []string{fmt.Sprintf("PORT=%d", ssePort)}, npmPeer(t, "mcp-server-everything"), "sse")
+		waitTCP(t, ssePort, 20*time.Second)
+		writeFile(t, filepath.Join(dir, "evs.yaml"), httpManifest("evs", fmt.Sprintf("http://127.0.0.1:%d/sse", ssePort), "sse", ""))
+		a.waitFor(t, "evs_trigger-sampling-request")
+		if _, err := a.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "evs_simple-prompt"}); err != nil {
+			t.Errorf("prompts/get evs_simple-prompt: %v", err)
+		}
+		if got := a.call(t, ctx, "evs_trigger-sampling-request", map[string]any{"prompt": "over sse"}); !strings.Contains(got, "sampled by the agent") {
+			t.Errorf("evs_trigger-sampling-request = %q", got)
+		}
+	})
 	t.Run("a client that never answers sampling", func(t *testing.T) {
 		cancelled := make(chan struct{})
 		mute := connectAgent(t, &mcp.StreamableClientTransport{Endpoint: url}, func(m *mcpAgent) {

@@ -23,6 +23,22 @@
 // errors.As(err, **jsonrpc.Error) would also find (a refused connection is
 // a *jsonrpc.Error with code -32005).
 //
+// # What a session offers the gateway
+//
+// Besides tools, a session lists the server's prompts, resources and
+// resource templates at connect and again after any of its list_changed
+// notifications (Request.OnToolsChanged then means "the catalog changed"),
+// and sends prompts/get, resources/read, completion/complete,
+// subscriptions and logging/setLevel upstream. Every session advertises
+// roots, sampling and elicitation: the gateway may relay them. A server's
+// sampling, elicitation or roots request is relayed to the downstream
+// client of the request in flight it belongs to (wire.Caller, carried in the
+// request's context): exactly when it came on a raw call's own stream, else
+// when all requests in flight carry callers of one client; otherwise the
+// server gets an MCP error that says why. Log messages follow the same rule,
+// and go to the session's wire.Listener when no client can be told; so do
+// resource updates.
+//
 // # Stdio children
 //
 // A relative command without a slash is looked up in the PATH the child will

@@ -379,6 +379,9 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 // the prompt or template the completion is for.
 func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	ref := req.Params.Ref
+	if ref == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete: missing ref"}
+	}
 	c := g.cat.Load()
 	p := &mcp.CompleteParams{Argument: req.Params.Argument, Context: req.Params.Context}
 	cp := *ref

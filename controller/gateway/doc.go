@@ -1,11 +1,72 @@
-// Package gateway is tether's aggregated MCP server (DESIGN §5): one shared
-// go-sdk server that exposes the tools of every Connected connection as
-// <toolPrefix>_<tool>, routes tools/call to the backend session that owns the
-// tool, and serves it over streamable HTTP (/mcp) or stdin/stdout.
+// Package gateway is tether's aggregated MCP server: one shared go-sdk
+// server that offers a client everything the Connected connections offer,
+// and serves it over streamable HTTP (/mcp) or stdin/stdout. The rule is
+// that a client connected to tether can do everything it could do connected
+// to each backend directly.
 //
-// It owns the exposed tool set, the routing table and the collision report.
-// It does not connect, health-check or reconnect backends: the reconciler
-// tells it what is connected (Set, SetUnavailable, Remove) and hands it live
-// sessions through the small Backend interface. It creates no Prometheus
-// metrics itself: call outcomes go to Options.ObserveCall.
+// It owns what is exposed, the routing tables and the collision report. It
+// does not connect, health-check or reconnect backends: the reconciler tells
+// it what is connected (Set, SetUnavailable, Remove) and hands it live
+// sessions as Backend, the one interface through which the gateway sees a
+// backend (its catalog, its requests, its raw call for the fast path); the
+// gateway never looks behind it and does not import controller/connection.
+// The few types both sides need are in the wire subpackage. It creates no
+// Prometheus metrics itself: call outcomes go to Options.ObserveCall.
+//
+// # What passes through
+//
+//   - Tools: <toolPrefix>_<tool> after the allow/deny filter, definitions
+//     unchanged; tools/call routed to the owner, bounded by callTimeout,
+//     cancellation and progress passed both ways (fastpath.go: the call as
+//     bytes where protocol versions match).
+//   - Prompts: <toolPrefix>_<prompt>; prompts/get routed to the owner.
+//   - Resources and templates: URIs unchanged (clients build them from
+//     templates); resources/read routed by the exact URI's owner, else the
+//     first template that matches it (connections in name order);
+//     resources/subscribe reaches the owner once per URI (renewed when it
+//     reconnects, dropped upstream when the last client unsubscribes) and its
+//     notifications/resources/updated reach the subscribed clients.
+//   - completion/complete: routed by the owner of the prompt or template.
+//   - Logging: logging/setLevel (or, from a 2026-07-28 client, the level its
+//     requests carry) applies to that client's session; every backend is asked
+//     for the most verbose level any client wants. A backend's
+//     notifications/message reaches the client of the request it was sent
+//     during, else every client whose level admits it; its logger is the
+//     connection's name when the backend gave none.
+//   - list_changed for tools, prompts and resources whenever the exposed set
+//     changes; the server declares listChanged for all three, and logging,
+//     completions and subscriptions, from the start, also while empty.
+//   - Collisions: a tool or prompt name, resource URI or template offered by
+//     several connections goes to the first by connection name; the others
+//     report it through Collisions (prompts as "prompt:<name>", resources as
+//     "resource:<uri>", templates as "resourceTemplate:<template>"), so
+//     status and the collision metric see them.
+//
+// # Requests a backend sends a client
+//
+// While it serves a request of the gateway's (tools/call, prompts/get,
+// resources/read), a backend may ask its client for sampling/createMessage,
+// elicitation/create or roots/list. The gateway puts the client that made the
+// request in the request's context (wire.Caller); the backend session relays
+// what its server asks to that client and the answer back. The session can
+// tell which request a server's message belongs to when it comes on that
+// request's own HTTP stream; otherwise, when every request in flight on the
+// session comes from one client, it is that client's. With requests of
+// several clients in flight, or none, the backend gets an MCP error instead
+// of a guess (so does a backend of a client that never answers, once the
+// call's callTimeout expires). A client of the 2026-07-28 protocol takes no
+// requests from its server: for it, a backend's question ends the client's
+// tools/call with an input-required result, and the client's retry with the
+// gateway's requestState hands the answer to the backend call, which waits
+// meanwhile (rounds.go).
+//
+// Capabilities. A backend session is shared by every client, and the
+// classic protocol fixes a client's capabilities at initialize, so tether
+// cannot advertise to a backend exactly what each client declared. It
+// advertises what it can relay (roots, sampling, elicitation in form and
+// url modes) once, and relays a request only to a client that declared the
+// capability it needs; for a client that did not, the backend gets an MCP
+// error naming the missing capability, never a made-up answer. A backend
+// of the 2026-07-28 protocol takes the calling client's logging level with
+// each request.
 package gateway

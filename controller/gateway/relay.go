@@ -53,9 +53,25 @@ func (g *Gateway) interceptSetLevel(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "logging/setLevel" {
 			// A client of the 2026-07-28 protocol sends its level with
 			// each request instead.
-			if p := req.GetParams(); p != nil && req.GetSession() != nil {
-				if l, ok := p.GetMeta()[mcp.MetaKeyLogLevel].(string); ok && levelRank(mcp.LoggingLevel(l)) >= 0 {
-					if ss, ok := req.GetSession().(*mcp.ServerSession); ok && g.level(ss) != mcp.LoggingLevel(l) {
+			var meta mcp.Meta
+			var ss *mcp.ServerSession
+			switch r := req.(type) {
+			case *mcp.CallToolRequest:
+				if r.Params != nil {
+					meta, ss = r.Params.Meta, r.Session
+				}
+			case *mcp.GetPromptRequest:
+				if r.Params != nil {
+					meta, ss = r.Params.Meta, r.Session
+				}
+			case *mcp.ReadResourceRequest:
+				if r.Params != nil {
+					meta, ss = r.Params.Meta, r.Session
+				}
+			}
+			if ss != nil {
+				if l, ok := meta[mcp.MetaKeyLogLevel].(string); ok && levelRank(mcp.LoggingLevel(l)) >= 0 {
+					if g.level(ss) != mcp.LoggingLevel(l) {
 						g.levels.mu.Lock()
 						if g.levels.m == nil {
 							g.levels.m = map[*mcp.ServerSession]mcp.LoggingLevel{}

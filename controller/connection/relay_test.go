@@ -1,0 +1,79 @@
+package connection
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
+)
+
+// fakeCaller is a downstream client of the gateway.
+type fakeCaller struct {
+	client string
+	caps   *mcp.ClientCapabilities
+	logs   []string
+}
+
+func (c *fakeCaller) Client() any { return c.client }
+func (c *fakeCaller) Log(p *mcp.LoggingMessageParams) {
+	c.logs = append(c.logs, p.Logger+": "+p.Data.(string))
+}
+func (c *fakeCaller) LogLevel() mcp.LoggingLevel            { return "" }
+func (c *fakeCaller) Capabilities() *mcp.ClientCapabilities { return c.caps }
+func (c *fakeCaller) CreateMessage(context.Context, *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	return &mcp.CreateMessageWithToolsResult{Model: c.client}, nil
+}
+func (c *fakeCaller) Elicit(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return &mcp.ElicitResult{Action: "decline"}, nil
+}
+func (c *fakeCaller) ListRoots(context.Context, *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return &mcp.ListRootsResult{Roots: []*mcp.Root{{URI: "file:///" + c.client}}}, nil
+}
+
+// TestRelatedFlight: a server's message with no stream of its own belongs
+// to the requests in flight when they all come from one client; with none,
+// or with several clients', the server gets an MCP error that says why.
+func TestRelatedFlight(t *testing.T) {
+	s := &Session{name: "conn", log: slog.New(slog.DiscardHandler), red: newRedactor(nil, nil)}
+	ctx := context.Background()
+	sampling := &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}
+	relay := func() (string, error) {
+		res, err := s.relayRequest(ctx, nil, methodCreateMessage, nil)
+		return string(res), err
+	}
+
+	if _, err := relay(); err == nil || !strings.Contains(err.Error(), "no request of a client is in flight") {
+		t.Errorf("no call in flight: %v", err)
+	}
+
+	a1 := s.inFlight(wire.WithCaller(ctx, &fakeCaller{client: "A", caps: sampling}))
+	a2 := s.inFlight(wire.WithCaller(ctx, &fakeCaller{client: "A", caps: sampling}))
+	if res, err := relay(); err != nil || !strings.Contains(res, `"model":"A"`) {
+		t.Errorf("two calls of one client: %s, %v", res, err)
+	}
+	b := s.inFlight(wire.WithCaller(ctx, &fakeCaller{client: "B", caps: sampling}))
+	if _, err := relay(); err == nil || !strings.Contains(err.Error(), "several clients") {
+		t.Errorf("calls of two clients: %v", err)
+	}
+	a1()
+	a2()
+	b()
+
+	plain := s.inFlight(wire.WithCaller(ctx, &fakeCaller{client: "C", caps: &mcp.ClientCapabilities{}}))
+	if _, err := relay(); err == nil || !strings.Contains(err.Error(), "did not declare the capability") {
+		t.Errorf("a client without sampling: %v", err)
+	}
+	plain()
+
+	c := &fakeCaller{client: "D"}
+	done := s.inFlight(wire.WithCaller(ctx, c))
+	s.relayLog(nil, &mcp.LoggingMessageParams{Level: "info", Data: "hello"})
+	done()
+	if len(c.logs) != 1 || c.logs[0] != "conn: hello" {
+		t.Errorf("log during the call: %v (want the connection's name as logger)", c.logs)
+	}
+}
