@@ -53,8 +53,10 @@ func (c *catalogState) observe(ss supervisor.Session, now time.Time) (moved bool
 	names := next.Names()
 	changed := now.UTC().Truncate(time.Second)
 	if c.hash != "" {
-		added, removed = catalog.Diff(c.names, names)
 		moved = true
+		if c.names != nil { // else only the hash is known, from the last status
+			added, removed = catalog.Diff(c.names, names)
+		}
 	}
 	c.cur, c.hash, c.names, c.saved = next, hash, names, false
 	c.status = &spec.CatalogStatus{Hash: hash, ChangedTime: &changed, Added: capNames(added), Removed: capNames(removed)}
@@ -66,6 +68,22 @@ func (c *catalogState) load(saved *catalog.Catalog, log *slog.Logger) {
 	c.cur, c.hash, c.names, c.saved = saved, saved.Hash(), saved.Names(), true
 	c.status = &spec.CatalogStatus{Hash: c.hash}
 	log.Debug("catalog loaded from the state directory", "items", len(c.names))
+}
+
+// resume carries on from the status an earlier run left: its catalog's
+// hash (so a change across the restart is seen) and, for the same hash,
+// when and how it last moved.
+func (c *catalogState) resume(prev *spec.CatalogStatus) {
+	if prev == nil {
+		return
+	}
+	if c.hash == "" {
+		c.hash = prev.Hash
+	}
+	if prev.Hash == c.hash {
+		st := *prev
+		c.status = &st
+	}
 }
 
 func capNames(names []string) []string {

@@ -170,7 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 	}
 	snap := rec.sup.Snapshot()
 	if snap.Session != nil {
-		r.observeCatalog(ctx, rec, name, snap.Session)
+		r.observeCatalog(ctx, rec, name, snap.Session, entry.Conn != nil && entry.Conn.Spec.OnDemand())
 	}
 	exposure := r.expose(name, entry, rec, snap)
 
@@ -259,6 +259,9 @@ func (r *Reconciler) record(name string, entry desired.Entry) *record {
 			rec.catalog.load(saved, rec.log)
 		}
 	}
+	if rec.prev != nil {
+		rec.catalog.resume(rec.prev.Catalog)
+	}
 	rec.sup = supervisor.New(r.ctx, opts)
 	if entry.Conn != nil && entry.Conn.Spec.OnDemand() {
 		rec.onDemand = newOnDemandBackend(rec.sup, tracing.EndpointOf(&entry.Conn.Spec))
@@ -316,13 +319,15 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 // counted and kept in the state directory, so that an upgrade that drops a
 // tool shows, and an OnDemand server's catalog is there for the next time it
 // is stopped.
-func (r *Reconciler) observeCatalog(ctx context.Context, rec *record, name string, ss supervisor.Session) {
+func (r *Reconciler) observeCatalog(ctx context.Context, rec *record, name string, ss supervisor.Session, onDemand bool) {
 	moved, added, removed := rec.catalog.observe(ss, r.opts.Now())
 	if moved {
 		rec.log.InfoContext(ctx, "the server's catalog changed", "added", added, "removed", removed)
 		r.opts.Metrics.ObserveCatalogChange(name, len(added), len(removed))
 	}
-	if r.opts.Catalogs != nil && !rec.catalog.saved && rec.catalog.cur != nil {
+	// Kept for OnDemand servers, which need it to be served while stopped;
+	// the others' drift is followed in memory and across restarts by hash.
+	if r.opts.Catalogs != nil && onDemand && !rec.catalog.saved && rec.catalog.cur != nil {
 		if err := r.opts.Catalogs.SaveCatalog(name, rec.catalog.cur); err != nil {
 			rec.log.Warn("cannot save the server's catalog", "err", err)
 		} else {

@@ -386,7 +386,8 @@ func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 		return ss, nil
 	}
 	start, refused := s.taken, s.refused
-	s.demanded = true
+	// An attempt already running is the one this demand waits for.
+	s.demanded = !s.attempting && s.result == nil
 	s.unlock()
 	s.opts.Notify() // the next step starts the attempt
 	for {
@@ -504,6 +505,7 @@ func (s *Supervisor) backoff(want *spec.McpConnection, step int) time.Duration {
 
 // adoptLocked takes in a new session; ctx carries the attempt's span context.
 func (s *Supervisor) adoptLocked(ctx context.Context, res *attemptResult, now time.Time) {
+	s.demanded = false // whatever was demanded, this session serves it
 	s.session = res.session
 	s.sessionHash = res.hash
 	s.sessionSpec = res.spec
