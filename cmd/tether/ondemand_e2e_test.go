@@ -1,0 +1,197 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+const onDemand = "  lifecycle: {mode: OnDemand, idleTimeout: 2s}\n"
+
+// connectingLines counts tether's "connecting" log lines for a connection:
+// one per start of its server.
+func connectingLines(tt *tether, name string) int {
+	return strings.Count(tt.logs.String(), "msg=connecting connection="+name+" ")
+}
+
+func toolNames(t *testing.T, s *mcp.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for tool, err := range s.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func hasTool(names []string, want string) bool {
+	for _, n := range names {
+		if n == want {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOnDemandStdio: an OnDemand stdio server is started once to learn its
+// catalog and stopped when idle; meanwhile its tools are listed from the
+// catalog; 20 concurrent first calls start it once and all succeed; it is
+// stopped again after its idle timeout; and a restarted tether serves the
+// catalog without starting it (docs/reliability.md, row S22).
+func TestOnDemandStdio(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := filepath.Join(dir, "lazy.yaml")
+	writeFile(t, m, faultManifest(t, "lazy", nil, onDemand))
+	tt, ep := startTetherServing(t, dir)
+	tpid := tt.cmd.Process.Pid
+
+	// Never seen: started once to learn the catalog, then idle.
+	st := waitStatus(t, m, "lazy", 20*time.Second, "Idle after learning its catalog", phaseIs(spec.PhaseIdle))
+	if st.Catalog == nil || st.Catalog.Hash == "" {
+		t.Errorf("no catalog in the status: %+v", st.Catalog)
+	}
+	if n := connectingLines(tt, "lazy"); n != 1 {
+		t.Errorf("%d starts before the first call, want 1 (to learn the catalog)", n)
+	}
+	waitFor(t, 10*time.Second, "the idle server's process to be gone", func() (bool, string) {
+		kids := childrenOf(tpid)
+		return len(kids) == 0, fmt.Sprint(kids)
+	})
+
+	s := connectClient(t, ep)
+	if names := toolNames(t, s); !hasTool(names, "lazy_echo") {
+		t.Fatalf("tools of the stopped server are not listed: %v", names)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			want := fmt.Sprint("call ", i)
+			res, err := call(s, 20*time.Second, "lazy_echo", map[string]any{"text": want})
+			switch {
+			case err != nil:
+				errs <- err
+			case res.IsError || len(res.Content) == 0 || res.Content[0].(*mcp.TextContent).Text != want:
+				errs <- fmt.Errorf("call %d answered %+v", i, res.Content)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := connectingLines(tt, "lazy"); n != 2 {
+		t.Errorf("%d starts in all, want 2: one to learn the catalog, one for the 20 calls", n)
+	}
+	if kids := childrenOf(tpid); len(kids) != 1 {
+		t.Errorf("children while serving: %v, want one server", kids)
+	}
+
+	// Idle again after its timeout: stopped, its tools still listed.
+	waitStatus(t, m, "lazy", 20*time.Second, "Idle after the calls", phaseIs(spec.PhaseIdle))
+	waitFor(t, 10*time.Second, "the server's process to be gone again", func() (bool, string) {
+		kids := childrenOf(tpid)
+		return len(kids) == 0, fmt.Sprint(kids)
+	})
+	if names := toolNames(t, s); !hasTool(names, "lazy_echo") {
+		t.Errorf("tools after the idle stop: %v", names)
+	}
+	tt.stop()
+
+	// A restarted tether serves the saved catalog without starting it.
+	tt, ep = startTetherServing(t, dir)
+	s = connectClient(t, ep)
+	waitStatus(t, m, "lazy", 20*time.Second, "Idle after the restart", phaseIs(spec.PhaseIdle))
+	if names := toolNames(t, s); !hasTool(names, "lazy_echo") {
+		t.Errorf("tools after the restart: %v", names)
+	}
+	if n := connectingLines(tt, "lazy"); n != 0 {
+		t.Errorf("the restarted tether started the server %d times without a call", n)
+	}
+	if kids := childrenOf(tt.cmd.Process.Pid); len(kids) != 0 {
+		t.Errorf("children after the restart: %v, want none", kids)
+	}
+	res, err := call(s, 20*time.Second, "lazy_echo", map[string]any{"text": "after restart"})
+	if err != nil || res.IsError {
+		t.Fatalf("a call after the restart: %v %+v", err, res)
+	}
+}
+
+// TestOnDemandBadState: a saved catalog that cannot be read is ignored with
+// a warning and the server is started to learn it again; a state directory
+// that cannot be used is reported, and an OnDemand server then starts at
+// start-up like any other.
+func TestOnDemandBadState(t *testing.T) {
+	t.Parallel()
+	t.Run("corrupt catalog", func(t *testing.T) {
+		dir := t.TempDir()
+		m := filepath.Join(dir, "lazy.yaml")
+		writeFile(t, m, faultManifest(t, "lazy", nil, onDemand))
+		must(t, os.MkdirAll(filepath.Join(dir, ".tether", "catalogs"), 0o700))
+		writeFile(t, filepath.Join(dir, ".tether", "catalogs", "lazy.json"), `{"version":"tether.dev/catalog/v1","hash":"sha256:0","tools":[{"name":"x"}]}`)
+		tt := startTether(t, dir)
+		tt.waitLogLine(t, 10*time.Second, "the saved catalog cannot be used", "lazy.json")
+		waitStatus(t, m, "lazy", 20*time.Second, "Idle after learning its catalog again", phaseIs(spec.PhaseIdle))
+		if n := connectingLines(tt, "lazy"); n != 1 {
+			t.Errorf("%d starts, want 1 (to learn the catalog again)", n)
+		}
+	})
+	t.Run("unusable state directory", func(t *testing.T) {
+		dir := t.TempDir()
+		m := filepath.Join(dir, "lazy.yaml")
+		writeFile(t, m, faultManifest(t, "lazy", nil, onDemand))
+		file := filepath.Join(t.TempDir(), "a-file")
+		writeFile(t, file, "")
+		tt := startTether(t, dir, "--state-dir", filepath.Join(file, "state"))
+		tt.waitLogLine(t, 10*time.Second, "running without a state directory", "OnDemand servers start at start-up")
+		waitStatus(t, m, "lazy", 20*time.Second, "Connected at start-up", phaseIs(spec.PhaseConnected))
+	})
+}
+
+// TestReconnectOnUse: a call for a connection that waits to retry does not
+// wait for the backoff timer: it starts an attempt at once and is served by
+// the backend that came back (docs/reliability.md, row S23). The backoff
+// here is 30 s, longer than the call's bound: only reconnect on use can
+// serve the call.
+func TestReconnectOnUse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	backend := startServer(t, nil, faultServer(t), "-http", addr)
+	waitTCP(t, port, 10*time.Second)
+	m := filepath.Join(dir, "remote.yaml")
+	writeFile(t, m, httpManifest("remote", "http://"+addr+"/mcp", "streamable",
+		quickHealth+"  backoff: {initial: 30s, max: 30s}\n  callTimeout: 15s\n"))
+	_, ep := startTetherServing(t, dir)
+	waitStatus(t, m, "remote", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	s := connectClient(t, ep)
+
+	must(t, syscall.Kill(-backend.Process.Pid, syscall.SIGKILL))
+	st := waitStatus(t, m, "remote", 20*time.Second, "Reconnecting with its backoff running", func(st spec.ConnectionStatus) bool {
+		return st.Phase == spec.PhaseReconnecting && st.NextRetryTime != nil
+	})
+	startServer(t, nil, faultServer(t), "-http", addr)
+	waitTCP(t, port, 10*time.Second)
+	start := time.Now()
+	res, err := call(s, 15*time.Second, "remote_echo", map[string]any{"text": "back"})
+	if err != nil || res.IsError {
+		t.Fatalf("the call that needs the connection back: %v %+v", err, res)
+	}
+	t.Logf("served %v after the backend came back; the backoff would have waited until %v", time.Since(start).Round(time.Millisecond), st.NextRetryTime)
+	waitStatus(t, m, "remote", 10*time.Second, "Connected again", phaseIs(spec.PhaseConnected))
+}
