@@ -113,8 +113,8 @@ type Options struct {
 	// gateway serves that connection again, or with why not. The request
 	// waits for it within the connection's call timeout. May be nil: such a
 	// request is answered that the connection is not connected.
-	Wake func(ctx context.Context, connection string) error
-	Version             string
+	Wake    func(ctx context.Context, connection string) error
+	Version string
 	// MaxRequestBodyBytes bounds an HTTP request body; 0 means 4 MiB.
 	MaxRequestBodyBytes int64
 	// ShutdownTimeout bounds the graceful part of Serve's shutdown; 0 means 5s.

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -185,5 +186,82 @@ func TestSupervisorBackoffAndRetryNow(t *testing.T) {
 	sup.Suspend(context.Background())
 	if snap := sup.Snapshot(); snap.Failures != 0 || !snap.NextRetry.IsZero() || snap.Connecting {
 		t.Errorf("suspend kept the backoff: %+v", snap)
+	}
+}
+
+// TestSupervisorDemand: a dormant connection starts only when demanded;
+// concurrent demands share one attempt; a failed attempt fails every
+// waiter and the connection stays dormant; a stop refuses the waiters.
+func TestSupervisorDemand(t *testing.T) {
+	conn := &connector{}
+	notified := make(chan struct{}, 100)
+	sup := New(context.Background(), Options{
+		Name:      "lazy",
+		Connector: conn,
+		Notify:    func() { notified <- struct{}{} },
+		Jitter:    func() float64 { return 0 },
+	})
+	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
+	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "lazy"}, Spec: spec.Spec{
+		Stdio: &spec.StdioSpec{Command: "server"}, Lifecycle: &spec.Lifecycle{Mode: spec.LifecycleOnDemand}}}
+	c.Default()
+	want := Want{Conn: c, Dormant: true}
+	step := func() time.Duration { return sup.Step(context.Background(), want) }
+
+	// Dormant: no attempt, phase Idle.
+	step()
+	if snap := sup.Snapshot(); !snap.Idle || snap.Starts != 0 {
+		t.Fatalf("dormant: %+v", snap)
+	}
+	// A reconciler: steps whenever the supervisor asks, until stopped.
+	ctx, cancel := context.WithCancel(context.Background())
+	var loop sync.WaitGroup
+	loop.Go(func() {
+		for {
+			select {
+			case <-notified:
+				step()
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	t.Cleanup(func() { cancel(); loop.Wait() })
+
+	// Three demands, no server: one attempt, three errors.
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for range 3 {
+		wg.Go(func() {
+			dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer dcancel()
+			_, err := sup.Demand(dctx)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("demand = %v, want the attempt's error", err)
+		}
+	}
+	if snap := sup.Snapshot(); snap.Starts > 3 || !snap.Idle {
+		t.Errorf("after the failed demands: %+v, want dormant again", snap)
+	}
+
+	// With a server: the demand gets the session.
+	s := newSession()
+	conn.mu.Lock()
+	conn.sessions = append(conn.sessions, s)
+	conn.mu.Unlock()
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	got, err := sup.Demand(dctx)
+	if err != nil || got != Session(s) {
+		t.Fatalf("demand = %v, %v; want the new session", got, err)
+	}
+	if snap := sup.Snapshot(); snap.Session == nil || snap.Idle {
+		t.Errorf("after the demand: %+v", snap)
 	}
 }

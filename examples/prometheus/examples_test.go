@@ -51,7 +51,7 @@ func TestPromtool(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"check rules", []string{"check", "rules", "tether-alerts.yaml"}, "SUCCESS: 4 rules found"},
+		{"check rules", []string{"check", "rules", "tether-alerts.yaml"}, "SUCCESS: 5 rules found"},
 		{"test rules", []string{"test", "rules", "tether-alerts_test.yaml"}, "SUCCESS"},
 		{"check config", []string{"check", "config", "prometheus.yml"}, "is valid prometheus config file syntax"},
 	} {
