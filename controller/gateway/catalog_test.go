@@ -1,5 +1,7 @@
 package gateway
 
+//lint:file-ignore SA1019 relaying sampling, roots and logging (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
+
 import (
 	"context"
 	"encoding/json"
@@ -26,11 +28,10 @@ import (
 // client for sampling, elicitation and roots, served over streamable HTTP
 // and reached through connection.Session as tether reaches it.
 type richBackend struct {
-	name  string
-	srv   *mcp.Server
-	url   string
-	subs  chan string // "subscribe <uri>" / "unsubscribe <uri>"
-	block chan struct{}
+	name string
+	srv  *mcp.Server
+	url  string
+	subs chan string // "subscribe <uri>" / "unsubscribe <uri>"
 }
 
 func newRichBackend(t *testing.T, name string) *richBackend {
