@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -80,8 +79,8 @@ func newRichBackend(t *testing.T, name string) *richBackend {
 		})
 	rb.srv.AddTool(&mcp.Tool{Name: "elicit", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: &jsonschema.Schema{
-				Type: "object", Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}}}})
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
 			if err != nil {
 				return nil, fmt.Errorf("elicitation failed: %w", err)
 			}
