@@ -31,9 +31,9 @@ type Request struct {
 	ManifestDir string     // directory of the manifest file (relative commands)
 	Logger      *slog.Logger
 	// OnToolsChanged is called, from a goroutine the session owns and never
-	// from the session's reader, after the server sent
-	// notifications/tools/list_changed, the session refreshed its tool list
-	// and the list actually differs. Bursts are coalesced. It must not call
+	// from the session's reader, after the server sent a list_changed
+	// notification (tools, prompts or resources), the session refreshed its
+	// lists and one actually differs. Bursts are coalesced. It must not call
 	// Close (Close waits for that goroutine): hand the news to a queue.
 	OnToolsChanged func()
 	// OnEnd is called once the session has ended, by itself or by Close,

@@ -1,5 +1,7 @@
 package gateway
 
+//lint:file-ignore SA1019 relaying sampling, roots and logging (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
+
 import (
 	"context"
 	"encoding/json"
@@ -13,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -26,11 +27,10 @@ import (
 // client for sampling, elicitation and roots, served over streamable HTTP
 // and reached through connection.Session as tether reaches it.
 type richBackend struct {
-	name  string
-	srv   *mcp.Server
-	url   string
-	subs  chan string // "subscribe <uri>" / "unsubscribe <uri>"
-	block chan struct{}
+	name string
+	srv  *mcp.Server
+	url  string
+	subs chan string // "subscribe <uri>" / "unsubscribe <uri>"
 }
 
 func newRichBackend(t *testing.T, name string) *richBackend {
@@ -79,8 +79,8 @@ func newRichBackend(t *testing.T, name string) *richBackend {
 		})
 	rb.srv.AddTool(&mcp.Tool{Name: "elicit", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: &jsonschema.Schema{
-				Type: "object", Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}}}})
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
 			if err != nil {
 				return nil, fmt.Errorf("elicitation failed: %w", err)
 			}

@@ -4,6 +4,8 @@
 // (gateway.Backend) in these terms, and connection.Session provides it.
 package wire
 
+//lint:file-ignore SA1019 relaying sampling, roots and logging (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
+
 import (
 	"context"
 	"encoding/json"
