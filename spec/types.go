@@ -68,10 +68,23 @@ type EnvVar struct {
 	ValueFrom *ValueFrom `json:"valueFrom,omitempty"`
 }
 
-// ValueFrom reads a value at connect time: exactly one of File and Env.
+// ValueFrom reads a value at connect time: exactly one of File, Env and
+// SecretKeyRef.
 type ValueFrom struct {
 	File string `json:"file,omitempty"`
 	Env  string `json:"env,omitempty"`
+	// SecretKeyRef reads a key of a Secret in the object's namespace; only in
+	// Kubernetes mode (tether run --kubernetes).
+	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
+}
+
+// SecretKeySelector names one key of a Kubernetes Secret in the namespace of
+// the McpConnection that refers to it.
+type SecretKeySelector struct {
+	// The Secret's name.
+	Name string `json:"name"`
+	// The key of the Secret's data that holds the value.
+	Key string `json:"key"`
 }
 
 // ToolFilter selects the server's tools by glob (path.Match syntax) on the
@@ -135,17 +148,20 @@ type StatusDocument struct {
 
 // ConnectionStatus is the observed state of a connection (DESIGN §3).
 type ConnectionStatus struct {
-	Phase            Phase          `json:"phase"`
-	ObservedSpecHash string         `json:"observedSpecHash,omitempty"`
-	Conditions       []Condition    `json:"conditions"`
-	Server           *ServerInfo    `json:"server,omitempty"`
-	Tools            *ToolCounts    `json:"tools,omitempty"`
-	Attempt          int            `json:"attempt"`
-	LastError        string         `json:"lastError"`
-	NextRetryTime    *time.Time     `json:"nextRetryTime"`
-	ConnectedSince   *time.Time     `json:"connectedSince,omitempty"`
-	Process          *ProcessStatus `json:"process,omitempty"`
-	ManifestError    string         `json:"manifestError"`
+	Phase Phase `json:"phase"`
+	// ObservedGeneration is the metadata.generation of the object this
+	// status describes, in Kubernetes mode (0, and absent, for a file).
+	ObservedGeneration int64          `json:"observedGeneration,omitempty"`
+	ObservedSpecHash   string         `json:"observedSpecHash,omitempty"`
+	Conditions         []Condition    `json:"conditions"`
+	Server             *ServerInfo    `json:"server,omitempty"`
+	Tools              *ToolCounts    `json:"tools,omitempty"`
+	Attempt            int            `json:"attempt"`
+	LastError          string         `json:"lastError"`
+	NextRetryTime      *time.Time     `json:"nextRetryTime"`
+	ConnectedSince     *time.Time     `json:"connectedSince,omitempty"`
+	Process            *ProcessStatus `json:"process,omitempty"`
+	ManifestError      string         `json:"manifestError"`
 	// Collisions lists exposed tool names this connection lost to another one.
 	Collisions []ToolCollision `json:"collisions,omitempty"`
 }
