@@ -148,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 	case entry.Conn.Spec.Suspend:
 		rec.sup.Suspend(ctx)
 	default:
-		res.RequeueAfter = rec.sup.Step(ctx, supervisor.Want{Conn: entry.Conn, Dir: entry.Dir})
+		res.RequeueAfter = rec.sup.Step(ctx, supervisor.Want{Conn: entry.Conn, Dir: entry.Dir, SecretsVersion: entry.SecretsVersion})
 	}
 	snap := rec.sup.Snapshot()
 	exposure := r.expose(name, snap)
