@@ -37,6 +37,7 @@ test: ## gofmt, go vet, staticcheck and the package graph, install the test peer
 	hack/verify-govet.sh
 	hack/verify-staticcheck.sh
 	hack/verify-imports.sh
+	hack/verify-generated.sh
 	hack/install-peers.sh
 	hack/test-go.sh
 
@@ -45,7 +46,7 @@ bench: ## Measure tether end to end (hack/bench): table on stdout, JSON in _outp
 	$(GO) run ./hack/bench -json _output/bench.json $(BENCH_FLAGS)
 
 .PHONY: verify
-verify: ## Run every hack/verify-*.sh (gofmt, go vet, go mod tidy)
+verify: ## Run every hack/verify-*.sh (gofmt, vet, staticcheck, imports, go mod tidy, generated files, promtool)
 	@for s in hack/verify-*.sh; do echo "== $$s"; "$$s"; done
 
 .PHONY: update
@@ -53,7 +54,7 @@ update: ## Run every hack/update-*.sh (gofmt -w, go mod tidy)
 	@for s in hack/update-*.sh; do echo "== $$s"; "$$s"; done
 
 .PHONY: peers
-peers: ## Install the real MCP servers the tests use (npm peers, bin/everything-server)
+peers: ## Install the real MCP servers the tests use (npm peers, bin/everything-server) and the test control plane
 	hack/install-peers.sh
 
 .PHONY: clean

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -147,18 +148,21 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 
 	// Ready once every name of the first listing went through Reconcile.
+	// It gives up when Run ends, for whatever reason (a failed source too).
+	readyCtx, stopReady := context.WithCancel(ctx)
+	defer stopReady()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		select {
 		case <-c.synced:
-		case <-ctx.Done():
+		case <-readyCtx.Done():
 			return
 		}
 		for _, n := range c.desired.Names() {
 			for !c.reconciledOnce(n) {
 				select {
-				case <-ctx.Done():
+				case <-readyCtx.Done():
 					return
 				case <-time.After(20 * time.Millisecond):
 				}
@@ -172,9 +176,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-srcErr:
+		if err == nil {
+			err = errors.New("stopped by itself")
+		}
 		err = fmt.Errorf("desired-state source: %w", err)
 	}
 	c.log.Info("shutting down")
+	stopReady()
 	stopSource()
 	c.queue.ShutDownWithDrain()
 	wg.Wait()

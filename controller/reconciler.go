@@ -292,7 +292,9 @@ func (r *Reconciler) remove(name string) error {
 	delete(r.conns, name)
 	r.mu.Unlock()
 	if rec == nil {
-		return nil
+		// Gone already; a status that could not be deleted then is
+		// deleted now (the retry of a failed reconcile lands here).
+		return r.opts.Status.Delete(name)
 	}
 	rec.sup.Close("manifest removed")
 	rec.log.Info("connection removed")

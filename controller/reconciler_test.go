@@ -748,3 +748,75 @@ func TestBackoffStartsAfreshForANewSpec(t *testing.T) {
 		t.Errorf("first retry of the new spec after %v, want 100ms", res.RequeueAfter)
 	}
 }
+
+// failingSource fails at once, as a file watcher that cannot start does.
+type failingSource struct{}
+
+func (failingSource) Run(context.Context, func([]string), func()) error {
+	return errors.New("too many open files")
+}
+
+// TestRunEndsWhenTheSourceFails: Run returns the source's error instead of
+// waiting for a signal that a daemon with no desired state would wait for
+// forever.
+func TestRunEndsWhenTheSourceFails(t *testing.T) {
+	store := desired.NewStore()
+	ctrl := New(Options{Desired: store, Source: failingSource{}, Status: statusfile.NewWriter(t.TempDir(), "", store.At), Connector: &fakeConnector{}})
+	done := make(chan error, 1)
+	go func() { done <- ctrl.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "desired-state source: too many open files") {
+			t.Errorf("Run = %v, want the source's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its source failed")
+	}
+}
+
+// flakySink fails the first Delete, as a full disk would.
+type flakySink struct {
+	StatusSink
+	mu      sync.Mutex
+	deletes int
+}
+
+func (f *flakySink) Delete(name string) error {
+	f.mu.Lock()
+	f.deletes++
+	n := f.deletes
+	f.mu.Unlock()
+	if n == 1 {
+		return errors.New("no space left on device")
+	}
+	return f.StatusSink.Delete(name)
+}
+
+// TestRemovalRetriesAFailedStatusDelete: the retry of a removal whose status
+// delete failed deletes it, although the connection is gone already.
+func TestRemovalRetriesAFailedStatusDelete(t *testing.T) {
+	var sink *flakySink
+	h := newHarnessWith(t, func(o *ReconcilerOptions) {
+		sink = &flakySink{StatusSink: o.Status}
+		o.Status = sink
+	})
+	h.conn.push(newFakeSession("a"))
+	h.apply("one.yaml", manifestYAML("one", ""))
+	h.reconcile("one")
+	h.waitEnqueued("one")
+	h.reconcile("one")
+	status := filepath.Join(h.dir, "one.status.yaml")
+	if _, err := os.Stat(status); err != nil {
+		t.Fatal(err)
+	}
+	h.apply("one.yaml", "")
+	if _, err := h.r.Reconcile(context.Background(), "one"); err == nil {
+		t.Fatal("the failed delete was not reported")
+	}
+	if _, err := h.r.Reconcile(context.Background(), "one"); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if _, err := os.Stat(status); !os.IsNotExist(err) {
+		t.Errorf("status file after the retry: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -136,4 +137,78 @@ func TestRelativeCommandsStayInRepository(t *testing.T) {
 			}
 		}
 	}
+}
+
+// schemaFile is the manifest's JSON Schema that `tether schema` prints, kept
+// in sync by hack/update-generated.sh.
+const schemaFile = "schema/mcpconnection.schema.json"
+
+var modeline = regexp.MustCompile(`^#\s+yaml-language-server:\s*\$schema=(\S+)`)
+
+// TestExampleManifestsNameTheSchema: every document of every example
+// manifest starts with the yaml-language-server line that names the schema,
+// so an editor completes and checks it. yaml-language-server reads the line
+// from each document's leading comments only, so a file of several
+// documents repeats it after each "---".
+func TestExampleManifestsNameTheSchema(t *testing.T) {
+	want, err := filepath.Abs(schemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(want); err != nil {
+		t.Fatalf("the schema the examples name: %v", err)
+	}
+	for _, tree := range manifestTrees {
+		seen := map[string]bool{}
+		for _, d := range decodeTree(t, tree) {
+			if seen[d.file] {
+				continue
+			}
+			seen[d.file] = true
+			data, err := os.ReadFile(d.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, header := range documentHeaders(string(data)) {
+				var ref string
+				for _, line := range header {
+					if m := modeline.FindStringSubmatch(line); m != nil {
+						ref = m[1]
+					}
+				}
+				if ref == "" {
+					t.Errorf("%s: document %d has no '# yaml-language-server: $schema=' line before its content", d.file, i+1)
+					continue
+				}
+				got, err := filepath.Abs(filepath.Join(filepath.Dir(d.file), ref))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Errorf("%s: document %d names %s, want the path of examples/%s", d.file, i+1, ref, schemaFile)
+				}
+			}
+		}
+	}
+}
+
+// documentHeaders returns, for each document of a YAML stream that has
+// content, the comment lines before its first content line.
+func documentHeaders(data string) [][]string {
+	var out [][]string
+	var cur []string
+	inHeader := true
+	for _, line := range strings.Split(data, "\n") {
+		switch {
+		case strings.HasPrefix(line, "---"):
+			cur, inHeader = nil, true
+		case !inHeader:
+		case strings.HasPrefix(strings.TrimSpace(line), "#"):
+			cur = append(cur, line)
+		case strings.TrimSpace(line) != "":
+			out = append(out, cur)
+			inHeader = false
+		}
+	}
+	return out
 }

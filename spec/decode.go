@@ -329,6 +329,13 @@ func (d *docDecoder) value(n *yaml.Node, v reflect.Value, path string) {
 		for i, item := range n.Content {
 			ipath := fmt.Sprintf("%s[%d]", path, i)
 			d.remember(ipath, item)
+			// A null field is an absent one, but a null item is not an
+			// absent item: say so rather than read it as "" (the schema
+			// says the same).
+			if r := d.resolve(item, ipath); r != nil && r.Kind == yaml.ScalarNode && r.ShortTag() == "!!null" {
+				d.fail(item, ipath, "expected %s, got null", expected(t.Elem()))
+				continue
+			}
 			d.value(item, s.Index(i), ipath)
 		}
 		v.Set(s)
@@ -546,6 +553,21 @@ func joinKey(path, key string) string {
 		return join(path, key)
 	}
 	return path + "[" + truncateQuote(key) + "]"
+}
+
+// expected names what a value of type t is written as.
+func expected(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "a mapping"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Int:
+		return "an integer"
+	case reflect.Bool:
+		return "true or false"
+	}
+	return "a string"
 }
 
 // describe names what a node is, for "expected X, got Y". It never quotes the

@@ -7,12 +7,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // FuzzDecodeFile checks DecodeFile's invariants on any input: it returns
 // (no panic, no hang), every problem names the file on one line, a document
-// is valid exactly when it has no problems, and a valid document re-encoded
-// as JSON (which is YAML) decodes to the same hashes.
+// is valid exactly when it has no problems, a valid document re-encoded
+// as JSON (which is YAML) decodes to the same hashes, and the schema
+// (Schema) accepts every valid document, as written and as re-encoded.
 //
 // The seed corpus is testdata/fuzz/FuzzDecodeFile plus testdata/decode.
 // Run: go test ./spec -run '^$' -fuzz FuzzDecodeFile -fuzztime 3m -parallel 1
@@ -23,9 +26,11 @@ func FuzzDecodeFile(f *testing.F) {
 			f.Add(data)
 		}
 	}
+	rs := resolvedSchema(f, Schema())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const file = "fuzz.yaml"
 		docs := DecodeFile(file, data)
+		js := jsonDocuments(data)
 		if again := DecodeFile(file, data); !reflect.DeepEqual(docs, again) {
 			t.Fatalf("DecodeFile is not deterministic")
 		}
@@ -53,14 +58,15 @@ func FuzzDecodeFile(f *testing.F) {
 				}
 			}
 			if d.Conn != nil {
-				checkRoundTrip(t, d.Conn)
+				checkRoundTrip(t, d.Conn, rs)
+				checkSchemaAccepts(t, rs, js, docs, i)
 			}
 		}
 	})
 }
 
 // checkRoundTrip re-encodes a valid connection and decodes it again.
-func checkRoundTrip(t *testing.T, c *McpConnection) {
+func checkRoundTrip(t *testing.T, c *McpConnection, rs *jsonschema.Resolved) {
 	t.Helper()
 	hash, connectHash := c.Spec.Hash(), c.Spec.ConnectHash()
 	if c.Spec.Hash() != hash {
@@ -80,5 +86,26 @@ func checkRoundTrip(t *testing.T, c *McpConnection) {
 	got := docs[0].Conn
 	if got.Spec.Hash() != hash || got.Spec.ConnectHash() != connectHash || got.Metadata.Name != c.Metadata.Name {
 		t.Fatalf("round trip changed the connection:\n%s\n%+v", b, got)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Validate(v); err != nil {
+		t.Fatalf("the schema rejects a valid connection, defaulted and re-encoded: %s: %v", b, err)
+	}
+}
+
+// checkSchemaAccepts: the schema accepts document i, which is valid.
+func checkSchemaAccepts(t *testing.T, rs *jsonschema.Resolved, js []jsonDocument, docs []Document, i int) {
+	t.Helper()
+	if len(js) != len(docs) {
+		t.Fatalf("%d documents as JSON, %d for DecodeFile", len(js), len(docs))
+	}
+	if !js[i].ok {
+		t.Fatalf("document %d is valid but not JSON", i+1)
+	}
+	if err := rs.Validate(js[i].value); err != nil {
+		t.Fatalf("document %d is valid, the schema rejects it: %v", i+1, err)
 	}
 }

@@ -11,16 +11,36 @@ const (
 )
 
 // McpConnection is one manifest document: the desired state of one MCP connection.
+//
+// The comments on the fields of McpConnection and of the types below it are
+// the descriptions of the manifest's JSON Schema (`tether schema`), which
+// hack/schemagen generates from this file: write them for the person editing
+// a manifest, in the manifest's field names. Lines starting with +tether: are
+// markers that add what Go types cannot say (hack/schemagen lists them).
 type McpConnection struct {
-	APIVersion string     `json:"apiVersion"`
-	Kind       string     `json:"kind"`
-	Metadata   ObjectMeta `json:"metadata"`
-	Spec       Spec       `json:"spec"`
+	// The version of the manifest format: tether.dev/v1alpha1.
+	// +tether:enum=tether.dev/v1alpha1
+	APIVersion string `json:"apiVersion"`
+	// The kind of object: McpConnection.
+	// +tether:enum=McpConnection
+	Kind string `json:"kind"`
+	// The connection's name and labels.
+	Metadata ObjectMeta `json:"metadata"`
+	// The desired state of the connection.
+	Spec Spec `json:"spec"`
 }
 
 // ObjectMeta names a connection. Name is a DNS-1123 label, unique across the tree.
 type ObjectMeta struct {
-	Name   string            `json:"name"`
+	// The connection's name, unique across the whole watched tree: a DNS-1123
+	// label (at most 63 lowercase letters, digits and '-', starting and ending
+	// with a letter or digit). It is the default toolPrefix.
+	// +tether:pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$
+	// +tether:patternMessage=A name is a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit.
+	// +tether:maxLength=63
+	Name string `json:"name"`
+	// Labels in the Kubernetes syntax, selectable with `tether run -l` and
+	// `tether get -l`.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -28,23 +48,50 @@ type ObjectMeta struct {
 //
 // Pointer fields distinguish "absent" from "zero": ToolPrefix nil means the
 // default (metadata.name), "" means tool names are exposed unchanged.
+//
+// +tether:exactlyOneOf=stdio;http
 type Spec struct {
-	Stdio       *StdioSpec   `json:"stdio,omitempty"`
-	HTTP        *HTTPSpec    `json:"http,omitempty"`
-	Suspend     bool         `json:"suspend,omitempty"`
-	ToolPrefix  *string      `json:"toolPrefix,omitempty"`
-	Tools       *ToolFilter  `json:"tools,omitempty"`
+	// Runs the server as a child process that speaks MCP on its stdin and
+	// stdout. Exactly one of stdio and http.
+	Stdio *StdioSpec `json:"stdio,omitempty"`
+	// Connects to a server over HTTP (streamable HTTP or SSE). Exactly one of
+	// stdio and http.
+	HTTP *HTTPSpec `json:"http,omitempty"`
+	// true: keep the manifest, disconnect and stop retrying.
+	Suspend bool `json:"suspend,omitempty"`
+	// Exposed tools are named <toolPrefix>_<tool>. Default: metadata.name;
+	// "" exposes the server's tool and prompt names unchanged.
+	// +tether:pattern=^[A-Za-z0-9_.-]*$
+	// +tether:patternMessage=A tool prefix is made of letters, digits, '_', '-' and '.'.
+	// +tether:maxLength=64
+	ToolPrefix *string `json:"toolPrefix,omitempty"`
+	// Glob filters on the server's own tool names. Default: every tool.
+	Tools *ToolFilter `json:"tools,omitempty"`
+	// The health check of a connected session (an MCP ping).
 	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
-	Backoff     *Backoff     `json:"backoff,omitempty"`
-	CallTimeout *Duration    `json:"callTimeout,omitempty"`
+	// The reconnect backoff: from initial, doubling after each failed
+	// attempt, up to max.
+	Backoff *Backoff `json:"backoff,omitempty"`
+	// Upper bound on one tools/call through the gateway. Default: 60s.
+	CallTimeout *Duration `json:"callTimeout,omitempty"`
 }
 
 // StdioSpec starts the server as a child process speaking MCP on stdin/stdout.
 type StdioSpec struct {
-	Command    string   `json:"command"`
-	Args       []string `json:"args,omitempty"`
-	WorkingDir string   `json:"workingDir,omitempty"`
-	Env        []EnvVar `json:"env,omitempty"`
+	// The program to run. A name without a slash is looked up on PATH; a
+	// relative path with a slash (./bin/server) is resolved against the
+	// manifest's directory. Checked when tether connects, not at validation.
+	// +tether:minLength=1
+	Command string `json:"command"`
+	// The program's arguments.
+	Args []string `json:"args,omitempty"`
+	// The directory the program runs in; a relative one is resolved against
+	// the manifest's directory. Default: tether's working directory.
+	WorkingDir string `json:"workingDir,omitempty"`
+	// Environment variables added to the few that tether passes on (PATH,
+	// HOME, USER, LANG, TZ, ...); nothing else of tether's environment
+	// reaches the server.
+	Env []EnvVar `json:"env,omitempty"`
 }
 
 // Transport names for HTTPSpec.Transport.
@@ -55,26 +102,46 @@ const (
 
 // HTTPSpec connects to a remote server over streamable HTTP or SSE.
 type HTTPSpec struct {
-	URL       string   `json:"url"`
-	Transport string   `json:"transport,omitempty"`
-	Headers   []EnvVar `json:"headers,omitempty"`
+	// The server's MCP endpoint: an http:// or https:// URL.
+	// +tether:minLength=1
+	URL string `json:"url"`
+	// streamable (MCP's streamable HTTP, the default) or sse (the older
+	// HTTP+SSE transport).
+	// +tether:enum=streamable;sse
+	Transport string `json:"transport,omitempty"`
+	// HTTP headers sent with every request, e.g. Authorization.
+	Headers []EnvVar `json:"headers,omitempty"`
 }
 
 // EnvVar is an environment variable or an HTTP header: exactly one of Value and
 // ValueFrom. Every resolved value is treated as a secret.
+//
+// +tether:exactlyOneOf=value;valueFrom
 type EnvVar struct {
-	Name      string     `json:"name"`
-	Value     *string    `json:"value,omitempty"`
+	// The variable's or header's name; unique in its list (header names
+	// case-insensitively).
+	// +tether:minLength=1
+	Name string `json:"name"`
+	// The value itself. Exactly one of value and valueFrom.
+	Value *string `json:"value,omitempty"`
+	// Where to read the value when tether connects. Exactly one of value and
+	// valueFrom.
 	ValueFrom *ValueFrom `json:"valueFrom,omitempty"`
 }
 
 // ValueFrom reads a value at connect time: exactly one of File, Env and
 // SecretKeyRef.
+//
+// +tether:exactlyOneOf=file;env;secretKeyRef
 type ValueFrom struct {
+	// A file that holds the value (a keyfile), without its trailing newline;
+	// a relative path is resolved against the manifest's directory.
 	File string `json:"file,omitempty"`
-	Env  string `json:"env,omitempty"`
-	// SecretKeyRef reads a key of a Secret in the object's namespace; only in
-	// Kubernetes mode (tether run --kubernetes).
+	// A variable of tether's own environment that holds the value.
+	Env string `json:"env,omitempty"`
+	// A key of a Secret in the McpConnection's namespace; only in
+	// Kubernetes mode (tether run --kubernetes), where tether watches the
+	// Secret and reconnects when the value changes.
 	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
 }
 
@@ -82,37 +149,58 @@ type ValueFrom struct {
 // the McpConnection that refers to it.
 type SecretKeySelector struct {
 	// The Secret's name.
+	// +tether:pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+	// +tether:patternMessage=A Secret's name is a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'.
+	// +tether:maxLength=253
 	Name string `json:"name"`
 	// The key of the Secret's data that holds the value.
+	// +tether:pattern=^[-._a-zA-Z0-9]+$
+	// +tether:patternMessage=A Secret's key is made of letters, digits, '-', '_' and '.'.
+	// +tether:maxLength=253
 	Key string `json:"key"`
 }
 
 // ToolFilter selects the server's tools by glob (path.Match syntax) on the
 // server's own tool names. Empty Allow means all; Deny wins over Allow.
 type ToolFilter struct {
+	// Globs (path.Match syntax, e.g. "get_*") of the tools to expose. Empty:
+	// every tool.
 	Allow []string `json:"allow,omitempty"`
-	Deny  []string `json:"deny,omitempty"`
+	// Globs of the tools to hide; deny wins over allow.
+	Deny []string `json:"deny,omitempty"`
 }
 
 // HealthCheck configures the probe of a connected session.
 type HealthCheck struct {
-	Interval         *Duration `json:"interval,omitempty"`
-	Timeout          *Duration `json:"timeout,omitempty"`
-	FailureThreshold *int      `json:"failureThreshold,omitempty"`
+	// Time between two health checks of a connected session. Default: 30s.
+	Interval *Duration `json:"interval,omitempty"`
+	// Bound on one health check. Default: 5s.
+	Timeout *Duration `json:"timeout,omitempty"`
+	// Failed health checks in a row that make tether reconnect. Default: 3.
+	// +tether:minimum=1
+	FailureThreshold *int `json:"failureThreshold,omitempty"`
 }
 
 // Backoff overrides the default reconnect backoff.
 type Backoff struct {
+	// The first reconnect delay. Default: 100ms.
 	Initial *Duration `json:"initial,omitempty"`
-	Max     *Duration `json:"max,omitempty"`
+	// The longest reconnect delay. Default: 3s.
+	Max *Duration `json:"max,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("100ms", "1m30s").
+// In the schema it is a string of one or more <number><unit> (units ns, us,
+// µs, ms, s, m, h); validation then requires it to be positive.
+//
+// +tether:type=string
+// +tether:pattern=^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$
+// +tether:patternMessage=A duration is a number and a unit (ns, us, ms, s, m or h), repeated: 30s, 1m30s, 100ms.
 type Duration struct {
 	time.Duration
 }
 
-// Defaults of DESIGN §1.
+// Defaults of docs/contract.md §1.
 const (
 	DefaultHealthInterval   = 30 * time.Second
 	DefaultHealthTimeout    = 5 * time.Second
@@ -139,39 +227,68 @@ const (
 var Phases = []Phase{PhasePending, PhaseConnecting, PhaseConnected, PhaseDegraded, PhaseReconnecting, PhaseSuspended, PhaseInvalid}
 
 // StatusDocument is one document of a status file (<manifest-base>.status.yaml).
+//
+// Its field comments, and those of the types below it, are the descriptions
+// of the status schema that hack/schemagen generates; the
+// CustomResourceDefinition (`tether crd`) takes the status subresource's
+// schema from it.
 type StatusDocument struct {
-	APIVersion string           `json:"apiVersion"`
-	Kind       string           `json:"kind"`
-	Metadata   ObjectMeta       `json:"metadata"`
-	Status     ConnectionStatus `json:"status"`
+	// The version of the status format: tether.dev/v1alpha1.
+	// +tether:enum=tether.dev/v1alpha1
+	APIVersion string `json:"apiVersion"`
+	// The kind of object: McpConnection.
+	// +tether:enum=McpConnection
+	Kind string `json:"kind"`
+	// The connection's name, as its manifest has it.
+	Metadata ObjectMeta `json:"metadata"`
+	// The observed state of the connection, written by tether.
+	Status ConnectionStatus `json:"status"`
 }
 
-// ConnectionStatus is the observed state of a connection (DESIGN §3).
+// ConnectionStatus is the observed state of a connection (docs/contract.md §3).
 type ConnectionStatus struct {
+	// The connection's state, for people (programs read conditions).
 	Phase Phase `json:"phase"`
-	// ObservedGeneration is the metadata.generation of the object this
-	// status describes, in Kubernetes mode (0, and absent, for a file).
-	ObservedGeneration int64          `json:"observedGeneration,omitempty"`
-	ObservedSpecHash   string         `json:"observedSpecHash,omitempty"`
-	Conditions         []Condition    `json:"conditions"`
-	Server             *ServerInfo    `json:"server,omitempty"`
-	Tools              *ToolCounts    `json:"tools,omitempty"`
-	Attempt            int            `json:"attempt"`
-	LastError          string         `json:"lastError"`
-	NextRetryTime      *time.Time     `json:"nextRetryTime"`
-	ConnectedSince     *time.Time     `json:"connectedSince,omitempty"`
-	Process            *ProcessStatus `json:"process,omitempty"`
-	ManifestError      string         `json:"manifestError"`
-	// Collisions lists exposed tool names this connection lost to another one.
+	// The metadata.generation of the McpConnection object this status
+	// describes, in Kubernetes mode; absent in a status file.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// The hash of the spec this status describes.
+	ObservedSpecHash string `json:"observedSpecHash,omitempty"`
+	// Ready, Reconciling and Stalled, as kstatus defines them.
+	Conditions []Condition `json:"conditions"`
+	// What the server said about itself when it initialized.
+	Server *ServerInfo `json:"server,omitempty"`
+	// How many tools the server has, and how many of them are exposed.
+	Tools *ToolCounts `json:"tools,omitempty"`
+	// Failed attempts since the last success.
+	Attempt int `json:"attempt"`
+	// The last connect or health-check error, secrets redacted.
+	LastError string `json:"lastError"`
+	// When the next attempt starts, while the connection waits to retry.
+	NextRetryTime *time.Time `json:"nextRetryTime"`
+	// When the current session was established.
+	ConnectedSince *time.Time `json:"connectedSince,omitempty"`
+	// The stdio server's process.
+	Process *ProcessStatus `json:"process,omitempty"`
+	// Why the manifest cannot be used; set while it is invalid (tether keeps
+	// the last valid spec, if there was one).
+	ManifestError string `json:"manifestError"`
+	// Exposed tool names this connection lost to another connection.
 	Collisions []ToolCollision `json:"collisions,omitempty"`
 }
 
 // Condition follows the kstatus conventions (Ready, Reconciling, Stalled).
 type Condition struct {
-	Type               string    `json:"type"`
-	Status             string    `json:"status"` // "True" | "False" | "Unknown"
-	Reason             string    `json:"reason"`
-	Message            string    `json:"message"`
+	// Ready, Reconciling or Stalled.
+	Type string `json:"type"`
+	// True, False or Unknown.
+	// +tether:enum=True;False;Unknown
+	Status string `json:"status"`
+	// Why the condition has its status, in one CamelCase word.
+	Reason string `json:"reason"`
+	// The details, for people.
+	Message string `json:"message"`
+	// When the status last changed.
 	LastTransitionTime time.Time `json:"lastTransitionTime"`
 }
 
@@ -199,29 +316,58 @@ const (
 	ReasonSucceeded       = "Succeeded"
 )
 
+// InvalidStatus is the status of a manifest document tether cannot use (it
+// does not decode, or its name is taken): phase Invalid, Ready False and
+// Stalled True with the problem as their message and as manifestError.
+func InvalidStatus(problem string, since time.Time) ConnectionStatus {
+	cond := func(typ, status, reason, msg string) Condition {
+		return Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: since}
+	}
+	return ConnectionStatus{
+		Phase:         PhaseInvalid,
+		ManifestError: problem,
+		Conditions: []Condition{
+			cond(ConditionReady, ConditionFalse, ReasonManifestInvalid, problem),
+			cond(ConditionReconciling, ConditionFalse, ReasonSucceeded, ""),
+			cond(ConditionStalled, ConditionTrue, ReasonManifestInvalid, problem),
+		},
+	}
+}
+
 // ServerInfo is what the server said about itself when it initialized.
 type ServerInfo struct {
-	Name            string `json:"name"`
-	Version         string `json:"version"`
+	// The server's name.
+	Name string `json:"name"`
+	// The server's version.
+	Version string `json:"version"`
+	// The MCP protocol version the session speaks.
 	ProtocolVersion string `json:"protocolVersion"`
 }
 
 // ToolCounts counts the server's tools and those exposed after filters.
 type ToolCounts struct {
-	Count   int `json:"count"`
+	// The tools the server lists.
+	Count int `json:"count"`
+	// The tools exposed through the gateway, after the filters.
 	Exposed int `json:"exposed"`
 }
 
 // ProcessStatus describes a stdio child.
 type ProcessStatus struct {
-	PID          int      `json:"pid,omitempty"`
-	Restarts     int      `json:"restarts"`
-	LastExitCode *int     `json:"lastExitCode,omitempty"`
-	StderrTail   []string `json:"stderrTail,omitempty"`
+	// The process ID of the running child.
+	PID int `json:"pid,omitempty"`
+	// How many times the child was started again after the first start.
+	Restarts int `json:"restarts"`
+	// The exit code of the last child that exited.
+	LastExitCode *int `json:"lastExitCode,omitempty"`
+	// The last lines the child wrote to stderr, secrets redacted.
+	StderrTail []string `json:"stderrTail,omitempty"`
 }
 
 // ToolCollision records an exposed tool name this connection lost to another.
 type ToolCollision struct {
-	Tool       string `json:"tool"`
+	// The exposed tool name.
+	Tool string `json:"tool"`
+	// The connection that exposes it.
 	Connection string `json:"connection"`
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// validate checks every rule of DESIGN §1 that needs no I/O and records each
+// validate checks every rule of docs/contract.md §1 that needs no I/O and records each
 // problem on d. Fields whose value already failed to decode are skipped: the
 // decoder has said what is wrong with them.
 func validate(c *McpConnection, d *docDecoder) {

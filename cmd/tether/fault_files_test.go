@@ -64,7 +64,7 @@ func TestFaultHostileFiles(t *testing.T) {
 			"", "over the limit"},
 		{"F5 binary junk", "junk.yaml", "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00", "", "not a text file"},
 		{"F6 duplicate name across files", "dup.yaml", faultManifest(t, "good", []string{"-stderr-line", "the impostor"}, ""),
-			"", "is already declared in"},
+			"good", "is already declared in"},
 	}
 	for _, r := range rows {
 		t.Run(r.row, func(t *testing.T) {

@@ -68,3 +68,65 @@ func TestFaultRestartRebuildsState(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultRestartDuringInvalidEdit: tether stopped, a manifest made invalid
+// while it was down, tether started again (docs/reliability.md, row P4). The
+// connection comes back on its last valid spec, kept in the state
+// directory, with manifestError and Stalled saying why; a state file that
+// cannot be read back is ignored with a warning.
+func TestFaultRestartDuringInvalidEdit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	held := filepath.Join(dir, "held.yaml")
+	writeFile(t, held, faultManifest(t, "held", []string{"-stderr-line", "the valid one"}, ""))
+	tt := startTether(t, dir)
+	waitStatus(t, held, "held", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	tt.stop()
+	if tt.err != nil {
+		t.Fatalf("tether exited with %v", tt.err)
+	}
+
+	state := filepath.Join(dir, ".tether")
+	saved := filepath.Join(state, "specs", "held.json")
+	for path, want := range map[string]os.FileMode{state: 0o700 | os.ModeDir, saved: 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s has mode %v, want %v (a spec may hold plain env values)", path, fi.Mode(), want)
+		}
+	}
+	writeFile(t, filepath.Join(state, "specs", "junk.json"), "{not json")
+
+	// Invalid, but its name can be read: the connection is kept.
+	writeFile(t, held, faultManifest(t, "held", []string{"-stderr-line", "the invalid one"}, "  callTimeout: 3x\n"))
+	tt = startTether(t, dir)
+	st := waitStatus(t, held, "held", 15*time.Second, "Connected on the last valid spec", func(st spec.ConnectionStatus) bool {
+		return st.Phase == spec.PhaseConnected && st.Process != nil && slices.Contains(st.Process.StderrTail, "the valid one")
+	})
+	if !strings.Contains(st.ManifestError, "spec.callTimeout") {
+		t.Errorf("manifestError = %q, want the problem with spec.callTimeout", st.ManifestError)
+	}
+	if c := st.Conditions[2]; c.Type != spec.ConditionStalled || c.Status != spec.ConditionTrue {
+		t.Errorf("Stalled = %+v, want True", c)
+	}
+	tt.waitLogLine(t, 5*time.Second, "a saved last valid spec cannot be used", "junk.json")
+
+	// Fixed: the new spec runs and the saved one follows it.
+	writeFile(t, held, faultManifest(t, "held", []string{"-stderr-line", "the fixed one"}, ""))
+	waitStatus(t, held, "held", 15*time.Second, "Connected on the fixed spec", func(st spec.ConnectionStatus) bool {
+		return st.Phase == spec.PhaseConnected && st.ManifestError == "" && st.Process != nil && slices.Contains(st.Process.StderrTail, "the fixed one")
+	})
+	waitFor(t, 10*time.Second, "the saved spec to be the fixed one", func() (bool, string) {
+		data, err := os.ReadFile(saved)
+		return err == nil && strings.Contains(string(data), "the fixed one"), string(data)
+	})
+
+	// Removed: forgotten.
+	must(t, os.Remove(held))
+	waitFor(t, 10*time.Second, "the saved spec of a removed manifest to go", func() (bool, string) {
+		_, err := os.Stat(saved)
+		return os.IsNotExist(err), fmt.Sprint(err)
+	})
+}

@@ -64,8 +64,9 @@ Invalid and its first error.
 
 -o json prints a kubectl-style List, {"apiVersion":"v1","kind":"List",
 "items":[...]}, whose items are status documents as the status files hold
-them; -o yaml prints the same List in YAML. With NAMEs, only those are
-shown; a NAME no manifest declares is an error (exit 1) after the others
+them; -o yaml prints the same List in YAML. With exactly one NAME, as
+kubectl does, the status document is printed alone, not in a List. With
+NAMEs, only those are shown; a NAME no manifest declares is an error (exit 1) after the others
 are printed. -l selects by the manifests' labels (documents that do not
 decode have no labels: they are left out, with a warning).
 
@@ -150,10 +151,20 @@ func (o *getOptions) run(ctx context.Context, names []string, stdout, stderr io.
 		} else if err := statusview.NewTable(stdout, format == statusview.FormatWide, o.now).Write(conns, true); err != nil {
 			return err
 		}
-	case statusview.FormatJSON:
-		err = statusview.WriteJSON(stdout, statusview.NewList(conns))
-	case statusview.FormatYAML:
-		err = statusview.WriteYAML(stdout, statusview.NewList(conns))
+	case statusview.FormatJSON, statusview.FormatYAML:
+		write := statusview.WriteJSON
+		if format == statusview.FormatYAML {
+			write = statusview.WriteYAML
+		}
+		// As kubectl does: one NAME prints that object alone (nothing when
+		// it is unknown), anything else a List.
+		if len(names) == 1 {
+			if c, ok := statusview.Object(conns); ok {
+				err = write(stdout, c.Status)
+			}
+		} else {
+			err = write(stdout, statusview.NewList(conns))
+		}
 	}
 	if err != nil {
 		return err

@@ -42,6 +42,8 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(),
 		newGetCmd(),
 		newImportCmd(),
+		newSchemaCmd(),
+		newCRDCmd(),
 	)
 	return root
 }

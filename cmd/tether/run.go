@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +25,7 @@ import (
 	"github.com/tether-mcp/tether/controller/kubernetes"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/metrics"
+	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
@@ -30,6 +33,7 @@ import (
 type runOptions struct {
 	dir           string
 	statusDir     string
+	stateDir      string
 	selector      string
 	listen        string
 	stdio         bool
@@ -94,6 +98,7 @@ status.`,
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", "", "directory of McpConnection manifests (watched recursively)")
 	f.StringVar(&o.statusDir, "status-dir", "", "write status files under this directory (mirroring the tree) instead of beside the manifests")
+	f.StringVar(&o.stateDir, "state-dir", "", "where tether keeps what it needs between runs (the last valid spec of each connection); default: "+state.DirName+" under --status-dir, else under --dir")
 	f.StringVarP(&o.selector, "selector", "l", "", "only manifests whose labels match this selector (e.g. team=infra,env!=dev)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8808", "address of the gateway's streamable HTTP endpoint (/mcp); empty disables it")
 	f.BoolVar(&o.stdio, "stdio", false, "serve the gateway on stdin/stdout instead of --listen (logs go to stderr)")
@@ -187,6 +192,21 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 	})
+	stateDir := openState(o, log)
+	var lastValid manifest.LastValidStore
+	if stateDir != nil {
+		lastValid = stateDir
+		// Before any child starts: what a tether killed with SIGKILL left.
+		ledger := connection.NewGroupLedger(filepath.Join(stateDir.Path(), "groups"), log)
+		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
+			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
+		}
+		connection.SetGroupLedger(ledger)
+		defer connection.SetGroupLedger(nil)
+	}
+	if err := connection.BecomeSubreaper(); err != nil {
+		log.Warn("cannot become a child subreaper: orphaned grandchildren go to init", "err", err)
+	}
 	store := desired.NewStore()
 	var (
 		source  controller.Source
@@ -208,7 +228,15 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			Logger:         log,
 			Resync:         o.resync,
 			Selector:       selector,
+			LastValid:      lastValid,
 			ManifestErrors: m.SetManifestErrors,
+			// A document whose name another file declares gets an Invalid
+			// status document that says so.
+			OnRejected: func(byFile map[string][]manifest.Rejected) {
+				if err := files.SetRejected(byFile, time.Now()); err != nil {
+					log.Warn("writing the status of rejected manifest documents", "err", err)
+				}
+			},
 			// Before the first status write: the status files of manifests
 			// removed while tether was not running.
 			OnSynced: func(found map[string]bool) {
@@ -281,6 +309,26 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	log.Info("tether stopped")
 	return err
+}
+
+// openState opens the state directory. tether runs without one when it
+// cannot be used, and says so: what it keeps there is a help, not a need.
+func openState(o *runOptions, log *slog.Logger) *state.Dir {
+	path := o.stateDir
+	if path == "" && o.kubernetes {
+		// No directory to put it under, and a pod's root filesystem is
+		// read-only: the objects keep what a cluster needs.
+		return nil
+	}
+	if path == "" {
+		path = filepath.Join(cmp.Or(o.statusDir, o.dir), state.DirName)
+	}
+	d, err := state.Open(path)
+	if err != nil {
+		log.Warn("running without a state directory: last valid specs and children's process groups are not kept across restarts", "err", err)
+		return nil
+	}
+	return d
 }
 
 func gatewayDesc(o *runOptions) string {

@@ -266,7 +266,7 @@ var refPattern = regexp.MustCompile(`\$\{([^{}]*)\}`)
 // variable (${userHome}, ${workspaceFolder}), not the environment's.
 var envRef = regexp.MustCompile(`^(?:env:([A-Za-z_][A-Za-z0-9_]*)|([A-Z_][A-Z0-9_]*)(:-.*)?)$`)
 
-// value converts one env or header value (DESIGN §6).
+// value converts one env or header value (docs/contract.md §6).
 func (cv *converter) value(s *Server, kind, name, val string) spec.EnvVar {
 	field := kind + " " + name
 	ev := spec.EnvVar{Name: name}
@@ -349,7 +349,7 @@ func (s *Server) unexpanded(field, val string) {
 	}
 }
 
-// credentialWords are the name parts DESIGN §6 calls credential-looking.
+// credentialWords are the name parts docs/contract.md §6 calls credential-looking.
 var credentialWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL", "AUTH"}
 
 // credentialPrefixes start values that are credentials whatever their

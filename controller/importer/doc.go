@@ -3,7 +3,7 @@
 // Claude Desktop, Cursor and Claude Code's .mcp.json, and the "servers"
 // format of VS Code (mcp.json, or "mcp" in settings.json).
 //
-// It owns the conversion rules of DESIGN §6: one manifest per server, named
+// It owns the conversion rules of docs/contract.md §6: one manifest per server, named
 // as a DNS-1123 label; credential-looking values moved into mode-0600 files
 // under <out>/secrets and referenced with valueFrom.file, so the manifests
 // can be committed; ${VAR} and ${env:VAR} turned into valueFrom.env; what

@@ -75,8 +75,8 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// TestValues is DESIGN §6's table: what each kind of env or header value
-// becomes.
+// TestValues is docs/contract.md §6 on values, case by case: what each
+// kind of env or header value becomes.
 func TestValues(t *testing.T) {
 	const dir = "/out/secrets"
 	tests := []struct {

@@ -24,6 +24,15 @@ type File struct {
 // them.
 type Problems map[string][]string
 
+// Rejected is a document that decodes but that the tree's rules refuse: its
+// name is declared in another file already. It still gets a status
+// document (phase Invalid), so the file's status says why.
+type Rejected struct {
+	Name  string
+	Index int
+	Error string
+}
+
 type claim struct {
 	file string
 	doc  *spec.Document
@@ -46,7 +55,9 @@ type claim struct {
 //     tear down a working connection).
 //
 // An unchanged spec keeps its pointer, so that desired.Entry.Equal is cheap.
-func Resolve(prev map[string]desired.Entry, files []File) (next map[string]desired.Entry, problems Problems) {
+//
+// rejected lists, by file, the documents refused for their name.
+func Resolve(prev map[string]desired.Entry, files []File) (next map[string]desired.Entry, problems Problems, rejected map[string][]Rejected) {
 	files = append([]File(nil), files...)
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 
@@ -80,8 +91,11 @@ func Resolve(prev map[string]desired.Entry, files []File) (next map[string]desir
 	}
 
 	next = map[string]desired.Entry{}
+	rejected = map[string][]Rejected{}
 	duplicate := func(c claim, owner string) {
-		problems[c.file] = append(problems[c.file], DuplicateError(c.file, c.doc, owner).Error())
+		msg := DuplicateError(c.file, c.doc, owner).Error()
+		problems[c.file] = append(problems[c.file], msg)
+		rejected[c.file] = append(rejected[c.file], Rejected{Name: c.doc.Name, Index: c.doc.Index, Error: msg})
 	}
 	for name, cs := range claims {
 		old, hadOld := prev[name]
@@ -135,7 +149,10 @@ func Resolve(prev map[string]desired.Entry, files []File) (next map[string]desir
 		e.ManifestError = problem
 		next[name] = e
 	}
-	return next, problems
+	for _, rs := range rejected {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Index < rs[j].Index })
+	}
+	return next, problems, rejected
 }
 
 // DuplicateError is the problem of a document whose metadata.name another

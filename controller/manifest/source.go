@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -37,10 +38,32 @@ type SourceOptions struct {
 	// of problems changed (n is 0 once a file is fixed or gone): the
 	// tether_manifest_errors gauge.
 	ManifestErrors func(file string, n int)
+	// LastValid, when set, keeps the last valid spec of every connection
+	// between runs: the first listing starts from what it saved, so a
+	// manifest that is invalid when tether starts keeps its connection on
+	// its last valid spec, as it does while tether runs.
+	LastValid LastValidStore
+	// OnRejected receives, after a listing that changed them, every file's
+	// rejected documents (see Rejected), so their status can say why.
+	OnRejected func(byFile map[string][]Rejected)
 	// OnSynced is called once, after the first complete listing is in the
 	// store, with the manifest files it found (tether run prunes the status
 	// files of manifests removed while it was not running).
 	OnSynced func(files map[string]bool)
+}
+
+// LastValidStore keeps last valid specs between runs (controller/state).
+type LastValidStore interface {
+	LoadSpecs() (map[string]desired.Entry, []error)
+	SaveSpec(e desired.Entry) error
+	DeleteSpec(name string) error
+}
+
+// savedRef is what the LastValidStore holds for a name.
+type savedRef struct {
+	conn   *spec.McpConnection
+	origin string
+	index  int
 }
 
 // Source watches a manifest tree (fsnotify, one watcher for the whole tree)
@@ -59,8 +82,10 @@ type Source struct {
 	watched  map[string]fileID // directory → the directory it named when its watch was added
 	lastDirs []string          // the directories of the last full listing
 	prevErr  map[string]string
-	counted  map[string]int // files reported to ManifestErrors → their count
-	problems Problems       // of the last listing
+	counted  map[string]int        // files reported to ManifestErrors → their count
+	problems Problems              // of the last listing
+	rejected map[string][]Rejected // of the last listing
+	saved    map[string]savedRef   // what LastValid holds; nil until loaded
 
 	// afterList, if set (tests), runs between a listing and its watches.
 	afterList func(dirs []string)
@@ -147,33 +172,15 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
 
-	var debounce <-chan time.Time
-	var timer *time.Timer
-	var first time.Time
-	kick := func() {
-		now := time.Now()
-		if timer == nil {
-			first = now
-			timer = time.NewTimer(s.opts.Debounce)
-			debounce = timer.C
-			return
-		}
-		// Keep waiting while events keep coming, up to MaxDelay.
-		wait := s.opts.Debounce
-		if rest := s.opts.MaxDelay - now.Sub(first); rest < wait {
-			wait = max(rest, 0)
-		}
-		timer.Reset(wait)
-	}
+	deb := &Debouncer{Quiet: s.opts.Debounce, MaxDelay: s.opts.MaxDelay}
+	kick := deb.Kick
 	if growing {
 		kick()
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
+			deb.Stop()
 			return nil
 		case ev, ok := <-w.Events:
 			if !ok {
@@ -200,8 +207,8 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 				s.log.Warn("file watcher error; re-listing everything", "err", err)
 			}
 			kick()
-		case <-debounce:
-			timer, debounce = nil, nil
+		case <-deb.C():
+			deb.Done()
 			if rootOK, growing = s.relist(w); growing {
 				kick()
 			}
@@ -377,9 +384,30 @@ func (s *Source) sync() ([]string, error) {
 			delete(s.cache, path)
 		}
 	}
-	next, problems := Resolve(s.desired.Entries(), files)
+	prev := s.desired.Entries()
+	if s.opts.LastValid != nil && s.saved == nil {
+		// The first listing of this run: start from the specs the last
+		// run saved, as if they had been listed just before.
+		s.saved = map[string]savedRef{}
+		loaded, problems := s.opts.LastValid.LoadSpecs()
+		for _, err := range problems {
+			s.log.Warn("a saved last valid spec cannot be used", "err", err)
+		}
+		for name, e := range loaded {
+			s.saved[name] = savedRef{conn: e.Conn, origin: e.Origin, index: e.Index}
+			if _, ok := prev[name]; !ok {
+				prev[name] = e
+			}
+		}
+	}
+	next, problems, rejected := Resolve(prev, files)
 	changed := s.desired.Replace(next)
+	s.saveLastValid(next)
 	s.problems = problems
+	if s.opts.OnRejected != nil && !reflect.DeepEqual(rejected, s.rejected) {
+		s.opts.OnRejected(rejected)
+	}
+	s.rejected = rejected
 	s.reportFileErrors()
 	if len(changed) > 0 && s.opts.OnChange != nil {
 		s.opts.OnChange(changed)
@@ -465,4 +493,37 @@ func (s *Source) files() map[string]bool {
 		files[f] = true
 	}
 	return files
+}
+
+// saveLastValid brings the LastValidStore in line with the desired state:
+// each connection's last valid spec saved, those of names gone forgotten.
+// A write that fails is logged and tried again at the next listing.
+func (s *Source) saveLastValid(next map[string]desired.Entry) {
+	if s.opts.LastValid == nil {
+		return
+	}
+	for name, e := range next {
+		if e.Conn == nil {
+			continue
+		}
+		want := savedRef{conn: e.Conn, origin: e.Origin, index: e.Index}
+		if have, ok := s.saved[name]; ok && have == want {
+			continue
+		}
+		if err := s.opts.LastValid.SaveSpec(e); err != nil {
+			s.log.Warn("cannot save the last valid spec", "connection", name, "err", err)
+			continue
+		}
+		s.saved[name] = want
+	}
+	for name := range s.saved {
+		if _, ok := next[name]; ok {
+			continue
+		}
+		if err := s.opts.LastValid.DeleteSpec(name); err != nil {
+			s.log.Warn("cannot forget the last valid spec", "connection", name, "err", err)
+			continue
+		}
+		delete(s.saved, name)
+	}
 }

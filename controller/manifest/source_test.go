@@ -31,7 +31,7 @@ type rules struct {
 func newRules() *rules { return &rules{Store: desired.NewStore()} }
 
 func (r *rules) Replace(files []File) []string {
-	next, problems := Resolve(r.Entries(), files)
+	next, problems, _ := Resolve(r.Entries(), files)
 	r.problems = problems
 	return r.Store.Replace(next)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
-// benchConnections is the scale DESIGN and issue #7 target.
+// benchConnections is the scale tether is measured at (README, Performance).
 const benchConnections = 1000
 
 func benchNames() []string {

@@ -129,7 +129,7 @@ func (m *Metrics) ConnectionRemoved(name string) { m.conns.remove(name) }
 // SetPhase sets tether_connection_state one-hot and tether_connection_up,
 // and moves tether_connection_last_transition_timestamp_seconds when the
 // phase differs from the last one set. A phase not in spec.Phases is
-// ignored: the state label only takes the values DESIGN §4 lists.
+// ignored: the state label only takes the values docs/contract.md §4 lists.
 func (m *Metrics) SetPhase(name string, phase spec.Phase) {
 	i, ok := phaseIndex(phase)
 	if !ok {

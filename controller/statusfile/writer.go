@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/tether-mcp/tether/controller/atomicfile"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/spec"
@@ -45,6 +47,7 @@ type Writer struct {
 
 	mu       sync.Mutex
 	rendered map[string][]byte      // connection name → its rendered document
+	rejected map[string][]rejected  // manifest → its rejected documents, after the connections'
 	written  map[string]string      // connection name → the manifest whose status file has it
 	files    map[string][]byte      // status path → bytes on disk (nil: absent)
 	locks    map[string]*sync.Mutex // status path → its write lock
@@ -58,6 +61,7 @@ func NewWriter(root, statusDir string, order func(manifest string) []string) *Wr
 		statusDir: statusDir,
 		order:     order,
 		rendered:  map[string][]byte{},
+		rejected:  map[string][]rejected{},
 		written:   map[string]string{},
 		files:     map[string][]byte{},
 		locks:     map[string]*sync.Mutex{},
@@ -105,7 +109,7 @@ func (w *Writer) Prune(keep map[string]bool) ([]string, error) {
 			}
 			return nil
 		}
-		base, ok := strings.CutSuffix(d.Name(), ".status.yaml")
+		base, ok := strings.CutSuffix(d.Name(), manifest.StatusSuffix)
 		if !ok || !d.Type().IsRegular() {
 			return nil
 		}
@@ -170,6 +174,61 @@ func (w *Writer) Put(e desired.Entry, st spec.ConnectionStatus) error {
 	return nil
 }
 
+// rejected is the status document of a document the tree's rules refused.
+type rejected struct {
+	manifest.Rejected
+	rendered []byte
+}
+
+// SetRejected records the documents the tree's rules refused, by manifest
+// file (a name declared in another file already): each gets a status
+// document of phase Invalid in its file's status, saying why. A rejection
+// that stays the same keeps its document and its transition time; files
+// whose rejections changed are rewritten.
+func (w *Writer) SetRejected(byFile map[string][]manifest.Rejected, now time.Time) error {
+	w.mu.Lock()
+	var touched []string
+	for file, old := range w.rejected {
+		if _, ok := byFile[file]; !ok && len(old) > 0 {
+			touched = append(touched, file)
+		}
+	}
+	next := map[string][]rejected{}
+	for file, rs := range byFile {
+		old := w.rejected[file]
+		same := len(old) == len(rs)
+		for i, r := range rs {
+			if i < len(old) && old[i].Rejected == r {
+				next[file] = append(next[file], old[i])
+				continue
+			}
+			same = false
+			doc := spec.StatusDocument{
+				APIVersion: spec.APIVersion, Kind: spec.Kind, Metadata: spec.ObjectMeta{Name: r.Name},
+				Status: spec.InvalidStatus(r.Error, now.UTC().Truncate(time.Second)),
+			}
+			next[file] = append(next[file], rejected{Rejected: r, rendered: render(&doc)})
+		}
+		if !same {
+			touched = append(touched, file)
+		}
+	}
+	w.mu.Unlock()
+	var errs []error
+	for _, file := range touched {
+		if err := w.flush(file, func() {
+			if rs, ok := next[file]; ok {
+				w.rejected[file] = rs
+			} else {
+				delete(w.rejected, file)
+			}
+		}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Delete forgets name and rewrites (or removes) the status file that held
 // it.
 func (w *Writer) Delete(name string) error {
@@ -218,6 +277,12 @@ func (w *Writer) flush(manifest string, update func()) error {
 		}
 		buf.Write(b)
 	}
+	for _, r := range w.rejected[manifest] {
+		if buf.Len() > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(r.rendered)
+	}
 	have, known := w.files[path]
 	w.mu.Unlock()
 
@@ -238,48 +303,12 @@ func (w *Writer) flush(manifest string, update func()) error {
 		want = nil
 	case have != nil && bytes.Equal(have, want):
 	default:
-		if err := writeAtomic(path, want); err != nil {
-			return err
+		if err := atomicfile.Write(path, want, 0o644, 0o755); err != nil {
+			return fmt.Errorf("writing status file: %w", err)
 		}
 	}
 	w.mu.Lock()
 	w.files[path] = want
 	w.mu.Unlock()
-	return nil
-}
-
-// writeAtomic writes data to path via a hidden temp file in the same
-// directory and a rename, so a reader sees the old or the new file, never a
-// part of one.
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	pattern := "." + filepath.Base(path) + ".tmp-*"
-	tmp, err := os.CreateTemp(dir, pattern)
-	if errors.Is(err, fs.ErrNotExist) {
-		// The directory is created only when it is missing (--status-dir
-		// trees): at 1,000 connections every syscall of a write counts.
-		if err = os.MkdirAll(dir, 0o755); err == nil {
-			tmp, err = os.CreateTemp(dir, pattern)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("writing status file: %w", err)
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(0o644) // on the open file: no second path lookup
-	}
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-		return fmt.Errorf("writing status file: %w", werr)
-	}
 	return nil
 }

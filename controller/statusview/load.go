@@ -52,6 +52,9 @@ type Connection struct {
 	// lastTransitionTime is the manifest file's modification time.
 	Status   spec.StatusDocument
 	Observed bool
+	// Duplicate is set when another file declared the name first: tether
+	// run refuses this document (phase Invalid), and this says why.
+	Duplicate string
 }
 
 // Ready returns the connection's Ready condition, or nil.
@@ -111,8 +114,9 @@ func Load(src Source) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("listing %s: %w", src.Dir, err)
 	}
 	var snap Snapshot
+	owners := map[string]string{} // name → the first file (in path order) that declares it, as tether run decides
 	for _, file := range tree.Files {
-		snap.loadFile(src, file)
+		snap.loadFile(src, file, owners)
 	}
 	sort.SliceStable(snap.Connections, func(i, j int) bool {
 		a, b := &snap.Connections[i], &snap.Connections[j]
@@ -128,7 +132,7 @@ func (s *Snapshot) warnf(format string, args ...any) {
 	s.Warnings = append(s.Warnings, fmt.Sprintf(format, args...))
 }
 
-func (s *Snapshot) loadFile(src Source, file string) {
+func (s *Snapshot) loadFile(src Source, file string, owners map[string]string) {
 	data, fi, err := manifest.ReadFile(file, spec.MaxFileSize)
 	if err == nil && data == nil {
 		err = fmt.Errorf("file is %d bytes, over the limit of %d", fi.Size(), spec.MaxFileSize)
@@ -155,43 +159,46 @@ func (s *Snapshot) loadFile(src Source, file string) {
 			c.Labels = d.Conn.Metadata.Labels
 			c.Spec = &d.Conn.Spec
 		}
+		if owner, taken := owners[d.Name]; taken && owner != file {
+			c.Duplicate = manifest.DuplicateError(file, &d, owner).Error()
+		} else {
+			owners[d.Name] = file
+		}
 		if doc, ok := status[d.Name]; ok {
 			c.Status, c.Observed = doc, true
 		} else {
-			c.Status = unobserved(d, mtime)
+			c.Status = unobserved(d, c.Duplicate, mtime)
 		}
 		s.Connections = append(s.Connections, c)
 	}
 }
 
-// unobserved makes up the status of a document tether has not reported on.
-func unobserved(d spec.Document, mtime time.Time) spec.StatusDocument {
+// unobserved makes up the status of a document tether has not reported on:
+// Invalid when it does not decode or its name is taken (duplicate is then
+// why), else Pending with reason NoStatus.
+func unobserved(d spec.Document, duplicate string, mtime time.Time) spec.StatusDocument {
 	doc := spec.StatusDocument{
 		APIVersion: spec.APIVersion,
 		Kind:       spec.Kind,
 		Metadata:   spec.ObjectMeta{Name: d.Name},
 	}
 	since := mtime.UTC().Truncate(time.Second)
-	if d.Conn == nil {
+	switch {
+	case d.Conn == nil:
 		msg := "manifest invalid"
 		if len(d.Errors) > 0 {
 			msg = d.Errors[0].Error()
 		}
+		doc.Status = spec.InvalidStatus(msg, since)
+	case duplicate != "":
+		doc.Status = spec.InvalidStatus(duplicate, since)
+	default:
 		doc.Status = spec.ConnectionStatus{
-			Phase:         spec.PhaseInvalid,
-			ManifestError: msg,
+			Phase: spec.PhasePending,
 			Conditions: []spec.Condition{
-				{Type: spec.ConditionReady, Status: spec.ConditionFalse, Reason: ReasonManifestInvalid, Message: msg, LastTransitionTime: since},
-				{Type: spec.ConditionStalled, Status: spec.ConditionTrue, Reason: ReasonManifestInvalid, Message: msg, LastTransitionTime: since},
+				{Type: spec.ConditionReady, Status: spec.ConditionUnknown, Reason: ReasonNoStatus, Message: MessageNoStatus, LastTransitionTime: since},
 			},
 		}
-		return doc
-	}
-	doc.Status = spec.ConnectionStatus{
-		Phase: spec.PhasePending,
-		Conditions: []spec.Condition{
-			{Type: spec.ConditionReady, Status: spec.ConditionUnknown, Reason: ReasonNoStatus, Message: MessageNoStatus, LastTransitionTime: since},
-		},
 	}
 	return doc
 }

@@ -182,6 +182,21 @@ type List struct {
 	Items      []spec.StatusDocument `json:"items"`
 }
 
+// Object returns the one connection a single NAME asks for: the document
+// tether runs when another file declares the name too (a duplicate is
+// refused), else the first.
+func Object(conns []Connection) (Connection, bool) {
+	for _, c := range conns {
+		if c.Duplicate == "" {
+			return c, true
+		}
+	}
+	if len(conns) > 0 {
+		return conns[0], true
+	}
+	return Connection{}, false
+}
+
 // NewList wraps the status documents of conns in a List.
 func NewList(conns []Connection) List {
 	l := List{APIVersion: "v1", Kind: "List", Items: make([]spec.StatusDocument, 0, len(conns))}
@@ -253,7 +268,7 @@ func maskURL(raw string) string {
 }
 
 // credentialWord reports whether a name looks like it names a credential,
-// by the words DESIGN §6 lists for tether import.
+// by the words docs/contract.md §6 lists for tether import.
 func credentialWord(name string) bool {
 	n := strings.ToUpper(name)
 	for _, w := range []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL", "AUTH"} {

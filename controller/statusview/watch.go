@@ -111,10 +111,9 @@ func Watch(ctx context.Context, src Source, sel Selection, opts WatchOptions, em
 		return err
 	}
 
-	debounce := time.NewTimer(0)
-	if !debounce.Stop() {
-		<-debounce.C
-	}
+	// Quiet only: a status file is written in one short burst.
+	deb := &manifest.Debouncer{Quiet: opts.Debounce}
+	defer deb.Stop()
 	resync := time.NewTicker(opts.Resync)
 	defer resync.Stop()
 	for {
@@ -125,7 +124,7 @@ func Watch(ctx context.Context, src Source, sel Selection, opts WatchOptions, em
 			if !ok {
 				return errors.New("file watcher closed")
 			}
-			debounce.Reset(opts.Debounce)
+			deb.Kick()
 		case err, ok := <-w.Errors:
 			if !ok {
 				return errors.New("file watcher closed")
@@ -135,8 +134,9 @@ func Watch(ctx context.Context, src Source, sel Selection, opts WatchOptions, em
 			if !errors.Is(err, fsnotify.ErrEventOverflow) {
 				warn("watching: " + err.Error())
 			}
-			debounce.Reset(opts.Debounce)
-		case <-debounce.C:
+			deb.Kick()
+		case <-deb.C():
+			deb.Done()
 			if err := scan(); err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package statusfile
+package atomicfile
 
 import (
 	"os"
@@ -7,15 +7,15 @@ import (
 	"testing"
 )
 
-// writeAtomic creates a missing directory (a --status-dir tree), replaces
+// Write creates a missing directory (a --status-dir tree), replaces
 // the file whole, leaves no temporary file, and writes mode 0644 whatever
 // the umask, so that other users' tools can read status.
-func TestWriteAtomic(t *testing.T) {
+func TestWrite(t *testing.T) {
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)
 	path := filepath.Join(t.TempDir(), "status", "team-a", "x.status.yaml")
 	for _, data := range []string{"first\n", "second\n"} {
-		if err := writeAtomic(path, []byte(data)); err != nil {
+		if err := Write(path, []byte(data), 0o644, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(path)

@@ -1,0 +1,140 @@
+// Package state is tether's state directory (tether run --state-dir): what
+// tether keeps between runs, beside but apart from the status it reports.
+//
+//	specs/<name>.json   the last valid spec of each connection, so that a
+//	                    manifest that is invalid when tether starts keeps
+//	                    its connection, as it does while tether runs
+//
+// The directory is mode 0700 and every file 0600: a spec may hold plain env
+// and header values. Files are written atomically. A file that cannot be
+// read back (corrupt, from another program, from a newer tether) is
+// ignored and reported, never trusted.
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tether-mcp/tether/controller/atomicfile"
+	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// DirName is the state directory's name under the status location when
+// --state-dir is not given. Hidden, so the manifest tree never lists it.
+const DirName = ".tether"
+
+// Dir is an open state directory.
+type Dir struct {
+	path string
+}
+
+// Open makes the directory (mode 0700) when missing and checks that tether
+// can write there; a read-only one is an error that names it.
+func Open(path string) (*Dir, error) {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", path, err)
+	}
+	probe, err := os.CreateTemp(path, ".probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s is not writable: %w", path, errors.Unwrap(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return &Dir{path: path}, nil
+}
+
+// Path returns the directory's path.
+func (d *Dir) Path() string { return d.path }
+
+// savedSpec is one file of specs/: the entry's place and the manifest
+// document itself, as YAML, so that loading it goes through the same
+// decoding, defaulting and validation as a manifest file.
+type savedSpec struct {
+	Origin   string `json:"origin"`
+	Index    int    `json:"index"`
+	Dir      string `json:"dir"`
+	Manifest string `json:"manifest"`
+}
+
+func (d *Dir) specPath(name string) string {
+	return filepath.Join(d.path, "specs", name+".json")
+}
+
+// SaveSpec keeps e's spec (e.Conn, which must be set) as its last valid one.
+func (d *Dir) SaveSpec(e desired.Entry) error {
+	doc, err := spec.RenderYAML(e.Conn)
+	if err != nil {
+		return fmt.Errorf("state: spec of %s: %w", e.Name, err)
+	}
+	data, err := json.Marshal(savedSpec{Origin: e.Origin, Index: e.Index, Dir: e.Dir, Manifest: string(doc)})
+	if err != nil {
+		return fmt.Errorf("state: spec of %s: %w", e.Name, err)
+	}
+	if err := atomicfile.Write(d.specPath(e.Name), data, 0o600, 0o700); err != nil {
+		return fmt.Errorf("state: saving the spec of %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// DeleteSpec forgets name's spec (its connection is gone).
+func (d *Dir) DeleteSpec(name string) error {
+	if err := os.Remove(d.specPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("state: forgetting the spec of %s: %w", name, err)
+	}
+	return nil
+}
+
+// LoadSpecs reads every saved spec. Each file that cannot be used is
+// skipped and reported in problems (one error each, naming the file).
+func (d *Dir) LoadSpecs() (entries map[string]desired.Entry, problems []error) {
+	entries = map[string]desired.Entry{}
+	dir := filepath.Join(d.path, "specs")
+	list, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return entries, nil
+	}
+	if err != nil {
+		return entries, []error{fmt.Errorf("state: %w", err)}
+	}
+	for _, f := range list {
+		name, ok := strings.CutSuffix(f.Name(), ".json")
+		if !ok || !f.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, f.Name())
+		e, err := loadSpec(path, name)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("%s: ignored: %w", path, err))
+			continue
+		}
+		entries[name] = e
+	}
+	return entries, problems
+}
+
+func loadSpec(path, name string) (desired.Entry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return desired.Entry{}, err
+	}
+	var s savedSpec
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return desired.Entry{}, fmt.Errorf("not a saved spec: %w", err)
+	}
+	docs := spec.DecodeFile(path, []byte(s.Manifest))
+	if len(docs) != 1 || docs[0].Conn == nil {
+		return desired.Entry{}, errors.New("its manifest does not decode")
+	}
+	if docs[0].Name != name {
+		return desired.Entry{}, fmt.Errorf("it holds the spec of %q", docs[0].Name)
+	}
+	return desired.Entry{Name: name, Origin: s.Origin, Index: s.Index, Dir: s.Dir, Conn: docs[0].Conn}, nil
+}

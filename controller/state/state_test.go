@@ -1,0 +1,94 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/spec"
+)
+
+func decode(t *testing.T, text string) *spec.McpConnection {
+	t.Helper()
+	docs := spec.DecodeFile("m.yaml", []byte(text))
+	if len(docs) != 1 || docs[0].Conn == nil {
+		t.Fatalf("fixture does not decode: %+v", docs)
+	}
+	return docs[0].Conn
+}
+
+// TestSpecsRoundTrip: a saved spec loads back with the same hash (what
+// decides a reconnect), its place in the tree, and nothing else.
+func TestSpecsRoundTrip(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := decode(t, `apiVersion: tether.dev/v1alpha1
+kind: McpConnection
+metadata: {name: gh, labels: {team: infra}}
+spec:
+  stdio:
+    command: ./bin/server
+    env: [{name: TOKEN, value: plain-value-123}, {name: HOME, valueFrom: {env: HOME}}]
+  toolPrefix: ""
+  tools: {deny: ["delete_*"]}
+  healthCheck: {interval: 10s}
+  callTimeout: 1m30s
+`)
+	e := desired.Entry{Name: "gh", Origin: "m/gh.yaml", Index: 2, Dir: "m", Conn: conn}
+	if err := d.SaveSpec(e); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(d.Path(), "specs", "junk.json"), "{not json")
+	writeFile(t, filepath.Join(d.Path(), "specs", "other.json"), `{"origin":"x.yaml","index":0,"dir":".","manifest":"`+
+		`apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata: {name: gh}\nspec: {stdio: {command: x}}\n"}`)
+	writeFile(t, filepath.Join(d.Path(), "specs", "bad.json"), `{"origin":"x.yaml","index":0,"dir":".","manifest":"kind: Nope\n"}`)
+	got, problems := d.LoadSpecs()
+	if len(got) != 1 {
+		t.Fatalf("loaded %d specs, want 1: %+v", len(got), got)
+	}
+	l := got["gh"]
+	if l.Origin != e.Origin || l.Index != 2 || l.Dir != "m" || l.Conn.Spec.Hash() != conn.Spec.Hash() ||
+		l.Conn.ToolPrefix() != "" || l.Conn.Metadata.Labels["team"] != "infra" {
+		t.Errorf("loaded %+v (hash %s), want %+v (hash %s)", l, l.Conn.Spec.Hash(), e, conn.Spec.Hash())
+	}
+	var text []string
+	for _, p := range problems {
+		text = append(text, p.Error())
+	}
+	joined := strings.Join(text, "\n")
+	for _, want := range []string{"junk.json: ignored: not a saved spec", `other.json: ignored: it holds the spec of "gh"`, "bad.json: ignored: its manifest does not decode"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("problems lack %q:\n%s", want, joined)
+		}
+	}
+	if err := d.DeleteSpec("gh"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.LoadSpecs(); len(got) != 0 {
+		t.Errorf("after DeleteSpec: %+v", got)
+	}
+	if err := d.DeleteSpec("gh"); err != nil {
+		t.Errorf("forgetting twice: %v", err)
+	}
+}
+
+// TestOpenRefusesWhatItCannotWrite: a state directory that cannot be made
+// is an error naming it.
+func TestOpenRefusesWhatItCannotWrite(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	writeFile(t, file, "")
+	if _, err := Open(filepath.Join(file, "state")); err == nil || !strings.Contains(err.Error(), file) {
+		t.Errorf("Open under a file: %v", err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
