@@ -40,7 +40,7 @@ type fakeSecrets map[string]string
 func (f fakeSecrets) SecretValue(_ context.Context, name, key string) (string, error) {
 	v, ok := f[name+"/"+key]
 	if !ok {
-		return "", fmt.Errorf("Secret %s has no key %s", name, key)
+		return "", fmt.Errorf("the Secret %s has no key %s", name, key)
 	}
 	return v, nil
 }
@@ -69,7 +69,7 @@ func TestValueFromSecretKeyRef(t *testing.T) {
 
 	src.secrets = fakeSecrets{"github/other": "ghp-s3cr3t-value"}
 	_, err = resolveValues(context.Background(), "http.headers", vars, src)
-	want = "http.headers[0] (TOKEN): valueFrom.secretKeyRef: Secret github has no key token"
+	want = "http.headers[0] (TOKEN): valueFrom.secretKeyRef: the Secret github has no key token"
 	if err == nil || err.Error() != want {
 		t.Errorf("missing key: err = %v, want %s", err, want)
 	}

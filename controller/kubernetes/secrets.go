@@ -268,18 +268,18 @@ func (r *secretReader) SecretValue(ctx context.Context, name, key string) (strin
 		}
 	}
 	if state == "absent" || obj == nil {
-		return "", fmt.Errorf("Secret %s not found", secret)
+		return "", fmt.Errorf("the Secret %s does not exist", secret)
 	}
 	enc, ok, _ := unstructured.NestedString(obj.Object, "data", key)
 	if !ok {
-		return "", fmt.Errorf("Secret %s has no key %s", secret, key)
+		return "", fmt.Errorf("the Secret %s has no key %s", secret, key)
 	}
 	val, err := base64.StdEncoding.DecodeString(enc)
 	if err != nil {
-		return "", fmt.Errorf("Secret %s: key %s is not base64", secret, key)
+		return "", fmt.Errorf("the key %s of the Secret %s is not base64", key, secret)
 	}
 	if len(val) == 0 {
-		return "", fmt.Errorf("Secret %s: key %s is empty", secret, key)
+		return "", fmt.Errorf("the key %s of the Secret %s is empty", key, secret)
 	}
 	return string(val), nil
 }
