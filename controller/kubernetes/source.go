@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -100,6 +101,11 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 		return fmt.Errorf("watching McpConnections: %w", err)
 	}
 	_ = s.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		if apierrors.IsNotFound(err) {
+			s.log.Warn("the API server does not serve McpConnections: is the CRD installed? (tether crd | kubectl apply -f -); retrying",
+				"namespace", s.namespaceDesc(), "err", err)
+			return
+		}
 		s.log.Warn("watching McpConnections failed; retrying", "namespace", s.namespaceDesc(), "err", err)
 	})
 	var wg sync.WaitGroup

@@ -1,8 +1,11 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +21,24 @@ import (
 	"github.com/tether-mcp/tether/controller/kubernetes/kubetest"
 	"github.com/tether-mcp/tether/spec"
 )
+
+// syncBuffer is a log destination the test reads while the source writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // changes records what a Source tells the controller.
 type changes struct {
@@ -60,8 +81,6 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 // status writes), Secret versions, and writes only when the status changed.
 func TestSourceAndStatusWriter(t *testing.T) {
 	cp := kubetest.Start(t)
-	cp.Kubectl(t, "apply", "-f", filepath.Join("..", "..", "examples", "kubernetes", "crd.yaml"))
-	cp.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/mcpconnections.tether.dev")
 	const ns = "src"
 	cp.Kubectl(t, "create", "namespace", ns)
 	dyn, err := dynamic.NewForConfig(cp.Config)
@@ -71,8 +90,11 @@ func TestSourceAndStatusWriter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
+	// Started before the CRD is installed: it says what is missing, and
+	// syncs once the CRD is there.
+	var logs syncBuffer
 	store := desired.NewStore()
-	src := NewSource(SourceOptions{Client: dyn, Namespace: ns}, store)
+	src := NewSource(SourceOptions{Client: dyn, Namespace: ns, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, store)
 	var seen changes
 	synced := make(chan struct{})
 	runCtx, stop := context.WithCancel(ctx)
@@ -84,6 +106,16 @@ func TestSourceAndStatusWriter(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
+	eventually(t, 30*time.Second, "a word about the missing CRD", func() bool {
+		return strings.Contains(logs.String(), "is the CRD installed?")
+	})
+	select {
+	case <-synced:
+		t.Fatal("synced without the CRD")
+	default:
+	}
+	cp.Kubectl(t, "apply", "-f", filepath.Join("..", "..", "examples", "kubernetes", "crd.yaml"))
+	cp.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/mcpconnections.tether.dev")
 	select {
 	case <-synced:
 	case <-ctx.Done():
