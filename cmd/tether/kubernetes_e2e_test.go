@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tether-mcp/tether/controller/kubernetes"
 	"github.com/tether-mcp/tether/controller/kubernetes/kubetest"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -50,6 +55,20 @@ func TestKubernetesMode(t *testing.T) {
 			t.Errorf("kubectl get:\n%s", out)
 		}
 		waitEvent(t, c, ns, "echo", "Connected")
+
+		// The same through the API alone, without kubectl's own start-up
+		// in the figure.
+		var obj unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(stdioManifest("direct", server, nil, "")), &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		began = time.Now()
+		if _, err := c.dyn.Resource(kubernetes.Resource).Namespace(ns).Create(t.Context(), &obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitObject(t, ns, "direct", 30*time.Second, "Connected", connectedAt)
+		t.Logf("created through the API → Connected in status: %s", time.Since(began).Round(time.Millisecond))
+		c.Kubectl(t, "delete", "-n", ns, "mcpconnection", "direct")
 	})
 
 	t.Run("a spec edit reconnects, a prefix edit applies in place", func(t *testing.T) {
