@@ -21,8 +21,8 @@ const (
 // transitions lists the Events of a status change, the transitions the logs
 // mark at INFO and WARN: a session established (Normal Connected), an attempt
 // failing (Warning ConnectFailed, again only when the error changes), health
-// checks failing (Warning HealthCheckFailing), connecting, suspended and
-// stopped (Normal), an object that became invalid or valid again. prev is
+// checks failing (Warning HealthCheckFailing), connecting, idle, suspended
+// and stopped (Normal), an object that became invalid or valid again. prev is
 // nil for a first status. A status that moves nothing a person acts on (the
 // attempt count, the next retry time) gives none: the Events stay few and
 // the recorder's own aggregation is the second line.
@@ -43,7 +43,7 @@ func transitions(prev, cur *spec.ConnectionStatus) []event {
 		if phaseMoved || prev.LastError != cur.LastError {
 			out = append(out, event{corev1.EventTypeWarning, spec.ReasonConnectFailed, ready})
 		}
-	case spec.PhaseConnecting, spec.PhaseSuspended:
+	case spec.PhaseConnecting, spec.PhaseSuspended, spec.PhaseIdle:
 		if phaseMoved {
 			out = append(out, event{corev1.EventTypeNormal, readyReason(cur), ready})
 		}

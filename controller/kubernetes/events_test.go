@@ -53,6 +53,8 @@ func TestTransitions(t *testing.T) {
 			[]event{{"Warning", "HealthCheckFailing", "2 health check(s) failed"}}},
 		{"suspended", connected(t0), status(spec.PhaseSuspended, spec.ReasonSuspended, "suspended by spec.suspend"),
 			[]event{{"Normal", "Suspended", "suspended by spec.suspend"}}},
+		{"idle (an OnDemand server stopped)", connected(t0), status(spec.PhaseIdle, spec.ReasonIdle, "stopped after 10m idle"),
+			[]event{{"Normal", "Idle", "stopped after 10m idle"}}},
 		{"stopped", connected(t0), status(spec.PhasePending, spec.ReasonStopped, "tether stopped"),
 			[]event{{"Normal", "Stopped", "tether stopped"}}},
 		{"pending is no event", nil, status(spec.PhasePending, spec.ReasonPending, "waiting to connect"), nil},
