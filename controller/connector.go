@@ -19,11 +19,20 @@ var (
 type SDKConnector struct {
 	// Version is tether's version, sent to servers as the client's.
 	Version string
+	// Secrets returns what reads valueFrom.secretKeyRef for a connection
+	// (Kubernetes mode: the Secrets of its object's namespace); nil, or a
+	// nil result, outside Kubernetes mode.
+	Secrets func(connection string) connection.SecretReader
 }
 
 // Connect implements supervisor.Connector.
 func (k SDKConnector) Connect(ctx context.Context, req supervisor.ConnectRequest) (supervisor.Session, error) {
+	var secrets connection.SecretReader
+	if k.Secrets != nil {
+		secrets = k.Secrets(req.Name)
+	}
 	s, err := connection.Connect(ctx, connection.Request{
+		Secrets:        secrets,
 		Name:           req.Name,
 		Spec:           &req.Conn.Spec,
 		ManifestDir:    req.ManifestDir,

@@ -161,8 +161,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 		rec.sup.Suspend(ctx)
 	default:
 		res.RequeueAfter = rec.sup.Step(ctx, supervisor.Want{
-			Conn: entry.Conn,
-			Dir:  entry.Dir,
+			Conn:           entry.Conn,
+			Dir:            entry.Dir,
+			SecretsVersion: entry.SecretsVersion,
 			// An OnDemand server runs only for the calls that need it,
 			// once tether knows what it offers meanwhile.
 			Dormant: entry.Conn.Spec.OnDemand() && rec.catalog.cur != nil,

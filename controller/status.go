@@ -39,9 +39,10 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 	e, sn := &in.Entry, &in.Snapshot
 	now := in.Now.UTC().Truncate(time.Second)
 	st := spec.ConnectionStatus{
-		Attempt:       sn.Failures,
-		LastError:     sn.LastError,
-		ManifestError: e.ManifestError,
+		ObservedGeneration: e.Generation,
+		Attempt:            sn.Failures,
+		LastError:          sn.LastError,
+		ManifestError:      e.ManifestError,
 	}
 	if e.Conn != nil {
 		st.ObservedSpecHash = e.Conn.Spec.Hash()

@@ -129,7 +129,7 @@ func TestComputeStatusDetails(t *testing.T) {
 	live := newFakeSession("a", "b")
 	exit := 1
 	in := StatusInput{
-		Entry: desired.Entry{Name: "one", Conn: conn},
+		Entry: desired.Entry{Name: "one", Conn: conn, Generation: 7},
 		Snapshot: supervisor.Snapshot{Session: live, Running: conn, Server: live.Server(), Tools: 2, ConnectedAt: now.Add(-90 * time.Second),
 			Starts: 4, LastExitCode: &exit, Process: &spec.ProcessStatus{PID: 42, StderrTail: []string{"ready"}}},
 		Exposure: Exposure{Tools: 1, Collisions: []spec.ToolCollision{{Tool: "one_b", Connection: "another"}}},
@@ -144,6 +144,9 @@ func TestComputeStatusDetails(t *testing.T) {
 	}
 	if p := st.Process; p == nil || p.PID != 42 || p.Restarts != 3 || p.LastExitCode == nil || *p.LastExitCode != 1 || len(p.StderrTail) != 1 {
 		t.Errorf("process = %+v, want pid 42, 3 restarts, last exit 1, the tail", p)
+	}
+	if st.ObservedGeneration != 7 {
+		t.Errorf("observedGeneration = %d, want the entry's generation 7", st.ObservedGeneration)
 	}
 	if st.ObservedSpecHash != conn.Spec.Hash() || st.ConnectedSince == nil || !st.ConnectedSince.Equal(now.Add(-90*time.Second)) {
 		t.Errorf("hash %q, connectedSince %v", st.ObservedSpecHash, st.ConnectedSince)

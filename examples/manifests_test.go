@@ -16,7 +16,7 @@ import (
 
 // manifestTrees are the example directories that hold manifests. The others
 // (server, systemd, …) hold no McpConnection YAML.
-var manifestTrees = []string{"manifests", "more"}
+var manifestTrees = []string{"manifests", "more", "kubernetes/connections"}
 
 // defaultTree is what `make run` loads.
 const defaultTree = "manifests"

@@ -78,7 +78,12 @@ func cloneEnv(env []EnvVar) []EnvVar {
 	}
 	out := make([]EnvVar, len(env))
 	for i, e := range env {
-		out[i] = EnvVar{Name: e.Name, Value: clonePtr(e.Value), ValueFrom: clonePtr(e.ValueFrom)}
+		out[i] = EnvVar{Name: e.Name, Value: clonePtr(e.Value)}
+		if e.ValueFrom != nil {
+			vf := *e.ValueFrom
+			vf.SecretKeyRef = clonePtr(e.ValueFrom.SecretKeyRef)
+			out[i].ValueFrom = &vf
+		}
 	}
 	return out
 }

@@ -1,7 +1,9 @@
 package spec
 
 import (
+	"cmp"
 	"path"
+	"slices"
 	"time"
 )
 
@@ -162,4 +164,26 @@ func (f *ToolFilter) Allows(tool string) bool {
 		}
 	}
 	return false
+}
+
+// SecretKeyRefs lists the Secret keys the spec reads (valueFrom.secretKeyRef
+// of env entries and headers), each once, sorted by Secret name then key.
+func (s *Spec) SecretKeyRefs() []SecretKeySelector {
+	var vars []EnvVar
+	if s.Stdio != nil {
+		vars = s.Stdio.Env
+	}
+	if s.HTTP != nil {
+		vars = append(slices.Clip(vars), s.HTTP.Headers...)
+	}
+	var refs []SecretKeySelector
+	for _, v := range vars {
+		if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil && !slices.Contains(refs, *v.ValueFrom.SecretKeyRef) {
+			refs = append(refs, *v.ValueFrom.SecretKeyRef)
+		}
+	}
+	slices.SortFunc(refs, func(a, b SecretKeySelector) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Key, b.Key))
+	})
+	return refs
 }

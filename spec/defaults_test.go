@@ -183,3 +183,39 @@ func TestDefaultFillsEffectiveValues(t *testing.T) {
 		t.Errorf("Default() = %+v", s)
 	}
 }
+
+func TestSecretKeyRefs(t *testing.T) {
+	docs := DecodeFile("m.yaml", []byte(withSpec(`stdio:
+  command: srv
+  env:
+    - {name: A, valueFrom: {secretKeyRef: {name: tok, key: b}}}
+    - {name: B, valueFrom: {secretKeyRef: {name: app, key: z}}}
+    - {name: C, valueFrom: {secretKeyRef: {name: tok, key: b}}}
+    - {name: D, valueFrom: {secretKeyRef: {name: tok, key: a}}}
+    - {name: E, valueFrom: {file: /f}}
+    - {name: F, value: x}`)))
+	if len(docs) != 1 || docs[0].Conn == nil {
+		t.Fatalf("decode: %+v", docs)
+	}
+	got := docs[0].Conn.Spec.SecretKeyRefs()
+	want := []SecretKeySelector{{"app", "z"}, {"tok", "a"}, {"tok", "b"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SecretKeyRefs = %v, want %v", got, want)
+	}
+
+	// The copy of a secretKeyRef is the copy's own.
+	cp := docs[0].Conn.DeepCopy()
+	cp.Spec.Stdio.Env[0].ValueFrom.SecretKeyRef.Name = "changed"
+	if docs[0].Conn.Spec.Stdio.Env[0].ValueFrom.SecretKeyRef.Name != "tok" {
+		t.Error("changing the copy's secretKeyRef changed the original")
+	}
+	// A rotation is not a spec change, but pointing at another key is.
+	if cp.Spec.ConnectHash() == docs[0].Conn.Spec.ConnectHash() {
+		t.Error("ConnectHash ignores secretKeyRef")
+	}
+
+	none := DecodeFile("m.yaml", []byte(withSpec("http: {url: http://h/mcp}")))
+	if refs := none[0].Conn.Spec.SecretKeyRefs(); refs != nil {
+		t.Errorf("SecretKeyRefs of a spec without any = %v", refs)
+	}
+}

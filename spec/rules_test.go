@@ -48,6 +48,7 @@ var ruleCases = []ruleCase{
     - {name: A, value: "1"}
     - {name: B, valueFrom: {file: /run/secrets/b}}
     - {name: C, valueFrom: {env: HOME}}
+    - {name: D, valueFrom: {secretKeyRef: {name: github.token, key: .token_1}}}
 suspend: true
 toolPrefix: ""
 tools: {allow: ["get_*", "search?"], deny: ["[a-c]*"]}
@@ -153,9 +154,25 @@ callTimeout: 2h`)},
 		want: []string{`m.yaml:9: document 1 (line 1): spec.stdio.env[0]: value and valueFrom are mutually exclusive: set exactly one`}},
 	{name: "env entry with an empty value is valid", in: withSpec("stdio:\n  command: srv\n  env:\n    - {name: A, value: \"\"}")},
 	{name: "valueFrom with neither", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A\n      valueFrom: {}"),
-		want: []string{`m.yaml:10: document 1 (line 1): spec.stdio.env[0].valueFrom: exactly one of file or env is required`}},
+		want: []string{`m.yaml:10: document 1 (line 1): spec.stdio.env[0].valueFrom: exactly one of file, env or secretKeyRef is required`}},
 	{name: "valueFrom with both", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A\n      valueFrom: {file: /f, env: B}"),
 		want: []string{`m.yaml:10: document 1 (line 1): spec.stdio.env[0].valueFrom: file and env are mutually exclusive: set exactly one`}},
+	{name: "valueFrom with all three", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A\n      valueFrom: {file: /f, env: B, secretKeyRef: {name: s, key: k}}"),
+		want: []string{`m.yaml:10: document 1 (line 1): spec.stdio.env[0].valueFrom: file and env and secretKeyRef are mutually exclusive: set exactly one`}},
+	{name: "secretKeyRef beside env", in: withSpec("http:\n  url: http://h/mcp\n  headers:\n    - name: Authorization\n      valueFrom: {env: B, secretKeyRef: {name: s, key: k}}"),
+		want: []string{`m.yaml:10: document 1 (line 1): spec.http.headers[0].valueFrom: env and secretKeyRef are mutually exclusive: set exactly one`}},
+	{name: "secretKeyRef without name or key", in: withSpec("http:\n  url: http://h/mcp\n  headers:\n    - name: Authorization\n      valueFrom: {secretKeyRef: {}}"),
+		want: []string{
+			`m.yaml:10: document 1 (line 1): spec.http.headers[0].valueFrom.secretKeyRef.name: required`,
+			`m.yaml:10: document 1 (line 1): spec.http.headers[0].valueFrom.secretKeyRef.key: required`,
+		}},
+	{name: "secretKeyRef name not a DNS subdomain", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A\n      valueFrom:\n        secretKeyRef: {name: My_Secret, key: \"a/b\"}"),
+		want: []string{
+			`m.yaml:11: document 1 (line 1): spec.stdio.env[0].valueFrom.secretKeyRef.name: invalid Secret name "My_Secret": must be a DNS-1123 subdomain (at most 253 characters: lowercase letters, digits, '-' and '.')`,
+			`m.yaml:11: document 1 (line 1): spec.stdio.env[0].valueFrom.secretKeyRef.key: invalid Secret key "a/b": must be at most 253 characters of letters, digits, '-', '_' and '.'`,
+		}},
+	{name: "secretKeyRef unknown field", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A\n      valueFrom:\n        secretKeyRef: {name: s, key: k, optional: true}"),
+		want: []string{`m.yaml:11: document 1 (line 1): spec.stdio.env[0].valueFrom.secretKeyRef.optional: unknown field`}},
 	{name: "valueFrom env name with =", in: withSpec("stdio:\n  command: srv\n  env:\n    - name: A\n      valueFrom: {env: \"B=C\"}"),
 		want: []string{`m.yaml:10: document 1 (line 1): spec.stdio.env[0].valueFrom.env: invalid environment variable name "B=C": must not contain '=' or NUL`}},
 	{name: "env name missing", in: withSpec("stdio:\n  command: srv\n  env:\n    - value: x"),

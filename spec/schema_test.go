@@ -322,6 +322,11 @@ func TestSchemaMatchesTheCode(t *testing.T) {
 	check("toolPrefix maxLength", spec["toolPrefix"].(map[string]any)["maxLength"], maxToolPrefixLen)
 	http := spec["http"].(map[string]any)["properties"].(map[string]any)
 	check("transport enum", http["transport"].(map[string]any)["enum"], []any{TransportStreamable, TransportSSE, nil})
+	ref := at("properties", "spec", "properties", "stdio", "properties", "env", "items", "properties", "valueFrom", "properties", "secretKeyRef", "properties")
+	check("Secret name pattern", ref["name"].(map[string]any)["pattern"], dns1123Subdomain.String())
+	check("Secret name maxLength", ref["name"].(map[string]any)["maxLength"], maxSubdomainLen)
+	check("Secret key pattern", ref["key"].(map[string]any)["pattern"], secretKey.String())
+	check("Secret key maxLength", ref["key"].(map[string]any)["maxLength"], maxSubdomainLen)
 
 	var status map[string]any
 	if err := json.Unmarshal(StatusSchema(), &status); err != nil {

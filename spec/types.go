@@ -150,15 +150,35 @@ type EnvVar struct {
 	ValueFrom *ValueFrom `json:"valueFrom,omitempty"`
 }
 
-// ValueFrom reads a value at connect time: exactly one of File and Env.
+// ValueFrom reads a value at connect time: exactly one of File, Env and
+// SecretKeyRef.
 //
-// +tether:exactlyOneOf=file;env
+// +tether:exactlyOneOf=file;env;secretKeyRef
 type ValueFrom struct {
 	// A file that holds the value (a keyfile), without its trailing newline;
 	// a relative path is resolved against the manifest's directory.
 	File string `json:"file,omitempty"`
 	// A variable of tether's own environment that holds the value.
 	Env string `json:"env,omitempty"`
+	// A key of a Secret in the McpConnection's namespace; only in
+	// Kubernetes mode (tether run --kubernetes), where tether watches the
+	// Secret and reconnects when the value changes.
+	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
+}
+
+// SecretKeySelector names one key of a Kubernetes Secret in the namespace of
+// the McpConnection that refers to it.
+type SecretKeySelector struct {
+	// The Secret's name.
+	// +tether:pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+	// +tether:patternMessage=A Secret's name is a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'.
+	// +tether:maxLength=253
+	Name string `json:"name"`
+	// The key of the Secret's data that holds the value.
+	// +tether:pattern=^[-._a-zA-Z0-9]+$
+	// +tether:patternMessage=A Secret's key is made of letters, digits, '-', '_' and '.'.
+	// +tether:maxLength=253
+	Key string `json:"key"`
 }
 
 // ToolFilter selects the server's tools by glob (path.Match syntax) on the
@@ -252,6 +272,9 @@ type StatusDocument struct {
 type ConnectionStatus struct {
 	// The connection's state, for people (programs read conditions).
 	Phase Phase `json:"phase"`
+	// The metadata.generation of the McpConnection object this status
+	// describes, in Kubernetes mode; absent in a status file.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// The hash of the spec this status describes.
 	ObservedSpecHash string `json:"observedSpecHash,omitempty"`
 	// Ready, Reconciling and Stalled, as kstatus defines them.

@@ -74,11 +74,13 @@ var (
 	dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 	labelName        = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
 	toolPrefixChars  = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
+	secretKey        = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 )
 
 const (
 	maxNameLen       = 63
 	maxToolPrefixLen = 64
+	maxSubdomainLen  = 253
 )
 
 func (v validator) metadata(m *ObjectMeta) {
@@ -255,8 +257,8 @@ func urlProblem(raw string) string {
 }
 
 // values checks env vars or headers: names valid and unique, exactly one of
-// value / valueFrom, valueFrom exactly one of file / env. A value is never
-// quoted in a message: every value is a secret.
+// value / valueFrom, valueFrom exactly one of file / env / secretKeyRef. A
+// value is never quoted in a message: every value is a secret.
 func (v validator) values(field string, list []EnvVar, nameProblem func(string) string, valueProblem func(string) string) {
 	seen := map[string]int{}
 	for i, e := range list {
@@ -294,18 +296,46 @@ func (v validator) values(field string, list []EnvVar, nameProblem func(string) 
 }
 
 func (v validator) valueFrom(field string, vf *ValueFrom) {
+	var set []string
+	if vf.File != "" {
+		set = append(set, "file")
+	}
+	if vf.Env != "" {
+		set = append(set, "env")
+	}
+	if vf.SecretKeyRef != nil {
+		set = append(set, "secretKeyRef")
+	}
 	switch {
-	case vf.File == "" && vf.Env == "":
-		v.errorf(field, "exactly one of file or env is required")
-	case vf.File != "" && vf.Env != "":
-		v.errorf(field, "file and env are mutually exclusive: set exactly one")
+	case len(set) == 0:
+		v.errorf(field, "exactly one of file, env or secretKeyRef is required")
+		return
+	case len(set) > 1:
+		v.errorf(field, "%s are mutually exclusive: set exactly one", strings.Join(set, " and "))
+		return
+	}
+	switch {
 	case vf.File != "":
 		if strings.ContainsRune(vf.File, 0) {
 			v.errorf(field+".file", "must not contain a NUL character")
 		}
-	default:
+	case vf.Env != "":
 		if msg := envNameProblem(vf.Env); msg != "" {
 			v.errorf(field+".env", "%s", msg)
+		}
+	default:
+		ref := vf.SecretKeyRef
+		switch {
+		case ref.Name == "":
+			v.errorf(field+".secretKeyRef.name", "required")
+		case len(ref.Name) > maxSubdomainLen || !dns1123Subdomain.MatchString(ref.Name):
+			v.errorf(field+".secretKeyRef.name", "invalid Secret name %s: must be a DNS-1123 subdomain (at most %d characters: lowercase letters, digits, '-' and '.')", truncateQuote(ref.Name), maxSubdomainLen)
+		}
+		switch {
+		case ref.Key == "":
+			v.errorf(field+".secretKeyRef.key", "required")
+		case len(ref.Key) > maxSubdomainLen || !secretKey.MatchString(ref.Key):
+			v.errorf(field+".secretKeyRef.key", "invalid Secret key %s: must be at most %d characters of letters, digits, '-', '_' and '.'", truncateQuote(ref.Key), maxSubdomainLen)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/controller/kubernetes"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/metrics"
 	"github.com/tether-mcp/tether/controller/state"
@@ -45,16 +46,35 @@ type runOptions struct {
 	logFormat     string
 	logLevel      string
 	listenSet     bool
+
+	kubernetes    bool
+	namespace     string
+	allNamespaces bool
+	kubeconfig    string
+	leaderElect   bool
+	lease         kubernetes.LeaderElectionOptions
 }
 
 func newRunCmd() *cobra.Command {
 	o := &runOptions{}
 	cmd := &cobra.Command{
-		Use:   "run --dir DIR",
-		Short: "Run the controller: keep the connections the manifests in DIR declare",
+		Use:   "run (--dir DIR | --kubernetes)",
+		Short: "Run the controller: keep the connections the manifests in DIR (or a cluster's McpConnections) declare",
 		Long: `run watches DIR (recursively) for McpConnection manifests, connects to every
 server they declare, keeps the connections healthy, writes a status file beside
-each manifest and serves every connected server's tools through one MCP endpoint.`,
+each manifest and serves every connected server's tools through one MCP endpoint.
+
+With --kubernetes the manifests are McpConnection objects (tether.dev/v1alpha1)
+in a cluster instead, watched through the API server, and status goes to each
+object's status subresource. tether uses its pod's service account in a
+cluster, and --kubeconfig (or $KUBECONFIG, ~/.kube/config) otherwise. It
+watches the namespace it runs in (the kubeconfig context's outside a
+cluster), another with --namespace, or all with --all-namespaces; in one
+namespace a connection is named after its object, across all of them
+<namespace>.<name>. With --leader-elect several replicas may run: all serve
+the gateway, the one that holds a Lease (named --leader-elect-lease-name, in
+the watched namespace or, with --all-namespaces, in tether's own) writes
+status.`,
 		Example: `  # run on a directory of manifests, gateway on 127.0.0.1:8808/mcp
   tether run --dir ./manifests
 
@@ -62,7 +82,13 @@ each manifest and serves every connected server's tools through one MCP endpoint
   tether run --dir /etc/tether --status-dir /var/lib/tether/status
 
   # only the connections labelled team=infra, serving MCP on stdin/stdout
-  tether run --dir ./manifests -l team=infra --stdio`,
+  tether run --dir ./manifests -l team=infra --stdio
+
+  # in a cluster, two or more replicas behind a Service
+  tether run --kubernetes --leader-elect --listen :8808 --auth-token-file /run/secrets/tether/token
+
+  # from a workstation, against the namespace mcp
+  tether run --kubernetes --kubeconfig ~/.kube/config --namespace mcp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.listenSet = cmd.Flags().Changed("listen")
@@ -84,7 +110,15 @@ each manifest and serves every connected server's tools through one MCP endpoint
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 15*time.Second, "bound on closing every connection at shutdown")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	_ = cmd.MarkFlagRequired("dir")
+	f.BoolVar(&o.kubernetes, "kubernetes", false, "take McpConnection objects from a cluster instead of --dir, and write their status subresource")
+	f.StringVar(&o.namespace, "namespace", "", "with --kubernetes: the namespace to watch (default: the one tether runs in, or the kubeconfig context's)")
+	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "with --kubernetes: watch every namespace (connections are named <namespace>.<name>)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "with --kubernetes: the kubeconfig file (default: the pod's service account in a cluster, else $KUBECONFIG or ~/.kube/config)")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "with --kubernetes: elect the replica that writes status through a coordination.k8s.io Lease (for several replicas)")
+	f.StringVar(&o.lease.LeaseName, "leader-elect-lease-name", "tether", "the name of the Lease")
+	f.DurationVar(&o.lease.LeaseDuration, "leader-elect-lease-duration", kubernetes.DefaultLeaseDuration, "how long the other replicas wait after the leader's last renewal before one takes over")
+	f.DurationVar(&o.lease.RenewDeadline, "leader-elect-renew-deadline", kubernetes.DefaultRenewDeadline, "how long the leader keeps trying to renew before it stops writing status")
+	f.DurationVar(&o.lease.RetryPeriod, "leader-elect-retry-period", kubernetes.DefaultRetryPeriod, "how often replicas try to take or renew the Lease")
 	return cmd
 }
 
@@ -108,8 +142,13 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(o.dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--dir %s: not a directory", o.dir)
+	if err := o.checkMode(); err != nil {
+		return err
+	}
+	if !o.kubernetes {
+		if fi, err := os.Stat(o.dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--dir %s: not a directory", o.dir)
+		}
 	}
 	var selector func(map[string]string) bool
 	if o.selector != "" {
@@ -178,39 +217,54 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		log.Warn("cannot become a child subreaper: orphaned grandchildren go to init", "err", err)
 	}
 	store := desired.NewStore()
-	status := statusfile.NewWriter(o.dir, o.statusDir, store.At)
-	source := manifest.NewSource(manifest.SourceOptions{
-		Root:           o.dir,
-		Logger:         log,
-		Resync:         o.resync,
-		Selector:       selector,
-		LastValid:      lastValid,
-		ManifestErrors: m.SetManifestErrors,
-		// A document whose name another file declares gets an Invalid
-		// status document that says so.
-		OnRejected: func(byFile map[string][]manifest.Rejected) {
-			if err := status.SetRejected(byFile, time.Now()); err != nil {
-				log.Warn("writing the status of rejected manifest documents", "err", err)
-			}
-		},
-		// Before the first status write: the status files of manifests
-		// removed while tether was not running.
-		OnSynced: func(files map[string]bool) {
-			removed, err := status.Prune(files)
-			for _, f := range removed {
-				log.Info("removed the status file of a manifest that is gone", "file", f)
-			}
-			if err != nil {
-				log.Warn("looking for status files of removed manifests", "err", err)
-			}
-		},
-	}, store)
+	var (
+		source  controller.Source
+		status  controller.StatusSink
+		secrets func(string) connection.SecretReader
+		kube    *kubernetes.Mode
+	)
+	if o.kubernetes {
+		if kube, err = newKubernetesMode(o, store, log, m); err != nil {
+			return err
+		}
+		defer kube.Close()
+		source, status, secrets = kube.Source, kube.Status, kube.Source.SecretsFor
+	} else {
+		files := statusfile.NewWriter(o.dir, o.statusDir, store.At)
+		status = files
+		source = manifest.NewSource(manifest.SourceOptions{
+			Root:           o.dir,
+			Logger:         log,
+			Resync:         o.resync,
+			Selector:       selector,
+			LastValid:      lastValid,
+			ManifestErrors: m.SetManifestErrors,
+			// A document whose name another file declares gets an Invalid
+			// status document that says so.
+			OnRejected: func(byFile map[string][]manifest.Rejected) {
+				if err := files.SetRejected(byFile, time.Now()); err != nil {
+					log.Warn("writing the status of rejected manifest documents", "err", err)
+				}
+			},
+			// Before the first status write: the status files of manifests
+			// removed while tether was not running.
+			OnSynced: func(found map[string]bool) {
+				removed, err := files.Prune(found)
+				for _, f := range removed {
+					log.Info("removed the status file of a manifest that is gone", "file", f)
+				}
+				if err != nil {
+					log.Warn("looking for status files of removed manifests", "err", err)
+				}
+			},
+		}, store)
+	}
 	ctrl = controller.New(controller.Options{
 		Desired:         store,
 		Source:          source,
 		Status:          status,
 		Workers:         o.workers,
-		Connector:       controller.SDKConnector{Version: version},
+		Connector:       controller.SDKConnector{Version: version, Secrets: secrets},
 		Catalogs:        catalogs,
 		Exposer:         controller.GatewayExposer{G: gw},
 		Metrics:         m,
@@ -240,13 +294,16 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	case o.listen != "":
 		serve("gateway", func(ctx context.Context) error { return gw.Serve(ctx, o.listen, o.authTokenFile) })
 	}
+	if kube != nil {
+		serve("leader election", func(ctx context.Context) error { return kube.Run(ctx, ctrl.EnqueueAll) })
+	}
 	if o.metricsAddr != "" {
 		serve("metrics", func(ctx context.Context) error {
 			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready))
 		})
 	}
 
-	log.Info("tether starting", "version", version, "dir", o.dir, "gateway", gatewayDesc(o), "metrics", o.metricsAddr)
+	log.Info("tether starting", "version", version, "desired", o.desiredDesc(), "gateway", gatewayDesc(o), "metrics", o.metricsAddr)
 	err = ctrl.Run(ctx)
 	cancel(nil)
 	servers.Wait()
@@ -268,6 +325,11 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 // cannot be used, and says so: what it keeps there is a help, not a need.
 func openState(o *runOptions, log *slog.Logger) *state.Dir {
 	path := o.stateDir
+	if path == "" && o.kubernetes {
+		// No directory to put it under, and a pod's root filesystem is
+		// read-only: the objects keep what a cluster needs.
+		return nil
+	}
 	if path == "" {
 		path = filepath.Join(cmp.Or(o.statusDir, o.dir), state.DirName)
 	}

@@ -27,7 +27,9 @@ validated whatever its name. Names must be unique across all the PATHs.
 It exits 0 and prints a one-line summary when everything is valid, and exits 1
 after printing one line per problem on standard error (file:line: document N
 (line L): field: what is wrong) and a summary otherwise. Commands on PATH and secret files are checked when tether
-connects, not here.
+connects, not here. valueFrom.secretKeyRef is valid here, as the file may be meant
+for a cluster; tether run --dir reports it as invalid (only tether run --kubernetes
+reads Secrets).
 
 With -o json it prints one object instead:
   {"valid":bool,"files":N,"documents":N,"errors":[{"file","document","documentLine","line","field","message"}]}

@@ -43,6 +43,9 @@ type Request struct {
 	// Environ reads valueFrom.env (default os.Getenv). The base environment
 	// of a stdio child always comes from the process environment.
 	Environ func(string) string
+	// Secrets reads valueFrom.secretKeyRef; nil outside Kubernetes mode,
+	// where a secretKeyRef is an error that says so.
+	Secrets SecretReader
 	// ClientVersion is sent as clientInfo.version (default "dev").
 	ClientVersion string
 }
@@ -152,10 +155,11 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	}
 	var envVals, headerVals []namedValue
 	var err error
+	src := valueSources{environ: environ, baseDir: req.ManifestDir, secrets: req.Secrets}
 	if sp.Stdio != nil {
-		envVals, err = resolveValues("stdio.env", sp.Stdio.Env, environ, req.ManifestDir)
+		envVals, err = resolveValues(ctx, "stdio.env", sp.Stdio.Env, src)
 	} else {
-		headerVals, err = resolveValues("http.headers", sp.HTTP.Headers, environ, req.ManifestDir)
+		headerVals, err = resolveValues(ctx, "http.headers", sp.HTTP.Headers, src)
 	}
 	if err != nil {
 		return nil, err // names entries and sources, never values

@@ -30,15 +30,31 @@ type namedValue struct {
 	Value string
 }
 
+// SecretReader reads one key of a Secret for valueFrom.secretKeyRef. In
+// Kubernetes mode one is scoped to the namespace of the connection's object;
+// its errors name the Secret and the key, never a value.
+type SecretReader interface {
+	SecretValue(ctx context.Context, name, key string) (string, error)
+}
+
+// valueSources are where valueFrom reads: tether's environment, files
+// (relative ones against baseDir, the manifest's directory) and, in
+// Kubernetes mode, Secrets.
+type valueSources struct {
+	environ func(string) string
+	baseDir string
+	secrets SecretReader // nil outside Kubernetes mode
+}
+
 // resolveValues resolves env entries or headers. what names the list in
 // errors ("env", "headers"); errors name the entry and the source, never a
-// value. A relative valueFrom.file is resolved against baseDir, the
+// value. A relative valueFrom.file is resolved against src.baseDir, the
 // manifest's directory, as a relative command is: a repository of manifests
 // can carry its own (git-ignored) secrets directory.
-func resolveValues(what string, vars []spec.EnvVar, environ func(string) string, baseDir string) ([]namedValue, error) {
+func resolveValues(ctx context.Context, what string, vars []spec.EnvVar, src valueSources) ([]namedValue, error) {
 	out := make([]namedValue, 0, len(vars))
 	for i, v := range vars {
-		val, err := resolveValue(v, environ, baseDir)
+		val, err := resolveValue(ctx, v, src)
 		if err != nil {
 			return nil, fmt.Errorf("%s[%d] (%s): %w", what, i, v.Name, err)
 		}
@@ -47,7 +63,7 @@ func resolveValues(what string, vars []spec.EnvVar, environ func(string) string,
 	return out, nil
 }
 
-func resolveValue(v spec.EnvVar, environ func(string) string, baseDir string) (string, error) {
+func resolveValue(ctx context.Context, v spec.EnvVar, src valueSources) (string, error) {
 	switch {
 	case v.Value != nil && v.ValueFrom != nil:
 		return "", errors.New("both value and valueFrom are set")
@@ -55,12 +71,12 @@ func resolveValue(v spec.EnvVar, environ func(string) string, baseDir string) (s
 		return *v.Value, nil
 	case v.ValueFrom == nil:
 		return "", errors.New("neither value nor valueFrom is set")
-	case v.ValueFrom.File != "" && v.ValueFrom.Env != "":
-		return "", errors.New("valueFrom has both file and env")
+	case countSet(v.ValueFrom.File != "", v.ValueFrom.Env != "", v.ValueFrom.SecretKeyRef != nil) > 1:
+		return "", errors.New("valueFrom has more than one of file, env and secretKeyRef")
 	case v.ValueFrom.File != "":
 		file := v.ValueFrom.File
-		if !filepath.IsAbs(file) && baseDir != "" {
-			file = filepath.Join(baseDir, file)
+		if !filepath.IsAbs(file) && src.baseDir != "" {
+			file = filepath.Join(src.baseDir, file)
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -72,14 +88,34 @@ func resolveValue(v spec.EnvVar, environ func(string) string, baseDir string) (s
 	case v.ValueFrom.Env != "":
 		// environ cannot tell unset from empty; an empty secret is almost
 		// always a missing one, and saying so beats a confusing 401 later.
-		val := environ(v.ValueFrom.Env)
+		val := src.environ(v.ValueFrom.Env)
 		if val == "" {
 			return "", fmt.Errorf("valueFrom.env: %s is unset or empty in tether's environment", v.ValueFrom.Env)
 		}
 		return val, nil
+	case v.ValueFrom.SecretKeyRef != nil:
+		ref := v.ValueFrom.SecretKeyRef
+		if src.secrets == nil {
+			return "", fmt.Errorf("valueFrom.secretKeyRef (Secret %s, key %s): Secrets are read only in Kubernetes mode (tether run --kubernetes); in a manifest directory use valueFrom.file", ref.Name, ref.Key)
+		}
+		val, err := src.secrets.SecretValue(ctx, ref.Name, ref.Key)
+		if err != nil {
+			return "", fmt.Errorf("valueFrom.secretKeyRef: %w", err)
+		}
+		return val, nil
 	default:
-		return "", errors.New("valueFrom has neither file nor env")
+		return "", errors.New("valueFrom has none of file, env and secretKeyRef")
 	}
+}
+
+func countSet(b ...bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
 }
 
 // redactor replaces every resolved value. It is immutable after creation and

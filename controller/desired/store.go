@@ -22,6 +22,10 @@ type Entry struct {
 	// Generation is the object's metadata.generation in Kubernetes mode
 	// (status.observedGeneration); 0 for a manifest file.
 	Generation int64
+	// SecretsVersion fingerprints the values of the Secrets the spec reads
+	// (valueFrom.secretKeyRef, Kubernetes mode): a change reconnects, as a
+	// spec change does. It is a hash, never a value; "" when none is read.
+	SecretsVersion string
 	// Conn is the last valid spec for this name; nil when it was never valid.
 	Conn *spec.McpConnection
 	// ManifestError is set while what is declared now for this name is

@@ -430,7 +430,7 @@ func (s *Source) load(path string) File {
 	if c, ok := s.cache[path]; ok && c.sum == sum {
 		return File{Path: path, Docs: c.docs}
 	}
-	docs := spec.DecodeFile(path, data)
+	docs := RejectSecretKeyRefs(path, spec.DecodeFile(path, data))
 	if s.opts.Selector != nil {
 		kept := docs[:0:0]
 		for _, d := range docs {

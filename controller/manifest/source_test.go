@@ -379,3 +379,31 @@ func waitDesired(t *testing.T, d *desired.Store, what string, ok func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestSourceRejectsSecretKeyRef: a manifest tree has no Secrets, so a
+// document that reads one is invalid there, with an error naming the field;
+// its other documents are unaffected.
+func TestSourceRejectsSecretKeyRef(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.yaml")
+	content := manifest("plain", "") + "---\n" + manifest("secret", `    env:
+      - {name: A, value: x}
+      - name: TOKEN
+        valueFrom: {secretKeyRef: {name: github, key: token}}
+`)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := desired.NewStore()
+	if err := NewSource(SourceOptions{Root: dir}, store).Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := store.Get("plain"); !ok || e.Conn == nil || e.ManifestError != "" {
+		t.Errorf("plain = %+v (ok=%v)", e, ok)
+	}
+	e, ok := store.Get("secret")
+	want := path + ":8: document 2 (line 8): spec.stdio.env[1].valueFrom.secretKeyRef: a Secret can be read only in Kubernetes mode (tether run --kubernetes); in a manifest directory use valueFrom.file"
+	if !ok || e.Conn != nil || e.ManifestError != want {
+		t.Errorf("secret = %+v (ok=%v)\nwant manifestError %s", e, ok, want)
+	}
+}

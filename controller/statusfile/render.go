@@ -29,6 +29,11 @@ func render(doc *spec.StatusDocument) []byte {
 	b.WriteString("\nstatus:\n  phase: ")
 	scalar(&b, string(st.Phase))
 	b.WriteByte('\n')
+	if st.ObservedGeneration != 0 { // Kubernetes mode's; a file's status has none
+		b.WriteString("  observedGeneration: ")
+		b.WriteString(strconv.FormatInt(st.ObservedGeneration, 10))
+		b.WriteByte('\n')
+	}
 	if st.ObservedSpecHash != "" {
 		b.WriteString("  observedSpecHash: ")
 		scalar(&b, st.ObservedSpecHash)

@@ -46,6 +46,9 @@ func randomStatus(r *rand.Rand) spec.StatusDocument {
 		LastError:        randomString(r),
 		ManifestError:    randomString(r),
 	}
+	if r.IntN(2) == 0 {
+		st.ObservedGeneration = r.Int64N(1 << 40)
+	}
 	for _, typ := range []string{spec.ConditionReady, spec.ConditionReconciling, spec.ConditionStalled} {
 		st.Conditions = append(st.Conditions, spec.Condition{Type: typ, Status: randomString(r), Reason: randomString(r), Message: randomString(r), LastTransitionTime: ts()})
 	}

@@ -64,11 +64,13 @@ type Options struct {
 	Jitter func() float64
 }
 
-// Want is what the reconciler wants of a connection: its spec, and the
-// directory relative paths of the spec resolve against.
+// Want is what the reconciler wants of a connection: its spec, the
+// directory relative paths of the spec resolve against, and the version of
+// the Secrets it reads (desired.Entry.SecretsVersion).
 type Want struct {
-	Conn *spec.McpConnection
-	Dir  string
+	Conn           *spec.McpConnection
+	Dir            string
+	SecretsVersion string
 	// Dormant is set for an OnDemand connection whose catalog is known: it
 	// is started only when Demand asks, and stopped again after its idle
 	// timeout. An OnDemand connection never seen before is not dormant: it
@@ -77,9 +79,13 @@ type Want struct {
 }
 
 // hash tells two wants apart where it matters for the session: a change of
-// connect-relevant fields, or of the directory (a manifest moved elsewhere
-// resolves its relative command anew), needs a new session.
-func (w Want) hash() string { return w.Conn.Spec.ConnectHash() + "|" + w.Dir }
+// connect-relevant fields, of the directory (a manifest moved elsewhere
+// resolves its relative command anew) or of a Secret the spec reads (a
+// rotated token) needs a new session.
+func (w Want) hash() string { return w.specHash() + "|" + w.SecretsVersion }
+
+// specHash is hash without the Secrets' version.
+func (w Want) specHash() string { return w.Conn.Spec.ConnectHash() + "|" + w.Dir }
 
 // Supervisor keeps one connection. All methods are safe for concurrent use.
 type Supervisor struct {
@@ -96,9 +102,12 @@ type Supervisor struct {
 
 	session     Session
 	sessionHash string
-	sessionSpec *spec.McpConnection
-	stopMonitor context.CancelFunc
-	connectedAt time.Time
+	// sessionSpecHash is sessionHash without the Secrets' version: it
+	// tells a rotated Secret from a changed spec in the log.
+	sessionSpecHash string
+	sessionSpec     *spec.McpConnection
+	stopMonitor     context.CancelFunc
+	connectedAt     time.Time
 
 	attempting    bool
 	attemptHash   string
@@ -138,12 +147,13 @@ type Supervisor struct {
 }
 
 type attemptResult struct {
-	hash    string
-	spec    *spec.McpConnection
-	session Session
-	err     error
-	process *spec.ProcessStatus
-	span    trace.SpanContext // the attempt's mcp.connect_attempt span
+	hash     string
+	specHash string // hash without the Secrets' version
+	spec     *spec.McpConnection
+	session  Session
+	err      error
+	process  *spec.ProcessStatus
+	span     trace.SpanContext // the attempt's mcp.connect_attempt span
 }
 
 type healthState struct {
@@ -290,8 +300,12 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 			}
 			s.failedLocked(ctx, down.Error(), want.Conn, now, trace.SpanContext{})
 		case s.sessionHash != wantHash:
-			s.log.InfoContext(ctx, "spec changed; reconnecting")
-			s.dropLocked("reconnecting after a spec change")
+			what := "spec"
+			if s.sessionSpecHash == want.specHash() {
+				what = "referenced Secret"
+			}
+			s.log.InfoContext(ctx, what+" changed; reconnecting")
+			s.dropLocked("reconnecting after a " + what + " change")
 			s.nextRetry = time.Time{}
 			s.backoffStep = 0 // a new spec starts its backoff afresh
 		case want.Conn.Spec.OnDemand():
@@ -508,6 +522,7 @@ func (s *Supervisor) adoptLocked(ctx context.Context, res *attemptResult, now ti
 	s.demanded = false // whatever was demanded, this session serves it
 	s.session = res.session
 	s.sessionHash = res.hash
+	s.sessionSpecHash = res.specHash
 	s.sessionSpec = res.spec
 	s.connectedAt = now
 	s.failures = 0
@@ -534,7 +549,7 @@ func (s *Supervisor) dropLocked(why string) {
 		s.stopMonitor = nil
 	}
 	s.out.drops = append(s.out.drops, drop{session: s.session, spec: s.sessionSpec, why: why})
-	s.session, s.sessionHash, s.sessionSpec = nil, "", nil
+	s.session, s.sessionHash, s.sessionSpecHash, s.sessionSpec = nil, "", "", nil
 	s.health = healthState{}
 	s.broadcastLocked()
 }
@@ -642,7 +657,8 @@ func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash st
 		defer s.wg.Done()
 		defer cancel()
 		ss, err := s.opts.Connector.Connect(ctx, req)
-		res := &attemptResult{hash: hash, spec: want.Conn, session: ss, err: err, span: span.SpanContext()}
+		res := &attemptResult{hash: hash, specHash: want.specHash(),
+			spec: want.Conn, session: ss, err: err, span: span.SpanContext()}
 		if err != nil {
 			res.session = nil
 			res.process = ProcessOf(err)

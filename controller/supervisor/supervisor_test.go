@@ -265,3 +265,56 @@ func TestSupervisorDemand(t *testing.T) {
 		t.Errorf("after the demand: %+v", snap)
 	}
 }
+
+// TestSupervisorReconnectsOnSecretsVersion: the same spec with another
+// SecretsVersion (a rotated Secret) drops the session and connects again;
+// the same version keeps it.
+func TestSupervisorReconnectsOnSecretsVersion(t *testing.T) {
+	first, second := newSession(), newSession()
+	conn := &connector{sessions: []*session{first, second}}
+	notified := make(chan struct{}, 100)
+	var drops []string
+	var mu sync.Mutex
+	sup := New(context.Background(), Options{
+		Name:      "one",
+		Connector: conn,
+		Notify:    func() { notified <- struct{}{} },
+		OnDrop: func(_ *spec.McpConnection, why string, _ bool) {
+			mu.Lock()
+			drops = append(drops, why)
+			mu.Unlock()
+		},
+		Jitter: func() float64 { return 0 },
+	})
+	defer func() {
+		sup.Close("test over")
+		_ = sup.Wait(context.Background())
+	}()
+	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
+	c.Default()
+	connect := func(want Want, s *session) {
+		t.Helper()
+		sup.Step(context.Background(), want)
+		select {
+		case <-notified:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the attempt never reported back")
+		}
+		sup.Step(context.Background(), want)
+		if snap := sup.Snapshot(); snap.Session != Session(s) {
+			t.Fatalf("not connected with the expected session: %+v", snap)
+		}
+	}
+	v1 := Want{Conn: c, SecretsVersion: "v1"}
+	connect(v1, first)
+	sup.Step(context.Background(), v1)
+	if first.closed.Load() {
+		t.Fatal("an unchanged want dropped the session")
+	}
+	connect(Want{Conn: c, SecretsVersion: "v2"}, second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(drops) != 1 || drops[0] != "reconnecting after a referenced Secret change" {
+		t.Errorf("drops = %v", drops)
+	}
+}
