@@ -9,7 +9,8 @@ import (
 )
 
 // coldRun is a tether started on a tree that already held its manifests,
-// measured until every status file showed Connected.
+// measured until every status file showed Connected (or what startUntil
+// waited for).
 type coldRun struct {
 	d      *daemon
 	sw     *statusWatch
@@ -40,6 +41,12 @@ func (r *coldRun) stop() {
 //
 // onStart, when not nil, is called right after tether started.
 func coldStart(ctx context.Context, c *config, name string, mans []manifest, o tetherOptions, timeout time.Duration, onStart func(*daemon)) (*coldRun, error) {
+	return startUntil(ctx, c, name, mans, o, timeout, onStart, isConnected)
+}
+
+// startUntil is coldStart waiting for until to hold for every status file
+// instead of Connected (OnDemand servers settle Idle).
+func startUntil(ctx context.Context, c *config, name string, mans []manifest, o tetherOptions, timeout time.Duration, onStart func(*daemon), until func(statusState) bool) (*coldRun, error) {
 	dir, cleanup, err := tempTree(name)
 	if err != nil {
 		return nil, err
@@ -63,7 +70,7 @@ func coldStart(ctx context.Context, c *config, name string, mans []manifest, o t
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	last, err := r.sw.wait(wctx, r.paths, isConnected)
+	last, err := r.sw.wait(wctx, r.paths, until)
 	if err != nil {
 		err = fmt.Errorf("%w\n%s", err, r.d.logTail(10))
 		r.stop()

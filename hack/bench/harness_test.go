@@ -2,6 +2,9 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -74,6 +77,54 @@ func TestProcReaders(t *testing.T) {
 	}
 	if n := threads(pid); n < 1 {
 		t.Errorf("threads = %d", n)
+	}
+}
+
+// TestDescendants starts a shell that starts a sleep: both are found below
+// this process, and treeRSS counts them.
+func TestDescendants(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	var pids []int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		if pids, err = descendants(os.Getpid()); err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("descendants = %v, want the shell and its sleep", pids)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !slices.Contains(pids, cmd.Process.Pid) {
+		t.Errorf("descendants %v lack the shell %d", pids, cmd.Process.Pid)
+	}
+	var grandchild int
+	for _, p := range pids {
+		if ppid, _, err := parentOf(p); err == nil && ppid == cmd.Process.Pid {
+			grandchild = p
+		}
+	}
+	if grandchild == 0 {
+		t.Errorf("no process of %v has the shell %d as parent", pids, cmd.Process.Pid)
+	}
+	own, children, kids, err := treeRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own <= 0 || children <= 0 || kids < 2 {
+		t.Errorf("treeRSS = own %d, children %d over %d processes; want both > 0 over at least 2", own, children, kids)
 	}
 }
 

@@ -17,6 +17,9 @@
 //	stdio          cold start of 100 stdio connections; tether's own RSS
 //	recovery       killed HTTP backend and killed stdio child: time until a
 //	               call through the gateway succeeds again
+//	ondemand       a call to a stopped OnDemand server (which starts it) vs
+//	               one to an Always server; RSS of tether and its children
+//	               with idle OnDemand servers vs Always ones
 //	gateway        call latency and throughput direct vs through the gateway
 //	gobench        Go benchmarks (-benchmem) of the hot paths
 //	stdio-latency  one stdio manifest at a time: write-to-Connected
@@ -104,6 +107,8 @@ type config struct {
 	edits    int
 	stdioN   int
 	recovers int
+	odRounds int
+	odN      int
 	loadDur  time.Duration
 	rounds   int
 	concs    []int
@@ -126,6 +131,7 @@ var scenarios = []scenario{
 	{"stdio", true, stdioCold},
 	{"http", true, httpCold},
 	{"recovery", true, recovery},
+	{"ondemand", true, onDemand},
 	{"gateway", true, gatewayOverhead},
 	{"stdio-latency", false, stdioLatency},
 	{"stdio-burst", false, stdioBurst},
@@ -149,6 +155,8 @@ func run() int {
 	flag.IntVar(&c.edits, "edits", 50, "edits of each kind for the edit-to-status latency")
 	flag.IntVar(&c.stdioN, "stdio-n", 100, "stdio connections for the stdio cold start")
 	flag.IntVar(&c.recovers, "recoveries", 5, "kill/recover cycles of each kind")
+	flag.IntVar(&c.odRounds, "ondemand-rounds", 7, "ondemand: calls to a stopped server (each after its idle stop)")
+	flag.IntVar(&c.odN, "ondemand-n", 10, "ondemand: stdio servers for the memory figures")
 	flag.DurationVar(&c.loadDur, "load", 2*time.Second, "duration of one gateway load run")
 	flag.IntVar(&c.rounds, "rounds", 3, "gateway load runs per path and concurrency (median reported)")
 	concs := flag.String("conc", "1,16,64", "gateway concurrencies")

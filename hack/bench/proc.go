@@ -131,3 +131,79 @@ func cpuWindow(pid int, d time.Duration) (float64, error) {
 	}
 	return float64(c1-c0) / float64(time.Since(t0)), nil
 }
+
+// descendants returns the pids of every living process below pid (children,
+// their children, ...), read from the parent pid field of /proc/<n>/stat.
+// Processes that exit while it reads are left out.
+func descendants(pid int) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue // not a process
+		}
+		ppid, state, err := parentOf(n)
+		if err != nil || state == 'Z' {
+			continue // gone, or dead and not yet reaped
+		}
+		children[ppid] = append(children[ppid], n)
+	}
+	var out []int
+	queue := children[pid]
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		out = append(out, n)
+		queue = append(queue, children[n]...)
+	}
+	return out, nil
+}
+
+// parentOf reads the state and parent pid of pid (fields 3 and 4 of
+// /proc/<pid>/stat).
+func parentOf(pid int) (ppid int, state byte, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: no command field", pid)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: no state and parent fields", pid)
+	}
+	ppid, err = strconv.Atoi(f[1])
+	if err != nil {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: parent pid %q: %w", pid, f[1], err)
+	}
+	return ppid, f[0][0], nil
+}
+
+// treeRSS sums VmRSS of pid and of every process below it: what a process
+// and the children it started hold together. Pages shared between them
+// (the same executable mapped by every child) are counted once per
+// process, as VmRSS counts them. kids is how many descendants were counted.
+func treeRSS(pid int) (own, children int64, kids int, err error) {
+	if own, err = rssBytes(pid); err != nil {
+		return 0, 0, 0, err
+	}
+	pids, err := descendants(pid)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, p := range pids {
+		b, err := rssBytes(p)
+		if err != nil {
+			continue // exited since, or a zombie (no VmRSS)
+		}
+		children += b
+		kids++
+	}
+	return own, children, kids, nil
+}

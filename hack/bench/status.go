@@ -275,3 +275,6 @@ func (sw *statusWatch) wait(ctx context.Context, paths []string, ok func(statusS
 }
 
 func isConnected(st statusState) bool { return st.Phase == spec.PhaseConnected }
+
+// isIdle: an OnDemand server stopped while idle (no child pid shown).
+func isIdle(st statusState) bool { return st.Phase == spec.PhaseIdle && st.PID == 0 }
