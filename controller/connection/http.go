@@ -3,10 +3,12 @@ package connection
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -87,6 +89,11 @@ func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Cont
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client}, spec.TransportStreamable, nil
 	case spec.TransportSSE:
+		// The go-sdk's SSE client posts its messages (answers to the
+		// server's requests among them) with no deadline, and its Close
+		// waits for them: against a hung server, bound them by the
+		// session's life, which ends before Close.
+		client.Transport = &lifetimeRoundTripper{base: client.Transport, life: lifetime}
 		return &lifetimeTransport{inner: &mcp.SSEClientTransport{Endpoint: h.URL, HTTPClient: client}, ctx: lifetime}, spec.TransportSSE, nil
 	default:
 		return nil, "", fmt.Errorf("http.transport: %q is not %s or %s", h.Transport, spec.TransportStreamable, spec.TransportSSE)
@@ -103,4 +110,40 @@ type lifetimeTransport struct {
 
 func (t *lifetimeTransport) Connect(context.Context) (mcp.Connection, error) {
 	return t.inner.Connect(t.ctx)
+}
+
+// lifetimeRoundTripper ends a request (and its response body) when the
+// session's life ends.
+type lifetimeRoundTripper struct {
+	base http.RoundTripper
+	life context.Context
+}
+
+func (t *lifetimeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(t.life, cancel)
+	release := func() {
+		stop()
+		cancel()
+	}
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		release()
+		return nil, err
+	}
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
+	return resp, nil
+}
+
+// releasingBody calls release once the body is closed.
+type releasingBody struct {
+	io.ReadCloser
+	release func()
+	once    sync.Once
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
 }
