@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tether-mcp/tether/controller/connection"
+	"github.com/tether-mcp/tether/controller/oauth"
 	"github.com/tether-mcp/tether/controller/supervisor"
 )
 
@@ -11,6 +12,9 @@ import (
 type SDKConnector struct {
 	// Version is tether's version, sent to servers as the client's.
 	Version string
+	// Tokens holds the OAuth tokens `tether login` stored; nil without a
+	// state directory.
+	Tokens *oauth.Store
 }
 
 // Connect implements supervisor.Connector.
@@ -23,6 +27,7 @@ func (k SDKConnector) Connect(ctx context.Context, req supervisor.ConnectRequest
 		OnToolsChanged: req.OnToolsChanged,
 		OnEnd:          req.OnEnd,
 		ClientVersion:  k.Version,
+		OAuth:          connection.OAuth{Tokens: k.Tokens},
 	})
 	if err != nil {
 		return nil, err

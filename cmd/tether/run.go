@@ -23,6 +23,7 @@ import (
 	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/metrics"
+	"github.com/tether-mcp/tether/controller/oauth"
 	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/controller/tracing"
@@ -71,7 +72,7 @@ each manifest and serves every connected server's tools through one MCP endpoint
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", "", "directory of McpConnection manifests (watched recursively)")
 	f.StringVar(&o.statusDir, "status-dir", "", "write status files under this directory (mirroring the tree) instead of beside the manifests")
-	f.StringVar(&o.stateDir, "state-dir", "", "where tether keeps what it needs between runs (the last valid spec of each connection); default: "+state.DirName+" under --status-dir, else under --dir")
+	f.StringVar(&o.stateDir, "state-dir", "", "where tether keeps what it needs between runs (the last valid spec of each connection, OAuth tokens); default: "+state.DirName+" under --status-dir, else under --dir")
 	f.StringVarP(&o.selector, "selector", "l", "", "only manifests whose labels match this selector (e.g. team=infra,env!=dev)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8808", "address of the gateway's streamable HTTP endpoint (/mcp); empty disables it")
 	f.BoolVar(&o.stdio, "stdio", false, "serve the gateway on stdin/stdout instead of --listen (logs go to stderr)")
@@ -152,7 +153,12 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 	})
-	lastValid := openState(o, log)
+	var lastValid manifest.LastValidStore
+	var tokens *oauth.Store
+	if sd := openState(o, log); sd != nil {
+		lastValid = sd
+		tokens = oauth.NewStore(sd.Path())
+	}
 	store := desired.NewStore()
 	status := statusfile.NewWriter(o.dir, o.statusDir, store.At)
 	source := manifest.NewSource(manifest.SourceOptions{
@@ -186,7 +192,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Source:          source,
 		Status:          status,
 		Workers:         o.workers,
-		Connector:       controller.SDKConnector{Version: version},
+		Connector:       controller.SDKConnector{Version: version, Tokens: tokens},
 		Exposer:         controller.GatewayExposer{G: gw},
 		Metrics:         m,
 		QueueMetrics:    m.QueueProvider(),
@@ -215,6 +221,16 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	case o.listen != "":
 		serve("gateway", func(ctx context.Context) error { return gw.Serve(ctx, o.listen, o.authTokenFile) })
 	}
+	if tokens != nil {
+		// A connection waiting for `tether login` resumes once it stored
+		// tokens. Without the watch it would wait for a restart: say so,
+		// but run on.
+		go func() {
+			if err := tokens.Watch(ctx, log, ctrl.RetryNow); err != nil {
+				log.Warn("not watching the OAuth token files: after tether login, restart tether run", "err", err)
+			}
+		}()
+	}
 	if o.metricsAddr != "" {
 		serve("metrics", func(ctx context.Context) error {
 			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready))
@@ -240,18 +256,24 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 }
 
 // openState opens the state directory. tether runs without one when it
-// cannot be used, and says so: what it keeps there is a help, not a need.
-func openState(o *runOptions, log *slog.Logger) manifest.LastValidStore {
-	path := o.stateDir
-	if path == "" {
-		path = filepath.Join(cmp.Or(o.statusDir, o.dir), state.DirName)
-	}
-	d, err := state.Open(path)
+// cannot be used, and says so: what it keeps there is a help, not a need
+// (but OAuth logins need it).
+func openState(o *runOptions, log *slog.Logger) *state.Dir {
+	d, err := state.Open(stateDirPath(o.stateDir, o.statusDir, o.dir))
 	if err != nil {
-		log.Warn("running without a state directory: last valid specs are not kept across restarts", "err", err)
+		log.Warn("running without a state directory: last valid specs are not kept across restarts, and OAuth logins cannot be used", "err", err)
 		return nil
 	}
 	return d
+}
+
+// stateDirPath is --state-dir, by default .tether under --status-dir, else
+// under --dir (tether login finds it the same way).
+func stateDirPath(stateDir, statusDir, dir string) string {
+	if stateDir != "" {
+		return stateDir
+	}
+	return filepath.Join(cmp.Or(statusDir, dir), state.DirName)
 }
 
 func gatewayDesc(o *runOptions) string {

@@ -28,6 +28,11 @@ type Snapshot struct {
 	Failures  int
 	LastError string
 	NextRetry time.Time
+	// AuthRequired says what to do when the last failure was that no valid
+	// OAuth token can be had ("" otherwise); AwaitingLogin is true while
+	// no attempt starts before new tokens are stored.
+	AuthRequired  string
+	AwaitingLogin bool
 	// HealthFailures counts failed probes in a row of the live session.
 	HealthFailures int
 	HealthError    string
@@ -57,6 +62,10 @@ func (s *Supervisor) Snapshot() Snapshot {
 		Starts:         s.starts,
 		LastExitCode:   s.lastExitCode,
 		Process:        s.process,
+	}
+	if a := s.auth; a != nil {
+		snap.AuthRequired = a.msg
+		snap.AwaitingLogin = a.login && !a.released
 	}
 	if ss := s.session; ss != nil {
 		snap.Server = ss.Server()

@@ -57,9 +57,10 @@ type Counts struct {
 
 // Server is a running test server. Its methods are safe for concurrent use.
 type Server struct {
-	// URL is the issuer and the base of every endpoint; MCPURL the MCP
-	// endpoint.
-	URL, MCPURL string
+	// URL is the issuer and the base of every endpoint; MCPURL the
+	// streamable HTTP endpoint, SSEURL the SSE one (each its own protected
+	// resource).
+	URL, MCPURL, SSEURL string
 
 	opts Options
 	hs   *httptest.Server
@@ -111,13 +112,16 @@ func New(t testing.TB, o Options) *Server {
 	t.Cleanup(s.hs.Close)
 	s.URL = s.hs.URL
 	s.MCPURL = s.URL + "/mcp"
+	s.SSEURL = s.URL + "/sse"
 
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-		Resource:               s.MCPURL,
-		AuthorizationServers:   []string{s.URL},
-		ScopesSupported:        o.Scopes,
-		BearerMethodsSupported: []string{"header"},
-	}))
+	for _, path := range []string{"/mcp", "/sse"} {
+		mux.Handle("/.well-known/oauth-protected-resource"+path, auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			Resource:               s.URL + path,
+			AuthorizationServers:   []string{s.URL},
+			ScopesSupported:        o.Scopes,
+			BearerMethodsSupported: []string{"header"},
+		}))
+	}
 	mux.HandleFunc("/.well-known/oauth-authorization-server", s.metadata)
 	mux.HandleFunc("/register", s.register)
 	mux.HandleFunc("/authorize", s.authorize)
@@ -130,23 +134,40 @@ func New(t testing.TB, o Options) *Server {
 		}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
 		})
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpServer }, nil)
-	protected := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{
-		ResourceMetadataURL: s.URL + "/.well-known/oauth-protected-resource/mcp",
-		Scopes:              o.Scopes,
-	})(handler)
-	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.counts.MCP++
-		s.mu.Unlock()
-		protected.ServeHTTP(&statusRecorder{ResponseWriter: w, onStatus: func(code int) {
-			if code == http.StatusUnauthorized {
-				s.mu.Lock()
-				s.counts.MCPUnauthorized++
-				s.mu.Unlock()
+	// leak answers with an error that quotes the caller's Authorization
+	// header: what a careless server might do, for redaction tests.
+	mcp.AddTool(mcpServer, &mcp.Tool{Name: "leak", Description: "fails, quoting the caller's token"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			got := "no header" // the SSE transport passes none on
+			if req.Extra != nil && req.Extra.Header != nil {
+				got = req.Extra.Header.Get("Authorization")
 			}
-		}}, r)
-	}))
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
+				Text: "refusing the caller with " + got,
+			}}}, nil, nil
+		})
+	getServer := func(*http.Request) *mcp.Server { return mcpServer }
+	for path, handler := range map[string]http.Handler{
+		"/mcp": mcp.NewStreamableHTTPHandler(getServer, nil),
+		"/sse": mcp.NewSSEHandler(getServer, nil),
+	} {
+		protected := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{
+			ResourceMetadataURL: s.URL + "/.well-known/oauth-protected-resource" + path,
+			Scopes:              o.Scopes,
+		})(handler)
+		mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.mu.Lock()
+			s.counts.MCP++
+			s.mu.Unlock()
+			protected.ServeHTTP(&statusRecorder{ResponseWriter: w, onStatus: func(code int) {
+				if code == http.StatusUnauthorized {
+					s.mu.Lock()
+					s.counts.MCPUnauthorized++
+					s.mu.Unlock()
+				}
+			}}, r)
+		}))
+	}
 	return s
 }
 
@@ -295,8 +316,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	case q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "":
 		http.Error(w, "want response_type=code and a S256 code challenge", http.StatusBadRequest)
 		return
-	case q.Get("resource") != s.MCPURL:
-		http.Error(w, "resource is not the MCP endpoint", http.StatusBadRequest)
+	case q.Get("resource") != s.MCPURL && q.Get("resource") != s.SSEURL:
+		http.Error(w, "resource is not an MCP endpoint", http.StatusBadRequest)
 		return
 	}
 	code := randomString()
