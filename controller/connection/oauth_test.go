@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -124,5 +125,39 @@ func TestOAuthConnectNeedsAToken(t *testing.T) {
 	_, err = Connect(ctx, Request{Name: "cc", Spec: ccSpec(srv.MCPURL, "", "missing"), ManifestDir: dir})
 	if err == nil || !strings.Contains(err.Error(), "http.oauth.clientCredentials.clientSecret: valueFrom.file") {
 		t.Errorf("a missing secret file: %v", err)
+	}
+}
+
+// Login over the SSE transport, which has no OAuth support of its own: the
+// RoundTripper answers the server's 401 with the interactive handler; the
+// stored tokens then serve a session as tether run opens it.
+func TestLoginOverSSE(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := oauthtest.New(t, oauthtest.Options{})
+	store := oauth.NewStore(t.TempDir())
+	sp := &spec.Spec{HTTP: &spec.HTTPSpec{URL: srv.SSEURL, Transport: spec.TransportSSE, OAuth: &spec.OAuthSpec{AuthorizationCode: &spec.OAuthAuthorizationCode{}}}}
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		oauthtest.Person(ctx, pr, func(err error) { t.Errorf("person: %v", err) })
+	}()
+	res, err := Login(ctx, Request{Name: "sse", Spec: sp}, oauth.LoginOptions{Store: store, Out: pw})
+	pw.Close()
+	<-done
+	if err != nil || res.Tools != 2 || res.Server.Name != "oauthtest" {
+		t.Fatalf("login: %+v, %v", res, err)
+	}
+	if c := srv.Counts(); c.Authorize != 1 || c.CodeGrants != 1 || c.LastAuthorizeResource != srv.SSEURL {
+		t.Errorf("counts after the login: %+v", c)
+	}
+	s, err := Connect(ctx, Request{Name: "sse", Spec: sp, OAuth: OAuth{Tokens: store}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}, nil); err != nil || r.IsError {
+		t.Fatalf("call on the stored tokens: %v", err)
 	}
 }
