@@ -237,12 +237,17 @@ func (s *Store) Watch(ctx context.Context, log *slog.Logger, onChange func(name 
 	if err := w.Add(s.dir); err != nil {
 		return fmt.Errorf("watching %s: %w", s.dir, err)
 	}
+	starting := true
 	check := func(name string) {
 		if !s.takeChange(name) {
 			return
 		}
 		s.reload(name)
-		log.Info("token file changed", "connection", name, "file", s.Path(name))
+		if starting {
+			log.Debug("token file found", "connection", name, "file", s.Path(name))
+		} else {
+			log.Info("token file changed", "connection", name, "file", s.Path(name))
+		}
 		onChange(name)
 	}
 	checkAll := func() {
@@ -268,6 +273,7 @@ func (s *Store) Watch(ctx context.Context, log *slog.Logger, onChange func(name 
 	}
 	// A login that ran while tether was starting counts too.
 	checkAll()
+	starting = false
 	for {
 		select {
 		case <-ctx.Done():
