@@ -55,7 +55,7 @@ update: ## Run every hack/update-*.sh (gofmt -w, go mod tidy)
 	@for s in hack/update-*.sh; do echo "== $$s"; "$$s"; done
 
 .PHONY: peers
-peers: ## Install the real MCP servers the tests use (npm peers, bin/everything-server) and the conformance suite
+peers: ## Install the real MCP servers the tests use (npm peers, bin/everything-server), the test control plane and the conformance suite
 	hack/install-peers.sh
 	hack/install-conformance.sh
 

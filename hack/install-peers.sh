@@ -5,6 +5,9 @@
 #     hack/peers/node_modules/.bin
 #   - bin/everything-server, the go-sdk's conformance server (a `tool` in go.mod)
 #   - bin/tether-example-server, the project's own example server
+#   - the test control plane (kube-apiserver, etcd, kubectl) in
+#     _output/controlplane/bin, by hack/install-controlplane.sh: minutes the
+#     first time, then skipped while hack/controlplane/go.mod is unchanged
 # Idempotent and fast when nothing changed: npm ci runs only when the lock
 # file differs from the one last installed; go build reuses its cache.
 #
@@ -31,3 +34,5 @@ fi
 log "building bin/everything-server and bin/tether-example-server"
 go build -o bin/everything-server github.com/modelcontextprotocol/go-sdk/conformance/everything-server
 go build -o bin/tether-example-server ./examples/server
+
+hack/install-controlplane.sh

@@ -50,6 +50,11 @@ func (s *Spec) DeepCopy() *Spec {
 		out.Backoff = &Backoff{Initial: clonePtr(s.Backoff.Initial), Max: clonePtr(s.Backoff.Max)}
 	}
 	out.CallTimeout = clonePtr(s.CallTimeout)
+	if s.Lifecycle != nil {
+		l := *s.Lifecycle
+		l.IdleTimeout = clonePtr(s.Lifecycle.IdleTimeout)
+		out.Lifecycle = &l
+	}
 	return &out
 }
 

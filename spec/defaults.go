@@ -108,6 +108,21 @@ func (s *Spec) CallTimeoutDuration() time.Duration {
 	return DefaultCallTimeout
 }
 
+// OnDemand reports whether the server runs only when a call needs it.
+func (s *Spec) OnDemand() bool {
+	return s.Lifecycle != nil && s.Lifecycle.Mode == LifecycleOnDemand
+}
+
+// IdleTimeout is how long an OnDemand server may stay unused before it is
+// stopped. Lifecycle is not filled in by Default, so that a manifest that
+// does not mention it keeps its spec hash.
+func (s *Spec) IdleTimeout() time.Duration {
+	if s.Lifecycle != nil && s.Lifecycle.IdleTimeout != nil {
+		return s.Lifecycle.IdleTimeout.Duration
+	}
+	return DefaultIdleTimeout
+}
+
 // Transport kinds as TransportName reports them.
 const (
 	TransportStdio = "stdio"

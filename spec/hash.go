@@ -21,6 +21,17 @@ func (s *Spec) Hash() string {
 	if c.Tools != nil && len(c.Tools.Allow) == 0 && len(c.Tools.Deny) == 0 {
 		c.Tools = nil // `tools: {}` filters nothing, like no tools at all
 	}
+	if l := c.Lifecycle; l != nil { // the defaults, written out or left implicit
+		if l.Mode == "" {
+			l.Mode = LifecycleAlways
+		}
+		switch {
+		case l.Mode == LifecycleAlways && l.IdleTimeout == nil:
+			c.Lifecycle = nil
+		case l.IdleTimeout == nil:
+			l.IdleTimeout = &Duration{DefaultIdleTimeout}
+		}
+	}
 	return digest(c)
 }
 

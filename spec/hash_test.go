@@ -158,3 +158,26 @@ func TestOAuthHashAndCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestHashLifecycleDefaults: a lifecycle written out with its defaults hashes
+// as one left implicit, so adding `mode: Always` changes nothing.
+func TestHashLifecycleDefaults(t *testing.T) {
+	base := Spec{Stdio: &StdioSpec{Command: "srv"}}
+	always := base
+	always.Lifecycle = &Lifecycle{Mode: LifecycleAlways}
+	empty := base
+	empty.Lifecycle = &Lifecycle{}
+	if base.Hash() != always.Hash() || base.Hash() != empty.Hash() {
+		t.Error("mode Always (or an empty lifecycle) changed the hash")
+	}
+	onDemand := base
+	onDemand.Lifecycle = &Lifecycle{Mode: LifecycleOnDemand}
+	explicit := base
+	explicit.Lifecycle = &Lifecycle{Mode: LifecycleOnDemand, IdleTimeout: &Duration{DefaultIdleTimeout}}
+	if onDemand.Hash() != explicit.Hash() || onDemand.Hash() == base.Hash() {
+		t.Error("OnDemand's default idleTimeout, written out or not, must hash alike and unlike Always")
+	}
+	if onDemand.ConnectHash() != base.ConnectHash() {
+		t.Error("the lifecycle is not a reason to reconnect")
+	}
+}

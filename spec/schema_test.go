@@ -176,6 +176,8 @@ var schemaCannotSay = map[string]string{
 	"url that does not parse, not echoed":               "URL syntax: left to validation",
 	"command with NUL":                                  "NUL characters: left to validation",
 	"duration zero":                                     "a positive duration: the pattern allows 0s",
+	"lifecycle idleTimeout zero":                        "a positive duration: the pattern allows 0s",
+	"lifecycle idleTimeout without OnDemand":            "depends on another field's value",
 	"failureThreshold too big":                          "JSON has no integer range: 1e20 is an integer to it",
 	"backoff max below initial":                         "compares two fields",
 	"backoff initial above the default max":             "compares a field with a default",

@@ -74,6 +74,27 @@ type Spec struct {
 	Backoff *Backoff `json:"backoff,omitempty"`
 	// Upper bound on one tools/call through the gateway. Default: 60s.
 	CallTimeout *Duration `json:"callTimeout,omitempty"`
+	// When the server runs. Default: always.
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+}
+
+// Lifecycle modes for Lifecycle.Mode.
+const (
+	LifecycleAlways   = "Always"
+	LifecycleOnDemand = "OnDemand"
+)
+
+// Lifecycle says when the server runs.
+type Lifecycle struct {
+	// Always (the default): connected all the time. OnDemand: started by the
+	// first call that needs it and stopped after idleTimeout without a call
+	// in flight or a subscription open; meanwhile the gateway serves the
+	// catalog it published the last time it ran.
+	// +tether:enum=Always;OnDemand
+	Mode string `json:"mode,omitempty"`
+	// OnDemand: stop the server after this long with no call in flight and
+	// no subscription open. Default: 10m.
+	IdleTimeout *Duration `json:"idleTimeout,omitempty"`
 }
 
 // StdioSpec starts the server as a child process speaking MCP on stdin/stdout.
@@ -251,6 +272,7 @@ const (
 	DefaultBackoffInitial   = 100 * time.Millisecond
 	DefaultBackoffMax       = 3 * time.Second
 	DefaultCallTimeout      = 60 * time.Second
+	DefaultIdleTimeout      = 10 * time.Minute
 )
 
 // Phase is the coarse, human-facing state of a connection.
@@ -262,13 +284,14 @@ const (
 	PhaseConnected    Phase = "Connected"
 	PhaseDegraded     Phase = "Degraded"
 	PhaseReconnecting Phase = "Reconnecting"
+	PhaseIdle         Phase = "Idle"
 	PhaseAuthRequired Phase = "AuthRequired"
 	PhaseSuspended    Phase = "Suspended"
 	PhaseInvalid      Phase = "Invalid"
 )
 
 // Phases lists every phase in a stable order (metrics are one-hot over it).
-var Phases = []Phase{PhasePending, PhaseConnecting, PhaseConnected, PhaseDegraded, PhaseReconnecting, PhaseAuthRequired, PhaseSuspended, PhaseInvalid}
+var Phases = []Phase{PhasePending, PhaseConnecting, PhaseConnected, PhaseDegraded, PhaseReconnecting, PhaseIdle, PhaseAuthRequired, PhaseSuspended, PhaseInvalid}
 
 // StatusDocument is one document of a status file (<manifest-base>.status.yaml).
 //
@@ -301,6 +324,9 @@ type ConnectionStatus struct {
 	Server *ServerInfo `json:"server,omitempty"`
 	// How many tools the server has, and how many of them are exposed.
 	Tools *ToolCounts `json:"tools,omitempty"`
+	// What the server publishes (tools, prompts, resources, templates), and
+	// how it last moved.
+	Catalog *CatalogStatus `json:"catalog,omitempty"`
 	// Failed attempts since the last success.
 	Attempt int `json:"attempt"`
 	// The last connect or health-check error, secrets redacted.
@@ -316,6 +342,20 @@ type ConnectionStatus struct {
 	ManifestError string `json:"manifestError"`
 	// Exposed tool names this connection lost to another connection.
 	Collisions []ToolCollision `json:"collisions,omitempty"`
+}
+
+// CatalogStatus tells what a server publishes and when that last changed,
+// so that an upgrade that drops a tool shows (and can be alerted on).
+type CatalogStatus struct {
+	// sha256 of the tool, prompt and resource definitions.
+	Hash string `json:"hash"`
+	// When the hash last changed (first seen, for a new connection).
+	ChangedTime *time.Time `json:"changedTime,omitempty"`
+	// What that change added: tool names, "prompt:<name>",
+	// "resource:<uri>", "resourceTemplate:<template>" (at most 20).
+	Added []string `json:"added,omitempty"`
+	// What that change removed, named like added (at most 20).
+	Removed []string `json:"removed,omitempty"`
 }
 
 // Condition follows the kstatus conventions (Ready, Reconciling, Stalled).
@@ -352,6 +392,7 @@ const (
 	ReasonAuthRequired    = "AuthRequired"
 	ReasonHealthCheckFail = "HealthCheckFailing"
 	ReasonSuspended       = "Suspended"
+	ReasonIdle            = "Idle"
 	ReasonManifestInvalid = "ManifestInvalid"
 	ReasonStopped         = "Stopped"
 	ReasonPending         = "Pending"

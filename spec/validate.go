@@ -162,6 +162,16 @@ func (v validator) spec(s *Spec) {
 		}
 	}
 	v.positive("spec.callTimeout", s.CallTimeout)
+	if l := s.Lifecycle; l != nil {
+		switch l.Mode {
+		case "", LifecycleAlways, LifecycleOnDemand:
+		default:
+			v.errorf("spec.lifecycle.mode", "%s is not %s or %s", truncateQuote(l.Mode), LifecycleAlways, LifecycleOnDemand)
+		}
+		if v.positive("spec.lifecycle.idleTimeout", l.IdleTimeout) && l.IdleTimeout != nil && l.Mode != LifecycleOnDemand {
+			v.errorf("spec.lifecycle.idleTimeout", "applies to mode %s only", LifecycleOnDemand)
+		}
+	}
 }
 
 // positive checks an optional duration; it reports whether the value (or

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,4 +124,47 @@ func TestFaultSIGKILLLeavesNoOrphans(t *testing.T) {
 			t.Errorf("process %d outlived a SIGKILLed tether", pid)
 		}
 	}
+}
+
+// TestFaultSIGKILLThenRestartStopsLeftovers: a wrapper's background child
+// that does not read stdin outlives a tether killed with SIGKILL (only the
+// direct child gets the parent-death signal); the next tether, reading the
+// process groups the first one recorded in the state directory, stops it
+// (docs/reliability.md, row P5).
+func TestFaultSIGKILLThenRestartStopsLeftovers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := filepath.Join(dir, "wrapped.yaml")
+	writeFile(t, m, stdioManifest("wrapped", "/bin/sh", []string{"-c", "sleep 300 & exec " + faultServer(t)}, ""))
+	tt := startTether(t, dir)
+	st := waitStatus(t, m, "wrapped", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	leader := st.Process.PID
+	kids := childrenOf(leader)
+	if len(kids) != 1 {
+		t.Fatalf("wrapper %d has children %v, want the background sleep alone", leader, kids)
+	}
+	orphan := kids[0]
+	killAtCleanup(t, orphan)
+	killAtCleanup(t, leader)
+	if _, err := os.Stat(filepath.Join(dir, ".tether", "groups", fmt.Sprint(leader)+".json")); err != nil {
+		t.Fatalf("the child's process group is not recorded: %v", err)
+	}
+
+	must(t, tt.cmd.Process.Kill())
+	<-tt.done
+	if !processGone(leader, 10*time.Second) {
+		t.Fatalf("the server %d outlived a SIGKILLed tether", leader)
+	}
+	if processGone(orphan, 300*time.Millisecond) {
+		t.Fatalf("the background child %d died with tether: this test shows nothing", orphan)
+	}
+
+	tt = startTether(t, dir)
+	if !processGone(orphan, 15*time.Second) {
+		t.Fatalf("the next tether left the previous one's orphan %d running", orphan)
+	}
+	tt.waitLogLine(t, 5*time.Second, "stopped process groups a previous tether left running", "groups=1")
+	waitStatus(t, m, "wrapped", 15*time.Second, "Connected again", func(s spec.ConnectionStatus) bool {
+		return s.Phase == spec.PhaseConnected && s.Process != nil && s.Process.PID != leader
+	})
 }

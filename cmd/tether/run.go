@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/manifest"
@@ -153,11 +154,22 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 	})
+	stateDir := openState(o, log)
 	var lastValid manifest.LastValidStore
 	var tokens *oauth.Store
-	if sd := openState(o, log); sd != nil {
-		lastValid = sd
-		tokens = oauth.NewStore(sd.Path())
+	if stateDir != nil {
+		lastValid = stateDir
+		tokens = oauth.NewStore(stateDir.Path())
+		// Before any child starts: what a tether killed with SIGKILL left.
+		ledger := connection.NewGroupLedger(filepath.Join(stateDir.Path(), "groups"), log)
+		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
+			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
+		}
+		connection.SetGroupLedger(ledger)
+		defer connection.SetGroupLedger(nil)
+	}
+	if err := connection.BecomeSubreaper(); err != nil {
+		log.Warn("cannot become a child subreaper: orphaned grandchildren go to init", "err", err)
 	}
 	store := desired.NewStore()
 	status := statusfile.NewWriter(o.dir, o.statusDir, store.At)
@@ -261,7 +273,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 func openState(o *runOptions, log *slog.Logger) *state.Dir {
 	d, err := state.Open(stateDirPath(o.stateDir, o.statusDir, o.dir))
 	if err != nil {
-		log.Warn("running without a state directory: last valid specs are not kept across restarts, and OAuth logins cannot be used", "err", err)
+		log.Warn("running without a state directory: last valid specs and children's process groups are not kept across restarts, and OAuth logins cannot be used", "err", err)
 		return nil
 	}
 	return d

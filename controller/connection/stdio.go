@@ -200,6 +200,9 @@ func startProcess(argv0, path string, args []string, dir string, env []string, t
 		return nil, err
 	}
 	p.pid = cmd.Process.Pid
+	if l := currentLedger(); l != nil {
+		l.record(p.pid)
+	}
 	// The child has its copies; ours would keep the pipes open after it exits.
 	_ = stdinR.Close()
 	_ = stdoutW.Close()
@@ -282,16 +285,20 @@ func (p *process) doStop(stdinWait, termWait time.Duration) {
 	killAt := termAt.Add(termWait)
 	deadline := killAt.Add(killGrace)
 	_ = p.stdin.Close()
-	if !p.waitGone(termAt) {
+	gone := p.waitGone(termAt)
+	if !gone {
 		p.log.Debug("process group still running after stdin closed: SIGTERM", "pid", p.pid, "after", time.Since(start))
 		_ = killGroup(p.pid, syscall.SIGTERM)
-		if !p.waitGone(killAt) {
+		if gone = p.waitGone(killAt); !gone {
 			p.log.Debug("process group still running after SIGTERM: SIGKILL", "pid", p.pid, "after", time.Since(start))
 			_ = killGroup(p.pid, syscall.SIGKILL)
-			if !p.waitGone(deadline) {
+			if gone = p.waitGone(deadline); !gone {
 				p.log.Warn("process group still running after SIGKILL", "pid", p.pid, "after", time.Since(start))
 			}
 		}
+	}
+	if l := currentLedger(); l != nil && gone {
+		l.forget(p.pid) // one left running stays recorded for the next start
 	}
 	// With the whole group gone, stderr reaches EOF at once; a process that
 	// left the group (setsid) may still hold it, so do not wait for that.
@@ -317,6 +324,10 @@ func (p *process) waitGone(deadline time.Time) bool {
 	for {
 		select {
 		case <-p.exited:
+			// The leader is reaped: what is left of the group that is
+			// tether's child (an orphan re-parented to the subreaper) can
+			// be reaped without taking the leader's status from Wait.
+			reapGroup(p.pid)
 			if !groupAlive(p.pid) {
 				return true
 			}

@@ -2,6 +2,7 @@ package connection
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
 	"syscall"
@@ -17,27 +18,27 @@ func childSysProcAttr() *syscall.SysProcAttr {
 // groupHasLiveMember reports whether a process that is not a zombie is in
 // process group pgid, from /proc. If /proc cannot be read it assumes so.
 func groupHasLiveMember(pgid int) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		return true
 	}
+	return len(groupMembers(pgid)) > 0
+}
+
+// groupMembers lists the processes of group pgid that are not zombies.
+func groupMembers(pgid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
 	for _, e := range entries {
 		name := e.Name()
 		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
+		f, err := statFields(name)
 		if err != nil {
 			continue // gone meanwhile
-		}
-		// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) < 3 {
-			continue
 		}
 		if pg, err := strconv.Atoi(string(f[2])); err != nil || pg != pgid {
 			continue
@@ -45,7 +46,62 @@ func groupHasLiveMember(pgid int) bool {
 		if state := f[0]; len(state) == 1 && (state[0] == 'Z' || state[0] == 'X') {
 			continue
 		}
-		return true
+		pid, _ := strconv.Atoi(name)
+		out = append(out, pid)
 	}
-	return false
+	return out
+}
+
+// statFields returns the fields of /proc/PID/stat after "(comm)", which may
+// hold spaces and parens: [0] is the state, [2] the pgrp, [19] the start
+// time in clock ticks after boot.
+func statFields(pid string) ([][]byte, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, errors.New("unreadable stat")
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 20 {
+		return nil, errors.New("short stat")
+	}
+	return f, nil
+}
+
+// startTicks is when pid started, in clock ticks after boot.
+func startTicks(pid int) (uint64, error) {
+	f, err := statFields(strconv.Itoa(pid))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(string(f[19]), 10, 64)
+}
+
+// BecomeSubreaper makes this process a child subreaper
+// (PR_SET_CHILD_SUBREAPER): an orphaned descendant, a wrapper's server
+// whose wrapper exited, becomes tether's child instead of init's, stays in
+// tether's reach and is reaped by it (reapGroup).
+func BecomeSubreaper() error {
+	const prSetChildSubreaper = 36
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// reapGroup reaps the members of group pgid that are tether's children and
+// have exited: orphans re-parented to tether as a subreaper. Call it only
+// once the group's leader has been reaped by its own Wait, or this could
+// take the leader's exit status from it.
+func reapGroup(pgid int) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
+	}
 }

@@ -2,7 +2,10 @@
 
 package connection
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // childSysProcAttr puts the child in its own process group. Only Linux has a
 // parent-death signal; elsewhere a child can outlive a tether killed with
@@ -14,3 +17,15 @@ func childSysProcAttr() *syscall.SysProcAttr {
 // groupHasLiveMember cannot tell zombies apart without /proc: kill(2) found
 // someone, so assume a live member.
 func groupHasLiveMember(int) bool { return true }
+
+// groupMembers cannot be listed without /proc.
+func groupMembers(int) []int { return nil }
+
+// startTicks needs /proc.
+func startTicks(int) (uint64, error) { return 0, errors.New("no /proc") }
+
+// BecomeSubreaper is Linux only.
+func BecomeSubreaper() error { return nil }
+
+// reapGroup: without a subreaper there are no orphans of ours to reap.
+func reapGroup(int) {}

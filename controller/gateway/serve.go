@@ -3,8 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,9 +40,9 @@ func (g *Gateway) Serve(ctx context.Context, addr, authTokenFile string) error {
 		return fmt.Errorf("gateway: refusing to listen on non-loopback address %q without an auth token file", addr)
 	}
 	// Read the token before listening so that a bad file fails fast.
-	var token []byte
+	var token *bearerToken
 	if authTokenFile != "" {
-		if token, err = readToken(authTokenFile); err != nil {
+		if token, err = loadBearerToken(authTokenFile, g.log); err != nil {
 			return err
 		}
 	}
@@ -60,10 +57,10 @@ func (g *Gateway) Serve(ctx context.Context, addr, authTokenFile string) error {
 // activation, port 0). It closes ln. The loopback rule applies to the
 // address ln is bound to.
 func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener, authTokenFile string) error {
-	var token []byte
+	var token *bearerToken
 	if authTokenFile != "" {
 		var err error
-		if token, err = readToken(authTokenFile); err != nil {
+		if token, err = loadBearerToken(authTokenFile, g.log); err != nil {
 			ln.Close()
 			return err
 		}
@@ -71,7 +68,7 @@ func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener, authTokenF
 	return g.serve(ctx, ln, token)
 }
 
-func (g *Gateway) serve(ctx context.Context, ln net.Listener, token []byte) error {
+func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken) error {
 	if !isLoopbackNetAddr(ln.Addr()) && token == nil {
 		ln.Close()
 		return fmt.Errorf("gateway: refusing to serve on non-loopback address %s without an auth token file", ln.Addr())
@@ -82,6 +79,11 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token []byte) erro
 	h := g.withFastPath(g.cancelOnDisconnect(g.sdk))
 	if token != nil {
 		h = requireBearer(token, h)
+		watched := make(chan struct{})
+		defer func() { <-watched }()
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go func() { defer close(watched); token.watch(wctx, tokenResync) }()
 	}
 	// posts counts the requests in flight (tools/call among them), so that
 	// shutdown lets their answers out before it ends the sessions.
@@ -185,22 +187,9 @@ func (g *Gateway) serveTransport(ctx context.Context, t mcp.Transport) error {
 	return nil
 }
 
-// requireBearer admits requests that carry the token. Both sides are hashed
-// first so the comparison takes the same time whatever the token's length.
-func requireBearer(token []byte, next http.Handler) http.Handler {
-	want := sha256.Sum256(token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		scheme, got, ok := strings.Cut(auth, " ")
-		have := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(have[:], want[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
+// tokenResync is how often the auth token file is read again even without
+// an event.
+const tokenResync = 30 * time.Second
 
 // readToken reads a bearer token file. Errors name the file, never its content.
 func readToken(file string) ([]byte, error) {

@@ -1,9 +1,16 @@
 // Package state is tether's state directory (tether run --state-dir): what
 // tether keeps between runs, beside but apart from the status it reports.
 //
-//	specs/<name>.json   the last valid spec of each connection, so that a
-//	                    manifest that is invalid when tether starts keeps
-//	                    its connection, as it does while tether runs
+//	specs/<name>.json     the last valid spec of each connection, so that a
+//	                      manifest that is invalid when tether starts keeps
+//	                      its connection, as it does while tether runs
+//	catalogs/<name>.json  what each server published the last time it ran
+//	                      (controller/catalog): served while an OnDemand
+//	                      server is stopped, and the base of catalog drift
+//	groups/<pgid>.json    the process groups of running stdio children
+//	                      (controller/connection's GroupLedger)
+//	tokens/<name>.json    the OAuth tokens tether login stored, kept current
+//	                      by tether run (controller/oauth's Store)
 //
 // The directory is mode 0700 and every file 0600: a spec may hold plain env
 // and header values. Files are written atomically. A file that cannot be
@@ -21,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/atomicfile"
+	"github.com/tether-mcp/tether/controller/catalog"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -137,4 +145,46 @@ func loadSpec(path, name string) (desired.Entry, error) {
 		return desired.Entry{}, fmt.Errorf("it holds the spec of %q", docs[0].Name)
 	}
 	return desired.Entry{Name: name, Origin: s.Origin, Index: s.Index, Dir: s.Dir, Conn: docs[0].Conn}, nil
+}
+
+func (d *Dir) catalogPath(name string) string {
+	return filepath.Join(d.path, "catalogs", name+".json")
+}
+
+// SaveCatalog keeps what name's server publishes.
+func (d *Dir) SaveCatalog(name string, c *catalog.Catalog) error {
+	data, err := c.Marshal()
+	if err != nil {
+		return fmt.Errorf("state: catalog of %s: %w", name, err)
+	}
+	if err := atomicfile.Write(d.catalogPath(name), data, 0o600, 0o700); err != nil {
+		return fmt.Errorf("state: saving the catalog of %s: %w", name, err)
+	}
+	return nil
+}
+
+// LoadCatalog returns the catalog saved for name: (nil, nil) when there is
+// none, an error naming the file when it cannot be used (corrupt, foreign).
+func (d *Dir) LoadCatalog(name string) (*catalog.Catalog, error) {
+	path := d.catalogPath(name)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	c, err := catalog.Unmarshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: ignored: %w", path, err)
+	}
+	return c, nil
+}
+
+// DeleteCatalog forgets name's catalog (its connection is gone).
+func (d *Dir) DeleteCatalog(name string) error {
+	if err := os.Remove(d.catalogPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("state: forgetting the catalog of %s: %w", name, err)
+	}
+	return nil
 }

@@ -70,6 +70,30 @@ func render(doc *spec.StatusDocument) []byte {
 		b.WriteString(strconv.Itoa(t.Exposed))
 		b.WriteByte('\n')
 	}
+	if c := st.Catalog; c != nil {
+		b.WriteString("  catalog:\n    hash: ")
+		scalar(&b, c.Hash)
+		b.WriteByte('\n')
+		if c.ChangedTime != nil {
+			b.WriteString("    changedTime: ")
+			timestamp(&b, *c.ChangedTime)
+			b.WriteByte('\n')
+		}
+		for _, l := range []struct {
+			key   string
+			names []string
+		}{{"added", c.Added}, {"removed", c.Removed}} {
+			if len(l.names) == 0 {
+				continue
+			}
+			b.WriteString("    " + l.key + ":\n")
+			for _, n := range l.names {
+				b.WriteString("      - ")
+				scalar(&b, n)
+				b.WriteByte('\n')
+			}
+		}
+	}
 	b.WriteString("  attempt: ")
 	b.WriteString(strconv.Itoa(st.Attempt))
 	b.WriteString("\n  lastError: ")

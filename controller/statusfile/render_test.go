@@ -65,6 +65,19 @@ func randomStatus(r *rand.Rand) spec.StatusDocument {
 			st.Process.StderrTail = append(st.Process.StderrTail, randomString(r))
 		}
 	}
+	if r.IntN(2) == 0 {
+		st.Catalog = &spec.CatalogStatus{Hash: randomString(r)}
+		if r.IntN(2) == 0 {
+			t := ts()
+			st.Catalog.ChangedTime = &t
+		}
+		for range r.IntN(3) {
+			st.Catalog.Added = append(st.Catalog.Added, randomString(r))
+		}
+		for range r.IntN(3) {
+			st.Catalog.Removed = append(st.Catalog.Removed, randomString(r))
+		}
+	}
 	for range r.IntN(3) {
 		st.Collisions = append(st.Collisions, spec.ToolCollision{Tool: randomString(r), Connection: randomString(r)})
 	}

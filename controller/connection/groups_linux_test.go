@@ -1,0 +1,132 @@
+package connection
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startGroup starts `sleep 300` in a process group of its own.
+func startGroup(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-done })
+	return cmd
+}
+
+func writeRecord(t *testing.T, dir string, rec GroupRecord) {
+	t.Helper()
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(rec.PGID)+".json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver: a recorded group is
+// stopped only when it is the recorded one (same boot, leader started when
+// recorded) and the tether that recorded it is gone; every other record
+// is dropped or, for a tether still running, kept.
+func TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver(t *testing.T) {
+	dir := t.TempDir()
+	boot := bootID()
+	if boot == "" {
+		t.Skip("no /proc/sys/kernel/random/boot_id")
+	}
+	// A tether that is gone: a process that ran and exited.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadTether := gone.Process.Pid
+
+	leftover := startGroup(t)
+	reused := startGroup(t)
+	otherBoot := startGroup(t)
+	stillRunning := startGroup(t)
+	liveTether := startGroup(t) // plays a tether that still runs
+	start := func(c *exec.Cmd) uint64 {
+		st, err := startTicks(c.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	liveStart := start(liveTether)
+	for _, rec := range []GroupRecord{
+		{PGID: leftover.Process.Pid, LeaderStart: start(leftover), BootID: boot, Tether: deadTether},
+		{PGID: reused.Process.Pid, LeaderStart: start(reused) - 1, BootID: boot, Tether: deadTether},
+		{PGID: otherBoot.Process.Pid, LeaderStart: start(otherBoot), BootID: "another-boot", Tether: deadTether},
+		{PGID: stillRunning.Process.Pid, LeaderStart: start(stillRunning), BootID: boot, Tether: liveTether.Process.Pid, TetherStart: liveStart},
+	} {
+		writeRecord(t, dir, rec)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "junk.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	l := NewGroupLedger(dir, nil)
+	stopped := l.StopLeftovers(2 * time.Second)
+	if len(stopped) != 1 || stopped[0] != leftover.Process.Pid {
+		t.Errorf("stopped %v, want only the leftover %d", stopped, leftover.Process.Pid)
+	}
+	if groupAlive(leftover.Process.Pid) {
+		t.Error("the leftover group still runs")
+	}
+	for _, c := range []*exec.Cmd{reused, otherBoot, stillRunning} {
+		if !groupAlive(c.Process.Pid) {
+			t.Errorf("group %d was stopped although it is not provably the recorded one", c.Process.Pid)
+		}
+	}
+	var left []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := strconv.Itoa(stillRunning.Process.Pid) + ".json"; len(left) != 1 || left[0] != want {
+		t.Errorf("records left: %v, want only %s (its tether still runs)", left, want)
+	}
+}
+
+// TestLedgerRecordsAndForgetsAChild: a child started while a ledger is set
+// is recorded until its group is stopped.
+func TestLedgerRecordsAndForgetsAChild(t *testing.T) {
+	dir := t.TempDir()
+	SetGroupLedger(NewGroupLedger(dir, nil))
+	t.Cleanup(func() { SetGroupLedger(nil) })
+	p, err := startProcess("sleep", sleepPath(t), []string{"300"}, "", nil, newStderrTail(nil), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := NewGroupLedger(dir, nil).Records()
+	if len(recs) != 1 || recs[0].PGID != p.pid || recs[0].Tether != os.Getpid() || recs[0].LeaderStart == 0 || recs[0].BootID == "" {
+		t.Fatalf("records = %+v", recs)
+	}
+	p.stop(10*time.Millisecond, time.Second)
+	if recs := NewGroupLedger(dir, nil).Records(); len(recs) != 0 {
+		t.Errorf("records after the stop = %+v", recs)
+	}
+}
+
+func sleepPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep on PATH")
+	}
+	return p
+}
