@@ -5,6 +5,7 @@ import (
 
 	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/controller/oauth"
 	"github.com/tether-mcp/tether/controller/supervisor"
 )
 
@@ -23,6 +24,9 @@ type SDKConnector struct {
 	// (Kubernetes mode: the Secrets of its object's namespace); nil, or a
 	// nil result, outside Kubernetes mode.
 	Secrets func(connection string) connection.SecretReader
+	// Tokens holds the OAuth tokens `tether login` stored; nil without a
+	// state directory.
+	Tokens *oauth.Store
 }
 
 // Connect implements supervisor.Connector.
@@ -40,6 +44,7 @@ func (k SDKConnector) Connect(ctx context.Context, req supervisor.ConnectRequest
 		OnToolsChanged: req.OnToolsChanged,
 		OnEnd:          req.OnEnd,
 		ClientVersion:  k.Version,
+		OAuth:          connection.OAuth{Tokens: k.Tokens},
 	})
 	if err != nil {
 		return nil, err

@@ -121,6 +121,16 @@ func (c *Controller) Wake(ctx context.Context, name string) error {
 // collisions changed).
 func (c *Controller) Enqueue(name string) { c.queue.Add(name) }
 
+// RetryNow lets name's next attempt start at once, ending a backoff wait
+// or the wait for new OAuth tokens, and asks for its reconcile (tether run
+// calls it when `tether login` stored tokens for it). A name not reconciled
+// yet is left alone: its first attempt comes anyway.
+func (c *Controller) RetryNow(name string) {
+	if c.reconciler.RetryNow(name) {
+		c.queue.Add(name)
+	}
+}
+
 // EnqueueAll asks for every connection to be reconciled.
 func (c *Controller) EnqueueAll() {
 	for _, n := range c.desired.Names() {

@@ -415,6 +415,20 @@ func (e *exposureSignal) wait(ctx context.Context, want gateway.Backend) error {
 	}
 }
 
+// RetryNow lets name's next attempt start without waiting (see
+// supervisor.RetryNow). It reports false, and does nothing, for a
+// connection not seen yet.
+func (r *Reconciler) RetryNow(name string) bool {
+	r.mu.Lock()
+	rec := r.conns[name]
+	r.mu.Unlock()
+	if rec == nil {
+		return false
+	}
+	rec.sup.RetryNow()
+	return true
+}
+
 // Seen reports whether name has been through Reconcile at least once (its
 // metrics series and first decision exist).
 func (r *Reconciler) Seen(name string) bool {

@@ -71,6 +71,13 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 			msg = fmt.Sprintf("connected to %s %s, %d tools", info.Name, info.Version, sn.Tools)
 		}
 		st.Collisions = in.Exposure.Collisions
+	case sn.AuthRequired != "" && !sn.Attempting:
+		// No valid OAuth token: a login (or a fixed client) is needed.
+		st.Phase, reason, msg = spec.PhaseAuthRequired, spec.ReasonAuthRequired, sn.AuthRequired
+		if !sn.AwaitingLogin && !sn.NextRetry.IsZero() {
+			next := sn.NextRetry.UTC().Truncate(time.Second)
+			st.NextRetryTime = &next
+		}
 	case sn.Idle:
 		st.Phase, reason = spec.PhaseIdle, spec.ReasonIdle
 		msg = "idle: starts at the next call that needs it"
@@ -123,8 +130,12 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 		rec.Reason, rec.Message = spec.ReasonSucceeded, ""
 	}
 	stalled := condition(spec.ConditionStalled, spec.ConditionFalse, spec.ReasonSucceeded, "")
-	if e.ManifestError != "" {
+	switch {
+	case e.ManifestError != "":
 		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonManifestInvalid, e.ManifestError)
+	case st.Phase == spec.PhaseAuthRequired:
+		// No progress without someone: a login, or a fixed client.
+		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonAuthRequired, msg)
 	}
 	st.Conditions = []spec.Condition{ready, rec, stalled}
 	for i := range st.Conditions {

@@ -91,6 +91,32 @@ func TestComputeStatus(t *testing.T) {
 			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionFalse,
 		},
 		{
+			name: "auth required, waiting for a login",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 1, LastError: "initialize: calling \"initialize\": no token is stored for this connection: run `tether login one`",
+				AuthRequired: "no token is stored for this connection: run `tether login one`", AwaitingLogin: true,
+			}},
+			phase: spec.PhaseAuthRequired, reason: spec.ReasonAuthRequired, msg: "no token is stored for this connection: run `tether login one`",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionTrue,
+		},
+		{
+			name: "auth required, client credentials refused",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 4, LastError: "initialize: invalid_client", NextRetry: now.Add(3 * time.Second),
+				AuthRequired: "getting a token with the client credentials: invalid_client: check spec.http.oauth.clientCredentials",
+			}},
+			phase: spec.PhaseAuthRequired, reason: spec.ReasonAuthRequired, msg: "getting a token with the client credentials: invalid_client: check spec.http.oauth.clientCredentials",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionTrue,
+		},
+		{
+			name: "auth required, the attempt after a login runs",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 1, LastError: "no token", Attempting: true, Connecting: true, AuthRequired: "no token: run `tether login one`",
+			}},
+			phase: spec.PhaseReconnecting, reason: spec.ReasonConnectFailed, msg: "attempt 2 in progress; last error: no token",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionFalse,
+		},
+		{
 			name:  "pending",
 			in:    StatusInput{Entry: valid},
 			phase: spec.PhasePending, reason: spec.ReasonPending, msg: "waiting to connect",

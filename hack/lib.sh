@@ -12,6 +12,6 @@ die() { log "$*"; exit 1; }
 # what is not ours (npm packages) and what is generated (build output).
 go_files() {
 	(cd "${REPO_ROOT}" && find . \
-		\( -path ./.git -o -path ./hack/peers/node_modules -o -path ./bin -o -path ./_output \) -prune \
+		\( -path ./.git -o -path ./hack/peers/node_modules -o -path ./hack/conformance/node_modules -o -path ./bin -o -path ./_output \) -prune \
 		-o -type f -name '*.go' -print | sed 's|^\./||' | sort)
 }

@@ -226,6 +226,11 @@ func TestCRDSchemaMatchesTheManifestSchema(t *testing.T) {
 	wantRules := []string{
 		"spec.http.headers[].valueFrom: oneOf",
 		"spec.http.headers[]: has(self.value) != has(self.valueFrom)",
+		"spec.http.oauth.authorizationCode.clientSecret.valueFrom: oneOf",
+		"spec.http.oauth.authorizationCode.clientSecret: has(self.value) != has(self.valueFrom)",
+		"spec.http.oauth.clientCredentials.clientSecret.valueFrom: oneOf",
+		"spec.http.oauth.clientCredentials.clientSecret: has(self.value) != has(self.valueFrom)",
+		"spec.http.oauth: has(self.clientCredentials) != has(self.authorizationCode)",
 		"spec.stdio.env[].valueFrom: oneOf",
 		"spec.stdio.env[]: has(self.value) != has(self.valueFrom)",
 		"spec: has(self.stdio) != has(self.http)",

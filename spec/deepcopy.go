@@ -32,6 +32,7 @@ func (s *Spec) DeepCopy() *Spec {
 	if s.HTTP != nil {
 		h := *s.HTTP
 		h.Headers = cloneEnv(s.HTTP.Headers)
+		h.OAuth = s.HTTP.OAuth.DeepCopy()
 		out.HTTP = &h
 	}
 	out.ToolPrefix = clonePtr(s.ToolPrefix)
@@ -86,4 +87,35 @@ func cloneEnv(env []EnvVar) []EnvVar {
 		}
 	}
 	return out
+}
+
+// DeepCopy returns a copy of o that shares no memory with it.
+func (o *OAuthSpec) DeepCopy() *OAuthSpec {
+	if o == nil {
+		return nil
+	}
+	out := &OAuthSpec{}
+	if cc := o.ClientCredentials; cc != nil {
+		out.ClientCredentials = &OAuthClientCredentials{
+			ClientID:     cc.ClientID,
+			ClientSecret: *cc.ClientSecret.DeepCopy(),
+			Scopes:       cloneStrings(cc.Scopes),
+		}
+	}
+	if ac := o.AuthorizationCode; ac != nil {
+		out.AuthorizationCode = &OAuthAuthorizationCode{
+			Scopes:       cloneStrings(ac.Scopes),
+			ClientID:     ac.ClientID,
+			ClientSecret: ac.ClientSecret.DeepCopy(),
+		}
+	}
+	return out
+}
+
+// DeepCopy returns a copy of s that shares no memory with it.
+func (s *SecretValue) DeepCopy() *SecretValue {
+	if s == nil {
+		return nil
+	}
+	return &SecretValue{Value: clonePtr(s.Value), ValueFrom: clonePtr(s.ValueFrom)}
 }

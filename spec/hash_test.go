@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,38 @@ func TestHashDefaults(t *testing.T) {
 	}
 	if bare.Hash() != before {
 		t.Error("Hash is not stable")
+	}
+}
+
+// The OAuth settings are part of what a session connects with: a change of
+// any of them reconnects, and a copy shares nothing with the original.
+func TestOAuthHashAndCopy(t *testing.T) {
+	secret := "s"
+	base := &Spec{HTTP: &HTTPSpec{URL: "http://h/mcp", OAuth: &OAuthSpec{
+		AuthorizationCode: &OAuthAuthorizationCode{ClientID: "app", ClientSecret: &SecretValue{Value: &secret}, Scopes: []string{"a"}},
+	}}}
+	changes := map[string]func(s *Spec){
+		"scopes":    func(s *Spec) { s.HTTP.OAuth.AuthorizationCode.Scopes[0] = "b" },
+		"client ID": func(s *Spec) { s.HTTP.OAuth.AuthorizationCode.ClientID = "other" },
+		"secret":    func(s *Spec) { *s.HTTP.OAuth.AuthorizationCode.ClientSecret.Value = "t" },
+		"flow": func(s *Spec) {
+			s.HTTP.OAuth = &OAuthSpec{ClientCredentials: &OAuthClientCredentials{ClientID: "app", ClientSecret: SecretValue{ValueFrom: &ValueFrom{File: "/s"}}}}
+		},
+		"no oauth": func(s *Spec) { s.HTTP.OAuth = nil },
+	}
+	for name, change := range changes {
+		cp := base.DeepCopy()
+		if !reflect.DeepEqual(cp, base) {
+			t.Fatalf("%s: the copy differs", name)
+		}
+		before := base.ConnectHash()
+		change(cp)
+		if cp.ConnectHash() == before {
+			t.Errorf("%s: ConnectHash did not change", name)
+		}
+		if base.ConnectHash() != before || *base.HTTP.OAuth.AuthorizationCode.ClientSecret.Value != "s" || base.HTTP.OAuth.AuthorizationCode.Scopes[0] != "a" {
+			t.Errorf("%s: changing the copy changed the original", name)
+		}
 	}
 }
 

@@ -114,6 +114,67 @@ callTimeout: 2h`)},
 	{name: "http transport unknown", in: withSpec("http: {url: http://127.0.0.1:1/mcp, transport: websocket}"),
 		want: []string{`m.yaml:6: document 1 (line 1): spec.http.transport: unsupported transport "websocket" (want "streamable" or "sse")`}},
 
+	// oauth
+	{name: "oauth client credentials is valid", in: withSpec(`http:
+  url: https://example.com/mcp
+  oauth:
+    clientCredentials:
+      clientID: tether
+      clientSecret: {valueFrom: {file: secrets/oauth-client}}
+      scopes: [tools.read, "mcp:write"]`)},
+	{name: "oauth authorization code is valid bare", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth: {authorizationCode: {}}")},
+	{name: "oauth authorization code with every field is valid", in: withSpec(`http:
+  url: https://example.com/mcp
+  headers: [{name: X-Api-Version, value: "2"}]
+  oauth:
+    authorizationCode:
+      clientID: registered-app
+      clientSecret: {value: s3cr3t}
+      scopes: [openid, offline_access]`)},
+	{name: "oauth authorization code with a metadata document is valid", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    authorizationCode: {clientID: \"https://example.com/tether.json\"}")},
+	{name: "oauth with no flow", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth: {}"),
+		want: []string{`m.yaml:8: document 1 (line 1): spec.http.oauth: exactly one of clientCredentials or authorizationCode is required`}},
+	{name: "oauth with both flows", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    authorizationCode: {}\n    clientCredentials: {clientID: a, clientSecret: {value: b}}"),
+		want: []string{`m.yaml:8: document 1 (line 1): spec.http.oauth: clientCredentials and authorizationCode are mutually exclusive: set exactly one`}},
+	{name: "oauth on stdio", in: withSpec("stdio: {command: srv}\noauth: {authorizationCode: {}}"),
+		want: []string{`m.yaml:7: document 1 (line 1): spec.oauth: unknown field`}},
+	{name: "oauth unknown flow", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth: {deviceCode: {}}"),
+		want: []string{
+			`m.yaml:8: document 1 (line 1): spec.http.oauth.deviceCode: unknown field`,
+			`m.yaml:8: document 1 (line 1): spec.http.oauth: exactly one of clientCredentials or authorizationCode is required`,
+		}},
+	{name: "oauth beside an Authorization header", in: withSpec("http:\n  url: https://example.com/mcp\n  headers: [{name: authorization, valueFrom: {file: /t}}]\n  oauth: {authorizationCode: {}}"),
+		want: []string{`m.yaml:8: document 1 (line 1): spec.http.headers[0].name: an Authorization header and spec.http.oauth exclude each other: with oauth, tether sends the access token as the Authorization header`}},
+	{name: "oauth client credentials without client", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    clientCredentials: {scopes: [a]}"),
+		want: []string{
+			`m.yaml:9: document 1 (line 1): spec.http.oauth.clientCredentials.clientID: required`,
+			`m.yaml:9: document 1 (line 1): spec.http.oauth.clientCredentials.clientSecret: required (the client credentials grant needs a confidential client)`,
+		}},
+	{name: "oauth client secret with both sources, not echoed", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    clientCredentials:\n      clientID: a\n      clientSecret: {value: hunter2, valueFrom: {env: S}}"),
+		want: []string{`m.yaml:11: document 1 (line 1): spec.http.oauth.clientCredentials.clientSecret: value and valueFrom are mutually exclusive: set exactly one`}},
+	{name: "oauth client secret valueFrom empty", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    clientCredentials:\n      clientID: a\n      clientSecret: {valueFrom: {}}"),
+		want: []string{`m.yaml:11: document 1 (line 1): spec.http.oauth.clientCredentials.clientSecret.valueFrom: exactly one of file or env is required`}},
+	{name: "oauth client secret with a line break, not echoed", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    clientCredentials:\n      clientID: a\n      clientSecret: {value: \"hunter2\\nx\"}"),
+		want: []string{`m.yaml:11: document 1 (line 1): spec.http.oauth.clientCredentials.clientSecret.value: must not contain CR, LF or NUL`}},
+	{name: "oauth client credentials with a metadata document", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    clientCredentials: {clientID: \"https://example.com/c.json\", clientSecret: {value: b}}"),
+		want: []string{`m.yaml:9: document 1 (line 1): spec.http.oauth.clientCredentials.clientID: a client ID that is a URL names a client ID metadata document, which is for authorizationCode; clientCredentials needs a client ID registered with the authorization server`}},
+	{name: "oauth metadata document at the root", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    authorizationCode: {clientID: \"https://example.com/\"}"),
+		want: []string{`m.yaml:9: document 1 (line 1): spec.http.oauth.authorizationCode.clientID: a client ID that is a URL names a client ID metadata document: it must be an https:// URL with a path, such as https://example.com/tether.json`}},
+	{name: "oauth metadata document over http", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    authorizationCode: {clientID: \"http://example.com/c.json\"}"),
+		want: []string{`m.yaml:9: document 1 (line 1): spec.http.oauth.authorizationCode.clientID: a client ID that is a URL names a client ID metadata document, which must be served over https://`}},
+	{name: "oauth secret without client ID", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    authorizationCode: {clientSecret: {value: b}}"),
+		want: []string{`m.yaml:9: document 1 (line 1): spec.http.oauth.authorizationCode.clientSecret: needs clientID: a secret belongs to a client registered beforehand`}},
+	{name: "oauth secret of a metadata document", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    authorizationCode: {clientID: \"https://example.com/c.json\", clientSecret: {value: b}}"),
+		want: []string{`m.yaml:9: document 1 (line 1): spec.http.oauth.authorizationCode.clientSecret: a client ID metadata document (a clientID that is a URL) is a public client: it has no secret`}},
+	{name: "oauth scopes invalid", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    authorizationCode:\n      scopes: [\"read write\", \"\", a, a]"),
+		want: []string{
+			`m.yaml:10: document 1 (line 1): spec.http.oauth.authorizationCode.scopes[0]: invalid scope "read write": a scope is printable ASCII without spaces, '"' or '\' (list several scopes as several items)`,
+			`m.yaml:10: document 1 (line 1): spec.http.oauth.authorizationCode.scopes[1]: empty scope`,
+			`m.yaml:10: document 1 (line 1): spec.http.oauth.authorizationCode.scopes[3]: duplicate scope "a" (also spec.http.oauth.authorizationCode.scopes[2])`,
+		}},
+	{name: "oauth scopes not a list", in: withSpec("http:\n  url: https://example.com/mcp\n  oauth:\n    clientCredentials: {clientID: a, clientSecret: {value: b}, scopes: \"a b\"}"),
+		want: []string{`m.yaml:9: document 1 (line 1): spec.http.oauth.clientCredentials.scopes: expected a list, got a string`}},
+
 	// durations and thresholds
 	{name: "duration that does not parse", in: withSpec(minimalStdio + "healthCheck: {interval: 3x}"),
 		want: []string{`m.yaml:7: document 1 (line 1): spec.healthCheck.interval: invalid duration "3x": unknown unit "x" in duration`}},

@@ -132,6 +132,69 @@ type HTTPSpec struct {
 	Transport string `json:"transport,omitempty"`
 	// HTTP headers sent with every request, e.g. Authorization.
 	Headers []EnvVar `json:"headers,omitempty"`
+	// OAuth 2.1 as the MCP authorization spec has it: tether discovers the
+	// authorization server from the MCP server, gets access tokens, refreshes
+	// them and sends them as the Authorization header (so no Authorization
+	// header may be set beside it).
+	OAuth *OAuthSpec `json:"oauth,omitempty"`
+}
+
+// OAuthSpec is how tether gets access tokens for a server that requires
+// OAuth: exactly one of the two flows.
+//
+// +tether:exactlyOneOf=clientCredentials;authorizationCode
+type OAuthSpec struct {
+	// Machine to machine, with no person involved (the client credentials
+	// grant): tether gets tokens with a client ID and secret registered
+	// with the authorization server. Exactly one of clientCredentials and
+	// authorizationCode.
+	ClientCredentials *OAuthClientCredentials `json:"clientCredentials,omitempty"`
+	// On behalf of a person (the authorization code grant with PKCE): a
+	// person runs `tether login NAME` once; tether run then uses and
+	// refreshes the tokens that login stored. Exactly one of
+	// clientCredentials and authorizationCode.
+	AuthorizationCode *OAuthAuthorizationCode `json:"authorizationCode,omitempty"`
+}
+
+// OAuthClientCredentials configures the client credentials grant.
+type OAuthClientCredentials struct {
+	// The client ID registered with the authorization server.
+	// +tether:minLength=1
+	ClientID string `json:"clientID"`
+	// The client's secret: a value, or where to read it when tether
+	// connects (valueFrom).
+	ClientSecret SecretValue `json:"clientSecret"`
+	// The scopes to ask for. Default: the ones the server names (in its
+	// WWW-Authenticate challenge, else in its protected resource metadata).
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// OAuthAuthorizationCode configures the authorization code grant.
+type OAuthAuthorizationCode struct {
+	// The scopes to ask for at login. Default: the ones the server names
+	// (in its WWW-Authenticate challenge, else in its protected resource
+	// metadata).
+	Scopes []string `json:"scopes,omitempty"`
+	// The client: a client ID registered with the authorization server
+	// beforehand, or the https:// URL of a client ID metadata document that
+	// describes tether. Default (and when the authorization server does not
+	// take metadata documents): tether registers itself at login (dynamic
+	// client registration).
+	ClientID string `json:"clientID,omitempty"`
+	// The secret of a registered confidential client (with a clientID that
+	// is not a URL). A public client has none.
+	ClientSecret *SecretValue `json:"clientSecret,omitempty"`
+}
+
+// SecretValue is a secret: exactly one of Value and ValueFrom.
+//
+// +tether:exactlyOneOf=value;valueFrom
+type SecretValue struct {
+	// The secret itself. Exactly one of value and valueFrom.
+	Value *string `json:"value,omitempty"`
+	// Where to read the secret when tether connects. Exactly one of value
+	// and valueFrom.
+	ValueFrom *ValueFrom `json:"valueFrom,omitempty"`
 }
 
 // EnvVar is an environment variable or an HTTP header: exactly one of Value and
@@ -242,12 +305,13 @@ const (
 	PhaseDegraded     Phase = "Degraded"
 	PhaseReconnecting Phase = "Reconnecting"
 	PhaseIdle         Phase = "Idle"
+	PhaseAuthRequired Phase = "AuthRequired"
 	PhaseSuspended    Phase = "Suspended"
 	PhaseInvalid      Phase = "Invalid"
 )
 
 // Phases lists every phase in a stable order (metrics are one-hot over it).
-var Phases = []Phase{PhasePending, PhaseConnecting, PhaseConnected, PhaseDegraded, PhaseReconnecting, PhaseIdle, PhaseSuspended, PhaseInvalid}
+var Phases = []Phase{PhasePending, PhaseConnecting, PhaseConnected, PhaseDegraded, PhaseReconnecting, PhaseIdle, PhaseAuthRequired, PhaseSuspended, PhaseInvalid}
 
 // StatusDocument is one document of a status file (<manifest-base>.status.yaml).
 //
@@ -348,6 +412,7 @@ const (
 	ReasonConnected       = "Connected"
 	ReasonConnecting      = "Connecting"
 	ReasonConnectFailed   = "ConnectFailed"
+	ReasonAuthRequired    = "AuthRequired"
 	ReasonHealthCheckFail = "HealthCheckFailing"
 	ReasonSuspended       = "Suspended"
 	ReasonIdle            = "Idle"

@@ -232,6 +232,135 @@ func (v validator) http(h *HTTPSpec) {
 		v.errorf("spec.http.transport", "unsupported transport %s (want %q or %q)", truncateQuote(h.Transport), TransportStreamable, TransportSSE)
 	}
 	v.values("spec.http.headers", h.Headers, headerNameProblem, headerValueProblem)
+	if h.OAuth != nil {
+		v.oauth(h)
+	}
+}
+
+// oauth checks spec.http.oauth: exactly one flow, its client and scopes,
+// and no Authorization header of the manifest's own beside it.
+func (v validator) oauth(h *HTTPSpec) {
+	const field = "spec.http.oauth"
+	o := h.OAuth
+	for i, hd := range h.Headers {
+		if strings.EqualFold(hd.Name, "Authorization") {
+			v.errorf(fmt.Sprintf("spec.http.headers[%d].name", i), "an Authorization header and spec.http.oauth exclude each other: with oauth, tether sends the access token as the Authorization header")
+		}
+	}
+	switch {
+	case o.ClientCredentials == nil && o.AuthorizationCode == nil:
+		if !v.d.failed[field+".clientCredentials"] && !v.d.failed[field+".authorizationCode"] {
+			v.errorf(field, "exactly one of clientCredentials or authorizationCode is required")
+		}
+	case o.ClientCredentials != nil && o.AuthorizationCode != nil:
+		v.errorf(field, "clientCredentials and authorizationCode are mutually exclusive: set exactly one")
+	}
+	if cc := o.ClientCredentials; cc != nil {
+		f := field + ".clientCredentials"
+		v.clientID(f+".clientID", cc.ClientID, true)
+		if cc.ClientSecret == (SecretValue{}) {
+			if !v.d.failed[f+".clientSecret"] {
+				v.errorf(f+".clientSecret", "required (the client credentials grant needs a confidential client)")
+			}
+		} else {
+			v.secret(f+".clientSecret", &cc.ClientSecret)
+		}
+		v.scopes(f+".scopes", cc.Scopes)
+	}
+	if ac := o.AuthorizationCode; ac != nil {
+		f := field + ".authorizationCode"
+		isURL := v.clientID(f+".clientID", ac.ClientID, false)
+		if ac.ClientSecret != nil {
+			switch {
+			case ac.ClientID == "":
+				v.errorf(f+".clientSecret", "needs clientID: a secret belongs to a client registered beforehand")
+			case isURL:
+				v.errorf(f+".clientSecret", "a client ID metadata document (a clientID that is a URL) is a public client: it has no secret")
+			default:
+				v.secret(f+".clientSecret", ac.ClientSecret)
+			}
+		}
+		v.scopes(f+".scopes", ac.Scopes)
+	}
+}
+
+// clientID checks an OAuth client ID; isURL reports one that names a client
+// ID metadata document (an https:// URL).
+func (v validator) clientID(field, id string, required bool) (isURL bool) {
+	switch {
+	case id == "":
+		if required {
+			v.errorf(field, "required")
+		}
+		return false
+	case required && (strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://")):
+		v.errorf(field, "a client ID that is a URL names a client ID metadata document, which is for authorizationCode; clientCredentials needs a client ID registered with the authorization server")
+		return false
+	case strings.HasPrefix(id, "https://"):
+		if u, err := url.Parse(id); err != nil || u.Host == "" || u.Path == "" || u.Path == "/" {
+			v.errorf(field, "a client ID that is a URL names a client ID metadata document: it must be an https:// URL with a path, such as https://example.com/tether.json")
+		}
+		return true
+	case strings.HasPrefix(id, "http://"):
+		v.errorf(field, "a client ID that is a URL names a client ID metadata document, which must be served over https://")
+		return true
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			v.errorf(field, "must not contain control characters")
+			break
+		}
+	}
+	return false
+}
+
+// secret checks a SecretValue: exactly one of value and valueFrom. The value
+// is never quoted.
+func (v validator) secret(field string, s *SecretValue) {
+	switch {
+	case s.Value == nil && s.ValueFrom == nil:
+		v.errorf(field, "exactly one of value or valueFrom is required")
+	case s.Value != nil && s.ValueFrom != nil:
+		v.errorf(field, "value and valueFrom are mutually exclusive: set exactly one")
+	case s.Value != nil:
+		if msg := headerValueProblem(*s.Value); msg != "" {
+			v.errorf(field+".value", "%s", msg)
+		}
+	default:
+		v.valueFrom(field+".valueFrom", s.ValueFrom)
+	}
+}
+
+// scopes checks OAuth scope tokens (RFC 6749 §3.3): printable ASCII but
+// space, '"' and '\', each once.
+func (v validator) scopes(field string, list []string) {
+	seen := map[string]int{}
+	for i, sc := range list {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if sc == "" {
+			v.errorf(f, "empty scope")
+			continue
+		}
+		if !validScope(sc) {
+			v.errorf(f, "invalid scope %s: a scope is printable ASCII without spaces, '\"' or '\\' (list several scopes as several items)", truncateQuote(sc))
+			continue
+		}
+		if first, dup := seen[sc]; dup {
+			v.errorf(f, "duplicate scope %s (also %s[%d])", truncateQuote(sc), field, first)
+			continue
+		}
+		seen[sc] = i
+	}
+}
+
+func validScope(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // urlProblem checks an http(s) URL. It does not echo the URL: a query or

@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(),
 		newGetCmd(),
 		newImportCmd(),
+		newLoginCmd(),
 		newSchemaCmd(),
 		newCRDCmd(),
 	)

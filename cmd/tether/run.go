@@ -25,6 +25,7 @@ import (
 	"github.com/tether-mcp/tether/controller/kubernetes"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/metrics"
+	"github.com/tether-mcp/tether/controller/oauth"
 	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/controller/tracing"
@@ -98,7 +99,7 @@ status.`,
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", "", "directory of McpConnection manifests (watched recursively)")
 	f.StringVar(&o.statusDir, "status-dir", "", "write status files under this directory (mirroring the tree) instead of beside the manifests")
-	f.StringVar(&o.stateDir, "state-dir", "", "where tether keeps what it needs between runs (the last valid spec of each connection); default: "+state.DirName+" under --status-dir, else under --dir")
+	f.StringVar(&o.stateDir, "state-dir", "", "where tether keeps what it needs between runs (the last valid spec of each connection, OAuth tokens); default: "+state.DirName+" under --status-dir, else under --dir")
 	f.StringVarP(&o.selector, "selector", "l", "", "only manifests whose labels match this selector (e.g. team=infra,env!=dev)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8808", "address of the gateway's streamable HTTP endpoint (/mcp); empty disables it")
 	f.BoolVar(&o.stdio, "stdio", false, "serve the gateway on stdin/stdout instead of --listen (logs go to stderr)")
@@ -203,8 +204,10 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	stateDir := openState(o, log)
 	var lastValid manifest.LastValidStore
 	var catalogs controller.CatalogStore
+	var tokens *oauth.Store
 	if stateDir != nil {
 		lastValid, catalogs = stateDir, stateDir
+		tokens = oauth.NewStore(stateDir.Path())
 		// Before any child starts: what a tether killed with SIGKILL left.
 		ledger := connection.NewGroupLedger(filepath.Join(stateDir.Path(), "groups"), log)
 		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
@@ -264,7 +267,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Source:          source,
 		Status:          status,
 		Workers:         o.workers,
-		Connector:       controller.SDKConnector{Version: version, Secrets: secrets},
+		Connector:       controller.SDKConnector{Version: version, Secrets: secrets, Tokens: tokens},
 		Catalogs:        catalogs,
 		Exposer:         controller.GatewayExposer{G: gw},
 		Metrics:         m,
@@ -297,6 +300,17 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if kube != nil {
 		serve("leader election", func(ctx context.Context) error { return kube.Run(ctx, ctrl.EnqueueAll) })
 	}
+	if tokens != nil {
+		// A connection waiting for `tether login` resumes once it stored
+		// tokens. Without the watch it would wait for a restart: say so,
+		// but run on.
+		serve("OAuth token watch", func(ctx context.Context) error {
+			if err := tokens.Watch(ctx, log, ctrl.RetryNow); err != nil {
+				log.Warn("not watching the OAuth token files: after tether login, restart tether run", "err", err)
+			}
+			return nil
+		})
+	}
 	if o.metricsAddr != "" {
 		serve("metrics", func(ctx context.Context) error {
 			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready))
@@ -322,23 +336,30 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 }
 
 // openState opens the state directory. tether runs without one when it
-// cannot be used, and says so: what it keeps there is a help, not a need.
+// cannot be used, and says so: what it keeps there is a help, not a need
+// (but OAuth logins need it).
 func openState(o *runOptions, log *slog.Logger) *state.Dir {
-	path := o.stateDir
-	if path == "" && o.kubernetes {
+	path := stateDirPath(o.stateDir, o.statusDir, o.dir)
+	if o.stateDir == "" && o.kubernetes {
 		// No directory to put it under, and a pod's root filesystem is
 		// read-only: the objects keep what a cluster needs.
 		return nil
 	}
-	if path == "" {
-		path = filepath.Join(cmp.Or(o.statusDir, o.dir), state.DirName)
-	}
 	d, err := state.Open(path)
 	if err != nil {
-		log.Warn("running without a state directory: last valid specs, servers' catalogs and children's process groups are not kept across restarts (OnDemand servers start at start-up)", "err", err)
+		log.Warn("running without a state directory: last valid specs, servers' catalogs and children's process groups are not kept across restarts (OnDemand servers start at start-up), and OAuth logins cannot be used", "err", err)
 		return nil
 	}
 	return d
+}
+
+// stateDirPath is --state-dir, by default .tether under --status-dir, else
+// under --dir (tether login finds it the same way).
+func stateDirPath(stateDir, statusDir, dir string) string {
+	if stateDir != "" {
+		return stateDir
+	}
+	return filepath.Join(cmp.Or(statusDir, dir), state.DirName)
 }
 
 func gatewayDesc(o *runOptions) string {

@@ -48,6 +48,8 @@ type Request struct {
 	Secrets SecretReader
 	// ClientVersion is sent as clientInfo.version (default "dev").
 	ClientVersion string
+	// OAuth serves spec.http.oauth (oauth.go).
+	OAuth OAuth
 }
 
 // ErrClosed is the cause of a session ended by Close.
@@ -165,6 +167,9 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		return nil, err // names entries and sources, never values
 	}
 	red := newRedactor(envVals, headerVals)
+	if sp.HTTP != nil && sp.HTTP.OAuth != nil {
+		red.live = &liveSecrets{} // tokens, learnt as they come (oauth.go)
+	}
 	lifetime, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	s := &Session{
 		name:           req.Name,
@@ -209,6 +214,9 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		transport, err = s.startStdio(sp.Stdio, req.ManifestDir, envVals)
 	} else {
 		transport, s.transport, err = httpTransport(sp.HTTP, headerVals, lifetime, &s.seen)
+		if err == nil && sp.HTTP.OAuth != nil {
+			err = s.useOAuth(ctx, req, src, transport) // oauth.go
+		}
 		if st, ok := transport.(*mcp.StreamableClientTransport); ok {
 			s.httpClient, s.httpURL = st.HTTPClient, st.Endpoint
 		}

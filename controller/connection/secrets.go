@@ -123,6 +123,7 @@ func countSet(b ...bool) int {
 type redactor struct {
 	secrets  []string // longest first
 	replacer *strings.Replacer
+	live     *liveSecrets // learnt while the session runs (oauth.go); nil without OAuth
 }
 
 func newRedactor(env, headers []namedValue) *redactor {
@@ -167,10 +168,13 @@ func newRedactor(env, headers []namedValue) *redactor {
 
 // String redacts s.
 func (r *redactor) String(s string) string {
-	if r == nil || r.replacer == nil {
+	if r == nil {
 		return s
 	}
-	return r.replacer.Replace(s)
+	if r.replacer != nil {
+		s = r.replacer.Replace(s)
+	}
+	return r.live.replace(s)
 }
 
 // truncated redacts a line that was cut short: besides whole values, it drops
@@ -285,7 +289,7 @@ func newRedactingLogger(l *slog.Logger, r *redactor) *slog.Logger {
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
 	}
-	if r == nil || r.replacer == nil {
+	if r == nil || (r.replacer == nil && r.live == nil) {
 		return l
 	}
 	return slog.New(&redactingHandler{inner: l.Handler(), r: r})

@@ -9,6 +9,8 @@
 //	                      server is stopped, and the base of catalog drift
 //	groups/<pgid>.json    the process groups of running stdio children
 //	                      (controller/connection's GroupLedger)
+//	tokens/<name>.json    the OAuth tokens tether login stored, kept current
+//	                      by tether run (controller/oauth's Store)
 //
 // The directory is mode 0700 and every file 0600: a spec may hold plain env
 // and header values. Files are written atomically. A file that cannot be

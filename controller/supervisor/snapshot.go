@@ -31,6 +31,11 @@ type Snapshot struct {
 	// Idle is true for an OnDemand connection that is stopped and starts at
 	// the next call (phase Idle).
 	Idle bool
+	// AuthRequired says what to do when the last failure was that no valid
+	// OAuth token can be had ("" otherwise); AwaitingLogin is true while
+	// no attempt starts before new tokens are stored.
+	AuthRequired  string
+	AwaitingLogin bool
 	// HealthFailures counts failed probes in a row of the live session.
 	HealthFailures int
 	HealthError    string
@@ -61,6 +66,10 @@ func (s *Supervisor) Snapshot() Snapshot {
 		Starts:         s.starts,
 		LastExitCode:   s.lastExitCode,
 		Process:        s.process,
+	}
+	if a := s.auth; a != nil {
+		snap.AuthRequired = a.msg
+		snap.AwaitingLogin = a.login && !a.released
 	}
 	if ss := s.session; ss != nil {
 		snap.Server = ss.Server()

@@ -118,6 +118,10 @@ type Supervisor struct {
 	backoffStep int // position in the backoff sequence; reset once stable
 	nextRetry   time.Time
 	lastError   string
+	// auth is set while the last failure said that no valid OAuth token
+	// can be had; a login-kind one stops the retries until RetryNow (new
+	// tokens) or a new spec.
+	auth *authState
 	// backoffSpan is the open mcp.backoff_wait span: started when a failure
 	// decides the delay, ended when the next attempt starts or the wait is
 	// abandoned (stopLocked).
@@ -155,6 +159,33 @@ type attemptResult struct {
 	process  *spec.ProcessStatus
 	span     trace.SpanContext // the attempt's mcp.connect_attempt span
 }
+
+// authState is an authorization failure: phase AuthRequired.
+type authState struct {
+	msg      string // what to do, from the error (`run tether login NAME`)
+	login    bool   // only new tokens help: wait for them
+	hash     string // the want it failed with
+	released bool   // RetryNow let the next attempt start
+}
+
+// authRequired finds, in err's chain, the error that says no valid OAuth
+// token can be had (controller/oauth's AuthRequiredError, found by its
+// method so that this package need not import it): its message, and
+// whether only a person's login helps.
+func authRequired(err error) (msg string, login, ok bool) {
+	var ae interface {
+		error
+		AuthRequired() bool
+	}
+	if errors.As(err, &ae) {
+		return ae.Error(), ae.AuthRequired(), true
+	}
+	return "", false, false
+}
+
+// capSteps is a backoff step past any cap: the retries of refused client
+// credentials wait the longest delay from the start.
+const capSteps = 64
 
 type healthState struct {
 	failures int
@@ -259,7 +290,7 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 		}
 		switch {
 		case res.err != nil:
-			s.failedLocked(ctx, res.err.Error(), want.Conn, now, res.span)
+			s.failedLocked(ctx, res.err, want.Conn, res.hash, now, res.span)
 		case res.hash != wantHash:
 			// Connected with a spec that is no longer wanted.
 			s.out.closes = append(s.out.closes, res.session)
@@ -294,11 +325,12 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 		switch {
 		case down != nil:
 			s.log.WarnContext(ctx, "connection lost; reconnecting", "err", down)
+			ran := s.sessionHash
 			s.dropLocked(down.Error())
 			if now.Sub(s.connectedAt) >= StableAfter {
 				s.backoffStep = 0
 			}
-			s.failedLocked(ctx, down.Error(), want.Conn, now, trace.SpanContext{})
+			s.failedLocked(ctx, down, want.Conn, ran, now, trace.SpanContext{})
 		case s.sessionHash != wantHash:
 			what := "spec"
 			if s.sessionSpecHash == want.specHash() {
@@ -333,6 +365,14 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 		}
 		return 0
 	}
+	if a := s.auth; a != nil && a.hash != wantHash {
+		// A new spec (another client, other scopes, another server) may
+		// well be what was needed: try it now.
+		s.auth, s.nextRetry, s.backoffStep = nil, time.Time{}, 0
+	}
+	if a := s.auth; a != nil && a.login && !a.released {
+		return 0 // waits for new tokens (RetryNow), not for a timer
+	}
 	if want.Dormant && !s.demanded {
 		return 0 // Idle: started by the next Demand
 	}
@@ -360,7 +400,7 @@ func (s *Supervisor) Suspend(ctx context.Context) {
 		s.log.InfoContext(ctx, "connection suspended")
 	}
 	s.stopLocked("suspended")
-	s.failures, s.backoffStep, s.nextRetry = 0, 0, time.Time{}
+	s.failures, s.backoffStep, s.nextRetry, s.auth = 0, 0, time.Time{}, nil
 }
 
 // Stop ends the session and any attempt, saying why (a manifest that is
@@ -457,26 +497,44 @@ func (s *Supervisor) Wait(ctx context.Context) error {
 }
 
 // RetryNow lets the next Step start an attempt at once, skipping what is
-// left of the backoff wait.
+// left of the backoff wait, or ending the wait for new OAuth tokens (tether
+// run calls it when `tether login` stored some).
 func (s *Supervisor) RetryNow() {
 	s.lock()
 	defer s.unlock()
 	s.nextRetry = time.Time{}
+	if s.auth != nil {
+		s.auth.released = true
+	}
 }
 
 // failedLocked takes in a failed attempt or a lost session (failed is the
-// attempt's span context, invalid for a lost session) and starts the
-// backoff wait, as a child of ctx's reconcile span.
-func (s *Supervisor) failedLocked(ctx context.Context, msg string, want *spec.McpConnection, now time.Time, failed trace.SpanContext) {
+// attempt's span context, invalid for a lost session; hash the want it ran
+// with) and starts the backoff wait, as a child of ctx's reconcile span. A
+// failure that needs a login waits for new tokens instead; refused client
+// credentials wait the backoff's longest delay.
+func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.McpConnection, hash string, now time.Time, failed trace.SpanContext) {
+	msg := cause.Error()
 	s.failures++
-	delay := s.backoff(want, s.backoffStep)
-	s.backoffStep++
 	s.lastError = msg
-	s.nextRetry = now.Add(delay)
+	s.auth = nil
 	lctx := ctx
 	if failed.IsValid() {
 		lctx = trace.ContextWithSpanContext(ctx, failed) // the line is about that attempt
 	}
+	if amsg, login, ok := authRequired(cause); ok {
+		s.auth = &authState{msg: amsg, login: login, hash: hash}
+		if login {
+			s.nextRetry = time.Time{}
+			s.endBackoff("superseded")
+			s.log.WarnContext(lctx, "connection needs a login; waiting for new tokens", "attempt", s.failures, "err", msg)
+			return
+		}
+		s.backoffStep = capSteps
+	}
+	delay := s.backoff(want, s.backoffStep)
+	s.backoffStep++
+	s.nextRetry = now.Add(delay)
 	s.log.WarnContext(lctx, "connection attempt failed; will retry", "attempt", s.failures, "err", msg, "retryIn", delay.Round(time.Millisecond))
 
 	s.endBackoff("superseded") // none is open here; never leak one
@@ -528,6 +586,7 @@ func (s *Supervisor) adoptLocked(ctx context.Context, res *attemptResult, now ti
 	s.failures = 0
 	s.nextRetry = time.Time{}
 	s.lastError = ""
+	s.auth = nil
 	s.health = healthState{}
 	if p := res.session.Process(); p != nil {
 		s.process = p

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -316,5 +317,120 @@ func TestSupervisorReconnectsOnSecretsVersion(t *testing.T) {
 	defer mu.Unlock()
 	if len(drops) != 1 || drops[0] != "reconnecting after a referenced Secret change" {
 		t.Errorf("drops = %v", drops)
+	}
+}
+
+// authErr is an error like controller/oauth's AuthRequiredError.
+type authErr struct{ login bool }
+
+func (e authErr) Error() string      { return "no token: run `tether login one`" }
+func (e authErr) AuthRequired() bool { return e.login }
+
+// authConnector fails with errs in turn (wrapped, as a transport wraps
+// them), then hands out a session; it counts its attempts.
+type authConnector struct {
+	mu       sync.Mutex
+	errs     []error
+	attempts int
+}
+
+func (c *authConnector) Connect(_ context.Context, req ConnectRequest) (Session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attempts++
+	if len(c.errs) > 0 {
+		err := c.errs[0]
+		c.errs = c.errs[1:]
+		return nil, fmt.Errorf("initialize: sending: %w", err)
+	}
+	s := newSession()
+	s.onEnd = req.OnEnd
+	return s, nil
+}
+
+func (c *authConnector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attempts
+}
+
+// TestSupervisorAuthRequired: a failure that needs a login starts no
+// attempt, whatever time passes, until RetryNow (new tokens) or a new spec;
+// refused client credentials retry at the backoff's cap at once.
+func TestSupervisorAuthRequired(t *testing.T) {
+	notified := make(chan struct{}, 100)
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	conn := &authConnector{errs: []error{authErr{login: true}, authErr{login: true}, authErr{login: false}}}
+	sup := New(context.Background(), Options{
+		Name:      "one",
+		Connector: conn,
+		Notify:    func() { notified <- struct{}{} },
+		Now:       func() time.Time { return now },
+		Jitter:    func() float64 { return 0 },
+	})
+	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
+	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{HTTP: &spec.HTTPSpec{URL: "http://h/mcp"}}}
+	c.Default()
+	want := Want{Conn: c}
+	step := func() time.Duration { return sup.Step(context.Background(), want) }
+	waitNotified := func() {
+		t.Helper()
+		select {
+		case <-notified:
+		case <-time.After(5 * time.Second):
+			t.Fatal("attempt did not report back")
+		}
+	}
+
+	step()
+	waitNotified()
+	if d := step(); d != 0 {
+		t.Fatalf("waiting for a login asks to be looked at again in %v", d)
+	}
+	snap := sup.Snapshot()
+	if snap.AuthRequired != "no token: run `tether login one`" || !snap.AwaitingLogin || !snap.NextRetry.IsZero() || snap.Connecting {
+		t.Fatalf("after a failure that needs a login: %+v", snap)
+	}
+	now = now.Add(time.Hour)
+	for range 3 {
+		if d := step(); d != 0 || sup.Snapshot().Connecting {
+			t.Fatalf("an hour later, a step started an attempt or a wait (%v)", d)
+		}
+	}
+	if n := conn.count(); n != 1 {
+		t.Fatalf("%d attempts while waiting for a login, want 1", n)
+	}
+
+	// New tokens: one attempt, which needs a login again.
+	sup.RetryNow()
+	if snap := sup.Snapshot(); snap.AwaitingLogin || snap.AuthRequired == "" {
+		t.Errorf("after RetryNow: %+v", snap)
+	}
+	step()
+	waitNotified()
+	step()
+	if n := conn.count(); n != 2 || !sup.Snapshot().AwaitingLogin {
+		t.Fatalf("after RetryNow: %d attempts, %+v", n, sup.Snapshot())
+	}
+
+	// A new spec is tried at once; its refused client credentials wait
+	// the cap (3s), not 100ms.
+	c2 := c.DeepCopy()
+	c2.Spec.HTTP.URL = "http://h/other"
+	want = Want{Conn: c2}
+	step()
+	waitNotified()
+	if d := step(); d != 3*time.Second {
+		t.Fatalf("refused client credentials wait %v, want the cap 3s", d)
+	}
+	if snap := sup.Snapshot(); snap.AwaitingLogin || snap.AuthRequired == "" {
+		t.Errorf("refused client credentials: %+v", snap)
+	}
+	now = now.Add(3 * time.Second)
+	step()
+	waitNotified()
+	step()
+	if snap := sup.Snapshot(); snap.Session == nil || snap.AuthRequired != "" || snap.Failures != 0 {
+		t.Errorf("after a success: %+v", snap)
 	}
 }
