@@ -32,14 +32,13 @@ run: build ## Build, then run tether on examples/manifests until Ctrl-C (MANIFES
 	$(RUN_CMD)
 
 .PHONY: test
-test: ## gofmt, go vet, staticcheck and the package graph, install the test peers and the conformance suite, then go test -race ./...
+test: ## gofmt, go vet, staticcheck, the package graph and generated files, install the test peers, then go test -race ./...
 	hack/verify-gofmt.sh
 	hack/verify-govet.sh
 	hack/verify-staticcheck.sh
 	hack/verify-imports.sh
 	hack/verify-generated.sh
 	hack/install-peers.sh
-	hack/install-conformance.sh
 	hack/test-go.sh
 
 .PHONY: bench
@@ -55,9 +54,8 @@ update: ## Run every hack/update-*.sh (gofmt -w, go mod tidy)
 	@for s in hack/update-*.sh; do echo "== $$s"; "$$s"; done
 
 .PHONY: peers
-peers: ## Install the real MCP servers the tests use (npm peers, bin/everything-server), the test control plane and the conformance suite
+peers: ## Install the real MCP servers the tests use (npm peers with the conformance suite, bin/everything-server) and the test control plane
 	hack/install-peers.sh
-	hack/install-conformance.sh
 
 .PHONY: clean
 clean: ## Remove build and test output (bin/, _output/)

