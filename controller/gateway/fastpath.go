@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,17 @@ type downSession struct {
 	mu     sync.Mutex
 	calls  map[string]context.CancelCauseFunc // fast calls in flight by request id
 	closed bool                               // the session ended: its calls were cancelled
+	// relays are the backend requests sent to the client on a fast call's
+	// stream, waiting for the client's answer, by the id the gateway gave
+	// them; nRelays counts them, so that other POSTs pay nothing.
+	relays  map[string]chan *relayAnswer
+	nRelays atomic.Int32
+}
+
+// relayAnswer is a client's answer to a relayed request.
+type relayAnswer struct {
+	Result json.RawMessage `json:"result"`
+	Error  *jsonrpc.Error  `json:"error"`
 }
 
 // errSessionClosed ends the fast calls of a session that closed (DELETE,
@@ -367,6 +379,12 @@ func idKey(raw json.RawMessage) (string, bool) {
 // unanswered, to the go-sdk. A notifications/cancelled for a fast call is
 // acted on here and still passed on (the go-sdk answers it 202).
 func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSession, body []byte) bool {
+	if ds.nRelays.Load() > 0 && ds.answerRelay(body) {
+		// The client's answer to a request relayed on a fast call's
+		// stream: as the go-sdk acknowledges a response.
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	}
 	if !bytes.Contains(body, []byte(`"`+methodCallTool+`"`)) {
 		if bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
 			g.cancelFast(ds, body)
@@ -624,6 +642,18 @@ func (f *fastWriter) error(status int, je *jsonrpc.Error) {
 	f.answer(status, buf)
 }
 
+// send writes a message on the call's stream; false when the caller is
+// gone.
+func (f *fastWriter) send(msg []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone {
+		return false
+	}
+	f.event(msg)
+	return !f.gone
+}
+
 // notify sends a notification on the call's stream.
 func (f *fastWriter) notify(method string, params any) {
 	msg, err := json.Marshal(&struct {
@@ -659,10 +689,10 @@ func (f *fastWriter) answer(status int, msg []byte) {
 }
 
 // fastCaller is the client of a fast call, for what the backend sends while
-// it serves the call: log messages go out on the call's own stream (at the
-// level the client set); the backend's requests go out through the client's
-// session, on its standalone stream, since the fast path answers the call's
-// stream itself.
+// it serves the call: log messages (at the level the client set) and the
+// backend's requests go out on the call's own stream, as the backend sent
+// them; the client's answers come back as POSTs that the fast path takes
+// (answerRelay).
 type fastCaller struct {
 	g   *Gateway
 	ds  *downSession
@@ -684,13 +714,96 @@ func (c *fastCaller) LogLevel() mcp.LoggingLevel { return c.g.level(c.ds.ss) }
 func (c *fastCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ds.ss) }
 
 func (c *fastCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
-	return c.ds.ss.CreateMessageWithTools(ctx, p)
+	var res mcp.CreateMessageWithToolsResult
+	return &res, c.request(ctx, "sampling/createMessage", p, &res)
 }
 
 func (c *fastCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	return c.ds.ss.Elicit(ctx, p)
+	var res mcp.ElicitResult
+	return &res, c.request(ctx, "elicitation/create", p, &res)
 }
 
 func (c *fastCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	return c.ds.ss.ListRoots(ctx, p)
+	if p == nil {
+		p = &mcp.ListRootsParams{}
+	}
+	var res mcp.ListRootsResult
+	return &res, c.request(ctx, "roots/list", p, &res)
+}
+
+// relaySeq numbers the requests relayed on fast calls' streams.
+var relaySeq atomic.Uint64
+
+// request sends a backend's request to the client on the fast call's own
+// stream (where the backend sent it, and where every client reads) and
+// waits for the client's answer, which comes as a POST (answerRelay). When
+// ctx ends first the client is told the request is cancelled.
+func (c *fastCaller) request(ctx context.Context, method string, params, result any) error {
+	id := "tether-relay-" + strconv.FormatUint(relaySeq.Add(1), 10)
+	msg, err := json.Marshal(&struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      string `json:"id"`
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}{"2.0", id, method, params})
+	if err != nil {
+		return err
+	}
+	ch := make(chan *relayAnswer, 1)
+	ds := c.ds
+	ds.mu.Lock()
+	if ds.relays == nil {
+		ds.relays = make(map[string]chan *relayAnswer)
+	}
+	ds.relays[id] = ch
+	ds.mu.Unlock()
+	ds.nRelays.Add(1)
+	defer func() {
+		ds.mu.Lock()
+		delete(ds.relays, id)
+		ds.mu.Unlock()
+		ds.nRelays.Add(-1)
+	}()
+	if !c.out.send(msg) {
+		return errors.New("the client's stream of the call is gone")
+	}
+	select {
+	case a := <-ch:
+		if a.Error != nil {
+			return a.Error
+		}
+		if len(a.Result) == 0 {
+			return errors.New("the client answered without a result")
+		}
+		return json.Unmarshal(a.Result, result)
+	case <-ctx.Done():
+		c.out.notify("notifications/cancelled", map[string]any{"requestId": id, "reason": "the request it was made for ended"})
+		return ctx.Err()
+	}
+}
+
+// answerRelay hands a POST that answers a relayed request to the request
+// waiting for it; false if the body is no such answer.
+func (ds *downSession) answerRelay(body []byte) bool {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		relayAnswer
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "" {
+		return false
+	}
+	var id string
+	if json.Unmarshal(msg.ID, &id) != nil || !strings.HasPrefix(id, "tether-relay-") {
+		return false
+	}
+	ds.mu.Lock()
+	ch := ds.relays[id]
+	delete(ds.relays, id)
+	ds.mu.Unlock()
+	if ch == nil {
+		return true // answered already, or too late: nobody waits
+	}
+	ch <- &relayAnswer{Result: msg.Result, Error: msg.Error}
+	return true
 }
