@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,4 +195,71 @@ func TestReconnectOnUse(t *testing.T) {
 	}
 	t.Logf("served %v after the backend came back; the backoff would have waited until %v", time.Since(start).Round(time.Millisecond), st.NextRetryTime)
 	waitStatus(t, m, "remote", 10*time.Second, "Connected again", phaseIs(spec.PhaseConnected))
+}
+
+// TestCallSurvivesBackendRestart: an HTTP backend restarted between two
+// health checks answers tether's old session with 404 (session not found).
+// That call was not delivered, so the gateway brings the connection back and
+// sends it once more: the agent's first call after the restart succeeds,
+// for a client of protocol 2026-07-28 and a classic one alike
+// (docs/reliability.md, row S24). The backend's session id never shows in
+// what tether says.
+func TestCallSurvivesBackendRestart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		protocol string // the client's; "" for the go-sdk's latest
+	}{
+		{"2026-07-28 client", ""},
+		{"classic client", "2025-11-25"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			port := freePort(t)
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			backend := startServer(t, nil, faultServer(t), "-http", addr)
+			waitTCP(t, port, 20*time.Second)
+			m := filepath.Join(dir, "remote.yaml")
+			// Health checks far apart: tether does not notice the restart.
+			writeFile(t, m, httpManifest("remote", "http://"+addr+"/mcp", "streamable", "  healthCheck: {interval: 10m}\n"))
+			tt, ep := startTetherServing(t, dir)
+			waitStatus(t, m, "remote", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+			c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "0"}, nil)
+			s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: ep.gateway, MaxRetries: -1},
+				&mcp.ClientSessionOptions{ProtocolVersion: tc.protocol})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			args := map[string]any{"text": "back"}
+			if res, err := call(s, 15*time.Second, "remote_echo", args); err != nil || res.IsError {
+				t.Fatalf("a call before the restart: %v %+v", err, res)
+			}
+
+			must(t, syscall.Kill(-backend.Process.Pid, syscall.SIGKILL))
+			waitFor(t, 10*time.Second, "the backend to be gone", func() (bool, string) {
+				c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+				if err == nil {
+					c.Close()
+				}
+				return err != nil, fmt.Sprint(err)
+			})
+			startServer(t, nil, faultServer(t), "-http", addr)
+			waitTCP(t, port, 20*time.Second)
+			res, err := call(s, 15*time.Second, "remote_echo", args)
+			if err != nil || res.IsError {
+				t.Fatalf("the first call after the restart: %v %+v", err, res)
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; got != "back" {
+				t.Errorf("answer %q", got)
+			}
+			logs := tt.logs.String()
+			if !strings.Contains(logs, "is sent again on the new one") {
+				t.Errorf("the call was not sent again (did the restart go unnoticed?)")
+			}
+			if strings.Contains(logs, "session ID: ") && !strings.Contains(logs, "session ID: [redacted]") {
+				t.Errorf("a backend session id shows in tether's log")
+			}
+		})
+	}
 }

@@ -167,8 +167,11 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		return nil, err // names entries and sources, never values
 	}
 	red := newRedactor(envVals, headerVals)
-	if sp.HTTP != nil && sp.HTTP.OAuth != nil {
-		red.live = &liveSecrets{} // tokens, learnt as they come (oauth.go)
+	if sp.HTTP != nil {
+		// OAuth tokens, learnt as they come (oauth.go), and the session's
+		// id: whoever holds it can use the session on the server, and the
+		// go-sdk puts it in its errors ("session ID: …").
+		red.live = &liveSecrets{}
 	}
 	lifetime, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	s := &Session{
@@ -253,6 +256,9 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		return nil, s.failConnect(fmt.Errorf("initialize: %w", s.ctxErr(ctx, err)))
 	}
 	s.cs = cs
+	if id := cs.ID(); id != "" && s.red.live != nil {
+		s.red.live.keep(id)
+	}
 	learned(s.Server().ProtocolVersion, false)
 	_, err = s.refreshTools(ctx)
 	release()

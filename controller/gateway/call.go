@@ -126,11 +126,20 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	var err, callErr error
 	if inRounds {
 		done()
-		res, err, callErr = g.callInRounds(ctx, req.Session, t, p, progress)
+		res, err, callErr = g.callInRounds(ctx, req.Session, t, name, p, progress)
 	} else {
 		res, err = t.backend.CallTool(callCtx, p, progress)
 		callErr = callCtx.Err()
 		done()
+		if r2, ok := g.reroute(ctx, t, name, err); ok {
+			// The backend's server lost the session (it restarted): the
+			// call was not delivered. Once more, on the new session.
+			t, p.Name = r2.target, r2.tool
+			callCtx, done = t.callContext(ctx)
+			res, err = t.backend.CallTool(callCtx, p, progress)
+			callErr = callCtx.Err()
+			done()
+		}
 	}
 	d := time.Since(start)
 
@@ -243,6 +252,37 @@ func (g *Gateway) observe(ctx context.Context, conn, tool, result string, d time
 // Connected. Those tools are no longer on the server, so without it the SDK
 // would answer "unknown tool", which tells an agent nothing about why or
 // whether to retry.
+// reroute handles a call whose backend answered that it no longer knows
+// the session (mcp.ErrSessionMissing: the server restarted within a health
+// interval, before tether noticed). Such a call was not delivered, so it is
+// safe to send again: reroute brings the connection back (Options.Wake,
+// within the connection's call timeout) and returns the route to send it
+// on, once.
+func (g *Gateway) reroute(ctx context.Context, t *target, name string, err error) (route, bool) {
+	if g.opts.Wake == nil || !errors.Is(err, mcp.ErrSessionMissing) || ctx.Err() != nil {
+		return route{}, false
+	}
+	wctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	// The session that lost its server ends (the backend says so); once
+	// the gateway has let go of it, Wake gets a new one.
+	select {
+	case <-t.life.Done():
+	case <-wctx.Done():
+		return route{}, false
+	}
+	if werr := g.opts.Wake(wctx, t.name); werr != nil {
+		g.log.Debug("a call whose backend lost its session could not bring the connection back", "connection", t.name, "err", werr)
+		return route{}, false
+	}
+	r, ok := g.routes.Load().route(name)
+	if !ok || r.target == t {
+		return route{}, false
+	}
+	g.log.Debug("a call whose backend lost its session is sent again on the new one", "connection", t.name, "tool", name)
+	return r, true
+}
+
 // wake asks Options.Wake to bring d's connection back for a request, within
 // the connection's call timeout, and reports whether it is served again.
 func (g *Gateway) wake(ctx context.Context, d *downTarget) bool {

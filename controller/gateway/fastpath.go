@@ -478,6 +478,18 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	res, isError, err := t.backend.CallToolRaw(callCtx, rt.tool, req.params, progress)
 	callErr := callCtx.Err()
 	done()
+	if r2, ok := g.reroute(ctx, t, name, err); ok {
+		// Sent again on the new session (see reroute), as bytes when it
+		// speaks the same protocol version, else as the go-sdk's call.
+		t = r2.target
+		if v, raw := t.backend.RawProtocolVersion(); raw && v == r.Header.Get(protocolVersionHeader) {
+			callCtx, done = t.callContext(ctx)
+			callCtx = wire.WithCaller(callCtx, &fastCaller{g: g, ds: ds, out: out})
+			res, isError, err = t.backend.CallToolRaw(callCtx, r2.tool, req.params, progress)
+			callErr = callCtx.Err()
+			done()
+		}
+	}
 	d := time.Since(start)
 	if err == nil && res != nil {
 		if res, err = dropHopMetaJSON(res); err == nil {

@@ -68,7 +68,7 @@ func roundsClient(ss *mcp.ServerSession) bool {
 
 // callInRounds runs (or resumes, when p's requestState is one of the
 // gateway's) the backend call of a tools/call of a 2026-07-28 client.
-func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *target, p *mcp.CallToolParams,
+func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *target, name string, p *mcp.CallToolParams,
 	progress func(*mcp.ProgressNotificationParams)) (res *mcp.CallToolResult, err, callErr error) {
 	var cr *callRound
 	if strings.HasPrefix(p.RequestState, roundStatePrefix) {
@@ -90,16 +90,25 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 	} else {
 		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}}
 		// The call outlives this request (a question ends it), bounded by
-		// callTimeout and the backend's life.
-		bctx, bdone := t.callContext(context.WithoutCancel(ctx))
-		bctx, cancel := context.WithCancel(wire.WithCaller(bctx, &roundCaller{g: g, ss: ss, cr: cr}))
+		// callTimeout and the backend's life; cr.cancel ends it.
+		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), &roundCaller{g: g, ss: ss, cr: cr}))
 		cr.cancel = cancel
 		go func() {
 			defer close(cr.done)
+			defer cancel()
+			bctx, bdone := t.callContext(rctx)
 			cr.res, cr.err = t.backend.CallTool(bctx, p, progress)
 			cr.callEr = bctx.Err()
-			cancel()
 			bdone()
+			if r2, ok := g.reroute(rctx, t, name, cr.err); ok {
+				// Not delivered (see reroute): once more, on the new session.
+				again := *p
+				again.Name = r2.tool
+				bctx, bdone = r2.target.callContext(rctx)
+				cr.res, cr.err = r2.target.backend.CallTool(bctx, &again, progress)
+				cr.callEr = bctx.Err()
+				bdone()
+			}
 		}()
 	}
 	cr.mu.Lock()

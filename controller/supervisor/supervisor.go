@@ -434,20 +434,22 @@ func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 		s.unlock()
 		return nil, errors.New("the connection was removed")
 	}
-	if s.session != nil {
+	if s.session != nil && !ended(s.session) {
 		ss := s.session
 		s.unlock()
 		return ss, nil
 	}
 	start, refused := s.taken, s.refused
-	// An attempt already running is the one this demand waits for.
+	// An attempt already running is the one this demand waits for. A
+	// session that ended is dropped by the next step, which then starts an
+	// attempt at once.
 	s.demanded = !s.attempting && s.result == nil
 	s.unlock()
 	s.opts.Notify() // the next step starts the attempt
 	for {
 		s.mu.Lock()
 		switch {
-		case s.session != nil:
+		case s.session != nil && !ended(s.session):
 			ss := s.session
 			s.mu.Unlock()
 			return ss, nil
@@ -471,6 +473,17 @@ func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// ended reports whether a session is over (the reconciler has not taken
+// it in yet).
+func ended(ss Session) bool {
+	select {
+	case <-ss.Done():
+		return true
+	default:
+		return false
 	}
 }
 
