@@ -73,7 +73,7 @@ func TestCallToolProgress(t *testing.T) {
 			defer cancel()
 			log := newProgressLog()
 			// The caller's own _meta (its token, protocol keys) must not
-			// travel upstream (NOTES trap 5).
+			// travel upstream: an older server rejects them).
 			p := &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args, Meta: mcp.Meta{
 				"progressToken": "downstream-token",
 				"io.modelcontextprotocol/protocolVersion": "2099-01-01",

@@ -619,7 +619,7 @@ func (s *Session) listToolsUncached(ctx context.Context) error {
 
 // CallTool calls a tool upstream. p.Name and p.Arguments are forwarded
 // verbatim (as are the multi-round-trip fields); p.Meta is not: the
-// downstream _meta may carry keys an older server rejects (NOTES trap 5).
+// downstream _meta may carry keys an older server rejects.
 // The upstream _meta carries the trace context of ctx's span instead
 // (traceparent, tracestate: the MCP trace-context convention), so that the
 // backend's spans join the caller's trace; servers that do not trace ignore

@@ -72,8 +72,8 @@
 //
 // Streamable HTTP and SSE sessions share one http.Transport (one connection
 // pool for all sessions); each adds its manifest headers through its own
-// RoundTripper. The go-sdk notices a dead HTTP server late or never (NOTES
-// trap 2): Done closes only when the transport reports the session gone
+// RoundTripper. The go-sdk notices a dead HTTP server late or never (a
+// measured ~22 s for a stateful session, never for a stateless one): Done closes only when the transport reports the session gone
 // (an SSE stream that ended, a server that forgot the session after a
 // restart) or on Close; the reconciler's probes find the rest. Close sends
 // the session DELETE, which the go-sdk bounds at 5 s against a hung server.

@@ -17,7 +17,7 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
-// Helpers that find and run the real peers of PEERS.md.
+// Helpers that find and run the real peers that hack/install-peers.sh installs.
 
 // repoRoot finds the module root from the test's working directory.
 func repoRoot(t testing.TB) string {

@@ -55,7 +55,7 @@ func probeWithin(s *Session, timeout time.Duration) (took time.Duration, err err
 }
 
 // A killed HTTP server must make Probe fail within its timeout (the go-sdk
-// does not notice a dead HTTP server by itself, NOTES trap 2).
+// does not notice a dead HTTP server by itself).
 func TestProbeFailsWhenHTTPServerKilled(t *testing.T) {
 	const timeout = time.Second
 	for _, tc := range httpPeerCases() {

@@ -69,7 +69,7 @@ func envValue(env []string, name string) string {
 	return ""
 }
 
-// resolveCommand implements DESIGN §1: a command without a slash is looked
+// resolveCommand implements docs/contract.md §1: a command without a slash is looked
 // up in path (the PATH the child gets); a relative one with a slash is
 // resolved against manifestDir. The result must be an executable file.
 func resolveCommand(command, path, manifestDir string) (string, error) {

@@ -54,7 +54,7 @@ func TestChildKilledEndsSession(t *testing.T) {
 	}
 }
 
-// A wrapper that dies while its grandchild holds the pipes (NOTES trap 3):
+// A wrapper that dies while its grandchild holds the pipes (docs/reliability.md, L3):
 // the session must end, and the grandchild must be killed.
 func TestWrapperDiesGrandchildKilled(t *testing.T) {
 	script := "sleep 300 & exec " + shq(goEverything(t))
