@@ -293,17 +293,21 @@ func TestSupervisorReconnectsOnSecretsVersion(t *testing.T) {
 	}()
 	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
 	c.Default()
+	// connect steps whenever the supervisor asks (an attempt's report, or
+	// the end of a session it closed, in whatever order) until s is live.
 	connect := func(want Want, s *session) {
 		t.Helper()
-		sup.Step(context.Background(), want)
-		select {
-		case <-notified:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the attempt never reported back")
-		}
-		sup.Step(context.Background(), want)
-		if snap := sup.Snapshot(); snap.Session != Session(s) {
-			t.Fatalf("not connected with the expected session: %+v", snap)
+		deadline := time.After(5 * time.Second)
+		for {
+			sup.Step(context.Background(), want)
+			if snap := sup.Snapshot(); snap.Session == Session(s) {
+				return
+			}
+			select {
+			case <-notified:
+			case <-deadline:
+				t.Fatalf("not connected with the expected session: %+v", sup.Snapshot())
+			}
 		}
 	}
 	v1 := Want{Conn: c, SecretsVersion: "v1"}
