@@ -1,0 +1,302 @@
+package connection
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Tools returns the server's full tool list. The slice and the tools are
+// shared: read them, never modify them.
+func (s *Session) Tools() []*mcp.Tool {
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	return s.tools
+}
+
+// RefreshTools lists the server's tools again (following cursors) and
+// replaces the snapshot. It does not call OnToolsChanged. On 2026-07-28
+// sessions the go-sdk may answer from its TTL cache, which a list_changed
+// notification invalidates.
+func (s *Session) RefreshTools(ctx context.Context) error {
+	_, err := s.refreshTools(ctx)
+	return err
+}
+
+func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
+	if err := s.Err(); err != nil {
+		return false, err
+	}
+	callCtx, cancel := s.callContext(ctx)
+	defer cancel()
+	tools, err := s.listToolsRaw(callCtx)
+	if err != nil {
+		return false, s.callErr("tools/list", ctx, err)
+	}
+	sum, bindsHeaders, err := digestTools(tools)
+	if err != nil {
+		return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
+	}
+	if tools == nil || bindsHeaders {
+		// Parameters bound to HTTP headers (2026-07-28): the go-sdk
+		// validates them and keeps the list for CallTool, which sets the
+		// headers from it. So list through the go-sdk.
+		tools = tools[:0]
+		for t, err := range s.cs.Tools(callCtx, nil) {
+			if err != nil {
+				return false, s.callErr("tools/list", ctx, err)
+			}
+			tools = append(tools, t)
+		}
+		if sum, _, err = digestTools(tools); err != nil {
+			return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
+		}
+	}
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	changed = sum != s.toolsSum
+	s.tools, s.toolsSum = tools, sum
+	return changed, nil
+}
+
+// digestTools replaces each tool by the definition already held for its
+// JSON (see sharedTools), and returns the SHA-256 of the list (a real change
+// or a repeated notification) and whether a tool binds parameters to headers.
+func digestTools(tools []*mcp.Tool) (sum [sha256.Size]byte, bindsHeaders bool, err error) {
+	h := sha256.New()
+	for i, t := range tools {
+		b, err := json.Marshal(t)
+		if err != nil {
+			return sum, false, err
+		}
+		ts := sha256.Sum256(b)
+		h.Write(ts[:])
+		tools[i] = sharedTools.intern(ts, t)
+		bindsHeaders = bindsHeaders || bytes.Contains(b, []byte(`"x-mcp-header"`))
+	}
+	h.Sum(sum[:0])
+	return sum, bindsHeaders, nil
+}
+
+// maxToolPages bounds the pages of one tools/list: a server whose cursors
+// never end must not hold a connect or refresh forever.
+const maxToolPages = 1000
+
+// listToolsRaw lists every tool through the go-sdk's sending handler beneath
+// its client: the go-sdk's ListTools re-decodes each tool's schema to
+// validate x-mcp-header annotations (a fresh 32 KiB decode buffer per tool),
+// which at 1,000 connections was a sixth of everything tether allocated
+// while starting. refreshTools lists through the go-sdk when a tool has such
+// annotations. It returns nil, nil when it cannot list this way (no request
+// _meta captured yet on a 2026-07-28 session).
+func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
+	meta, ok := s.requestMeta()
+	if !ok || s.rawSend == nil {
+		return nil, nil
+	}
+	tools := []*mcp.Tool{}
+	cursor := ""
+	for range maxToolPages {
+		p := &mcp.ListToolsParams{Cursor: cursor}
+		if meta != nil {
+			p.Meta = maps.Clone(meta)
+		}
+		res, err := s.rawSend(ctx, "tools/list", &mcp.ClientRequest[*mcp.ListToolsParams]{Session: s.cs, Params: p})
+		if err != nil {
+			return nil, err
+		}
+		lr, ok := res.(*mcp.ListToolsResult)
+		if !ok || lr == nil {
+			return nil, fmt.Errorf("unexpected result %T", res)
+		}
+		for _, t := range lr.Tools {
+			if t != nil { // as the go-sdk does: a null entry is no tool
+				tools = append(tools, t)
+			}
+		}
+		if lr.NextCursor == "" {
+			return tools, nil
+		}
+		cursor = lr.NextCursor
+	}
+	return nil, fmt.Errorf("more than %d pages", maxToolPages)
+}
+
+// requestMeta is the _meta of a request sent beneath the go-sdk's client:
+// none on classic sessions; on 2026-07-28 ones the per-request triple
+// (SEP-2575) the go-sdk put on its own first request, with the negotiated
+// version. ok is false when no such request was seen yet.
+func (s *Session) requestMeta() (meta mcp.Meta, ok bool) {
+	if !s.newProtocol() {
+		return nil, true
+	}
+	m := s.listMeta.Load()
+	if m == nil {
+		return nil, false
+	}
+	meta = maps.Clone(*m)
+	meta[mcp.MetaKeyProtocolVersion] = s.cs.InitializeResult().ProtocolVersion
+	return meta, true
+}
+
+// Probe sends one health probe: ping on classic sessions, tools/list on
+// 2026-07-28 ones (no ping there), past the go-sdk's list cache. The caller
+// bounds it with ctx; without a deadline, spec.DefaultHealthTimeout applies.
+// An answer that refuses the request (method not found, invalid params or
+// request) proves the server alive too and counts as success.
+func (s *Session) Probe(ctx context.Context) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, spec.DefaultHealthTimeout)
+		defer cancel()
+	}
+	callCtx, cancel := s.callContext(ctx)
+	defer cancel()
+	start := time.Now()
+	method := "ping"
+	var err error
+	if s.newProtocol() {
+		method = "tools/list"
+		err = s.listToolsUncached(callCtx)
+	} else if raw, rerr := s.pingRaw(callCtx); raw {
+		err = rerr
+	} else {
+		err = s.cs.Ping(callCtx, nil)
+	}
+	if wire := serverRefused(err); wire != nil {
+		s.log.Debug("probe answered with an error: server alive", "method", method, "code", wire.Code, "error", wire.Message)
+		return nil
+	}
+	if err != nil && ctx.Err() != nil && s.Err() == nil && s.seen.since(start) {
+		// Timed out, but the server sent other answers meanwhile: the probe
+		// waited in line behind work, the server is alive.
+		s.log.Debug("probe timed out behind other traffic: server alive", "method", method)
+		return nil
+	}
+	if err != nil {
+		return s.callErr("probe ("+method+")", ctx, err)
+	}
+	return nil
+}
+
+// serverRefused returns the server's JSON-RPC error if err is one that only
+// a live server sends back (it read the request and refused it), else nil.
+// Only the standard codes of a request the server read and refused count:
+// an HTTP server that answers 400 with a JSON-RPC body is alive, but so is
+// one whose proxy says 400, and a -32000 may be the server's own "I am
+// broken".
+func serverRefused(err error) *jsonrpc.Error {
+	wire := findServerError(err)
+	if wire == nil {
+		return nil
+	}
+	switch wire.Code {
+	case jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams, jsonrpc.CodeInvalidRequest:
+		return wire
+	}
+	return nil
+}
+
+// listToolsUncached sends tools/list through the go-sdk's own handler,
+// beneath its TTL cache, so that the request reaches the server.
+func (s *Session) listToolsUncached(ctx context.Context) error {
+	meta, ok := s.requestMeta()
+	if !ok || s.rawSend == nil {
+		_, err := s.cs.ListTools(ctx, nil)
+		return err
+	}
+	params := &mcp.ListToolsParams{Meta: meta}
+	_, err := s.rawSend(ctx, "tools/list", &mcp.ClientRequest[*mcp.ListToolsParams]{Session: s.cs, Params: params})
+	return err
+}
+
+// toolsChangedUpstream is the list_changed handler. It runs on the
+// session's reader, so it only starts (or marks for another round) the
+// goroutine that refreshes the list.
+func (s *Session) toolsChangedUpstream() {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if s.refreshing {
+		s.refreshMore = true
+		return
+	}
+	s.refreshing = true
+	s.startRefreshLocked()
+}
+
+// goLive lets refreshes start, one at once if a list_changed came in while
+// Connect listed the tools itself.
+func (s *Session) goLive() {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	s.live = true
+	s.startRefreshLocked()
+}
+
+// startRefreshLocked starts the refresh goroutine when one is due and the
+// session is live and not ended. The wait group is added to under
+// refreshMu, which end takes before Close waits: no Add races that Wait.
+func (s *Session) startRefreshLocked() {
+	if !s.refreshing || !s.live || s.ended {
+		return
+	}
+	s.wg.Add(1)
+	go s.refreshAfterListChanged()
+}
+
+// refreshAfterListChanged refreshes the tool list after list_changed, coalescing
+// bursts, and tells OnToolsChanged when the list really changed. It runs
+// again while notifications keep coming, then exits.
+func (s *Session) refreshAfterListChanged() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(refreshCoalesce):
+		}
+		s.refreshMu.Lock()
+		s.refreshMore = false
+		s.refreshMu.Unlock()
+
+		ctx, cancel := context.WithTimeout(s.ctx, refreshTimeout)
+		changed, err := s.refreshTools(ctx)
+		if err == nil {
+			var more bool
+			more, err = s.refreshCatalog(ctx)
+			changed = changed || more
+		}
+		cancel()
+		switch {
+		case err != nil:
+			if s.ctx.Err() == nil {
+				s.log.Warn("refreshing tools after list_changed", "error", err)
+			}
+		default:
+			s.log.Debug("tools refreshed after list_changed", "tools", len(s.Tools()), "changed", changed)
+			if changed && s.onToolsChanged != nil {
+				s.onToolsChanged()
+			}
+		}
+
+		s.refreshMu.Lock()
+		if !s.refreshMore || s.ended {
+			s.refreshing = false
+			s.refreshMu.Unlock()
+			return
+		}
+		s.refreshMu.Unlock()
+	}
+}
