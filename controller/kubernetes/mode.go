@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
@@ -80,12 +79,8 @@ func NewMode(store *desired.Store, opts ModeOptions) (*Mode, error) {
 
 	leading := func() bool { return true }
 	if le := opts.LeaderElection; le != nil {
-		coord, err := coordinationv1client.NewForConfig(opts.Config.Rest)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
 		m.elector = NewElector(ElectorOptions{
-			Client:        coord,
+			Client:        dyn,
 			Namespace:     le.LeaseNamespace,
 			Name:          le.LeaseName,
 			Identity:      m.identity,
