@@ -311,9 +311,11 @@ func (l *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 	}
 
 	// 3. A record that changed restarts this replica's count of how long
-	// it has seen it unchanged.
+	// it has seen it unchanged, from when the read returned: a renewal
+	// that landed while the read was under way is never counted as older
+	// than it is.
 	if got != l.observed || l.observedAt.IsZero() {
-		l.observed, l.observedAt = got, now
+		l.observed, l.observedAt = got, l.now()
 	}
 	l.lease = lease
 	if got.holder != "" && got.holder != l.opts.Identity && l.observedValid(now) {
@@ -356,10 +358,9 @@ func (l *Elector) observedValid(now time.Time) bool {
 	return l.observedAt.Add(time.Duration(l.observed.durationSeconds) * time.Second).After(now)
 }
 
-// write updates lease with rec, under lease's resourceVersion, and on
-// success observes rec at now (when this replica holds it, as renewed at
-// now: the time the write was sent, no later than any replica saw it).
-func (l *Elector) write(ctx context.Context, lease *unstructured.Unstructured, rec leaseRecord, now time.Time) error {
+// write updates lease with rec, under lease's resourceVersion, sent at
+// sent; on success it observes rec (see written).
+func (l *Elector) write(ctx context.Context, lease *unstructured.Unstructured, rec leaseRecord, sent time.Time) error {
 	obj := lease.DeepCopy()
 	if err := setLeaseRecord(obj, rec); err != nil {
 		return err
@@ -369,12 +370,12 @@ func (l *Elector) write(ctx context.Context, lease *unstructured.Unstructured, r
 	if err != nil {
 		return err
 	}
-	l.written(got, rec, now)
+	l.written(got, rec, sent)
 	return nil
 }
 
-// create creates the Lease with rec.
-func (l *Elector) create(ctx context.Context, rec leaseRecord, now time.Time) error {
+// create creates the Lease with rec, sent at sent.
+func (l *Elector) create(ctx context.Context, rec leaseRecord, sent time.Time) error {
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "coordination.k8s.io/v1",
 		"kind":       "Lease",
@@ -388,19 +389,23 @@ func (l *Elector) create(ctx context.Context, rec leaseRecord, now time.Time) er
 	if err != nil {
 		return err
 	}
-	l.written(got, rec, now)
+	l.written(got, rec, sent)
 	return nil
 }
 
-// written observes a record this replica wrote.
-func (l *Elector) written(lease *unstructured.Unstructured, rec leaseRecord, now time.Time) {
+// written observes a record this replica wrote, as of now (as client-go
+// does). When the record names this replica, it was renewed at sent: the
+// time the write was sent, no later than any other replica can have seen
+// it, so that Leading's deadline ends before any of them can count the
+// Lease expired.
+func (l *Elector) written(lease *unstructured.Unstructured, rec leaseRecord, sent time.Time) {
 	if back, err := readLeaseRecord(lease); err == nil {
 		rec = back // as the API server stored it, to compare with the next read
 	}
-	l.lease, l.observed, l.observedAt = lease, rec, now
+	l.lease, l.observed, l.observedAt = lease, rec, l.now()
 	if rec.holder == l.opts.Identity {
 		l.mu.Lock()
-		l.renewed = now
+		l.renewed = sent
 		l.mu.Unlock()
 	}
 }

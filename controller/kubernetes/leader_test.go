@@ -28,9 +28,10 @@ type leaseServer struct {
 	rv     int
 	lease  *unstructured.Unstructured
 	writes int
-	// beforeUpdate, when set, runs once before the next update is handled:
-	// another replica's write that lands between a read and a write.
-	beforeUpdate func()
+	// beforeUpdate and beforeGet, when set, run once before the next update
+	// or get is handled: another replica's write that lands between a read
+	// and a write, or while a read is under way.
+	beforeUpdate, beforeGet func()
 }
 
 // client is one replica's connection to the server; it counts the
@@ -50,14 +51,17 @@ func (s *leaseServer) client(down *atomic.Pointer[error], requests *atomic.Int64
 }
 
 func (s *leaseServer) handle(a clienttesting.Action) (runtime.Object, error) {
-	if a.GetVerb() == "update" {
-		s.mu.Lock()
-		hook := s.beforeUpdate
-		s.beforeUpdate = nil
-		s.mu.Unlock()
-		if hook != nil {
-			hook()
-		}
+	s.mu.Lock()
+	var hook func()
+	switch a.GetVerb() {
+	case "update":
+		hook, s.beforeUpdate = s.beforeUpdate, nil
+	case "get":
+		hook, s.beforeGet = s.beforeGet, nil
+	}
+	s.mu.Unlock()
+	if hook != nil {
+		hook()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -273,6 +277,45 @@ func TestElectorWaitsForExpiry(t *testing.T) {
 			t.Fatal("b took the Lease 2.9s after it saw it change")
 		}
 		clock.Step(200 * time.Millisecond)
+		if !b.try(t) {
+			t.Fatal("b did not take the Lease 3.1s after it saw it change")
+		}
+	})
+
+	t.Run("a renewal that lands during the read", func(t *testing.T) {
+		// b's read takes 1.5s, and a's renewal lands meanwhile: b counts
+		// from when its read returned, not from when it began, or it would
+		// take the Lease while a still leads (a's renew deadline runs 2s
+		// from its renewal, b's lease 3s from its observation).
+		clock := &fakeClock{t: t0}
+		s := &leaseServer{}
+		a, b := stepReplica(s, "a", clock), stepReplica(s, "b", clock)
+		a.try(t)
+		a.mu.Lock()
+		a.leading = true // as Run sets it
+		a.mu.Unlock()
+		b.try(t) // b sees the record at t0
+		clock.Step(2900 * time.Millisecond)
+		s.beforeGet = func() {
+			clock.Step(1500 * time.Millisecond)
+			if !a.try(t) { // a renews at t0+4.4s
+				t.Error("a could not renew")
+			}
+		}
+		if b.try(t) {
+			t.Fatal("b took a Lease renewed during its read")
+		}
+		clock.Step(1600 * time.Millisecond) // t0+6s
+		if !a.Leading() {
+			t.Fatal("a does not lead 1.6s after its renewal (renew deadline 2s)")
+		}
+		if b.try(t) {
+			t.Fatal("b took the Lease while a leads: it counted from when its read began")
+		}
+		clock.Step(1500 * time.Millisecond) // t0+7.5s: 3.1s after b's read returned
+		if a.Leading() {
+			t.Error("a leads 3.1s after its last renewal (renew deadline 2s)")
+		}
 		if !b.try(t) {
 			t.Fatal("b did not take the Lease 3.1s after it saw it change")
 		}
