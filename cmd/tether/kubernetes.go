@@ -54,7 +54,7 @@ func (o *runOptions) desiredDesc() string {
 // newKubernetesMode connects Kubernetes mode's parts: the client
 // configuration, the informer, the status writer and the leader election.
 func newKubernetesMode(o *runOptions, store *desired.Store, log *slog.Logger, m *metrics.Metrics) (*kubernetes.Mode, error) {
-	// client-go's own logs (a watch that failed, a Lease taken) go where
+	// client-go's own logs (a watch that failed, a list retried) go where
 	// tether's go, in its format.
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	cc, err := kubernetes.LoadClientConfig(o.kubeconfig, "tether/"+version)

@@ -3,8 +3,6 @@ package kubernetes
 import (
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -25,7 +23,7 @@ const (
 // and stopped (Normal), an object that became invalid or valid again. prev is
 // nil for a first status. A status that moves nothing a person acts on (the
 // attempt count, the next retry time) gives none: the Events stay few and
-// the recorder's own aggregation is the second line.
+// the Recorder's correlation is the second line.
 func transitions(prev, cur *spec.ConnectionStatus) []event {
 	var out []event
 	ready := readyMessage(cur)
@@ -33,23 +31,23 @@ func transitions(prev, cur *spec.ConnectionStatus) []event {
 	switch cur.Phase {
 	case spec.PhaseConnected:
 		if phaseMoved || !sameTime(prev.ConnectedSince, cur.ConnectedSince) {
-			out = append(out, event{corev1.EventTypeNormal, spec.ReasonConnected, ready})
+			out = append(out, event{eventTypeNormal, spec.ReasonConnected, ready})
 		}
 	case spec.PhaseDegraded:
 		if phaseMoved {
-			out = append(out, event{corev1.EventTypeWarning, spec.ReasonHealthCheckFail, ready})
+			out = append(out, event{eventTypeWarning, spec.ReasonHealthCheckFail, ready})
 		}
 	case spec.PhaseReconnecting:
 		if phaseMoved || prev.LastError != cur.LastError {
-			out = append(out, event{corev1.EventTypeWarning, spec.ReasonConnectFailed, ready})
+			out = append(out, event{eventTypeWarning, spec.ReasonConnectFailed, ready})
 		}
 	case spec.PhaseConnecting, spec.PhaseSuspended, spec.PhaseIdle:
 		if phaseMoved {
-			out = append(out, event{corev1.EventTypeNormal, readyReason(cur), ready})
+			out = append(out, event{eventTypeNormal, readyReason(cur), ready})
 		}
 	case spec.PhasePending:
 		if phaseMoved && readyReason(cur) == spec.ReasonStopped {
-			out = append(out, event{corev1.EventTypeNormal, spec.ReasonStopped, ready})
+			out = append(out, event{eventTypeNormal, spec.ReasonStopped, ready})
 		}
 	}
 	had := ""
@@ -58,9 +56,9 @@ func transitions(prev, cur *spec.ConnectionStatus) []event {
 	}
 	switch {
 	case cur.ManifestError != "" && cur.ManifestError != had:
-		out = append(out, event{corev1.EventTypeWarning, spec.ReasonManifestInvalid, cur.ManifestError})
+		out = append(out, event{eventTypeWarning, spec.ReasonManifestInvalid, cur.ManifestError})
 	case cur.ManifestError == "" && had != "":
-		out = append(out, event{corev1.EventTypeNormal, reasonManifestValid, "the object is valid again"})
+		out = append(out, event{eventTypeNormal, reasonManifestValid, "the object is valid again"})
 	}
 	return out
 }

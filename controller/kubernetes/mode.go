@@ -6,12 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/tether-mcp/tether/controller/desired"
 )
@@ -43,10 +38,10 @@ type Mode struct {
 	Source *Source
 	Status *StatusWriter
 
-	log         *slog.Logger
-	elector     *Elector
-	broadcaster record.EventBroadcaster
-	identity    string
+	log      *slog.Logger
+	elector  *Elector
+	events   *Recorder
+	identity string
 }
 
 // NewMode builds Kubernetes mode's parts on store; nothing runs until Run.
@@ -55,10 +50,6 @@ func NewMode(store *desired.Store, opts ModeOptions) (*Mode, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	dyn, err := dynamic.NewForConfig(opts.Config.Rest)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	core, err := corev1client.NewForConfig(opts.Config.Rest)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -72,20 +63,16 @@ func NewMode(store *desired.Store, opts ModeOptions) (*Mode, error) {
 		ManifestErrors: opts.ManifestErrors,
 	}, store)
 
-	// Events are aggregated and rate-limited per object by client-go's
-	// correlator, on top of the few transitions the writer records.
-	m.broadcaster = record.NewBroadcaster()
-	m.broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: core.Events("")})
-	recorder := m.broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "tether", Host: m.identity})
+	// Events are deduplicated, aggregated and rate-limited per object by
+	// the Recorder's correlation, on top of the few transitions the writer
+	// records. Everything goes through the dynamic client: a typed client
+	// would link the scheme of every API group (see Recorder).
+	m.events = NewRecorder(RecorderOptions{Client: dyn, Component: "tether", Host: m.identity, Logger: opts.Logger})
 
 	leading := func() bool { return true }
 	if le := opts.LeaderElection; le != nil {
-		coord, err := coordinationv1client.NewForConfig(opts.Config.Rest)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
 		m.elector = NewElector(ElectorOptions{
-			Client:        coord,
+			Client:        dyn,
 			Namespace:     le.LeaseNamespace,
 			Name:          le.LeaseName,
 			Identity:      m.identity,
@@ -100,7 +87,7 @@ func NewMode(store *desired.Store, opts ModeOptions) (*Mode, error) {
 		Client:  dyn,
 		Objects: m.Source.Object,
 		Leading: leading,
-		Events:  recorder,
+		Events:  m.events,
 		Logger:  opts.Logger,
 	})
 	return m, nil
@@ -124,5 +111,6 @@ func (m *Mode) Run(ctx context.Context, reconcileAll func()) error {
 	return m.elector.Run(ctx)
 }
 
-// Close stops recording Events (after the final statuses were written).
-func (m *Mode) Close() { m.broadcaster.Shutdown() }
+// Close stops recording Events (after the final statuses were written),
+// letting those queued be written for a few seconds.
+func (m *Mode) Close() { m.events.Close() }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tether-mcp/tether/spec"
@@ -102,10 +101,9 @@ func (w *secretWatch) track(conn, namespace string, refs []spec.SecretKeySelecto
 
 // startLocked starts the informer of one Secret.
 func (w *secretWatch) startLocked(namespace, name string) *watchedSecret {
-	inf := dynamicinformer.NewFilteredDynamicInformer(w.client, secretsResource, namespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-		}).Informer()
+	inf := newInformer(w.client, secretsResource, namespace, 0, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	})
 	ws := &watchedSecret{namespace: namespace, name: name, informer: inf,
 		stop: make(chan struct{}), users: map[string]bool{}}
 	key := origin(namespace, name)

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tether-mcp/tether/controller/connection"
@@ -37,11 +36,11 @@ type SourceOptions struct {
 	ManifestErrors func(object string, n int)
 }
 
-// Source keeps a desired.Store in line with the McpConnection objects that a
-// dynamic informer delivers. It is the store's only writer. An object the
-// API server accepted but tether rejects keeps its connection's last valid
-// spec, with the error (phase Invalid when there was none), as a manifest
-// file does.
+// Source keeps a desired.Store in line with the McpConnection objects that
+// an informer on the dynamic client delivers. It is the store's only writer.
+// An object the API server accepted but tether rejects keeps its
+// connection's last valid spec, with the error (phase Invalid when there was
+// none), as a manifest file does.
 type Source struct {
 	opts    SourceOptions
 	log     *slog.Logger
@@ -67,8 +66,8 @@ func NewSource(opts SourceOptions, store *desired.Store) *Source {
 	}
 	s := &Source{opts: opts, log: opts.Logger, desired: store, errs: map[string]string{}, changed: func([]string) {}}
 	s.secrets = newSecretWatch(opts.Client, opts.Logger, s.secretsChanged)
-	s.informer = dynamicinformer.NewFilteredDynamicInformer(opts.Client, Resource, opts.Namespace, opts.Resync,
-		cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector }).Informer()
+	s.informer = newInformer(opts.Client, Resource, opts.Namespace, opts.Resync,
+		func(o *metav1.ListOptions) { o.LabelSelector = opts.LabelSelector })
 	return s
 }
 

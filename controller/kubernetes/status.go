@@ -9,11 +9,9 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -21,10 +19,9 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
-// EventRecorder is what the status writer records Events with
-// (k8s.io/client-go/tools/record's EventRecorder fits).
+// EventRecorder is what the status writer records Events with (Recorder).
 type EventRecorder interface {
-	Event(object runtime.Object, eventtype, reason, message string)
+	Event(ref ObjectRef, eventtype, reason, message string)
 }
 
 // StatusOptions configures a StatusWriter.
@@ -236,7 +233,7 @@ func (w *StatusWriter) record(obj *unstructured.Unstructured, had map[string]any
 			prev = &p
 		}
 	}
-	ref := &corev1.ObjectReference{
+	ref := ObjectRef{
 		APIVersion: spec.APIVersion, Kind: spec.Kind,
 		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
 	}
