@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -40,6 +41,20 @@ func (e *Entry) Equal(o *Entry) bool {
 		return e == o
 	}
 	return *e == *o
+}
+
+// Keep returns old when it holds the same spec as next (name, labels and
+// spec hash), so that an unchanged spec keeps its pointer and Entry.Equal
+// stays cheap; else next. Sources call it for every spec they read again.
+func Keep(old, next *spec.McpConnection) *spec.McpConnection {
+	if old == next {
+		return old // the source reused the last decode
+	}
+	if old != nil && next != nil && old.Metadata.Name == next.Metadata.Name &&
+		maps.Equal(old.Metadata.Labels, next.Metadata.Labels) && old.Spec.Hash() == next.Spec.Hash() {
+		return old
+	}
+	return next
 }
 
 // Store holds the entries. One lock owns it; readers get copies.

@@ -70,27 +70,3 @@ func decodeObject(obj *unstructured.Unstructured) (*spec.McpConnection, string) 
 	}
 	return nil, strings.Join(msgs, "; ")
 }
-
-// keepIfSame returns old when it holds the same connection as new, so that
-// an unchanged spec keeps its pointer (desired.Entry.Equal compares specs by
-// identity): a status write, which changes the object but not its spec, must
-// not look like a change.
-func keepIfSame(old, new *spec.McpConnection) *spec.McpConnection {
-	if old != nil && old.Metadata.Name == new.Metadata.Name &&
-		old.Spec.Hash() == new.Spec.Hash() && labelsEqual(old.Metadata.Labels, new.Metadata.Labels) {
-		return old
-	}
-	return new
-}
-
-func labelsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
-}

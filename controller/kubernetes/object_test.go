@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -99,18 +100,18 @@ func TestConnectionName(t *testing.T) {
 func TestKeepIfSame(t *testing.T) {
 	old, _ := decodeObject(object(t, valid))
 	again, _ := decodeObject(object(t, strings.Replace(valid, "interval: 10s", "interval: 10000ms", 1)))
-	if keepIfSame(old, again) != old {
+	if desired.Keep(old, again) != old {
 		t.Error("the same spec written another way is a new spec")
 	}
 	relabelled, _ := decodeObject(object(t, strings.Replace(valid, "team: infra", "team: core", 1)))
-	if keepIfSame(old, relabelled) != relabelled {
+	if desired.Keep(old, relabelled) != relabelled {
 		t.Error("a label change kept the old spec")
 	}
 	edited, _ := decodeObject(object(t, strings.Replace(valid, "failureThreshold: 2", "failureThreshold: 4", 1)))
-	if keepIfSame(old, edited) != edited {
+	if desired.Keep(old, edited) != edited {
 		t.Error("a spec change kept the old spec")
 	}
-	if keepIfSame(nil, edited) != edited {
+	if desired.Keep(nil, edited) != edited {
 		t.Error("no old spec")
 	}
 }

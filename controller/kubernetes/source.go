@@ -181,7 +181,7 @@ func (s *Source) apply(o any, resync bool) {
 	e := desired.Entry{Name: conn, Origin: org, Generation: obj.GetGeneration()}
 	if decoded != nil {
 		if had {
-			decoded = keepIfSame(prev.Conn, decoded)
+			decoded = desired.Keep(prev.Conn, decoded)
 		}
 		e.Conn = decoded
 	} else {

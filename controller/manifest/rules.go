@@ -129,7 +129,7 @@ func Resolve(prev map[string]desired.Entry, files []File) (next map[string]desir
 			e.Conn = old.Conn
 		}
 		if len(c.doc.Errors) == 0 && c.doc.Conn != nil {
-			e.Conn = keepIfSame(e.Conn, c.doc.Conn)
+			e.Conn = desired.Keep(e.Conn, c.doc.Conn)
 		} else {
 			e.ManifestError = joinErrors(c.doc.Errors)
 		}
@@ -171,31 +171,6 @@ func claimedBy(cs []claim, file string) bool {
 		}
 	}
 	return false
-}
-
-// keepIfSame returns old when it holds the same spec as new, so that an
-// unchanged document keeps its identity (cheap equality for reconcilers).
-func keepIfSame(old, new *spec.McpConnection) *spec.McpConnection {
-	if old == new {
-		return old // the source reused the last decode: the bytes did not change
-	}
-	if old != nil && old.Metadata.Name == new.Metadata.Name &&
-		old.Spec.Hash() == new.Spec.Hash() && labelsEqual(old.Metadata.Labels, new.Metadata.Labels) {
-		return old
-	}
-	return new
-}
-
-func labelsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }
 
 func joinErrors(errs []*spec.FieldError) string {
