@@ -71,6 +71,12 @@ func (b *onDemandBackend) setLive(ss supervisor.Session) {
 	}
 }
 
+// serves reports whether ss is the live session behind the backend.
+func (b *onDemandBackend) serves(ss supervisor.Session) bool {
+	l := b.live.Load()
+	return l != nil && l.Session == ss
+}
+
 // session returns the live session, starting the server when it is not
 // running.
 func (b *onDemandBackend) session(ctx context.Context) (supervisor.Session, error) {

@@ -103,7 +103,7 @@ type record struct {
 	exposed exposureSignal
 	// onDemand is what the gateway serves for an OnDemand connection, for
 	// its whole life (set on first sight, never replaced).
-	onDemand *onDemandBackend
+	onDemand atomic.Pointer[onDemandBackend]
 }
 
 // NewReconciler returns a reconciler. Call Shutdown to stop its goroutines.
@@ -234,8 +234,8 @@ func (r *Reconciler) record(name string, entry desired.Entry) *record {
 		Jitter:         r.opts.Jitter,
 	}
 	opts.OnDrop = func(running *spec.McpConnection, why string, idle bool) {
-		if rec.onDemand != nil {
-			rec.onDemand.setLive(nil)
+		if od := rec.onDemand.Load(); od != nil {
+			od.setLive(nil)
 		}
 		// An OnDemand server stopped for idleness stays in the gateway:
 		// its backend serves the catalog and starts it again.
@@ -265,7 +265,7 @@ func (r *Reconciler) record(name string, entry desired.Entry) *record {
 	}
 	rec.sup = supervisor.New(r.ctx, opts)
 	if entry.Conn != nil && entry.Conn.Spec.OnDemand() {
-		rec.onDemand = newOnDemandBackend(rec.sup, tracing.EndpointOf(&entry.Conn.Spec))
+		rec.onDemand.Store(newOnDemandBackend(rec.sup, tracing.EndpointOf(&entry.Conn.Spec)))
 	}
 	r.mu.Lock()
 	r.conns[name] = rec
@@ -282,18 +282,27 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 	var backend gateway.Backend
 	switch {
 	case entry.Conn != nil && entry.Conn.Spec.OnDemand() && (snap.Session != nil || snap.Idle):
-		if rec.onDemand == nil {
-			rec.onDemand = newOnDemandBackend(rec.sup, tracing.EndpointOf(&entry.Conn.Spec))
+		od := rec.onDemand.Load()
+		if od == nil {
+			od = newOnDemandBackend(rec.sup, tracing.EndpointOf(&entry.Conn.Spec))
+			rec.onDemand.Store(od)
 		}
-		rec.onDemand.setLive(snap.Session)
-		rec.onDemand.setCatalog(rec.catalog.cur)
+		od.setLive(snap.Session)
+		od.setCatalog(rec.catalog.cur)
 		if running == nil {
 			running = entry.Conn
 		}
-		backend = rec.onDemand
+		backend = od
 	case snap.Session != nil:
 		backend = snap.Session
 	default:
+		// Nothing to serve. A session that went was hidden by OnDrop; an
+		// OnDemand connection stopped while idle (suspended, invalid, tether
+		// stopping) has no session to drop: hide it here.
+		if r.opts.Exposer != nil && rec.exposed.current() != nil {
+			r.opts.Exposer.SetUnavailable(name, exposedPrefix(entry, running), notServing(entry, r.stopping.Load()))
+			rec.exposed.set(nil)
+		}
 		return Exposure{}
 	}
 	if r.opts.Exposer == nil {
@@ -368,11 +377,40 @@ func (r *Reconciler) Wake(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	want := gateway.Backend(ss)
-	if rec.onDemand != nil {
-		want = rec.onDemand
+	// Served again: the gateway has this session, itself or behind the
+	// connection's OnDemand backend (whichever expose chose last).
+	return rec.exposed.waitFor(ctx, func(b gateway.Backend) bool {
+		if b == gateway.Backend(ss) {
+			return true
+		}
+		od, ok := b.(*onDemandBackend)
+		return ok && od.serves(ss)
+	})
+}
+
+// exposedPrefix is the tool prefix the gateway knows the connection by.
+func exposedPrefix(entry desired.Entry, running *spec.McpConnection) string {
+	switch {
+	case running != nil:
+		return running.ToolPrefix()
+	case entry.Conn != nil:
+		return entry.Conn.ToolPrefix()
 	}
-	return rec.exposed.wait(ctx, want)
+	return entry.Name
+}
+
+// notServing says why a connection serves nothing, for the gateway's
+// answer to a call.
+func notServing(entry desired.Entry, stopping bool) string {
+	switch {
+	case stopping:
+		return "tether is shutting down"
+	case entry.Conn == nil:
+		return "manifest invalid"
+	case entry.Conn.Spec.Suspend:
+		return "suspended"
+	}
+	return "not connected"
 }
 
 // exposureSignal tells Wake when the gateway serves a given backend.
@@ -382,12 +420,11 @@ type exposureSignal struct {
 	ch  chan struct{}
 }
 
+// set records what the gateway serves now and wakes the waiters (also for
+// the same backend: an OnDemand backend's live session may have changed).
 func (e *exposureSignal) set(b gateway.Backend) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.cur == b {
-		return
-	}
 	e.cur = b
 	if e.ch != nil {
 		close(e.ch)
@@ -395,10 +432,17 @@ func (e *exposureSignal) set(b gateway.Backend) {
 	e.ch = make(chan struct{})
 }
 
-func (e *exposureSignal) wait(ctx context.Context, want gateway.Backend) error {
+func (e *exposureSignal) current() gateway.Backend {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cur
+}
+
+// waitFor waits until the backend the gateway serves satisfies ok.
+func (e *exposureSignal) waitFor(ctx context.Context, ok func(gateway.Backend) bool) error {
 	for {
 		e.mu.Lock()
-		if e.cur == want {
+		if e.cur != nil && ok(e.cur) {
 			e.mu.Unlock()
 			return nil
 		}

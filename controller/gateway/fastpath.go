@@ -479,8 +479,9 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	callErr := callCtx.Err()
 	done()
 	if r2, ok := g.reroute(ctx, t, name, err); ok {
-		// Sent again on the new session (see reroute), as bytes when it
-		// speaks the same protocol version, else as the go-sdk's call.
+		// Sent again on the new session (see reroute) when it speaks the
+		// caller's protocol version, as bytes; when it does not (the
+		// restarted server negotiated another), the call fails as it came.
 		t = r2.target
 		if v, raw := t.backend.RawProtocolVersion(); raw && v == r.Header.Get(protocolVersionHeader) {
 			callCtx, done = t.callContext(ctx)

@@ -139,9 +139,11 @@ type Supervisor struct {
 	// Demand waits on.
 	taken   uint64
 	changed chan struct{}
-	// refused counts the stops that ended pending demands, and why.
+	// refused counts the stops that ended pending demands, and why;
+	// waiters counts the Demands waiting now.
 	refused   uint64
 	refusedBy string
+	waiters   int
 
 	starts       int // stdio children started (restarts = starts-1)
 	lastExitCode *int
@@ -346,8 +348,13 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 			s.sessionSpec = want.Conn
 			idleFor, busy := idleness(ss, s.connectedAt, now)
 			left := want.Conn.Spec.IdleTimeout() - idleFor
-			if busy || left > 0 || s.demanded {
-				return max(left, time.Second) // look again when it may be idle
+			switch {
+			case busy || s.demanded:
+				// Serving: look again at most idleTimeout (30 s at the most)
+				// from now; its last activity sets the deadline then.
+				return min(want.Conn.Spec.IdleTimeout(), 30*time.Second)
+			case left > 0:
+				return left // look again when it may be idle
 			}
 			s.log.InfoContext(ctx, "stopping an idle server; it starts again at the next call", "idleFor", idleFor.Round(time.Second))
 			s.dropIdleLocked(fmt.Sprintf("idle for %s", idleFor.Round(time.Second)))
@@ -430,32 +437,32 @@ func (s *Supervisor) Close(why string) {
 // error when the attempt fails, and with ctx's when ctx ends first.
 func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 	s.lock()
-	if s.closed {
+	if ss, done, err := s.demandAnswerLocked(); done {
 		s.unlock()
-		return nil, errors.New("the connection was removed")
-	}
-	if s.session != nil && !ended(s.session) {
-		ss := s.session
-		s.unlock()
-		return ss, nil
+		return ss, err
 	}
 	start, refused := s.taken, s.refused
+	s.waiters++
 	// An attempt already running is the one this demand waits for. A
 	// session that ended is dropped by the next step, which then starts an
 	// attempt at once.
-	s.demanded = !s.attempting && s.result == nil
+	if !s.attempting && s.result == nil {
+		s.demanded = true
+	}
 	s.unlock()
+	defer func() {
+		s.mu.Lock()
+		s.waiters--
+		s.mu.Unlock()
+	}()
 	s.opts.Notify() // the next step starts the attempt
 	for {
 		s.mu.Lock()
+		if ss, done, err := s.demandAnswerLocked(); done {
+			s.mu.Unlock()
+			return ss, err
+		}
 		switch {
-		case s.session != nil && !ended(s.session):
-			ss := s.session
-			s.mu.Unlock()
-			return ss, nil
-		case s.closed:
-			s.mu.Unlock()
-			return nil, errors.New("the connection was removed")
 		case s.refused > refused:
 			why := s.refusedBy
 			s.mu.Unlock()
@@ -474,6 +481,20 @@ func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// demandAnswerLocked answers a Demand at once when it can: the live
+// session, or why there will be none (removed, or waiting for a login).
+func (s *Supervisor) demandAnswerLocked() (ss Session, done bool, err error) {
+	switch {
+	case s.closed:
+		return nil, true, errors.New("the connection was removed")
+	case s.session != nil && !ended(s.session):
+		return s.session, true, nil
+	case s.auth != nil && s.auth.login && !s.auth.released:
+		return nil, true, errors.New(s.auth.msg)
+	}
+	return nil, false, nil
 }
 
 // ended reports whether a session is over (the reconciler has not taken
@@ -640,9 +661,11 @@ func (s *Supervisor) broadcastLocked() {
 }
 
 // stopLocked ends the session and any attempt, and the demands waiting.
+// What it stopped is no longer dormant: it serves nothing until a step says
+// otherwise.
 func (s *Supervisor) stopLocked(why string) {
-	if s.demanded {
-		s.demanded = false
+	s.demanded, s.dormant = false, false
+	if s.waiters > 0 {
 		s.refused++
 		s.refusedBy = why
 		s.broadcastLocked()
@@ -745,6 +768,11 @@ func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash st
 		s.attempting, s.cancelAttempt = false, nil
 		if !abandoned {
 			s.result = res
+		} else if s.waiters > 0 && !s.closed {
+			// Cancelled for a new spec: the demands still wait, for the
+			// next attempt (a stop refused them already).
+			s.demanded = true
+			s.broadcastLocked()
 		}
 		s.mu.Unlock()
 		endAttemptSpan(span, res.err, abandoned)

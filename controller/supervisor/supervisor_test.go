@@ -229,7 +229,7 @@ func TestSupervisorDemand(t *testing.T) {
 	})
 	t.Cleanup(func() { cancel(); loop.Wait() })
 
-	// Three demands, no server: one attempt, three errors.
+	// Three demands, no server: each gets an attempt's error.
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	for range 3 {
