@@ -216,7 +216,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		connection.SetGroupLedger(ledger)
 		defer connection.SetGroupLedger(nil)
 	}
+	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {
+		subreaper = false
 		log.Warn("cannot become a child subreaper: orphaned grandchildren go to init", "err", err)
 	}
 	store := desired.NewStore()
@@ -310,6 +312,10 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return nil
 		})
+	}
+	if subreaper {
+		// Orphans re-parented to tether exit while their server runs.
+		serve("orphan reaper", func(ctx context.Context) error { connection.ReapOrphans(ctx); return nil })
 	}
 	if o.metricsAddr != "" {
 		serve("metrics", func(ctx context.Context) error {

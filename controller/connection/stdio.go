@@ -217,12 +217,17 @@ func startProcess(argv0, path string, args []string, dir string, env []string, t
 func (p *process) run(started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	starting.RLock() // until the child is known as tether's own (ReapOrphans)
 	if err := p.cmd.Start(); err != nil {
+		starting.RUnlock()
 		started <- err
 		return
 	}
+	registerOwn(p.cmd.Process.Pid)
+	starting.RUnlock()
 	started <- nil
 	_ = p.cmd.Wait() // the exit status is in ProcessState
+	forgetOwn(p.cmd.Process.Pid)
 	code, desc := describeExit(p.cmd.ProcessState)
 	p.mu.Lock()
 	p.exitCode = &code

@@ -2,10 +2,14 @@ package connection
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
+	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // childSysProcAttr puts the child in its own process group (so that a stop
@@ -103,5 +107,79 @@ func reapGroup(pgid int) {
 		if pid <= 0 || err != nil {
 			return
 		}
+	}
+}
+
+// Orphans re-parented to tether (it is a subreaper) while their server runs
+// are reaped as soon as they exit; tether's own children are left to their
+// exec.Cmd. starting is held (read) from a child's start until it is in
+// own, so that the reaper, which holds it (write) while it looks, never
+// takes a child of tether's own for an orphan.
+var (
+	starting sync.RWMutex
+	ownMu    sync.Mutex
+	own      = map[int]bool{}
+)
+
+func registerOwn(pid int) {
+	ownMu.Lock()
+	own[pid] = true
+	ownMu.Unlock()
+}
+
+func forgetOwn(pid int) {
+	ownMu.Lock()
+	delete(own, pid)
+	ownMu.Unlock()
+}
+
+// ReapOrphans reaps, until ctx is done, the exited children tether did not
+// start itself: with tether a child subreaper (BecomeSubreaper), a server's
+// helper whose parent exited (a daemonising one included, which left the
+// server's process group) becomes tether's child, and would stay a zombie.
+// It looks whenever a child exits (SIGCHLD) and every 30 s.
+func ReapOrphans(ctx context.Context) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	defer signal.Stop(sig)
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		reapOrphansOnce()
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+		case <-tick.C:
+		}
+	}
+}
+
+func reapOrphansOnce() {
+	starting.Lock()
+	defer starting.Unlock()
+	me := strconv.Itoa(os.Getpid())
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		f, err := statFields(name)
+		if err != nil || string(f[1]) != me || string(f[0]) != "Z" {
+			continue
+		}
+		pid, _ := strconv.Atoi(name)
+		ownMu.Lock()
+		mine := own[pid]
+		ownMu.Unlock()
+		if mine {
+			continue // its exec.Cmd reaps it
+		}
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 	}
 }

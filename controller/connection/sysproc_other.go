@@ -3,7 +3,9 @@
 package connection
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"syscall"
 )
 
@@ -29,3 +31,12 @@ func BecomeSubreaper() error { return nil }
 
 // reapGroup: without a subreaper there are no orphans of ours to reap.
 func reapGroup(int) {}
+
+func registerOwn(int) {}
+func forgetOwn(int)   {}
+
+// starting has nothing to guard without a reaper.
+var starting sync.RWMutex
+
+// ReapOrphans is Linux only (there is no subreaper elsewhere).
+func ReapOrphans(ctx context.Context) { <-ctx.Done() }
