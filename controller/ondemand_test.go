@@ -1,5 +1,7 @@
 package controller
 
+//lint:file-ignore SA1019 the fake session relays logging (deprecated as of 2026-07-28, live on every earlier protocol), as the gateway does
+
 import (
 	"context"
 	"errors"
