@@ -15,7 +15,7 @@ import (
 // are not among them: the gateway scenario measures that path end to end.
 var goBenchmarks = []struct{ pkg, pattern string }{
 	{"./spec", "^(BenchmarkDecodeFile|BenchmarkHash)$"},         // decode+validate a manifest, spec hash
-	{"./controller", "^BenchmarkRenderStatus$"},                 // status render: tether's renderer ("fast") and the generic one
+	{"./controller/statusfile", "^BenchmarkRenderStatus$"},      // status render: tether's renderer ("fast") and the generic one
 	{"./hack/bench", "^BenchmarkStatusPut$"},                    // status render, compare with the file, write on a change
 	{"./controller/gateway", "^(BenchmarkRoute|BenchmarkSet)$"}, // tool-name routing, publishing a connection
 }
