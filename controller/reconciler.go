@@ -281,7 +281,10 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 	running := snap.Running
 	var backend gateway.Backend
 	switch {
-	case entry.Conn != nil && entry.Conn.Spec.OnDemand() && (snap.Session != nil || snap.Idle):
+	case entry.Conn != nil && entry.Conn.Spec.OnDemand() && !entry.Conn.Spec.Suspend && !r.stopping.Load() &&
+		(snap.Session != nil || rec.catalog.cur != nil):
+		// Served for as long as it is wanted and tether knows what it
+		// offers: stopped, starting, or running.
 		od := rec.onDemand.Load()
 		if od == nil {
 			od = newOnDemandBackend(rec.sup, tracing.EndpointOf(&entry.Conn.Spec))

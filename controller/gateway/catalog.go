@@ -493,6 +493,43 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 	return nil
 }
 
+// pruneSubscriptions forgets the subscriptions of client sessions that
+// ended without unsubscribing (a client that just goes away), and
+// unsubscribes the owner's backend from each URI nobody is subscribed to
+// any more: an open upstream subscription would keep an OnDemand server
+// running for nobody.
+func (g *Gateway) pruneSubscriptions(ctx context.Context) {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range g.server.Sessions() {
+		live[ss] = true
+	}
+	g.subMu.Lock()
+	var gone []string
+	for uri, sub := range g.subs {
+		for ss := range sub.sessions {
+			if !live[ss] {
+				delete(sub.sessions, ss)
+			}
+		}
+		if len(sub.sessions) == 0 {
+			delete(g.subs, uri)
+			gone = append(gone, uri)
+		}
+	}
+	g.subMu.Unlock()
+	for _, uri := range gone {
+		t := g.cat.Load().resourceOwner(uri)
+		if t == nil {
+			continue // its connection left: so did the subscription
+		}
+		callCtx, done := t.callContext(ctx)
+		if err := t.backend.Unsubscribe(callCtx, uri); err != nil && t.life.Err() == nil {
+			g.log.Debug("gateway could not drop a subscription nobody holds", "connection", t.name, "uri", uri, "error", err)
+		}
+		done()
+	}
+}
+
 // connOf returns the connection whose target t is.
 func (g *Gateway) connOf(t *target) *connState {
 	g.mu.Lock()

@@ -323,6 +323,33 @@ func TestCatalogPassesThrough(t *testing.T) {
 			t.Fatalf("backend b saw %q", got)
 		}
 	})
+	t.Run("a client that leaves without unsubscribing", func(t *testing.T) {
+		gone := dialRich(t, url, "", nil)
+		if err := gone.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://b/8"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-b.subs; got != "subscribe item://b/8" {
+			t.Fatalf("backend b saw %q", got)
+		}
+		gone.cs.Close()
+		// The gateway's session ends once the client's DELETE is served;
+		// then pruning drops the subscription nobody holds.
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			g.pruneSubscriptions(ctx)
+			select {
+			case got := <-b.subs:
+				if got != "unsubscribe item://b/8" {
+					t.Fatalf("backend b saw %q", got)
+				}
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the backend kept a subscription of a client that left")
+			}
+		}
+	})
 	t.Run("a connection that goes away", func(t *testing.T) {
 		g.SetUnavailable("b", "pb", "ping timeout")
 		rc.waitChanged(t, "prompts", "resources")

@@ -107,6 +107,24 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
+	// Subscriptions of clients that went away without unsubscribing are
+	// dropped now and then (pruneSubscriptions).
+	pruned := make(chan struct{})
+	pctx, stopPrune := context.WithCancel(ctx)
+	defer func() { stopPrune(); <-pruned }()
+	go func() {
+		defer close(pruned)
+		tick := time.NewTicker(subscriptionPrune)
+		defer tick.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-tick.C:
+				g.pruneSubscriptions(pctx)
+			}
+		}
+	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	g.log.Info("gateway listening", "addr", ln.Addr().String(), "path", Path, "auth", token != nil)
@@ -186,6 +204,10 @@ func (g *Gateway) serveTransport(ctx context.Context, t mcp.Transport) error {
 	}
 	return nil
 }
+
+// subscriptionPrune is how often the subscriptions of clients that went
+// away are looked for.
+const subscriptionPrune = 30 * time.Second
 
 // tokenResync is how often the auth token file is read again even without
 // an event.
