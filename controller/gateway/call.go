@@ -126,7 +126,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	var err, callErr error
 	if inRounds {
 		done()
-		res, err, callErr = g.callInRounds(ctx, req.Session, t, name, p, progress)
+		res, t, err, callErr = g.callInRounds(ctx, req.Session, t, name, p, progress)
 	} else {
 		res, err = t.backend.CallTool(callCtx, p, progress)
 		callErr = callCtx.Err()

@@ -39,12 +39,25 @@ type callRound struct {
 	done   chan struct{} // closed when the backend call returned
 	res    *mcp.CallToolResult
 	err    error
-	callEr error // the call ctx's error once it returned
+	callEr error   // the call ctx's error once it returned
+	target *target // the backend that answered (another after a reroute)
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	ctx     context.Context // the client request waiting now, for log messages
 	pending map[string]*roundAsk
+}
+
+// usedOr is the target that answered, once the call returned; t before.
+func (cr *callRound) usedOr(t *target) *target {
+	select {
+	case <-cr.done:
+		if cr.target != nil {
+			return cr.target
+		}
+	default:
+	}
+	return t
 }
 
 // roundAsk is one backend request waiting for the client's answer.
@@ -68,8 +81,11 @@ func roundsClient(ss *mcp.ServerSession) bool {
 
 // callInRounds runs (or resumes, when p's requestState is one of the
 // gateway's) the backend call of a tools/call of a 2026-07-28 client.
+//
+// used is the target that answered: t, or the one a reroute sent the call
+// to; outcomes are reported against it.
 func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *target, name string, p *mcp.CallToolParams,
-	progress func(*mcp.ProgressNotificationParams)) (res *mcp.CallToolResult, err, callErr error) {
+	progress func(*mcp.ProgressNotificationParams)) (res *mcp.CallToolResult, used *target, err, callErr error) {
 	var cr *callRound
 	if strings.HasPrefix(p.RequestState, roundStatePrefix) {
 		g.rounds.mu.Lock()
@@ -77,7 +93,7 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		delete(g.rounds.m, p.RequestState)
 		g.rounds.mu.Unlock()
 		if cr == nil {
-			return nil, callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState)), nil
+			return nil, t, callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState)), nil
 		}
 		cr.mu.Lock()
 		for id, resp := range p.InputResponses {
@@ -96,6 +112,7 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		go func() {
 			defer close(cr.done)
 			defer cancel()
+			cr.target = t
 			bctx, bdone := t.callContext(rctx)
 			cr.res, cr.err = t.backend.CallTool(bctx, p, progress)
 			cr.callEr = bctx.Err()
@@ -104,6 +121,7 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 				// Not delivered (see reroute): once more, on the new session.
 				again := *p
 				again.Name = r2.tool
+				cr.target = r2.target
 				bctx, bdone = r2.target.callContext(rctx)
 				cr.res, cr.err = r2.target.backend.CallTool(bctx, &again, progress)
 				cr.callEr = bctx.Err()
@@ -116,7 +134,7 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 	cr.mu.Unlock()
 	select {
 	case <-cr.done:
-		return cr.res, cr.err, cr.callEr
+		return cr.res, cr.usedOr(t), cr.err, cr.callEr
 	case a := <-cr.asks:
 		id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
 		state := roundStatePrefix + strconv.FormatUint(g.rounds.seq.Add(1), 10)
@@ -137,11 +155,11 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 			g.rounds.mu.Unlock()
 		}()
 		res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
-		return res, err, nil
+		return res, t, err, nil
 	case <-ctx.Done():
 		cr.cancel()
 		<-cr.done
-		return nil, ctx.Err(), cr.callEr
+		return nil, cr.usedOr(t), ctx.Err(), cr.callEr
 	}
 }
 
