@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,27 +23,6 @@ const onDemand = "  lifecycle: {mode: OnDemand, idleTimeout: 2s}\n"
 // one per start of its server.
 func connectingLines(tt *tether, name string) int {
 	return strings.Count(tt.logs.String(), "msg=connecting connection="+name+" ")
-}
-
-func toolNames(t *testing.T, s *mcp.ClientSession) []string {
-	t.Helper()
-	var names []string
-	for tool, err := range s.Tools(t.Context(), nil) {
-		if err != nil {
-			t.Fatalf("tools/list: %v", err)
-		}
-		names = append(names, tool.Name)
-	}
-	return names
-}
-
-func hasTool(names []string, want string) bool {
-	for _, n := range names {
-		if n == want {
-			return true
-		}
-	}
-	return false
 }
 
 // TestOnDemandStdio: an OnDemand stdio server is started once to learn its
@@ -72,7 +52,7 @@ func TestOnDemandStdio(t *testing.T) {
 	})
 
 	s := connectClient(t, ep)
-	if names := toolNames(t, s); !hasTool(names, "lazy_echo") {
+	if names := listAll(t, s); !slices.Contains(names, "lazy_echo") {
 		t.Fatalf("tools of the stopped server are not listed: %v", names)
 	}
 
@@ -108,7 +88,7 @@ func TestOnDemandStdio(t *testing.T) {
 		kids := childrenOf(tpid)
 		return len(kids) == 0, fmt.Sprint(kids)
 	})
-	if names := toolNames(t, s); !hasTool(names, "lazy_echo") {
+	if names := listAll(t, s); !slices.Contains(names, "lazy_echo") {
 		t.Errorf("tools after the idle stop: %v", names)
 	}
 	tt.stop()
@@ -117,7 +97,7 @@ func TestOnDemandStdio(t *testing.T) {
 	tt, ep = startTetherServing(t, dir)
 	s = connectClient(t, ep)
 	waitStatus(t, m, "lazy", 20*time.Second, "Idle after the restart", phaseIs(spec.PhaseIdle))
-	if names := toolNames(t, s); !hasTool(names, "lazy_echo") {
+	if names := listAll(t, s); !slices.Contains(names, "lazy_echo") {
 		t.Errorf("tools after the restart: %v", names)
 	}
 	if n := connectingLines(tt, "lazy"); n != 0 {

@@ -46,13 +46,20 @@ func runLoop(t *testing.T, notified chan struct{}, step func()) {
 	t.Cleanup(func() { cancel(); loop.Wait() })
 }
 
-// A Demand waiting for an attempt in flight is told of a Suspend at once.
-func TestDemandToldOfSuspendDuringItsAttempt(t *testing.T) {
+// blockingSupervisor is a supervisor whose attempts block until cancelled,
+// and the channel of its requests for a reconcile.
+func blockingSupervisor(t *testing.T) (*Supervisor, *blockingConnector, chan struct{}) {
 	conn := &blockingConnector{started: make(chan struct{}, 10)}
 	notified := make(chan struct{}, 100)
 	sup := New(context.Background(), Options{Name: "lazy", Connector: conn,
 		Notify: func() { notified <- struct{}{} }, Jitter: func() float64 { return 0 }})
 	t.Cleanup(func() { sup.Close("over"); _ = sup.Wait(context.Background()) })
+	return sup, conn, notified
+}
+
+// A Demand waiting for an attempt in flight is told of a Suspend at once.
+func TestDemandToldOfSuspendDuringItsAttempt(t *testing.T) {
+	sup, conn, notified := blockingSupervisor(t)
 	c := lazyConn()
 	var mu sync.Mutex
 	suspended := false
@@ -118,11 +125,7 @@ func TestDemandAwaitingLoginAnswersAtOnce(t *testing.T) {
 // Dormant + a spec change while the demanded attempt runs: the attempt is
 // cancelled and a new one starts for the new spec, for the same demand.
 func TestDemandSurvivesASpecChangeDuringItsAttempt(t *testing.T) {
-	conn := &blockingConnector{started: make(chan struct{}, 10)}
-	notified := make(chan struct{}, 100)
-	sup := New(context.Background(), Options{Name: "lazy", Connector: conn,
-		Notify: func() { notified <- struct{}{} }, Jitter: func() float64 { return 0 }})
-	t.Cleanup(func() { sup.Close("over"); _ = sup.Wait(context.Background()) })
+	sup, conn, notified := blockingSupervisor(t)
 	c := lazyConn()
 	var mu sync.Mutex
 	cur := c
