@@ -202,6 +202,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Version: version,
 	})
 	stateDir := openState(o, log)
+	var ledger *connection.GroupLedger
 	var lastValid manifest.LastValidStore
 	var catalogs controller.CatalogStore
 	var tokens *oauth.Store
@@ -209,7 +210,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		lastValid, catalogs = stateDir, stateDir
 		tokens = oauth.NewStore(stateDir.Path())
 		// Before any child starts: what a tether killed with SIGKILL left.
-		ledger := connection.NewGroupLedger(filepath.Join(stateDir.Path(), "groups"), log)
+		ledger = connection.NewGroupLedger(filepath.Join(stateDir.Path(), "groups"), log)
 		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
 			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
 		}
@@ -312,6 +313,11 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return nil
 		})
+	}
+	if ledger != nil {
+		// The groups recorded can gain members while this tether runs:
+		// its heartbeat bounds them for the next start's StopLeftovers.
+		serve("process-group ledger", func(ctx context.Context) error { ledger.Heartbeat(ctx); return nil })
 	}
 	if subreaper {
 		// Orphans re-parented to tether exit while their server runs.

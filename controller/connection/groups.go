@@ -1,6 +1,7 @@
 package connection
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -47,7 +48,32 @@ type GroupRecord struct {
 	// tether still running is not a leftover.
 	Tether      int    `json:"tether"`
 	TetherStart uint64 `json:"tetherStart"`
+	// RecordedTicks is when the record was written, in clock ticks after
+	// boot: with the recording tether's heartbeat, it bounds when a member
+	// of the group can have started.
+	RecordedTicks uint64 `json:"recordedTicks"`
 }
+
+// heartbeat is a running tether's "still alive at", in the ledger's
+// directory (heartbeat-<pid>.json): the groups it recorded can have
+// gained members only while it ran, give or take heartbeatMargin.
+type heartbeat struct {
+	Tether      int    `json:"tether"`
+	TetherStart uint64 `json:"tetherStart"`
+	Ticks       uint64 `json:"ticks"`
+}
+
+const (
+	// heartbeatEvery is how often a running tether notes it is alive.
+	heartbeatEvery = 30 * time.Second
+	// heartbeatMargin is how long after its last heartbeat a tether may
+	// still have started children, in clock ticks (a heartbeat interval
+	// and as much again).
+	heartbeatMargin = 2 * uint64(heartbeatEvery/time.Second) * clockTicks
+	// clockTicks is USER_HZ, the unit of /proc/PID/stat's start time: 100
+	// on every Linux that matters.
+	clockTicks = 100
+)
 
 // GroupLedger records the process groups of the running children in a
 // directory of the state directory, one file each.
@@ -90,7 +116,7 @@ func (l *GroupLedger) path(pgid int) string {
 // record notes a child's group; a failure is logged, not fatal: the ledger
 // is a help for the next start.
 func (l *GroupLedger) record(pgid int) {
-	rec := GroupRecord{PGID: pgid, BootID: bootID(), Tether: os.Getpid()}
+	rec := GroupRecord{PGID: pgid, BootID: bootID(), Tether: os.Getpid(), RecordedTicks: nowTicks()}
 	rec.LeaderStart, _ = startTicks(pgid)
 	rec.TetherStart, _ = startTicks(os.Getpid())
 	data, err := json.Marshal(rec)
@@ -121,7 +147,7 @@ func (l *GroupLedger) Records() []GroupRecord {
 	}
 	var out []GroupRecord
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), "heartbeat-") {
 			continue
 		}
 		p := filepath.Join(l.dir, e.Name())
@@ -140,13 +166,91 @@ func (l *GroupLedger) Records() []GroupRecord {
 	return out
 }
 
+// Heartbeat notes, every heartbeatEvery until ctx is done, that this tether
+// still runs (and so may still start children in the groups it records).
+func (l *GroupLedger) Heartbeat(ctx context.Context) {
+	path := filepath.Join(l.dir, "heartbeat-"+strconv.Itoa(os.Getpid())+".json")
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
+	for {
+		hb := heartbeat{Tether: os.Getpid(), Ticks: nowTicks()}
+		hb.TetherStart, _ = startTicks(os.Getpid())
+		if data, err := json.Marshal(hb); err == nil {
+			if err := atomicfile.Write(path, data, 0o600, 0o700); err != nil {
+				l.log.Debug("cannot note the process-group ledger's heartbeat", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// lastBeat is the recording tether's last heartbeat, in clock ticks after
+// boot; 0 when there is none.
+func (l *GroupLedger) lastBeat(rec GroupRecord) uint64 {
+	data, err := os.ReadFile(filepath.Join(l.dir, "heartbeat-"+strconv.Itoa(rec.Tether)+".json"))
+	if err != nil {
+		return 0
+	}
+	var hb heartbeat
+	if json.Unmarshal(data, &hb) != nil || hb.Tether != rec.Tether || hb.TetherStart != rec.TetherStart {
+		return 0
+	}
+	return hb.Ticks
+}
+
+// dropStaleBeats removes the heartbeats of tethers that no longer run.
+func (l *GroupLedger) dropStaleBeats() {
+	entries, _ := os.ReadDir(l.dir)
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), "heartbeat-")
+		if !ok {
+			continue
+		}
+		p := filepath.Join(l.dir, e.Name())
+		pid, err := strconv.Atoi(strings.TrimSuffix(name, ".json"))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		var hb heartbeat
+		if data, err := os.ReadFile(p); err == nil && json.Unmarshal(data, &hb) == nil && alive(hb.Tether, hb.TetherStart) {
+			continue
+		}
+		_ = os.Remove(p)
+	}
+}
+
+// nowTicks is the time since boot in clock ticks (/proc/uptime).
+func nowTicks() uint64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	secs, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0
+	}
+	return uint64(secs * clockTicks)
+}
+
 // StopLeftovers stops the process groups that a previous tether recorded
 // and left running (it was killed before it could stop them), and forgets
 // every record that names no such group. It returns the groups it stopped.
 // A group is stopped only when it is provably the recorded one: the same
 // boot, its leader (if alive) started when recorded, every member started
-// no earlier than the leader, and the tether that recorded it gone.
+// after the leader and before the recording tether's last heartbeat (and a
+// margin), and that tether gone. A group that fails the last test only (a
+// member too young: the group's number taken by another after it emptied,
+// or a leftover that kept forking) is left running and reported.
 func (l *GroupLedger) StopLeftovers(grace time.Duration) []int {
+	defer l.dropStaleBeats()
 	var stopped []int
 	for _, rec := range l.Records() {
 		if rec.Tether == os.Getpid() {
@@ -156,7 +260,13 @@ func (l *GroupLedger) StopLeftovers(grace time.Duration) []int {
 			l.log.Warn("the tether that started this process group still runs; leaving it", "pgid", rec.PGID, "tether", rec.Tether)
 			continue
 		}
-		if !leftoverOf(rec) {
+		bound := max(rec.RecordedTicks, l.lastBeat(rec)) + heartbeatMargin
+		switch leftoverOf(rec, bound) {
+		case notLeftover:
+			l.forget(rec.PGID)
+			continue
+		case ambiguous:
+			l.log.Warn("a recorded process group has members younger than the tether that recorded it; leaving it running", "pgid", rec.PGID)
 			l.forget(rec.PGID)
 			continue
 		}
@@ -184,29 +294,46 @@ func alive(pid int, start uint64) bool {
 	return err == nil && got == start
 }
 
-// leftoverOf reports whether rec's group still has members that are
-// provably the recorded group's.
-func leftoverOf(rec GroupRecord) bool {
+type verdict int
+
+const (
+	notLeftover verdict = iota
+	leftover
+	ambiguous
+)
+
+// leftoverOf tells whether rec's group still has members that are provably
+// the recorded group's: same boot, the leader (if alive) the recorded one,
+// and every member started after the leader and before bound (clock ticks
+// after boot).
+func leftoverOf(rec GroupRecord, bound uint64) verdict {
 	if rec.BootID == "" || rec.BootID != bootID() {
-		return false // rebooted since: every process of that group is gone
+		return notLeftover // rebooted since: every process of that group is gone
 	}
 	members := groupMembers(rec.PGID)
 	if len(members) == 0 {
-		return false
+		return notLeftover
 	}
+	young := false
 	for _, pid := range members {
 		st, err := startTicks(pid)
 		if err != nil {
 			continue // gone meanwhile
 		}
 		if pid == rec.PGID && st != rec.LeaderStart {
-			return false // another process got the leader's number
+			return notLeftover // another process got the leader's number
 		}
 		if st < rec.LeaderStart {
-			return false // older than the group it would belong to
+			return notLeftover // older than the group it would belong to
+		}
+		if st > bound {
+			young = true
 		}
 	}
-	return true
+	if young {
+		return ambiguous
+	}
+	return leftover
 }
 
 func bootID() string {

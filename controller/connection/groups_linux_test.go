@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -53,6 +54,11 @@ func TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadTether := gone.Process.Pid
+	gone2 := exec.Command("true")
+	if err := gone2.Run(); err != nil {
+		t.Fatal(err)
+	}
+	silentTether := gone2.Process.Pid // gone too, and left no heartbeat
 
 	leftover := startGroup(t)
 	reused := startGroup(t)
@@ -67,13 +73,25 @@ func TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver(t *testing.T) {
 		return st
 	}
 	liveStart := start(liveTether)
+	now := nowTicks()
+	// younger started after the recording tether's last sign of life (and
+	// the margin): its group's number may have been taken by another.
+	younger := startGroup(t)
+	// beating was recorded long ago, but its tether's heartbeat is recent.
+	beating := startGroup(t)
 	for _, rec := range []GroupRecord{
-		{PGID: leftover.Process.Pid, LeaderStart: start(leftover), BootID: boot, Tether: deadTether},
-		{PGID: reused.Process.Pid, LeaderStart: start(reused) - 1, BootID: boot, Tether: deadTether},
-		{PGID: otherBoot.Process.Pid, LeaderStart: start(otherBoot), BootID: "another-boot", Tether: deadTether},
-		{PGID: stillRunning.Process.Pid, LeaderStart: start(stillRunning), BootID: boot, Tether: liveTether.Process.Pid, TetherStart: liveStart},
+		{PGID: leftover.Process.Pid, LeaderStart: start(leftover), BootID: boot, Tether: deadTether, RecordedTicks: now},
+		{PGID: reused.Process.Pid, LeaderStart: start(reused) - 1, BootID: boot, Tether: deadTether, RecordedTicks: now},
+		{PGID: otherBoot.Process.Pid, LeaderStart: start(otherBoot), BootID: "another-boot", Tether: deadTether, RecordedTicks: now},
+		{PGID: stillRunning.Process.Pid, LeaderStart: start(stillRunning), BootID: boot, Tether: liveTether.Process.Pid, TetherStart: liveStart, RecordedTicks: now},
+		{PGID: younger.Process.Pid, LeaderStart: start(younger), BootID: boot, Tether: silentTether, RecordedTicks: start(younger) - heartbeatMargin - 1},
+		{PGID: beating.Process.Pid, LeaderStart: start(beating), BootID: boot, Tether: deadTether, RecordedTicks: start(beating) - heartbeatMargin - 1},
 	} {
 		writeRecord(t, dir, rec)
+	}
+	beat, _ := json.Marshal(heartbeat{Tether: deadTether, Ticks: now})
+	if err := os.WriteFile(filepath.Join(dir, "heartbeat-"+strconv.Itoa(deadTether)+".json"), beat, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "junk.json"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
@@ -81,13 +99,18 @@ func TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver(t *testing.T) {
 
 	l := NewGroupLedger(dir, nil)
 	stopped := l.StopLeftovers(2 * time.Second)
-	if len(stopped) != 1 || stopped[0] != leftover.Process.Pid {
-		t.Errorf("stopped %v, want only the leftover %d", stopped, leftover.Process.Pid)
+	slices.Sort(stopped)
+	want := []int{leftover.Process.Pid, beating.Process.Pid}
+	slices.Sort(want)
+	if !slices.Equal(stopped, want) {
+		t.Errorf("stopped %v, want the leftovers %v", stopped, want)
 	}
-	if groupAlive(leftover.Process.Pid) {
-		t.Error("the leftover group still runs")
+	for _, c := range []*exec.Cmd{leftover, beating} {
+		if groupAlive(c.Process.Pid) {
+			t.Errorf("the leftover group %d still runs", c.Process.Pid)
+		}
 	}
-	for _, c := range []*exec.Cmd{reused, otherBoot, stillRunning} {
+	for _, c := range []*exec.Cmd{reused, otherBoot, stillRunning, younger} {
 		if !groupAlive(c.Process.Pid) {
 			t.Errorf("group %d was stopped although it is not provably the recorded one", c.Process.Pid)
 		}
