@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"time"
 )
 
@@ -456,6 +457,17 @@ type ToolCounts struct {
 	Count int `json:"count"`
 	// The tools exposed through the gateway, after the filters.
 	Exposed int `json:"exposed"`
+}
+
+// ProcessOf returns the stdio child's facts (pid, exit code, stderr tail)
+// that err carries: an error in its chain with a ProcessStatus method, as
+// controller/connection's errors of a failed child have. nil otherwise.
+func ProcessOf(err error) *ProcessStatus {
+	var pe interface{ ProcessStatus() *ProcessStatus }
+	if errors.As(err, &pe) {
+		return pe.ProcessStatus()
+	}
+	return nil
 }
 
 // ProcessStatus describes a stdio child.

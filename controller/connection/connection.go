@@ -138,7 +138,7 @@ type Session struct {
 
 // Connect opens one session and lists the server's tools. ctx bounds the
 // whole attempt. On failure nothing is left running; the error is redacted,
-// wraps its cause and, for stdio, carries the child's facts (see ProcessOf).
+// wraps its cause and, for stdio, carries the child's facts (see spec.ProcessOf).
 func Connect(ctx context.Context, req Request) (*Session, error) {
 	sp := req.Spec
 	if sp == nil {
@@ -358,16 +358,6 @@ func (e *processError) ProcessStatus() *spec.ProcessStatus {
 		st.LastExitCode = &c
 	}
 	return &st
-}
-
-// ProcessOf returns the stdio child's facts (pid, exit code, stderr tail)
-// that err carries, or nil.
-func ProcessOf(err error) *spec.ProcessStatus {
-	var pe interface{ ProcessStatus() *spec.ProcessStatus }
-	if errors.As(err, &pe) {
-		return pe.ProcessStatus()
-	}
-	return nil
 }
 
 // captureSend is a sending middleware: it keeps the go-sdk's own handler

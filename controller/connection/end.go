@@ -16,7 +16,7 @@ import (
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err says why the session ended (redacted); nil while it is alive. For a
-// stdio child that exited, ProcessOf(Err()) describes it.
+// stdio child that exited, spec.ProcessOf(Err()) describes it.
 func (s *Session) Err() error {
 	s.errMu.Lock()
 	defer s.errMu.Unlock()

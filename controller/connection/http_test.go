@@ -181,7 +181,7 @@ func TestHTTPConnectRefused(t *testing.T) {
 			if took := time.Since(start); took > time.Second {
 				t.Errorf("refused Connect took %s", took)
 			}
-			if ProcessOf(err) != nil {
+			if spec.ProcessOf(err) != nil {
 				t.Errorf("HTTP error carries process facts")
 			}
 			if w := ServerError(err); w != nil {

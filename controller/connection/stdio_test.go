@@ -35,9 +35,9 @@ func TestChildKilledEndsSession(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exit code 137") {
 		t.Fatalf("Err = %v, want it to name exit code 137", err)
 	}
-	ps := ProcessOf(err)
+	ps := spec.ProcessOf(err)
 	if ps == nil || ps.LastExitCode == nil || *ps.LastExitCode != 137 || ps.PID != pid {
-		t.Fatalf("ProcessOf(Err) = %+v, want pid %d exit 137", ps, pid)
+		t.Fatalf("spec.ProcessOf(Err) = %+v, want pid %d exit 137", ps, pid)
 	}
 	if got := s.Process().LastExitCode; got == nil || *got != 137 {
 		t.Errorf("Process().LastExitCode = %v, want 137", got)
@@ -64,8 +64,8 @@ func TestWrapperDiesGrandchildKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDone(t, s, StopTimeout+schedSlack)
-	if ps := ProcessOf(s.Err()); ps == nil || ps.LastExitCode == nil || *ps.LastExitCode != 137 {
-		t.Fatalf("ProcessOf(Err) = %+v, want exit 137", ps)
+	if ps := spec.ProcessOf(s.Err()); ps == nil || ps.LastExitCode == nil || *ps.LastExitCode != 137 {
+		t.Fatalf("spec.ProcessOf(Err) = %+v, want exit 137", ps)
 	}
 	groupGone(t, pid, time.Second)
 }
@@ -181,7 +181,7 @@ func TestConnectFailureCarriesProcessFacts(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	ps := ProcessOf(err)
+	ps := spec.ProcessOf(err)
 	if ps == nil || ps.PID == 0 || ps.LastExitCode == nil || *ps.LastExitCode != 3 {
 		t.Fatalf("ProcessOf = %+v, want a pid and exit code 3", ps)
 	}
@@ -206,7 +206,7 @@ func TestConnectTimeoutLeavesNoChild(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
 	}
-	ps := ProcessOf(err)
+	ps := spec.ProcessOf(err)
 	if ps == nil {
 		t.Fatalf("no process facts in %v", err)
 	}
@@ -266,8 +266,8 @@ func TestCommandResolution(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("error %q lacks %q", err, tc.wantErr)
 			}
-			if ProcessOf(err) != nil {
-				t.Errorf("a command that never started has process facts: %+v", ProcessOf(err))
+			if spec.ProcessOf(err) != nil {
+				t.Errorf("a command that never started has process facts: %+v", spec.ProcessOf(err))
 			}
 		})
 	}

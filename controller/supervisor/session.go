@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -46,19 +45,8 @@ type ConnectRequest struct {
 	OnEnd func()
 }
 
-// Connector opens sessions. On failure, ProcessOf on the error may describe
-// the child that failed.
+// Connector opens sessions. On failure, spec.ProcessOf on the error may
+// describe the child that failed.
 type Connector interface {
 	Connect(ctx context.Context, req ConnectRequest) (Session, error)
-}
-
-// ProcessOf returns the facts of the stdio child behind a failed connect
-// (pid, exit code, stderr tail), when the error carries them: an error in
-// its chain has a ProcessStatus method, as controller/connection's do.
-func ProcessOf(err error) *spec.ProcessStatus {
-	var pe interface{ ProcessStatus() *spec.ProcessStatus }
-	if errors.As(err, &pe) {
-		return pe.ProcessStatus()
-	}
-	return nil
 }

@@ -756,7 +756,7 @@ func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash st
 			spec: want.Conn, session: ss, err: err, span: span.SpanContext()}
 		if err != nil {
 			res.session = nil
-			res.process = ProcessOf(err)
+			res.process = spec.ProcessOf(err)
 			if ctx.Err() != nil && s.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 				res.err = fmt.Errorf("connect timed out after %s: %w", s.opts.ConnectTimeout, err)
 			}
