@@ -18,7 +18,7 @@ func (x GatewayExposer) Set(e Exposed) {
 		Prefix:      e.Prefix,
 		Filter:      e.Filter,
 		CallTimeout: e.CallTimeout,
-		Backend:     e.Session,
+		Backend:     e.Backend,
 	})
 }
 

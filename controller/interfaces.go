@@ -39,9 +39,9 @@ type Exposed struct {
 	Prefix      string
 	Filter      *spec.ToolFilter
 	CallTimeout time.Duration
-	// Session is what the gateway calls: the live session, or an OnDemand
+	// Backend is what the gateway calls: the live session, or an OnDemand
 	// connection's backend; the gateway reads what it offers from it.
-	Session gateway.Backend
+	Backend gateway.Backend
 }
 
 // Exposer is the gateway as the reconciler drives it.

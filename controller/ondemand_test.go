@@ -28,7 +28,7 @@ func TestSuspendedOnDemandLeavesTheGateway(t *testing.T) {
 	e, ok := h.exposer.get("one")
 	t.Logf("phase %s; exposed in gateway: %v (reason off=%q)", st.Phase, ok, h.exposer.off["one"])
 	if ok {
-		t.Errorf("a suspended connection is still served by the gateway (backend %T)", e.Session)
+		t.Errorf("a suspended connection is still served by the gateway (backend %T)", e.Backend)
 	}
 }
 
@@ -63,7 +63,7 @@ func TestWakeAfterOnDemandTurnedOff(t *testing.T) {
 	start := time.Now()
 	err := h.r.Wake(wctx, "one")
 	e, _ := h.exposer.get("one")
-	t.Logf("Wake: %v after %v; gateway serves %T", err, time.Since(start).Round(time.Millisecond), e.Session)
+	t.Logf("Wake: %v after %v; gateway serves %T", err, time.Since(start).Round(time.Millisecond), e.Backend)
 	if err != nil {
 		t.Errorf("Wake failed although the connection is served again: %v", err)
 	}

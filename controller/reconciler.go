@@ -264,9 +264,7 @@ func (r *Reconciler) record(name string, entry desired.Entry) *record {
 		rec.catalog.resume(rec.prev.Catalog)
 	}
 	rec.sup = supervisor.New(r.ctx, opts)
-	if entry.Conn != nil && entry.Conn.Spec.OnDemand() {
-		rec.onDemand.Store(newOnDemandBackend(rec.sup, tracing.EndpointOf(&entry.Conn.Spec)))
-	}
+
 	r.mu.Lock()
 	r.conns[name] = rec
 	r.mu.Unlock()
@@ -322,7 +320,7 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 		Prefix:      running.ToolPrefix(),
 		Filter:      running.Spec.Tools,
 		CallTimeout: running.Spec.CallTimeoutDuration(),
-		Session:     backend,
+		Backend:     backend,
 	})
 	rec.exposed.set(backend)
 	return Exposure{Tools: r.opts.Exposer.Exposed(name), Collisions: r.opts.Exposer.Collisions(name)}

@@ -166,7 +166,7 @@ func (x *fakeExposer) Exposed(name string) int {
 		return 0
 	}
 	n := 0
-	for _, t := range e.Session.Tools() {
+	for _, t := range e.Backend.Tools() {
 		if e.Filter.Allows(t.Name) {
 			n++
 		}

@@ -19,6 +19,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -132,7 +133,7 @@ func loadSpec(path, name string) (desired.Entry, error) {
 		return desired.Entry{}, err
 	}
 	var s savedSpec
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
 		return desired.Entry{}, fmt.Errorf("not a saved spec: %w", err)
