@@ -412,11 +412,16 @@ func TestElectorStepsDown(t *testing.T) {
 	a.opts.OnStartedLeading = func() { started.Add(1) }
 	stopA := a.run(t)
 	eventually(t, 5*time.Second, "a leads", a.Leading)
+	// When b begins: its own callback, so a poll cannot miss it.
+	var bSince atomic.Pointer[time.Time]
+	b.opts.OnStartedLeading = func() {
+		now := time.Now()
+		bSince.CompareAndSwap(nil, &now)
+	}
 	stopB := b.run(t)
 
-	// Watch that they never lead together, and when b begins.
+	// Watch that they never lead together.
 	var both atomic.Bool
-	var bSince atomic.Pointer[time.Time]
 	watching, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -430,10 +435,6 @@ func TestElectorStepsDown(t *testing.T) {
 			if aLeads && bLeads {
 				both.Store(true)
 			}
-			if bLeads && bSince.Load() == nil {
-				now := time.Now()
-				bSince.Store(&now)
-			}
 		}
 	}()
 	writes := s.count()
@@ -444,7 +445,7 @@ func TestElectorStepsDown(t *testing.T) {
 
 	refused := error(errors.New("dial tcp 127.0.0.1:6443: connect: connection refused"))
 	a.down.Store(&refused)
-	eventually(t, 10*time.Second, "b leads", b.Leading)
+	eventually(t, 10*time.Second, "b leads", func() bool { return bSince.Load() != nil && b.Leading() })
 	close(watching)
 	<-watched
 	if both.Load() {
