@@ -2,7 +2,6 @@ package controller
 
 import (
 	"github.com/tether-mcp/tether/controller/gateway"
-	"github.com/tether-mcp/tether/spec"
 )
 
 // GatewayExposer drives the aggregated MCP server from the reconciler.
@@ -30,8 +29,7 @@ func (x GatewayExposer) SetUnavailable(name, prefix, reason string) {
 // Remove implements Exposer.
 func (x GatewayExposer) Remove(name string) { x.G.Remove(name) }
 
-// Exposed implements Exposer.
-func (x GatewayExposer) Exposed(name string) int { return x.G.Exposed(name) }
-
-// Collisions implements Exposer.
-func (x GatewayExposer) Collisions(name string) []spec.ToolCollision { return x.G.Collisions(name) }
+// Exposure implements Exposer.
+func (x GatewayExposer) Exposure(name string) Exposure {
+	return Exposure{Tools: x.G.Exposed(name), CatalogCounts: x.G.ExposedCatalog(name), Collisions: x.G.Collisions(name)}
+}

@@ -49,8 +49,8 @@ type Exposer interface {
 	Set(e Exposed)
 	SetUnavailable(name, prefix, reason string)
 	Remove(name string)
-	Exposed(name string) int
-	Collisions(name string) []spec.ToolCollision
+	// Exposure is what the gateway serves of the connection now.
+	Exposure(name string) Exposure
 }
 
 // Metrics is what the reconciler reports; controller/metrics implements it.

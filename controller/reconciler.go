@@ -313,7 +313,9 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 				n++
 			}
 		}
-		return Exposure{Tools: n}
+		return Exposure{Tools: n, CatalogCounts: gateway.CatalogCounts{
+			Prompts: len(backend.Prompts()), Resources: len(backend.Resources()), ResourceTemplates: len(backend.ResourceTemplates()),
+		}}
 	}
 	r.opts.Exposer.Set(Exposed{
 		Name:        name,
@@ -323,7 +325,7 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 		Backend:     backend,
 	})
 	rec.exposed.set(backend)
-	return Exposure{Tools: r.opts.Exposer.Exposed(name), Collisions: r.opts.Exposer.Collisions(name)}
+	return r.opts.Exposer.Exposure(name)
 }
 
 // observeCatalog follows what the live server publishes: a change is logged,

@@ -158,12 +158,12 @@ func (x *fakeExposer) Remove(name string) {
 	delete(x.set, name)
 	delete(x.off, name)
 }
-func (x *fakeExposer) Exposed(name string) int {
+func (x *fakeExposer) Exposure(name string) Exposure {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e, ok := x.set[name]
 	if !ok {
-		return 0
+		return Exposure{}
 	}
 	n := 0
 	for _, t := range e.Backend.Tools() {
@@ -171,9 +171,8 @@ func (x *fakeExposer) Exposed(name string) int {
 			n++
 		}
 	}
-	return n
+	return Exposure{Tools: n}
 }
-func (x *fakeExposer) Collisions(string) []spec.ToolCollision { return nil }
 func (x *fakeExposer) get(name string) (Exposed, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()

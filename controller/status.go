@@ -5,14 +5,17 @@ import (
 	"time"
 
 	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/supervisor"
 	"github.com/tether-mcp/tether/spec"
 )
 
-// Exposure is what the gateway serves of a connection: its exposed tools
-// and the names it lost to other connections.
+// Exposure is what the gateway serves of a connection: how many of its
+// tools, prompts, resources and resource templates it exposes, and the
+// names it lost to other connections.
 type Exposure struct {
-	Tools      int
+	Tools int
+	gateway.CatalogCounts
 	Collisions []spec.ToolCollision
 }
 
@@ -59,7 +62,10 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 	case sn.Session != nil:
 		info := sn.Server
 		st.Server = &info
-		st.Tools = &spec.ToolCounts{Count: sn.Tools, Exposed: in.Exposure.Tools}
+		st.Tools = &spec.Counts{Count: sn.Tools, Exposed: in.Exposure.Tools}
+		st.Prompts = someCounts(sn.Prompts, in.Exposure.Prompts)
+		st.Resources = someCounts(sn.Resources, in.Exposure.Resources)
+		st.ResourceTemplates = someCounts(sn.ResourceTemplates, in.Exposure.ResourceTemplates)
 		since := sn.ConnectedAt.UTC().Truncate(time.Second)
 		st.ConnectedSince = &since
 		if sn.HealthFailures > 0 {
@@ -166,4 +172,13 @@ func transitionTime(prev *spec.ConnectionStatus, c spec.Condition, now time.Time
 		}
 	}
 	return now
+}
+
+// someCounts is a status's counts of one kind: nil when the server lists
+// none of it (docs/contract.md §3).
+func someCounts(count, exposed int) *spec.Counts {
+	if count == 0 {
+		return nil
+	}
+	return &spec.Counts{Count: count, Exposed: exposed}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/supervisor"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -167,6 +168,28 @@ func TestComputeStatusDetails(t *testing.T) {
 	}
 	if len(st.Collisions) != 1 || st.Collisions[0].Connection != "another" {
 		t.Errorf("collisions = %+v", st.Collisions)
+	}
+	// A server with no prompts, resources or templates has none of those
+	// counts; one that lists them has them, with what the gateway exposes.
+	if st.Prompts != nil || st.Resources != nil || st.ResourceTemplates != nil {
+		t.Errorf("counts of a tools-only server: prompts %+v, resources %+v, templates %+v; want none", st.Prompts, st.Resources, st.ResourceTemplates)
+	}
+	withCatalog := in
+	withCatalog.Snapshot.Prompts, withCatalog.Snapshot.Resources, withCatalog.Snapshot.ResourceTemplates = 3, 5, 1
+	withCatalog.Exposure.CatalogCounts = gateway.CatalogCounts{Prompts: 2, Resources: 5, ResourceTemplates: 0}
+	stc := ComputeStatus(withCatalog)
+	for _, c := range []struct {
+		kind string
+		got  *spec.Counts
+		want spec.Counts
+	}{
+		{"prompts", stc.Prompts, spec.Counts{Count: 3, Exposed: 2}},
+		{"resources", stc.Resources, spec.Counts{Count: 5, Exposed: 5}},
+		{"resourceTemplates", stc.ResourceTemplates, spec.Counts{Count: 1, Exposed: 0}},
+	} {
+		if c.got == nil || *c.got != c.want {
+			t.Errorf("%s = %+v, want %+v", c.kind, c.got, c.want)
+		}
 	}
 	if p := st.Process; p == nil || p.PID != 42 || p.Restarts != 3 || p.LastExitCode == nil || *p.LastExitCode != 1 || len(p.StderrTail) != 1 {
 		t.Errorf("process = %+v, want pid 42, 3 restarts, last exit 1, the tail", p)

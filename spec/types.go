@@ -347,7 +347,16 @@ type ConnectionStatus struct {
 	// What the server said about itself when it initialized.
 	Server *ServerInfo `json:"server,omitempty"`
 	// How many tools the server has, and how many of them are exposed.
-	Tools *ToolCounts `json:"tools,omitempty"`
+	Tools *Counts `json:"tools,omitempty"`
+	// How many prompts the server has, and how many of them are exposed;
+	// absent when it has none.
+	Prompts *Counts `json:"prompts,omitempty"`
+	// How many resources the server lists, and how many of them are
+	// exposed; absent when it lists none.
+	Resources *Counts `json:"resources,omitempty"`
+	// How many resource templates the server has, and how many of them are
+	// exposed; absent when it has none.
+	ResourceTemplates *Counts `json:"resourceTemplates,omitempty"`
 	// What the server publishes (tools, prompts, resources, templates), and
 	// how it last moved.
 	Catalog *CatalogStatus `json:"catalog,omitempty"`
@@ -451,11 +460,14 @@ type ServerInfo struct {
 	ProtocolVersion string `json:"protocolVersion"`
 }
 
-// ToolCounts counts the server's tools and those exposed after filters.
-type ToolCounts struct {
-	// The tools the server lists.
+// Counts counts what the server lists of one kind (tools, prompts,
+// resources, resource templates) and how much of it the gateway exposes:
+// tools after the filters, any of them minus the names lost to another
+// connection.
+type Counts struct {
+	// What the server lists.
 	Count int `json:"count"`
-	// The tools exposed through the gateway, after the filters.
+	// What the gateway exposes of it.
 	Exposed int `json:"exposed"`
 }
 

@@ -184,6 +184,33 @@ func TestGatewayEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("prompts and resources are counted in status", func(t *testing.T) {
+		// ev and evh are the same server: prompts are prefixed, so both
+		// expose theirs; resource URIs are not rewritten, so ev (first by
+		// name) exposes them and evh loses each to it.
+		ev := waitStatus(t, filepath.Join(dir, "ev.yaml"), "ev", 20*time.Second, "prompts and resources", func(st spec.ConnectionStatus) bool {
+			return st.Phase == spec.PhaseConnected && st.Prompts != nil && st.Resources != nil
+		})
+		if ev.Prompts.Count == 0 || ev.Prompts.Exposed != ev.Prompts.Count || ev.Resources.Count == 0 || ev.Resources.Exposed != ev.Resources.Count {
+			t.Errorf("ev: prompts %+v, resources %+v; want some, all exposed", ev.Prompts, ev.Resources)
+		}
+		evh := waitStatus(t, filepath.Join(dir, "evh.yaml"), "evh", 20*time.Second, "resources lost to ev", func(st spec.ConnectionStatus) bool {
+			return st.Phase == spec.PhaseConnected && st.Resources != nil && st.Resources.Exposed < st.Resources.Count
+		})
+		lost := 0
+		for _, c := range evh.Collisions {
+			if strings.HasPrefix(c.Tool, "resource:") && c.Connection == "ev" {
+				lost++
+			}
+		}
+		if lost == 0 || evh.Resources.Count-evh.Resources.Exposed != lost {
+			t.Errorf("evh: resources %+v with %d lost to ev (collisions %v); want count - exposed = lost > 0", evh.Resources, lost, evh.Collisions)
+		}
+		if evh.Prompts == nil || evh.Prompts.Exposed != evh.Prompts.Count || evh.Prompts.Count != ev.Prompts.Count {
+			t.Errorf("evh: prompts %+v, want ev's count %d, all exposed", evh.Prompts, ev.Prompts.Count)
+		}
+	})
+
 	t.Run("progress flows back", func(t *testing.T) {
 		p := &mcp.CallToolParams{Name: "ev_trigger-long-running-operation", Arguments: map[string]any{"duration": 1, "steps": 3}}
 		p.SetProgressToken("e2e-progress")

@@ -113,6 +113,7 @@ func (st *connState) hasCatalog() bool {
 func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	var conns []*connState
 	for _, st := range g.conns {
+		st.exposedCat = CatalogCounts{}
 		if st.hasCatalog() || st.lostOther != nil || st.lastCatalog != nil {
 			conns = append(conns, st)
 		}
@@ -156,6 +157,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			owners["p:"+name] = st
+			st.exposedCat.Prompts++
 			wantPrompts[name] = p
 			next.prompts[name] = promptRoute{target: st.target, orig: p.Name}
 		}
@@ -170,6 +172,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			owners["r:"+r.URI] = st
+			st.exposedCat.Resources++
 			wantResources[r.URI] = r
 			next.resources[r.URI] = st.target
 		}
@@ -184,6 +187,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			owners["t:"+t.URITemplate] = st
+			st.exposedCat.ResourceTemplates++
 			wantTemplates[t.URITemplate] = t
 			re, err := uritemplate.New(t.URITemplate)
 			if err != nil {

@@ -236,6 +236,9 @@ type connState struct {
 	templates   []*mcp.ResourceTemplate
 	lostOther   []spec.ToolCollision
 	lastCatalog []string
+	// exposedCat counts the prompts, resources and templates this
+	// connection exposes (it owns their names).
+	exposedCat CatalogCounts
 }
 
 // New returns a gateway with no connections. Its server declares the tools
@@ -452,6 +455,23 @@ func (g *Gateway) Exposed(name string) int {
 		return st.exposedN
 	}
 	return 0
+}
+
+// CatalogCounts counts prompts, resources and resource templates.
+type CatalogCounts struct {
+	Prompts, Resources, ResourceTemplates int
+}
+
+// ExposedCatalog returns how many of the connection's prompts, resources
+// and resource templates the gateway exposes: those it offers while
+// available, minus the names another connection holds.
+func (g *Gateway) ExposedCatalog(name string) CatalogCounts {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.conns[name]; st != nil {
+		return st.exposedCat
+	}
+	return CatalogCounts{}
 }
 
 // Collisions returns the exposed names this connection lost to another

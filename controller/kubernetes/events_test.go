@@ -81,7 +81,7 @@ func TestStatusMap(t *testing.T) {
 	st := spec.ConnectionStatus{
 		Phase: spec.PhaseConnected, ObservedGeneration: 4, ConnectedSince: &since,
 		Conditions: []spec.Condition{{Type: spec.ConditionReady, Status: spec.ConditionTrue, Reason: "Connected", LastTransitionTime: since}},
-		Tools:      &spec.ToolCounts{Count: 5, Exposed: 4},
+		Tools:      &spec.Counts{Count: 5, Exposed: 4},
 	}
 	m, err := statusMap(st)
 	if err != nil {

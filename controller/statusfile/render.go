@@ -68,13 +68,10 @@ func render(doc *spec.StatusDocument) []byte {
 		scalar(&b, s.ProtocolVersion)
 		b.WriteByte('\n')
 	}
-	if t := st.Tools; t != nil {
-		b.WriteString("  tools:\n    count: ")
-		b.WriteString(strconv.Itoa(t.Count))
-		b.WriteString("\n    exposed: ")
-		b.WriteString(strconv.Itoa(t.Exposed))
-		b.WriteByte('\n')
-	}
+	counts(&b, "tools", st.Tools)
+	counts(&b, "prompts", st.Prompts)
+	counts(&b, "resources", st.Resources)
+	counts(&b, "resourceTemplates", st.ResourceTemplates)
 	if c := st.Catalog; c != nil {
 		b.WriteString("  catalog:\n    hash: ")
 		scalar(&b, c.Hash)
@@ -206,4 +203,16 @@ func plainSafe(s string) bool {
 		return false
 	}
 	return true
+}
+
+// counts writes a status's counts of one kind, when it has them.
+func counts(b *bytes.Buffer, key string, c *spec.Counts) {
+	if c == nil {
+		return
+	}
+	b.WriteString("  " + key + ":\n    count: ")
+	b.WriteString(strconv.Itoa(c.Count))
+	b.WriteString("\n    exposed: ")
+	b.WriteString(strconv.Itoa(c.Exposed))
+	b.WriteByte('\n')
 }

@@ -54,7 +54,12 @@ func randomStatus(r *rand.Rand) spec.StatusDocument {
 	}
 	if r.IntN(2) == 0 {
 		st.Server = &spec.ServerInfo{Name: randomString(r), Version: randomString(r), ProtocolVersion: randomString(r)}
-		st.Tools = &spec.ToolCounts{Count: r.IntN(1000), Exposed: r.IntN(1000)}
+		st.Tools = &spec.Counts{Count: r.IntN(1000), Exposed: r.IntN(1000)}
+		for _, c := range []**spec.Counts{&st.Prompts, &st.Resources, &st.ResourceTemplates} {
+			if r.IntN(2) == 0 {
+				*c = &spec.Counts{Count: r.IntN(1000), Exposed: r.IntN(1000)}
+			}
+		}
 		t := ts()
 		st.ConnectedSince = &t
 	} else {
@@ -120,11 +125,14 @@ func TestRenderStatusMatchesGeneric(t *testing.T) {
 				{Type: "Ready", Status: "True", Reason: "Connected", Message: "connected to github-mcp-server 1.2.0, 47 tools", LastTransitionTime: since},
 				{Type: "Reconciling", Status: "False", Reason: "Succeeded", LastTransitionTime: since},
 			},
-			Server:         &spec.ServerInfo{Name: "github-mcp-server", Version: "v1.2.0", ProtocolVersion: "2025-06-18"},
-			Tools:          &spec.ToolCounts{Count: 47, Exposed: 40},
-			ConnectedSince: &since,
-			Process:        &spec.ProcessStatus{PID: 4242, Restarts: 3, LastExitCode: &code, StderrTail: []string{"listening on stdio"}},
-			Collisions:     []spec.ToolCollision{{Tool: "gh_search", Connection: "another"}},
+			Server:            &spec.ServerInfo{Name: "github-mcp-server", Version: "v1.2.0", ProtocolVersion: "2025-06-18"},
+			Tools:             &spec.Counts{Count: 47, Exposed: 40},
+			Prompts:           &spec.Counts{Count: 3, Exposed: 2},
+			Resources:         &spec.Counts{Count: 12, Exposed: 12},
+			ResourceTemplates: &spec.Counts{Count: 1, Exposed: 1},
+			ConnectedSince:    &since,
+			Process:           &spec.ProcessStatus{PID: 4242, Restarts: 3, LastExitCode: &code, StderrTail: []string{"listening on stdio"}},
+			Collisions:        []spec.ToolCollision{{Tool: "gh_search", Connection: "another"}},
 		}}
 	generic, err := spec.RenderYAML(doc)
 	if err != nil {

@@ -14,10 +14,11 @@ type Snapshot struct {
 	// spec it runs (prefix, filters and health settings as last applied).
 	Session Session
 	Running *spec.McpConnection
-	// Server, Tools and ConnectedAt describe the live session.
-	Server      spec.ServerInfo
-	Tools       int
-	ConnectedAt time.Time
+	// Server, the counts of what it lists and ConnectedAt describe the
+	// live session.
+	Server                                       spec.ServerInfo
+	Tools, Prompts, Resources, ResourceTemplates int
+	ConnectedAt                                  time.Time
 	// Connecting is true while an attempt runs or its outcome is not taken
 	// in yet.
 	Connecting bool
@@ -74,6 +75,9 @@ func (s *Supervisor) Snapshot() Snapshot {
 	if ss := s.session; ss != nil {
 		snap.Server = ss.Server()
 		snap.Tools = len(ss.Tools())
+		snap.Prompts = len(ss.Prompts())
+		snap.Resources = len(ss.Resources())
+		snap.ResourceTemplates = len(ss.ResourceTemplates())
 		if live := ss.Process(); live != nil {
 			snap.Process = live
 		}

@@ -18,7 +18,7 @@ import (
 
 // session is a Session whose end the test decides.
 type session struct {
-	gateway.Backend // not called here
+	gateway.Backend // not called here, but for the catalog lists below
 	done            chan struct{}
 	once            sync.Once
 	closed          atomic.Bool
@@ -37,6 +37,11 @@ func (s *session) Activity() (bool, time.Time)        { return false, time.Time{
 func (s *session) Close() error                       { s.closed.Store(true); s.end(); return nil }
 func (s *session) end()                               { s.once.Do(func() { close(s.done); s.onEnd() }) }
 func (s *session) ProcessStatus() *spec.ProcessStatus { return nil }
+func (s *session) Prompts() []*mcp.Prompt             { return nil }
+func (s *session) Resources() []*mcp.Resource         { return nil }
+func (s *session) ResourceTemplates() []*mcp.ResourceTemplate {
+	return nil
+}
 
 // connector hands out one session per attempt, or an error once sessions
 // run out.

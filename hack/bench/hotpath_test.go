@@ -33,7 +33,7 @@ func fullStatus() spec.StatusDocument {
 				cond(spec.ConditionStalled, spec.ConditionFalse, "Succeeded", ""),
 			},
 			Server:         &spec.ServerInfo{Name: "github-mcp-server", Version: "1.2.0", ProtocolVersion: "2025-06-18"},
-			Tools:          &spec.ToolCounts{Count: 47, Exposed: 40},
+			Tools:          &spec.Counts{Count: 47, Exposed: 40},
 			ConnectedSince: &at,
 			Process: &spec.ProcessStatus{PID: 4242, Restarts: 3, LastExitCode: &exit,
 				StderrTail: []string{"listening on stdio", "warming cache", "ready"}},
