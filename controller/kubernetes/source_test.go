@@ -215,7 +215,11 @@ func TestSourceAndStatusWriter(t *testing.T) {
 	// changes the version (a reconnect), and so does the Secret's removal.
 	putSecret(map[string]string{"token": "one", "unused": "b"})
 	putSecret(map[string]string{"token": "two", "unused": "b"})
-	eventually(t, 10*time.Second, "a new Secrets version", func() bool { e, _ := store.Get("gh"); return e.SecretsVersion != first })
+	// The store changes first, then the controller is told: wait for both.
+	eventually(t, 10*time.Second, "a new Secrets version, told", func() bool {
+		e, _ := store.Get("gh")
+		return e.SecretsVersion != first && seen.count("gh") > before
+	})
 	if n := seen.count("gh"); n != before+1 {
 		t.Errorf("changes told for two Secret updates, one of a key nobody reads: %d, want 1", n-before)
 	}
@@ -226,10 +230,14 @@ func TestSourceAndStatusWriter(t *testing.T) {
 	if err := secrets.Delete(ctx, "tok", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the Secret's removal", func() bool {
+	eventually(t, 10*time.Second, "the Secret's removal, told", func() bool {
 		e, _ := store.Get("gh")
-		return e.SecretsVersion != second.SecretsVersion
+		return e.SecretsVersion != second.SecretsVersion && seen.count("gh") > before+1
 	})
+	// Told in order: a change told for the unused key would show here.
+	if n := seen.count("gh"); n != before+2 {
+		t.Errorf("changes told for the rotation and the removal: %d, want 2", n-before)
+	}
 	if _, err := src.SecretsFor("gh").SecretValue(ctx, "tok", "token"); err == nil || err.Error() != "the Secret src/tok does not exist" {
 		t.Errorf("a removed Secret: %v", err)
 	}
