@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -186,18 +187,30 @@ func TestReconnectOnUse(t *testing.T) {
 // what tether says.
 func TestCallSurvivesBackendRestart(t *testing.T) {
 	t.Parallel()
+	faultBackend := func(t *testing.T, port int) *exec.Cmd {
+		return startServer(t, nil, faultServer(t), "-http", fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	// server-everything (TypeScript SDK) answers a session it does not know
+	// with 400, not the 404 of the go-sdk's servers.
+	npmBackend := func(t *testing.T, port int) *exec.Cmd {
+		return startServer(t, []string{fmt.Sprintf("PORT=%d", port)}, npmPeer(t, "mcp-server-everything"), "streamableHttp")
+	}
 	for _, tc := range []struct {
 		name     string
 		protocol string // the client's; "" for the go-sdk's latest
+		backend  func(t *testing.T, port int) *exec.Cmd
+		args     map[string]any
+		want     string
 	}{
-		{"2026-07-28 client", ""},
-		{"classic client", "2025-11-25"},
+		{"2026-07-28 client", "", faultBackend, map[string]any{"text": "back"}, "back"},
+		{"classic client", "2025-11-25", faultBackend, map[string]any{"text": "back"}, "back"},
+		{"npm server", "", npmBackend, map[string]any{"message": "back"}, "Echo: back"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			port := freePort(t)
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
-			backend := startServer(t, nil, faultServer(t), "-http", addr)
+			backend := tc.backend(t, port)
 			waitTCP(t, port, 20*time.Second)
 			m := filepath.Join(dir, "remote.yaml")
 			// Health checks far apart: tether does not notice the restart.
@@ -211,7 +224,7 @@ func TestCallSurvivesBackendRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			args := map[string]any{"text": "back"}
+			args := tc.args
 			if res, err := call(s, 15*time.Second, "remote_echo", args); err != nil || res.IsError {
 				t.Fatalf("a call before the restart: %v %+v", err, res)
 			}
@@ -224,13 +237,13 @@ func TestCallSurvivesBackendRestart(t *testing.T) {
 				}
 				return err != nil, fmt.Sprint(err)
 			})
-			startServer(t, nil, faultServer(t), "-http", addr)
+			tc.backend(t, port)
 			waitTCP(t, port, 20*time.Second)
 			res, err := call(s, 15*time.Second, "remote_echo", args)
 			if err != nil || res.IsError {
 				t.Fatalf("the first call after the restart: %v %+v", err, res)
 			}
-			if got := res.Content[0].(*mcp.TextContent).Text; got != "back" {
+			if got := res.Content[0].(*mcp.TextContent).Text; got != tc.want {
 				t.Errorf("answer %q", got)
 			}
 			// tether's log reaches the test through a pipe: the answer can

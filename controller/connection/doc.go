@@ -75,7 +75,11 @@
 // RoundTripper. The go-sdk notices a dead HTTP server late or never (a
 // measured ~22 s for a stateful session, never for a stateless one): Done closes only when the transport reports the session gone
 // (an SSE stream that ended, a server that forgot the session after a
-// restart) or on Close; the reconciler's probes find the rest. Close sends
+// restart) or on Close; the reconciler's probes find the rest. A request
+// the server answers as a session it does not know (404, also with the
+// TypeScript SDK's JSON-RPC body, or that SDK's example's 400 "No valid
+// session ID provided") ends the session at once: see forgottenSession.
+// Close sends
 // the session DELETE, which the go-sdk bounds at 5 s against a hung server.
 //
 // # Health probe

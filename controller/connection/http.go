@@ -1,7 +1,9 @@
 package connection
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -70,7 +72,63 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
-	return markResponse(resp, t.seen), err
+	return markResponse(forgottenSession(req, resp), t.seen), err
+}
+
+// forgottenSession turns a server's answer that it does not know the
+// request's session into the answer the MCP specification prescribes for
+// it, a plain 404 ("the server MUST respond to requests containing that
+// session ID with HTTP 404 Not Found"), so that the go-sdk and the raw path
+// both read it as mcp.ErrSessionMissing: the session ends and tether
+// reconnects at once, and the gateway sends the call again on the new
+// session. Two common answers need it: servers built on the TypeScript SDK
+// send their 404 with a JSON-RPC error body, which the go-sdk takes for a
+// refused request (it keeps the dead session); servers written after that
+// SDK's example answer 400 "Bad Request: No valid session ID provided".
+// Other answers pass unchanged.
+func forgottenSession(req *http.Request, resp *http.Response) *http.Response {
+	if resp == nil || req.Header.Get(hdrSessionID) == "" {
+		return resp
+	}
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+	case http.StatusBadRequest:
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil || !refusesSession(body) {
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+			return resp
+		}
+	default:
+		return resp
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	const text = "session not found\n"
+	return &http.Response{
+		Status: "404 Not Found", StatusCode: http.StatusNotFound,
+		Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+		Header:        http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
+		Body:          io.NopCloser(strings.NewReader(text)),
+		ContentLength: int64(len(text)),
+		Request:       resp.Request,
+	}
+}
+
+// refusesSession reports whether body is a JSON-RPC error about the
+// session (the request's session id is unknown, invalid or missing).
+func refusesSession(body []byte) bool {
+	var m struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Error == nil {
+		return false
+	}
+	return strings.Contains(strings.ToLower(m.Error.Message), "session")
 }
 
 // httpTransport builds the go-sdk transport for h. The SSE transport ties

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -131,9 +132,9 @@ func TestProbeTimesOutOnStoppedServer(t *testing.T) {
 }
 
 // An HTTP server that restarts forgets the session: the next probe fails
-// and the session ends by itself, so that the reconciler reconnects without
-// waiting for the failure threshold (at once where the server answers 404;
-// the npm server's 400 ends it when the go-sdk's stream reconnects).
+// with mcp.ErrSessionMissing and the session ends, so that the reconciler
+// reconnects at once. The go-sdk server answers 404; the npm server, as
+// the TypeScript SDK's example does, 400 "No valid session ID provided".
 func TestHTTPServerRestartEndsSession(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -153,15 +154,10 @@ func TestHTTPServerRestartEndsSession(t *testing.T) {
 			s := connect(t, Request{Spec: httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")})
 			p.kill(t)
 			startHTTPPeer(t, port, env, argv...)
-			if _, err := probeWithin(s, time.Second); err == nil {
-				t.Fatal("Probe succeeded on a session the restarted server does not know")
+			if _, err := probeWithin(s, 5*time.Second); !errors.Is(err, mcp.ErrSessionMissing) {
+				t.Fatalf("Probe of a session the restarted server does not know = %v, want mcp.ErrSessionMissing", err)
 			}
-			// The go-sdk, not the probe, ends the session: the npm server
-			// answers the probe's unknown session with 400, and the go-sdk
-			// learns it when its standalone stream reconnects, on a backoff
-			// of 1 s growing by 1.5 over 5 tries (~13 s in all) that starts
-			// when the old server died: a slow restart costs a try or two.
-			waitDone(t, s, 20*time.Second)
+			waitDone(t, s, 5*time.Second)
 			t.Logf("session ended: %v", s.Err())
 		})
 	}
