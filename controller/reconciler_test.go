@@ -507,12 +507,19 @@ func TestReconcileInPlaceAndReconnectingEdits(t *testing.T) {
 
 			h.apply("one.yaml", manifestYAML("one", tt.edit))
 			h.reconcile("one")
+			// A dropped session is closed in the background: a reconnecting
+			// edit gets time to close it, an in-place one 100ms to show that
+			// it closes nothing.
+			wait := 100 * time.Millisecond
+			if tt.reconnect {
+				wait = 5 * time.Second
+			}
 			select {
 			case <-s1.closed:
 				if !tt.reconnect {
 					t.Fatal("an in-place edit closed the session")
 				}
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(wait):
 				if tt.reconnect {
 					t.Fatal("the session was not closed for a reconnecting edit")
 				}
