@@ -429,16 +429,23 @@ func connectOnce(h *harness, file, name string) {
 // ended.
 func awaitConnected(h *harness, file, name string) {
 	h.t.Helper()
+	awaitPhase(h, file, name, spec.PhaseConnected)
+}
+
+// awaitPhase is awaitConnected for any phase the attempt under way ends
+// in; it returns the result of the reconcile that showed it.
+func awaitPhase(h *harness, file, name string, phase spec.Phase) Result {
+	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		h.waitEnqueued(name)
-		h.reconcile(name)
+		res := h.reconcile(name)
 		st := h.statusOf(file, name)
-		if st.Phase == spec.PhaseConnected {
-			return
+		if st.Phase == phase {
+			return res
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("phase = %s, want Connected (%s)", st.Phase, st.LastError)
+			h.t.Fatalf("phase = %s, want %s (%s)", st.Phase, phase, st.LastError)
 		}
 	}
 }
@@ -500,12 +507,19 @@ func TestReconcileInPlaceAndReconnectingEdits(t *testing.T) {
 
 			h.apply("one.yaml", manifestYAML("one", tt.edit))
 			h.reconcile("one")
+			// A dropped session is closed in the background: a reconnecting
+			// edit gets time to close it, an in-place one 100ms to show that
+			// it closes nothing.
+			wait := 100 * time.Millisecond
+			if tt.reconnect {
+				wait = 5 * time.Second
+			}
 			select {
 			case <-s1.closed:
 				if !tt.reconnect {
 					t.Fatal("an in-place edit closed the session")
 				}
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(wait):
 				if tt.reconnect {
 					t.Fatal("the session was not closed for a reconnecting edit")
 				}
@@ -759,8 +773,9 @@ func TestBackoffStartsAfreshForANewSpec(t *testing.T) {
 	}
 	h.apply("one.yaml", manifestYAML("one", "    args: [--new]\n"))
 	h.reconcile("one") // drops the session, starts the new spec's attempt
-	h.waitEnqueued("one")
-	if res := h.reconcile("one"); res.RequeueAfter != 100*time.Millisecond {
+	// The dropped session's end asks for a reconcile too, maybe before the
+	// attempt has failed.
+	if res := awaitPhase(h, "one.yaml", "one", spec.PhaseReconnecting); res.RequeueAfter != 100*time.Millisecond {
 		t.Errorf("first retry of the new spec after %v, want 100ms", res.RequeueAfter)
 	}
 }

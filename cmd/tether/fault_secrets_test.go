@@ -75,10 +75,9 @@ func TestFaultSecretsStayHidden(t *testing.T) {
 	waitStatus(t, m, "leaky", 15*time.Second, "a new child after the crash", func(st spec.ConnectionStatus) bool {
 		return st.Process != nil && st.Process.PID != pid && st.Process.LastExitCode != nil && *st.Process.LastExitCode == 2
 	})
-	line := tt.waitLogLine(t, 10*time.Second, "connection lost", "connection=leaky")
-	if !strings.Contains(line, "auth failed for token [redacted]") {
-		t.Errorf("the crash's last words are not in the log, redacted: %s", line)
-	}
+	// The line of this crash: a health check that timed out earlier (quick
+	// settings on a loaded machine) logs a "connection lost" line too.
+	tt.waitLogLine(t, 10*time.Second, "connection lost", "connection=leaky", "auth failed for token [redacted]")
 
 	status, err := os.ReadFile(filepath.Join(dir, "leaky.status.yaml"))
 	must(t, err)

@@ -276,7 +276,10 @@ func TestGatewayEndToEnd(t *testing.T) {
 	})
 
 	t.Run("list_changed on reconnect", func(t *testing.T) {
-		st, _ := readStatus(t, filepath.Join(dir, "ev.yaml"), "ev")
+		// Connected: only a live child has a pid (ev may be between two
+		// children after a failed health check), and kill(0) would signal
+		// the test's own process group.
+		st := waitStatus(t, filepath.Join(dir, "ev.yaml"), "ev", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 		before := gc.changes()
 		must(t, syscall.Kill(st.Process.PID, syscall.SIGKILL))
 		gc.waitChange(t, before, "when the backend dropped")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,13 +74,23 @@ func TestProbeQueuedBehindTraffic(t *testing.T) {
 		t.Fatal("a probe of a silent, stuck server passed")
 	}
 
-	callDone := make(chan error, 1)
+	// The probe starts once the call streams: started before, on a loaded
+	// machine it could time out before the call's first answer arrives.
+	callDone, streaming := make(chan error, 1), make(chan struct{})
+	var first sync.Once
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "work"}, func(*mcp.ProgressNotificationParams) {})
+		_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "work"}, func(*mcp.ProgressNotificationParams) {
+			first.Do(func() { close(streaming) })
+		})
 		callDone <- err
 	}()
+	select {
+	case <-streaming:
+	case err := <-callDone:
+		t.Fatalf("the call ended before it streamed: %v", err)
+	}
 	if err := probe(); err != nil {
 		t.Errorf("a probe queued behind a call that streams answers failed: %v", err)
 	}
