@@ -404,7 +404,8 @@ func (r *replica) renewedAt() time.Time {
 // replica can take the Lease over (lease duration after it last saw it
 // change); the two never lead at once. Real time, short timings.
 func TestElectorStepsDown(t *testing.T) {
-	const lease, renew, retry = 2 * time.Second, time.Second, 200 * time.Millisecond
+	// Short, but a renewal may stall for over a second on a loaded machine.
+	const lease, renew, retry = 4 * time.Second, 2 * time.Second, 400 * time.Millisecond
 	s := &leaseServer{}
 	a := newReplica(s, "a", nil, lease, renew, retry)
 	b := newReplica(s, "b", nil, lease, renew, retry)
