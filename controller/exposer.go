@@ -30,6 +30,4 @@ func (x GatewayExposer) SetUnavailable(name, prefix, reason string) {
 func (x GatewayExposer) Remove(name string) { x.G.Remove(name) }
 
 // Exposure implements Exposer.
-func (x GatewayExposer) Exposure(name string) Exposure {
-	return Exposure{Tools: x.G.Exposed(name), CatalogCounts: x.G.ExposedCatalog(name), Collisions: x.G.Collisions(name)}
-}
+func (x GatewayExposer) Exposure(name string) gateway.Exposure { return x.G.Exposure(name) }

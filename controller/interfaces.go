@@ -50,7 +50,7 @@ type Exposer interface {
 	SetUnavailable(name, prefix, reason string)
 	Remove(name string)
 	// Exposure is what the gateway serves of the connection now.
-	Exposure(name string) Exposure
+	Exposure(name string) gateway.Exposure
 }
 
 // Metrics is what the reconciler reports; controller/metrics implements it.

@@ -275,7 +275,7 @@ func (r *Reconciler) record(name string, entry desired.Entry) *record {
 // session (with the prefix, filters and timeout of the running spec), or
 // for an OnDemand connection its backend, which serves the catalog while the
 // server is stopped. It returns what the gateway serves of it.
-func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap supervisor.Snapshot) Exposure {
+func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap supervisor.Snapshot) gateway.Exposure {
 	running := snap.Running
 	var backend gateway.Backend
 	switch {
@@ -304,7 +304,7 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 			r.opts.Exposer.SetUnavailable(name, exposedPrefix(entry, running), notServing(entry, r.stopping.Load()))
 			rec.exposed.set(nil)
 		}
-		return Exposure{}
+		return gateway.Exposure{}
 	}
 	if r.opts.Exposer == nil {
 		n := 0
@@ -313,9 +313,8 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 				n++
 			}
 		}
-		return Exposure{Tools: n, CatalogCounts: gateway.CatalogCounts{
-			Prompts: len(backend.Prompts()), Resources: len(backend.Resources()), ResourceTemplates: len(backend.ResourceTemplates()),
-		}}
+		return gateway.Exposure{Tools: n, Prompts: len(backend.Prompts()), Resources: len(backend.Resources()),
+			ResourceTemplates: len(backend.ResourceTemplates())}
 	}
 	r.opts.Exposer.Set(Exposed{
 		Name:        name,

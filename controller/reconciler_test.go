@@ -158,12 +158,12 @@ func (x *fakeExposer) Remove(name string) {
 	delete(x.set, name)
 	delete(x.off, name)
 }
-func (x *fakeExposer) Exposure(name string) Exposure {
+func (x *fakeExposer) Exposure(name string) gateway.Exposure {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e, ok := x.set[name]
 	if !ok {
-		return Exposure{}
+		return gateway.Exposure{}
 	}
 	n := 0
 	for _, t := range e.Backend.Tools() {
@@ -171,7 +171,7 @@ func (x *fakeExposer) Exposure(name string) Exposure {
 			n++
 		}
 	}
-	return Exposure{Tools: n}
+	return gateway.Exposure{Tools: n}
 }
 func (x *fakeExposer) get(name string) (Exposed, bool) {
 	x.mu.Lock()

@@ -10,20 +10,11 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
-// Exposure is what the gateway serves of a connection: how many of its
-// tools, prompts, resources and resource templates it exposes, and the
-// names it lost to other connections.
-type Exposure struct {
-	Tools int
-	gateway.CatalogCounts
-	Collisions []spec.ToolCollision
-}
-
 // StatusInput is everything a connection's status is computed from.
 type StatusInput struct {
 	Entry    desired.Entry
 	Snapshot supervisor.Snapshot
-	Exposure Exposure
+	Exposure gateway.Exposure
 	// Catalog is what the server publishes and how it last moved; nil
 	// while unknown.
 	Catalog *spec.CatalogStatus

@@ -78,7 +78,7 @@ func TestComputeStatus(t *testing.T) {
 				Entry: desired.Entry{Name: "one", Conn: conn, ManifestError: "one.yaml:7: spec.callTimeout: invalid duration"},
 				Snapshot: supervisor.Snapshot{Session: live, Running: conn, Server: live.Server(), Tools: 2, ConnectedAt: now.Add(-time.Minute),
 					Starts: 1, Process: &spec.ProcessStatus{PID: 42, StderrTail: []string{"ready"}}},
-				Exposure: Exposure{Tools: 1, Collisions: []spec.ToolCollision{{Tool: "one_b", Connection: "another"}}},
+				Exposure: gateway.Exposure{Tools: 1, Collisions: []spec.ToolCollision{{Tool: "one_b", Connection: "another"}}},
 			},
 			phase: spec.PhaseConnected, reason: spec.ReasonConnected,
 			msg:   "connected to fake 1.0.0, 2 tools (manifest invalid; running the last valid spec)",
@@ -159,7 +159,7 @@ func TestComputeStatusDetails(t *testing.T) {
 		Entry: desired.Entry{Name: "one", Conn: conn, Generation: 7},
 		Snapshot: supervisor.Snapshot{Session: live, Running: conn, Server: live.Server(), Tools: 2, ConnectedAt: now.Add(-90 * time.Second),
 			Starts: 4, LastExitCode: &exit, Process: &spec.ProcessStatus{PID: 42, StderrTail: []string{"ready"}}},
-		Exposure: Exposure{Tools: 1, Collisions: []spec.ToolCollision{{Tool: "one_b", Connection: "another"}}},
+		Exposure: gateway.Exposure{Tools: 1, Collisions: []spec.ToolCollision{{Tool: "one_b", Connection: "another"}}},
 		Now:      now,
 	}
 	st := ComputeStatus(in)
@@ -176,7 +176,7 @@ func TestComputeStatusDetails(t *testing.T) {
 	}
 	withCatalog := in
 	withCatalog.Snapshot.Prompts, withCatalog.Snapshot.Resources, withCatalog.Snapshot.ResourceTemplates = 3, 5, 1
-	withCatalog.Exposure.CatalogCounts = gateway.CatalogCounts{Prompts: 2, Resources: 5, ResourceTemplates: 0}
+	withCatalog.Exposure.Prompts, withCatalog.Exposure.Resources, withCatalog.Exposure.ResourceTemplates = 2, 5, 0
 	stc := ComputeStatus(withCatalog)
 	for _, c := range []struct {
 		kind string

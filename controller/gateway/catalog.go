@@ -113,7 +113,7 @@ func (st *connState) hasCatalog() bool {
 func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	var conns []*connState
 	for _, st := range g.conns {
-		st.exposedCat = CatalogCounts{}
+		st.exposedCat.prompts, st.exposedCat.resources, st.exposedCat.templates = 0, 0, 0
 		if st.hasCatalog() || st.lostOther != nil || st.lastCatalog != nil {
 			conns = append(conns, st)
 		}
@@ -157,7 +157,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			owners["p:"+name] = st
-			st.exposedCat.Prompts++
+			st.exposedCat.prompts++
 			wantPrompts[name] = p
 			next.prompts[name] = promptRoute{target: st.target, orig: p.Name}
 		}
@@ -172,7 +172,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			owners["r:"+r.URI] = st
-			st.exposedCat.Resources++
+			st.exposedCat.resources++
 			wantResources[r.URI] = r
 			next.resources[r.URI] = st.target
 		}
@@ -187,7 +187,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			owners["t:"+t.URITemplate] = st
-			st.exposedCat.ResourceTemplates++
+			st.exposedCat.templates++
 			wantTemplates[t.URITemplate] = t
 			re, err := uritemplate.New(t.URITemplate)
 			if err != nil {

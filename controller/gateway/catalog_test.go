@@ -260,14 +260,15 @@ func TestCatalogPassesThrough(t *testing.T) {
 	if got := g.Collisions("a"); got != nil {
 		t.Errorf("Collisions(a) = %v, want none", got)
 	}
-	exposed := func(name string, want CatalogCounts) {
+	exposed := func(name string, prompts, resources, templates int) {
 		t.Helper()
-		if got := g.ExposedCatalog(name); got != want {
-			t.Errorf("ExposedCatalog(%s) = %+v, want %+v", name, got, want)
+		x := g.Exposure(name)
+		if x.Prompts != prompts || x.Resources != resources || x.ResourceTemplates != templates {
+			t.Errorf("Exposure(%s) = %+v, want %d prompts, %d resources, %d templates", name, x, prompts, resources, templates)
 		}
 	}
-	exposed("a", CatalogCounts{Prompts: 1, Resources: 2, ResourceTemplates: 1})
-	exposed("b", CatalogCounts{Prompts: 1, Resources: 1, ResourceTemplates: 1}) // res://shared is a's
+	exposed("a", 1, 2, 1)
+	exposed("b", 1, 1, 1) // res://shared is a's
 
 	t.Run("prompts/get by prefixed name", func(t *testing.T) {
 		res, err := rc.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "pb_greet", Arguments: map[string]string{"who": "Ada"}})
@@ -378,7 +379,7 @@ func TestCatalogPassesThrough(t *testing.T) {
 		if got := g.Collisions("b"); got != nil {
 			t.Errorf("Collisions(b) while unavailable = %v", got)
 		}
-		exposed("b", CatalogCounts{})
+		exposed("b", 0, 0, 0)
 		g.Set(Connection{Name: "b", Prefix: "pb", Backend: sb})
 		rc.waitChanged(t, "prompts", "resources")
 		if got, want := rc.promptNames(t), []string{"pa_greet", "pb_greet"}; !slices.Equal(got, want) {
@@ -389,8 +390,8 @@ func TestCatalogPassesThrough(t *testing.T) {
 		if got := g.Collisions("b"); got != nil {
 			t.Errorf("Collisions(b) once a left = %v", got)
 		}
-		exposed("b", CatalogCounts{Prompts: 1, Resources: 2, ResourceTemplates: 1})
-		exposed("a", CatalogCounts{})
+		exposed("b", 1, 2, 1)
+		exposed("a", 0, 0, 0)
 		res, err := rc.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "res://shared"})
 		if err != nil || res.Contents[0].Text != "b reads res://shared" {
 			t.Errorf("res://shared after a left = %+v, %v", res, err)

@@ -238,7 +238,7 @@ type connState struct {
 	lastCatalog []string
 	// exposedCat counts the prompts, resources and templates this
 	// connection exposes (it owns their names).
-	exposedCat CatalogCounts
+	exposedCat struct{ prompts, resources, templates int }
 }
 
 // New returns a gateway with no connections. Its server declares the tools
@@ -457,21 +457,29 @@ func (g *Gateway) Exposed(name string) int {
 	return 0
 }
 
-// CatalogCounts counts prompts, resources and resource templates.
-type CatalogCounts struct {
-	Prompts, Resources, ResourceTemplates int
+// Exposure is what the gateway serves of one connection: how many of its
+// tools (after the filters), prompts, resources and resource templates it
+// exposes, and the names it lost to other connections (as Collisions
+// names them).
+type Exposure struct {
+	Tools, Prompts, Resources, ResourceTemplates int
+	Collisions                                   []spec.ToolCollision
 }
 
-// ExposedCatalog returns how many of the connection's prompts, resources
-// and resource templates the gateway exposes: those it offers while
-// available, minus the names another connection holds.
-func (g *Gateway) ExposedCatalog(name string) CatalogCounts {
+// Exposure returns what the gateway serves of the connection, all of it
+// read at one moment; zero for an unknown or unavailable connection.
+func (g *Gateway) Exposure(name string) Exposure {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if st := g.conns[name]; st != nil {
-		return st.exposedCat
+	st := g.conns[name]
+	if st == nil {
+		return Exposure{}
 	}
-	return CatalogCounts{}
+	return Exposure{
+		Tools: st.exposedN, Prompts: st.exposedCat.prompts,
+		Resources: st.exposedCat.resources, ResourceTemplates: st.exposedCat.templates,
+		Collisions: st.collisionsLocked(),
+	}
 }
 
 // Collisions returns the exposed names this connection lost to another
@@ -481,8 +489,14 @@ func (g *Gateway) ExposedCatalog(name string) CatalogCounts {
 func (g *Gateway) Collisions(name string) []spec.ToolCollision {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st := g.conns[name]
-	if st == nil || len(st.lost)+len(st.lostOther) == 0 {
+	if st := g.conns[name]; st != nil {
+		return st.collisionsLocked()
+	}
+	return nil
+}
+
+func (st *connState) collisionsLocked() []spec.ToolCollision {
+	if len(st.lost)+len(st.lostOther) == 0 {
 		return nil
 	}
 	out := append(slices.Clone(st.lost), st.lostOther...)
