@@ -308,14 +308,19 @@ func TestGatewayPassesMCPThrough(t *testing.T) {
 		}
 	})
 	t.Run("a client that never answers sampling", func(t *testing.T) {
-		cancelled := make(chan struct{})
+		cancelled, giveUp := make(chan struct{}), make(chan struct{})
 		mute := connectAgent(t, &mcp.StreamableClientTransport{Endpoint: url}, func(m *mcpAgent) {
 			m.sampling = func(ctx context.Context) (*mcp.CreateMessageResult, error) {
-				<-ctx.Done()
-				close(cancelled)
-				return nil, ctx.Err()
+				select {
+				case <-ctx.Done():
+					close(cancelled)
+					return nil, ctx.Err()
+				case <-giveUp: // a failed test: the agent's Close waits for this handler
+					return nil, errors.New("the test ended")
+				}
 			}
 		})
+		t.Cleanup(func() { close(giveUp) }) // runs before the agent's Close
 		start := time.Now()
 		_, err := mute.cs.CallTool(ctx, &mcp.CallToolParams{Name: "go_test_sampling", Arguments: map[string]any{"prompt": "hi"}})
 		if err == nil || !strings.Contains(err.Error(), "timed out after 3s (callTimeout of connection go)") {

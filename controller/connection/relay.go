@@ -12,6 +12,7 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -252,6 +253,50 @@ func (s *Session) request(ctx context.Context, op string, do func(context.Contex
 type flight struct {
 	caller wire.Caller
 	ctx    context.Context // the request's: bounds what is relayed for it
+
+	mu     sync.Mutex
+	ended  bool
+	relays int           // server requests being relayed for it
+	idle   chan struct{} // closed when relays drops to 0 after the end
+}
+
+// relayDrain bounds how long the end of a request waits for the relays it
+// cancelled (see inFlight).
+const relayDrain = time.Second
+
+// beginRelay counts a relay for f; false once f has ended.
+func (f *flight) beginRelay() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended {
+		return false
+	}
+	f.relays++
+	return true
+}
+
+func (f *flight) endRelay() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.relays--
+	if f.relays == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+// end marks f over and returns a channel closed once no relay runs.
+func (f *flight) end() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ended = true
+	ch := make(chan struct{})
+	if f.relays == 0 {
+		close(ch)
+	} else {
+		f.idle = ch
+	}
+	return ch
 }
 
 // flights are the session's requests in flight that carry a Caller.
@@ -262,12 +307,18 @@ type flights struct {
 }
 
 // inFlight registers the Caller that ctx carries, if any, until the
-// returned function is called.
+// returned function is called. That call ends what is still relayed for
+// the request (a sampling request its client has not answered, say) and
+// waits, at most relayDrain, for those relays to return: the go-sdk tells
+// the client that such a request is cancelled on the request's own stream,
+// which closes once the request's answer is written.
 func (s *Session) inFlight(ctx context.Context) func() {
 	c := wire.CallerFrom(ctx)
 	if c == nil {
 		return func() {}
 	}
+	fctx, cancel := context.WithCancel(ctx)
+	fl := &flight{caller: c, ctx: fctx}
 	f := &s.flights
 	f.mu.Lock()
 	f.seq++
@@ -275,12 +326,24 @@ func (s *Session) inFlight(ctx context.Context) func() {
 	if f.m == nil {
 		f.m = make(map[uint64]*flight)
 	}
-	f.m[id] = &flight{caller: c, ctx: ctx}
+	f.m[id] = fl
 	f.mu.Unlock()
 	return func() {
 		f.mu.Lock()
 		delete(f.m, id)
 		f.mu.Unlock()
+		cancel()
+		idle := fl.end()
+		select {
+		case <-idle:
+		default:
+			t := time.NewTimer(relayDrain)
+			defer t.Stop()
+			select {
+			case <-idle:
+			case <-t.C:
+			}
+		}
 	}
 }
 
@@ -411,9 +474,12 @@ func (s *Session) relayTo(ctx context.Context, to *flight, method string) (*flig
 	if !declared(to.caller, method) {
 		return nil, nil, nil, s.relayError(method, errors.New("the client that made the request did not declare the capability"))
 	}
+	if !to.beginRelay() {
+		return nil, nil, nil, s.relayError(method, errNoCall)
+	}
 	rctx, cancel := context.WithCancel(to.ctx)
 	stop := context.AfterFunc(ctx, cancel)
-	return to, rctx, func() { stop(); cancel() }, nil
+	return to, rctx, func() { stop(); cancel(); to.endRelay() }, nil
 }
 
 // relayRequest relays one server request (method, params as JSON) to the

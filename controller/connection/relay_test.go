@@ -6,7 +6,9 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -77,5 +79,61 @@ func TestRelatedFlight(t *testing.T) {
 	done()
 	if len(c.logs) != 1 || c.logs[0] != "conn: hello" {
 		t.Errorf("log during the call: %v (want the connection's name as logger)", c.logs)
+	}
+}
+
+// blockingCaller is a client that answers sampling only when the request
+// is cancelled (or, when stubborn, never until release).
+type blockingCaller struct {
+	fakeCaller
+	entered  chan struct{}
+	returned atomic.Bool
+	stubborn bool
+	release  chan struct{}
+}
+
+func (c *blockingCaller) CreateMessage(ctx context.Context, _ *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	close(c.entered)
+	if c.stubborn {
+		<-c.release
+	} else {
+		<-ctx.Done()
+	}
+	c.returned.Store(true)
+	return nil, ctx.Err()
+}
+
+// TestRequestEndWaitsForItsRelays: the end of a request cancels what is
+// still relayed for it and returns only once those relays have returned
+// (the go-sdk tells the client of the cancellation on the request's own
+// stream, which closes with the request's answer), at most relayDrain for
+// a client that does not let go; a relay for an ended request is refused.
+func TestRequestEndWaitsForItsRelays(t *testing.T) {
+	s := &Session{name: "conn", log: slog.New(slog.DiscardHandler), red: newRedactor(nil, nil)}
+	sampling := &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}
+	for _, stubborn := range []bool{false, true} {
+		c := &blockingCaller{fakeCaller: fakeCaller{client: "A", caps: sampling}, entered: make(chan struct{}),
+			stubborn: stubborn, release: make(chan struct{})}
+		end := s.inFlight(wire.WithCaller(context.Background(), c))
+		relayed := make(chan error, 1)
+		go func() {
+			_, err := s.relayRequest(context.Background(), nil, methodCreateMessage, nil)
+			relayed <- err
+		}()
+		<-c.entered
+		start := time.Now()
+		end()
+		took := time.Since(start)
+		if stubborn {
+			if took < relayDrain {
+				t.Errorf("a client that does not let go: the request ended after %s, before relayDrain %s", took, relayDrain)
+			}
+			close(c.release)
+		} else if !c.returned.Load() {
+			t.Error("the request ended before the relay it cancelled returned")
+		}
+		if err := <-relayed; err == nil || !strings.Contains(err.Error(), "did not answer sampling/createMessage in time") {
+			t.Errorf("the server's answer for a cancelled relay: %v", err)
+		}
 	}
 }

@@ -143,13 +143,21 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	d := time.Since(start)
 
-	if err == nil && res != nil {
+	if err == nil && res != nil && inTime(callErr) {
 		g.callAnswered(ctx, t, name, res.IsError, d)
 		dropHopMeta(res.Meta)
 		return res, nil
 	}
 	return nil, g.callFailed(ctx, t, name, err, callErr, d)
 }
+
+// inTime reports whether a call whose context ended with callErr (nil: it
+// has not) was answered within its callTimeout. An answer that lands when
+// the timeout has fired is not taken: the timeout also cancelled what was
+// relayed for the call (a sampling request its client left unanswered, say),
+// and the backend's answer may be only its reaction to that; the caller
+// gets the timeout either way, whichever came first.
+func inTime(callErr error) bool { return !errors.Is(callErr, context.DeadlineExceeded) }
 
 // callAnswered records a call the backend answered with a tool result.
 func (g *Gateway) callAnswered(ctx context.Context, t *target, name string, isError bool, d time.Duration) {
@@ -162,19 +170,19 @@ func (g *Gateway) callAnswered(ctx context.Context, t *target, name string, isEr
 
 // callFailed turns the outcome of a call that produced no tool result into
 // the error the caller gets, and records it. err is what the backend call
-// returned (nil when it returned no result either), callErr the error of the
+// returned (nil when it returned no result either, or one too late), callErr the error of the
 // call's own context once it returned, ctx the caller's.
 func (g *Gateway) callFailed(ctx context.Context, t *target, name string, err, callErr error, d time.Duration) error {
 	var result string
 	switch {
-	case err == nil:
-		result, err = ResultError, callError(fmt.Sprintf("tool %q: connection %s returned no result", name, t.name))
 	case ctx.Err() != nil:
 		result, err = ResultCanceled, callError(fmt.Sprintf("tool %q: call canceled by the client", name))
 	case t.life.Err() != nil:
 		result, err = ResultError, callError(context.Cause(t.life).Error())
-	case errors.Is(callErr, context.DeadlineExceeded):
+	case errors.Is(callErr, context.DeadlineExceeded): // also an answer too late (inTime)
 		result, err = ResultTimeout, callError(fmt.Sprintf("tool %q timed out after %s (callTimeout of connection %s)", name, t.timeout, t.name))
+	case err == nil:
+		result, err = ResultError, callError(fmt.Sprintf("tool %q: connection %s returned no result", name, t.name))
 	default:
 		result = ResultError
 		// A JSON-RPC error of the backend (invalid params, unknown tool) keeps

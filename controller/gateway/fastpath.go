@@ -492,7 +492,7 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 		}
 	}
 	d := time.Since(start)
-	if err == nil && res != nil {
+	if err == nil && res != nil && inTime(callErr) {
 		if res, err = dropHopMetaJSON(res); err == nil {
 			g.callAnswered(ctx, t, name, isError, d)
 			out.result(res)
