@@ -42,6 +42,7 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
 	defer s.inFlight(callCtx)()
+	callCtx, sent := withDelivery(callCtx)
 	meta := tracing.InjectMeta(ctx, nil)
 	if m := s.levelMeta(ctx, meta); m != nil {
 		meta = m
@@ -62,7 +63,7 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	res, err := s.cs.CallTool(callCtx, up)
 	answered = err == nil
 	if err != nil {
-		return nil, s.callErr(fmt.Sprintf("tools/call %q", p.Name), ctx, err)
+		return nil, afterDelivery(sent, s.callErr(fmt.Sprintf("tools/call %q", p.Name), ctx, err))
 	}
 	if res.IsError {
 		s.redactErrorResult(res)

@@ -77,8 +77,11 @@
 // (an SSE stream that ended, a server that forgot the session after a
 // restart) or on Close; the reconciler's probes find the rest. A request
 // the server answers as a session it does not know (404, also with the
-// TypeScript SDK's JSON-RPC body, or that SDK's example's 400 "No valid
-// session ID provided") ends the session at once: see forgottenSession.
+// TypeScript SDK's JSON-RPC body, or a 400 about the session, as that SDK's
+// example and the Python SDK answer) ends the session at once: see
+// forgottenSession. A call that had reached the server then fails with an
+// error that is not mcp.ErrSessionMissing (reachedError): the gateway sends
+// again only calls that never reached it.
 // Close sends
 // the session DELETE, which the go-sdk bounds at 5 s against a hung server.
 //

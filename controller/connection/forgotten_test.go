@@ -23,15 +23,20 @@ func TestForgottenSessionEndsIt(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		status int
+		ctype  string
 		body   string
 		ends   bool
 	}{
-		{"400 as the TypeScript SDK's example answers", http.StatusBadRequest,
+		{"400 as the TypeScript SDK's example answers", http.StatusBadRequest, "application/json",
 			`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`, true},
-		{"404 with a JSON-RPC body", http.StatusNotFound,
+		{"404 with a JSON-RPC body", http.StatusNotFound, "application/json",
 			`{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}`, true},
-		{"400 about something else", http.StatusBadRequest,
+		{"400 as the Python SDK answers", http.StatusBadRequest, "text/plain; charset=utf-8",
+			"Bad Request: No valid session ID provided", true},
+		{"400 about something else", http.StatusBadRequest, "application/json",
 			`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server not initialized"},"id":null}`, false},
+		{"400 as text about something else", http.StatusBadRequest, "text/plain; charset=utf-8",
+			"Bad Request: invalid JSON", false},
 	} {
 		for _, op := range []struct {
 			name string
@@ -52,7 +57,7 @@ func TestForgottenSessionEndsIt(t *testing.T) {
 				h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
 				hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if forgot.Load() && r.Header.Get("Mcp-Session-Id") != "" && r.Method == http.MethodPost {
-						w.Header().Set("Content-Type", "application/json")
+						w.Header().Set("Content-Type", tc.ctype)
 						w.WriteHeader(tc.status)
 						_, _ = io.WriteString(w, tc.body)
 						return

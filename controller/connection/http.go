@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -72,7 +74,47 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	if d := deliveryOf(req.Context()); d != nil && resp != nil && req.Method == http.MethodPost && resp.StatusCode/100 == 2 {
+		d.reached.Store(true)
+	}
 	return markResponse(forgottenSession(req, resp), t.seen), err
+}
+
+// delivery records, for one call, that its request reached the server: the
+// server answered its POST with a 2xx. A session the server loses after
+// that is not a call that was never delivered (see reachedError).
+type delivery struct{ reached atomic.Bool }
+
+type deliveryKey struct{}
+
+// withDelivery returns ctx carrying a new delivery record for the call.
+func withDelivery(ctx context.Context) (context.Context, *delivery) {
+	d := &delivery{}
+	return context.WithValue(ctx, deliveryKey{}, d), d
+}
+
+func deliveryOf(ctx context.Context) *delivery {
+	d, _ := ctx.Value(deliveryKey{}).(*delivery)
+	return d
+}
+
+// reachedError is the error of a call that reached its server before the
+// server lost the session (it restarted while the call ran, and refused
+// the resumption of the call's stream): the session ends as for
+// mcp.ErrSessionMissing, but the error does not match it, because the
+// gateway sends a call that met ErrSessionMissing again, and this one may
+// have run.
+type reachedError struct{ msg string }
+
+func (e *reachedError) Error() string { return e.msg }
+
+// afterDelivery is err, as reachedError when the call had reached its
+// server and err says the session is missing.
+func afterDelivery(d *delivery, err error) error {
+	if err == nil || !d.reached.Load() || !errors.Is(err, mcp.ErrSessionMissing) {
+		return err
+	}
+	return &reachedError{msg: err.Error() + " (after the server had taken the call)"}
 }
 
 // forgottenSession turns a server's answer that it does not know the
@@ -85,7 +127,9 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 // send their 404 with a JSON-RPC error body, which the go-sdk takes for a
 // refused request (it keeps the dead session); servers written after that
 // SDK's example answer 400 "Bad Request: No valid session ID provided".
-// Other answers pass unchanged.
+// Other answers pass unchanged. (A 404 with a JSON-RPC body can also mean
+// "method not found" at protocol 2026-07-28, but such sessions carry no
+// session id.)
 func forgottenSession(req *http.Request, resp *http.Response) *http.Response {
 	if resp == nil || req.Header.Get(hdrSessionID) == "" {
 		return resp
@@ -117,18 +161,24 @@ func forgottenSession(req *http.Request, resp *http.Response) *http.Response {
 	}
 }
 
-// refusesSession reports whether body is a JSON-RPC error about the
-// session (the request's session id is unknown, invalid or missing).
+// refusesSession reports whether body says that the request's session is
+// unknown, invalid or missing: a JSON-RPC error about the session (the
+// TypeScript SDK's example), or a text about it (the Python SDK answers
+// text/plain "Bad Request: No valid session ID provided").
 func refusesSession(body []byte) bool {
 	var m struct {
 		Error *struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(body, &m) != nil || m.Error == nil {
-		return false
+	text := string(body)
+	if json.Unmarshal(body, &m) == nil {
+		if m.Error == nil {
+			return false
+		}
+		text = m.Error.Message
 	}
-	return strings.Contains(strings.ToLower(m.Error.Message), "session")
+	return strings.Contains(strings.ToLower(text), "session")
 }
 
 // httpTransport builds the go-sdk transport for h. The SSE transport ties

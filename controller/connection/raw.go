@@ -112,6 +112,7 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
 	defer s.inFlight(callCtx)()
+	callCtx, sent := withDelivery(callCtx)
 
 	var answered bool
 	meta := tracing.InjectMeta(ctx, nil)
@@ -136,7 +137,7 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 		if callCtx.Err() != nil && !x.answered {
 			s.sendRaw(ctx, cancelledMessage(id))
 		}
-		return nil, false, s.callErr(op, ctx, err)
+		return nil, false, afterDelivery(sent, s.callErr(op, ctx, err))
 	}
 	answered = true
 	var head struct {

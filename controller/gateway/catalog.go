@@ -157,7 +157,6 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			owners["p:"+name] = st
-			st.exposedCat.prompts++
 			wantPrompts[name] = p
 			next.prompts[name] = promptRoute{target: st.target, orig: p.Name}
 		}
@@ -172,7 +171,6 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			owners["r:"+r.URI] = st
-			st.exposedCat.resources++
 			wantResources[r.URI] = r
 			next.resources[r.URI] = st.target
 		}
@@ -187,7 +185,6 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			owners["t:"+t.URITemplate] = st
-			st.exposedCat.templates++
 			wantTemplates[t.URITemplate] = t
 			re, err := uritemplate.New(t.URITemplate)
 			if err != nil {
@@ -212,6 +209,17 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	// Routes first, as for tools: what a client sees listed it can use.
 	g.cat.Store(next)
 	g.publishCatalogLocked(wantPrompts, wantResources, wantTemplates, owners)
+	// What each connection exposes is what is published: a definition the
+	// go-sdk refuses (logged) is not.
+	for name := range g.pub.prompts {
+		g.pub.owners["p:"+name].exposedCat.prompts++
+	}
+	for uri := range g.pub.resources {
+		g.pub.owners["r:"+uri].exposedCat.resources++
+	}
+	for tmpl := range g.pub.templates {
+		g.pub.owners["t:"+tmpl].exposedCat.templates++
+	}
 	return collisionsChanged
 }
 

@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/connection"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// TestDeliveredCallIsNotSentAgain: a call that reached the backend (its
+// stream started, and was closed for polling) is resumed; the backend,
+// restarted meanwhile, answers the resumption as one that lost the session
+// (TypeScript SDK servers: 400; the spec: 404). The session ends, but the
+// call is not sent again on a new one: the tool may have run (docs/
+// reliability.md, row S24). Only a call the server never took is resent.
+func TestDeliveredCallIsNotSentAgain(t *testing.T) {
+	for _, answer := range []struct {
+		name, ctype string
+		status      int
+		body        string
+	}{
+		{"TypeScript SDK 400", "application/json", http.StatusBadRequest, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`},
+		{"spec 404", "text/plain; charset=utf-8", http.StatusNotFound, "session not found\n"},
+	} {
+		for _, fast := range []bool{true, false} {
+			t.Run(answer.name+"/"+map[bool]string{true: "fast", false: "sdk"}[fast], func(t *testing.T) {
+				var execs atomic.Int32
+				var forgotten sync.Map
+				stop := make(chan struct{})
+				t.Cleanup(func() { close(stop) })
+				srv := mcp.NewServer(&mcp.Implementation{Name: "ts-like", Version: "1"}, nil)
+				srv.AddTool(&mcp.Tool{Name: "work", InputSchema: json.RawMessage(`{"type":"object"}`)},
+					func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+						if execs.Add(1) == 1 {
+							// The server goes down while the call runs, and comes
+							// back without the session.
+							forgotten.Store(req.Session.ID(), true)
+							req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 20 * time.Millisecond})
+							select {
+							case <-ctx.Done():
+							case <-stop:
+							}
+							return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "first"}}}, nil
+						}
+						return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "second"}}}, nil
+					})
+				h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+					&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+				bs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if _, ok := forgotten.Load(r.Header.Get("Mcp-Session-Id")); ok {
+						w.Header().Set("Content-Type", answer.ctype)
+						w.WriteHeader(answer.status)
+						_, _ = io.WriteString(w, answer.body)
+						return
+					}
+					h.ServeHTTP(w, r)
+				}))
+				t.Cleanup(bs.Close)
+				connect := func(ctx context.Context) (*connection.Session, error) {
+					s, err := connection.Connect(ctx, connection.Request{Name: "p", Spec: &spec.Spec{HTTP: &spec.HTTPSpec{URL: bs.URL}}})
+					if err == nil {
+						t.Cleanup(func() { s.Close() })
+					}
+					return s, err
+				}
+				var g *Gateway
+				// What the supervisor does: a session that ends leaves the
+				// gateway; Wake brings a new one.
+				watch := func(s *connection.Session) {
+					go func() {
+						<-s.Done()
+						g.SetUnavailable("p", "p", "session lost")
+					}()
+				}
+				g = New(Options{Logger: testLogger(t), Wake: func(ctx context.Context, name string) error {
+					s, err := connect(ctx)
+					if err != nil {
+						return err
+					}
+					g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
+					watch(s)
+					return nil
+				}})
+				g.noFastPath.Store(!fast)
+				ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+				defer cancel()
+				s, err := connect(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
+				watch(s)
+				url, _ := serveOn(t, g, "127.0.0.1:0", "")
+				c := rawSession(t, g, url, "")
+				st, m := c.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p_work"}}`)
+				t.Logf("fast=%v: %d %s; the tool ran %d times", fast, st, m, execs.Load())
+				if n := execs.Load(); n != 1 {
+					t.Errorf("a call the backend had received ran %d times", n)
+				}
+			})
+		}
+	}
+}
