@@ -101,5 +101,8 @@ done
 printf '%s\n' "${want}" >"${stamp}"
 
 "${bin}/kube-apiserver" --version >&2
-"${bin}/etcd" --version | head -n 1 >&2
+# The first line only, without a pipe: under pipefail, head's early exit
+# can make etcd's next write fail with SIGPIPE, and the script with it.
+etcd_says="$("${bin}/etcd" --version)"
+printf '%s\n' "${etcd_says%%$'\n'*}" >&2
 log "built in $(took)"

@@ -34,14 +34,18 @@ fi
 
 # No package below controller/ imports the hub.
 for pkg in $(go list ./controller/... | grep -v "^${module}/controller\$"); do
-	if go list -f '{{join .Imports "\n"}}' "${pkg}" | grep -qx "${module}/controller"; then
+	# Read whole, then searched: grep -q in a pipe may stop go list with
+	# SIGPIPE, which pipefail turns into "no match".
+	imports="$(go list -f '{{join .Imports "\n"}}' "${pkg}")"
+	if grep -qx "${module}/controller" <<<"${imports}"; then
 		log "${pkg#"${module}/"} imports the hub, package controller"
 		status=1
 	fi
 done
 
 # spec is the root of the graph: it imports no package of tether's.
-if go list -f '{{join .Imports "\n"}}' ./spec | grep -q "^${module}/"; then
+imports="$(go list -f '{{join .Imports "\n"}}' ./spec)"
+if grep -q "^${module}/" <<<"${imports}"; then
 	log "spec imports a tether package"
 	status=1
 fi
