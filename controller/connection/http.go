@@ -122,12 +122,13 @@ func afterDelivery(d *delivery, err error) error {
 // it, a plain 404 ("the server MUST respond to requests containing that
 // session ID with HTTP 404 Not Found"), so that the go-sdk and the raw path
 // both read it as mcp.ErrSessionMissing: the session ends and tether
-// reconnects at once, and the gateway sends the call again on the new
-// session. Two common answers need it: servers built on the TypeScript SDK
-// send their 404 with a JSON-RPC error body, which the go-sdk takes for a
-// refused request (it keeps the dead session); servers written after that
-// SDK's example answer 400 "Bad Request: No valid session ID provided".
-// Other answers pass unchanged. (A 404 with a JSON-RPC body can also mean
+// reconnects at once, and the gateway sends a call that never reached the
+// server again on the new session (see reachedError). Common answers need
+// it: servers built on the TypeScript SDK send their 404 with a JSON-RPC
+// error body, which the go-sdk takes for a refused request (it keeps the
+// dead session); servers written after that SDK's example answer 400 "Bad
+// Request: No valid session ID provided", and the Python SDK the same as
+// text. Other answers pass unchanged. (A 404 with a JSON-RPC body can also mean
 // "method not found" at protocol 2026-07-28, but such sessions carry no
 // session id.)
 func forgottenSession(req *http.Request, resp *http.Response) *http.Response {
