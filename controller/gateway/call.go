@@ -168,10 +168,10 @@ func (g *Gateway) callAnswered(ctx context.Context, t *target, name string, isEr
 	g.observe(ctx, t.name, name, result, d, nil)
 }
 
-// callFailed turns the outcome of a call that produced no tool result into
-// the error the caller gets, and records it. err is what the backend call
-// returned (nil when it returned no result either, or one too late), callErr the error of the
-// call's own context once it returned, ctx the caller's.
+// callFailed turns the outcome of a call that produced no tool result (or
+// one too late) into the error the caller gets, and records it. err is what
+// the backend call returned (nil when it returned no error), callErr the
+// error of the call's own context once it returned, ctx the caller's.
 func (g *Gateway) callFailed(ctx context.Context, t *target, name string, err, callErr error, d time.Duration) error {
 	var result string
 	switch {
