@@ -45,10 +45,13 @@ func TestWakeAfterOnDemandTurnedOff(t *testing.T) {
 	s1.die(errors.New("crash"))
 	h.waitEnqueued("one")
 	h.reconcile("one") // dropped, backoff
-	// A reconciler that steps whenever asked.
+	// A reconciler that steps whenever asked, until the test returns (it
+	// writes status files into the test's directory: waited for).
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	stepped := make(chan struct{})
+	defer func() { cancel(); <-stepped }()
 	go func() {
+		defer close(stepped)
 		for {
 			select {
 			case n := <-h.enqueued:
