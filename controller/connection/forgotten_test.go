@@ -77,7 +77,12 @@ func TestForgottenSessionEndsIt(t *testing.T) {
 					t.Fatal("no error from a server that refuses the session")
 				}
 				if !tc.ends {
-					if errors.Is(err, mcp.ErrSessionMissing) || s.Err() != nil {
+					if errors.Is(err, mcp.ErrSessionMissing) {
+						t.Errorf("an answer about something else read as a lost session: %v", err)
+					}
+					// Through the go-sdk, a 400 to a call's POST may end the
+					// session by the go-sdk's own rule; tether adds nothing.
+					if op.name != "call" && s.Err() != nil {
 						t.Errorf("an answer about something else ended the session: %v (session: %v)", err, s.Err())
 					}
 					return

@@ -105,7 +105,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	start := time.Now()
 	inRounds := req.Session != nil && roundsClient(req.Session)
 	if !inRounds {
-		ctx = g.withCaller(ctx, req.Session)
+		ctx = g.withCaller(ctx, req.Session, req.Extra)
 	}
 	callCtx, done := t.callContext(ctx)
 

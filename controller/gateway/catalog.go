@@ -350,7 +350,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", name)}
 	}
-	ctx = g.withCaller(ctx, req.Session)
+	ctx = g.withCaller(ctx, req.Session, req.Extra)
 	callCtx, done := r.target.callContext(ctx)
 	res, err := r.target.backend.GetPrompt(callCtx, &mcp.GetPromptParams{Name: r.orig, Arguments: req.Params.Arguments})
 	callErr := callCtx.Err()
@@ -372,7 +372,7 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	if t == nil {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	ctx = g.withCaller(ctx, req.Session)
+	ctx = g.withCaller(ctx, req.Session, req.Extra)
 	callCtx, done := t.callContext(ctx)
 	res, err := t.backend.ReadResource(callCtx, &mcp.ReadResourceParams{URI: uri})
 	callErr := callCtx.Err()

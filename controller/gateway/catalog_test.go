@@ -500,34 +500,45 @@ func TestBackendRequestBadCases(t *testing.T) {
 			t.Fatalf("sampling for a client without it: %v", err)
 		}
 	})
-	t.Run("client never answers", func(t *testing.T) {
-		handlerDone := make(chan error, 1)
-		rc := dialRich(t, url, "", func(rc *richClient) {
-			rc.sampling = func(ctx context.Context) (*mcp.CreateMessageResult, error) {
-				<-ctx.Done() // never answers; the gateway must give up
-				handlerDone <- ctx.Err()
-				return nil, ctx.Err()
+	// On both paths: the go-sdk sends the cancellation from a goroutine
+	// (see notices.go); the fast path writes its own.
+	for _, sdkPath := range []bool{false, true} {
+		t.Run(map[bool]string{false: "client never answers", true: "client never answers, go-sdk path"}[sdkPath], func(t *testing.T) {
+			g.noFastPath.Store(sdkPath)
+			defer g.noFastPath.Store(false)
+			handlerDone, giveUp := make(chan error, 1), make(chan struct{})
+			rc := dialRich(t, url, "", func(rc *richClient) {
+				rc.sampling = func(ctx context.Context) (*mcp.CreateMessageResult, error) {
+					select { // never answers; the gateway must give up
+					case <-ctx.Done():
+						handlerDone <- ctx.Err()
+						return nil, ctx.Err()
+					case <-giveUp: // a failed test: the client's Close waits for this handler
+						return nil, errors.New("the test ended")
+					}
+				}
+			})
+			t.Cleanup(func() { close(giveUp) }) // before the client's Close
+			start := time.Now()
+			_, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_sample"})
+			if msg := rpcMessage(err); !strings.Contains(msg, "timed out after 500ms") {
+				t.Fatalf("call whose client never answers sampling: %v", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the call took %v, callTimeout is 500ms", d)
+			}
+			select {
+			case <-handlerDone: // the client's request was cancelled
+			case <-ctx.Done():
+				t.Fatal("the client's sampling request was never cancelled")
+			}
+			// The gateway serves on: the backend and the session are fine.
+			res, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_roots"})
+			if err != nil || textOf(res) != "file:///work/project" {
+				t.Fatalf("a call after the timeout: %+v, %v", res, err)
 			}
 		})
-		start := time.Now()
-		_, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_sample"})
-		if msg := rpcMessage(err); !strings.Contains(msg, "timed out after 500ms") {
-			t.Fatalf("call whose client never answers sampling: %v", err)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("the call took %v, callTimeout is 500ms", d)
-		}
-		select {
-		case <-handlerDone: // the client's request was cancelled
-		case <-ctx.Done():
-			t.Fatal("the client's sampling request was never cancelled")
-		}
-		// The gateway serves on: the backend and the session are fine.
-		res, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_roots"})
-		if err != nil || textOf(res) != "file:///work/project" {
-			t.Fatalf("a call after the timeout: %+v, %v", res, err)
-		}
-	})
+	}
 }
 
 // TestBackendRequestsInRounds: a client of the 2026-07-28 protocol takes no

@@ -29,6 +29,7 @@ const (
 // notification names no request in flight and is ignored.
 func (g *Gateway) cancelOnDisconnect(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(noticesHeader) // the gateway's own (notices.go)
 		session := r.Header.Get(sessionIDHeader)
 		if r.Method != http.MethodPost || session == "" || r.Body == nil {
 			next.ServeHTTP(w, r)
@@ -44,6 +45,11 @@ func (g *Gateway) cancelOnDisconnect(next http.Handler) http.Handler {
 		}
 		r.Body = readCloser{bytes.NewReader(body), r.Body}
 		ids := toolCallIDs(body)
+		if len(ids) > 0 {
+			var forget func()
+			w, forget = g.notices.watch(w, r)
+			defer forget()
+		}
 		next.ServeHTTP(w, r)
 		if len(ids) == 0 || r.Context().Err() == nil {
 			return

@@ -154,6 +154,9 @@ type Gateway struct {
 	// noFastPath turns it off (tests comparing it with the go-sdk path).
 	fastCalls  atomic.Int64
 	noFastPath atomic.Bool
+	// notices are the tools/call POSTs in flight on the go-sdk path
+	// (notices.go).
+	notices streamNotices
 
 	// routes is what the call path reads: an immutable snapshot, replaced on
 	// every change, so a call costs one atomic load and one map lookup and

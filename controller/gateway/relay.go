@@ -192,15 +192,33 @@ type sdkCaller struct {
 	g   *Gateway
 	ss  *mcp.ServerSession
 	ctx context.Context // the client's request
+	// notices counts the cancellations written on the request's stream;
+	// nil where the request has none of its own (notices.go).
+	notices *cancelNotices
 }
 
 // withCaller returns ctx carrying the client session ss as the Caller of
-// the requests sent upstream for it.
-func (g *Gateway) withCaller(ctx context.Context, ss *mcp.ServerSession) context.Context {
+// the requests sent upstream for it; extra is the request's.
+func (g *Gateway) withCaller(ctx context.Context, ss *mcp.ServerSession, extra *mcp.RequestExtra) context.Context {
 	if ss == nil {
 		return ctx
 	}
-	return wire.WithCaller(ctx, &sdkCaller{g: g, ss: ss, ctx: ctx})
+	return wire.WithCaller(ctx, &sdkCaller{g: g, ss: ss, ctx: ctx, notices: g.notices.of(extra)})
+}
+
+// relayed runs a request relayed to the client; when it is given up (its
+// ctx ended), it returns once the go-sdk's notice of that reached the
+// request's stream (see notices.go).
+func relayed[R any](c *sdkCaller, ctx context.Context, send func(context.Context) (R, error)) (R, error) {
+	before := 0
+	if c.notices != nil {
+		before = c.notices.count()
+	}
+	res, err := send(ctx)
+	if err != nil && ctx.Err() != nil && c.notices != nil {
+		c.notices.await(before, noticeWait)
+	}
+	return res, err
 }
 
 func (c *sdkCaller) Client() any { return c.ss }
@@ -212,15 +230,17 @@ func (c *sdkCaller) LogLevel() mcp.LoggingLevel { return c.g.level(c.ss) }
 func (c *sdkCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
 
 func (c *sdkCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
-	return c.ss.CreateMessageWithTools(ctx, p)
+	return relayed(c, ctx, func(ctx context.Context) (*mcp.CreateMessageWithToolsResult, error) {
+		return c.ss.CreateMessageWithTools(ctx, p)
+	})
 }
 
 func (c *sdkCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	return c.ss.Elicit(ctx, p)
+	return relayed(c, ctx, func(ctx context.Context) (*mcp.ElicitResult, error) { return c.ss.Elicit(ctx, p) })
 }
 
 func (c *sdkCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	return c.ss.ListRoots(ctx, p)
+	return relayed(c, ctx, func(ctx context.Context) (*mcp.ListRootsResult, error) { return c.ss.ListRoots(ctx, p) })
 }
 
 // clientCaps is what a client session declared at initialize.
