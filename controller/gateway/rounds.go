@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,6 +33,13 @@ import (
 
 // roundStatePrefix marks a requestState the gateway issued.
 const roundStatePrefix = "tether-round-"
+
+// roundResultKept is how long the state of a call that ended stays valid:
+// a backend call can end while its client is asked a question it no longer
+// needs (a request of the backend's own, related to the call only because
+// the call was in flight), and the client's next round then gets the
+// call's result instead of "no call in flight".
+const roundResultKept = 30 * time.Second
 
 // callRound is a backend call running across a client's requests.
 type callRound struct {
@@ -148,11 +156,13 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		}
 		g.rounds.m[state] = cr
 		g.rounds.mu.Unlock()
-		go func() { // forget the state once the call ended
+		go func() { // forget the state a while after the call ended
 			<-cr.done
-			g.rounds.mu.Lock()
-			delete(g.rounds.m, state)
-			g.rounds.mu.Unlock()
+			time.AfterFunc(roundResultKept, func() {
+				g.rounds.mu.Lock()
+				delete(g.rounds.m, state)
+				g.rounds.mu.Unlock()
+			})
 		}()
 		res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
 		return res, t, err, nil
