@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestReviewTwoRelaysGivenUp: a backend asks the client two sampling
+// requests at once during one call; the client never answers; the call
+// times out. On both paths the client must get notifications/cancelled for
+// both requests.
+func TestReviewTwoRelaysGivenUp(t *testing.T) {
+	a := newRichBackend(t, "a")
+	a.srv.AddTool(&mcp.Tool{Name: "two", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _ = req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+						Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "x"}}}})
+				}()
+			}
+			wg.Wait()
+			return nil, errors.New("sampling failed")
+		})
+	g := New(Options{Logger: testLogger(t)})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	g.Set(Connection{Name: "a", Prefix: "pa", Backend: a.connect(t), CallTimeout: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	defer cancel()
+	for _, sdkPath := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fast", true: "sdk"}[sdkPath], func(t *testing.T) {
+			g.noFastPath.Store(sdkPath)
+			defer g.noFastPath.Store(false)
+			var entered, cancelled atomic.Int32
+			giveUp := make(chan struct{})
+			rc := dialRich(t, url, "", func(rc *richClient) {
+				rc.sampling = func(ctx context.Context) (*mcp.CreateMessageResult, error) {
+					entered.Add(1)
+					select {
+					case <-ctx.Done():
+						cancelled.Add(1)
+						return nil, ctx.Err()
+					case <-giveUp:
+						return nil, errors.New("the test ended")
+					}
+				}
+			})
+			t.Cleanup(func() { close(giveUp) })
+			start := time.Now()
+			_, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_two"})
+			took := time.Since(start)
+			deadline := time.Now().Add(3 * time.Second)
+			for cancelled.Load() < entered.Load() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			t.Logf("call: %v after %v; client requests entered %d, cancelled %d", rpcMessage(err), took.Round(time.Millisecond), entered.Load(), cancelled.Load())
+			if cancelled.Load() != entered.Load() {
+				t.Errorf("client sampling requests: entered %d, cancelled %d: a request the gateway gave up stays open at the client", entered.Load(), cancelled.Load())
+			}
+		})
+	}
+}
