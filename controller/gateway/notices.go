@@ -36,16 +36,20 @@ var cancelledMethod = []byte(`"notifications/cancelled"`)
 type cancelNotices struct {
 	mu   sync.Mutex
 	n    int
+	owed int           // notices the relays given up on this stream wait for
 	more chan struct{} // closed at the next count
 }
 
-func newCancelNotices() *cancelNotices { return &cancelNotices{more: make(chan struct{})} }
-
-func (c *cancelNotices) count() int {
+// owe records one more relay given up on the stream and returns the count
+// of notices below which it is not yet written (its own among them).
+func (c *cancelNotices) owe() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.n
+	c.owed++
+	return c.owed - 1
 }
+
+func newCancelNotices() *cancelNotices { return &cancelNotices{more: make(chan struct{})} }
 
 func (c *cancelNotices) add() {
 	c.mu.Lock()

@@ -210,13 +210,9 @@ func (g *Gateway) withCaller(ctx context.Context, ss *mcp.ServerSession, extra *
 // ctx ended), it returns once the go-sdk's notice of that reached the
 // request's stream (see notices.go).
 func relayed[R any](c *sdkCaller, ctx context.Context, send func(context.Context) (R, error)) (R, error) {
-	before := 0
-	if c.notices != nil {
-		before = c.notices.count()
-	}
 	res, err := send(ctx)
 	if err != nil && ctx.Err() != nil && c.notices != nil {
-		c.notices.await(before, noticeWait)
+		c.notices.await(c.notices.owe(), noticeWait)
 	}
 	return res, err
 }
