@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,5 +69,57 @@ func TestReviewTwoRelaysGivenUp(t *testing.T) {
 				t.Errorf("client sampling requests: entered %d, cancelled %d: a request the gateway gave up stays open at the client", entered.Load(), cancelled.Load())
 			}
 		})
+	}
+}
+
+// TestReviewPromptRelayGivenUp: prompts/get whose backend asks the client
+// for sampling the client never answers (go-sdk path: prompts never take
+// the fast path). Reports what the client gets and whether its sampling
+// request was cancelled.
+func TestReviewPromptRelayGivenUp(t *testing.T) {
+	a := newRichBackend(t, "a")
+	a.srv.AddPrompt(&mcp.Prompt{Name: "ask"},
+		func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			_, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "x"}}}})
+			// The backend's reaction to the cancelled relay: a result.
+			return &mcp.GetPromptResult{Description: fmt.Sprintf("reaction to: %v", err)}, nil
+		})
+	g := New(Options{Logger: testLogger(t)})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	g.Set(Connection{Name: "a", Prefix: "pa", Backend: a.connect(t), CallTimeout: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	defer cancel()
+	var entered, cancelled atomic.Int32
+	giveUp := make(chan struct{})
+	rc := dialRich(t, url, "", func(rc *richClient) {
+		rc.sampling = func(ctx context.Context) (*mcp.CreateMessageResult, error) {
+			entered.Add(1)
+			select {
+			case <-ctx.Done():
+				cancelled.Add(1)
+				return nil, ctx.Err()
+			case <-giveUp:
+				return nil, errors.New("the test ended")
+			}
+		}
+	})
+	t.Cleanup(func() { close(giveUp) })
+	for i := range 10 {
+		start := time.Now()
+		res, err := rc.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "pa_ask"})
+		took := time.Since(start).Round(time.Millisecond)
+		deadline := time.Now().Add(2 * time.Second)
+		for cancelled.Load() < entered.Load() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		desc := ""
+		if res != nil {
+			desc = res.Description
+		}
+		t.Logf("%d (%v): prompt result %q, error %v; client requests entered %d, cancelled %d", i, took, desc, rpcMessage(err), entered.Load(), cancelled.Load())
+	}
+	if cancelled.Load() != entered.Load() {
+		t.Errorf("client sampling requests: entered %d, cancelled %d", entered.Load(), cancelled.Load())
 	}
 }
