@@ -45,11 +45,10 @@ func (g *Gateway) cancelOnDisconnect(next http.Handler) http.Handler {
 		}
 		r.Body = readCloser{bytes.NewReader(body), r.Body}
 		ids := toolCallIDs(body)
-		if len(ids) > 0 {
-			var forget func()
-			w, forget = g.notices.watch(w, r)
-			defer forget()
-		}
+		// Every request's stream, not only tools/call's: prompts/get and
+		// resources/read relay the backend's requests too.
+		w, forget := g.notices.watch(w, r)
+		defer forget()
 		next.ServeHTTP(w, r)
 		if len(ids) == 0 || r.Context().Err() == nil {
 			return
