@@ -35,9 +35,12 @@
 // client of the request in flight it belongs to (wire.Caller, carried in the
 // request's context): exactly when it came on a raw call's own stream, else
 // when all requests in flight carry callers of one client; otherwise the
-// server gets an MCP error that says why. Log messages follow the same rule,
-// and go to the session's wire.Listener when no client can be told; so do
-// resource updates.
+// server gets an MCP error that says why. When the request ends, what is
+// still relayed for it is cancelled, and the request returns once those
+// relays have (at most 1 s: see Session.inFlight), so that the client hears
+// of the cancellation before the request's answer closes its stream. Log
+// messages follow the same rule as relays, and go to the session's
+// wire.Listener when no client can be told; so do resource updates.
 //
 // # Stdio children
 //

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -107,6 +108,8 @@ func deliveryOf(ctx context.Context) *delivery {
 type reachedError struct{ msg string }
 
 func (e *reachedError) Error() string { return e.msg }
+
+func (e *reachedError) Unwrap() error { return wire.ErrCallReached }
 
 // afterDelivery is err, as reachedError when the call had reached its
 // server and err says the session is missing.

@@ -202,8 +202,10 @@ func (r *redactor) Err(err error) error {
 	if err == nil {
 		return nil
 	}
-	var already *redactedError
-	if errors.As(err, &already) && already.r == r {
+	// Only an error that is itself redacted is left as it is: one that
+	// merely wraps a redacted error (the session's end, with the raw error
+	// of the call that met it) has unredacted text of its own.
+	if already, ok := err.(*redactedError); ok && already.r == r {
 		return err
 	}
 	re := &redactedError{r: r, msg: r.String(err.Error()), cause: err}

@@ -54,6 +54,12 @@ func TestRedactedErrorKeepsCause(t *testing.T) {
 	if r.Err(err) != err {
 		t.Error("redacting twice wrapped twice")
 	}
+	// A redacted error wrapped with raw text beside it: the raw text is
+	// redacted too (the session's end, and the call error that met it).
+	both := r.Err(fmt.Errorf("%w (%w)", err, errors.New("retry with hunter22")))
+	if strings.Contains(both.Error(), "hunter22") || !errors.Is(both, cause) {
+		t.Errorf("wrapped: Error() = %q; cause kept: %v", both, errors.Is(both, cause))
+	}
 	if r.Err(nil) != nil {
 		t.Error("Err(nil) != nil")
 	}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/controller/tracing"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -177,6 +178,10 @@ func (g *Gateway) callFailed(ctx context.Context, t *target, name string, err, c
 	switch {
 	case ctx.Err() != nil:
 		result, err = ResultCanceled, callError(fmt.Sprintf("tool %q: call canceled by the client", name))
+	case errors.Is(err, wire.ErrCallReached):
+		// Before the life: the session's end (which ends the life too)
+		// says less than that the call had reached the server.
+		result, err = ResultError, callError(fmt.Sprintf("tool %q: connection %s: %v", name, t.name, err))
 	case t.life.Err() != nil:
 		result, err = ResultError, callError(context.Cause(t.life).Error())
 	case errors.Is(callErr, context.DeadlineExceeded): // also an answer too late (inTime)

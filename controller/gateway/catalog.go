@@ -355,7 +355,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 	res, err := r.target.backend.GetPrompt(callCtx, &mcp.GetPromptParams{Name: r.orig, Arguments: req.Params.Arguments})
 	callErr := callCtx.Err()
 	done()
-	if err != nil || res == nil {
+	if err != nil || res == nil || !inTime(callErr) {
 		if err == nil {
 			err = errors.New("no result")
 		}
@@ -377,7 +377,7 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	res, err := t.backend.ReadResource(callCtx, &mcp.ReadResourceParams{URI: uri})
 	callErr := callCtx.Err()
 	done()
-	if err != nil || res == nil {
+	if err != nil || res == nil || !inTime(callErr) {
 		if err == nil {
 			err = errors.New("no result")
 		}
@@ -420,7 +420,7 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	res, err := t.backend.Complete(callCtx, p)
 	callErr := callCtx.Err()
 	done()
-	if err != nil || res == nil {
+	if err != nil || res == nil || !inTime(callErr) {
 		if err == nil {
 			err = errors.New("no result")
 		}

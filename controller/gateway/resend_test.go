@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,6 +105,15 @@ func TestDeliveredCallIsNotSentAgain(t *testing.T) {
 				c := rawSession(t, g, url, "")
 				st, m := c.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p_work"}}`)
 				t.Logf("fast=%v: %d %s; the tool ran %d times", fast, st, m, execs.Load())
+				// The backend's session id never reaches the caller.
+				if n := strings.Count(string(m), "session ID: "); n != strings.Count(string(m), "session ID: [redacted]") {
+					t.Errorf("a backend session id reached the caller: %s", m)
+				}
+				// It fails, saying so; or, when the session's end reached
+				// the gateway first, that the connection is down.
+				if !strings.Contains(string(m), "the server had taken the call") && !strings.Contains(string(m), "connection p is not connected") {
+					t.Errorf("the caller's error says neither that the call had reached the server nor that the connection is down: %s", m)
+				}
 				if n := execs.Load(); n != 1 {
 					t.Errorf("a call the backend had received ran %d times", n)
 				}

@@ -9,6 +9,7 @@ package wire
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -64,3 +65,9 @@ type Listener interface {
 	ResourceUpdated(p *mcp.ResourceUpdatedNotificationParams)
 	Log(p *mcp.LoggingMessageParams)
 }
+
+// ErrCallReached is in the error of a tools/call that reached its server
+// before the server lost the session (it restarted while the call ran):
+// the gateway does not send such a call again, since the tool may have run,
+// and the caller's error says so.
+var ErrCallReached = errors.New("the server had taken the call")
