@@ -154,7 +154,7 @@ type Gateway struct {
 	// noFastPath turns it off (tests comparing it with the go-sdk path).
 	fastCalls  atomic.Int64
 	noFastPath atomic.Bool
-	// notices are the tools/call POSTs in flight on the go-sdk path
+	// notices are the session POSTs in flight on the go-sdk path
 	// (notices.go).
 	notices streamNotices
 

@@ -10,8 +10,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A request the gateway relays to a client for a tool call (sampling,
-// elicitation, roots) goes on that call's own response stream, and so does
+// A request the gateway relays to a client for one of its calls (sampling,
+// elicitation, roots during tools/call, prompts/get, resources/read) goes
+// on that call's own response stream, and so does
 // the notifications/cancelled the go-sdk sends when the relay is given up
 // (the call timed out or ended). The go-sdk sends that notice from a
 // goroutine of its own, and drops it once the call's answer has been
@@ -20,9 +21,9 @@ import (
 // call's stream has carried the notice; the call's answer comes after (the
 // connection's end of a request waits for its relays).
 
-// noticesHeader names, on a tools/call POST as the go-sdk hands it to the
-// tool handler, the cancelNotices of that POST's response stream. Set by
-// the gateway only; a client's own is removed.
+// noticesHeader names, on a session POST as the go-sdk hands it to the
+// request's handler, the cancelNotices of that POST's response stream. Set
+// by the gateway only; a client's own is removed.
 const noticesHeader = "Tether-Internal-Stream"
 
 // noticeWait bounds the wait for a notice: below the connection's bound on
@@ -101,7 +102,7 @@ func (w noticeWriter) Flush() {
 
 func (w noticeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// streamNotices is the gateway's table of the tools/call POSTs in flight.
+// streamNotices is the gateway's table of the session POSTs in flight.
 type streamNotices struct {
 	mu  sync.Mutex
 	seq uint64
