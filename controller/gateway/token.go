@@ -73,6 +73,10 @@ func (t *bearerToken) watch(ctx context.Context, resync time.Duration) {
 		defer w.Close()
 		events, errs = w.Events, w.Errors
 	}
+	// What changed between the first read and the watch: read again now
+	// that events are caught (a rotation right after start waited for the
+	// resync before).
+	t.reload()
 	tick := time.NewTicker(resync)
 	defer tick.Stop()
 	for {
