@@ -45,31 +45,14 @@ func TestTwoRelaysGivenUp(t *testing.T) {
 		t.Run(map[bool]string{false: "fast", true: "sdk"}[sdkPath], func(t *testing.T) {
 			g.noFastPath.Store(sdkPath)
 			defer g.noFastPath.Store(false)
-			var entered, cancelled atomic.Int32
-			giveUp := make(chan struct{})
-			rc := dialRich(t, url, "", func(rc *richClient) {
-				rc.sampling = func(ctx context.Context) (*mcp.CreateMessageResult, error) {
-					entered.Add(1)
-					select {
-					case <-ctx.Done():
-						cancelled.Add(1)
-						return nil, ctx.Err()
-					case <-giveUp:
-						return nil, errors.New("the test ended")
-					}
-				}
-			})
-			t.Cleanup(func() { close(giveUp) })
+			m := dialMuted(t, url)
 			start := time.Now()
-			_, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_two"})
+			_, err := m.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_two"})
 			took := time.Since(start)
-			deadline := time.Now().Add(3 * time.Second)
-			for cancelled.Load() < entered.Load() && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			t.Logf("call: %v after %v; client requests entered %d, cancelled %d", rpcMessage(err), took.Round(time.Millisecond), entered.Load(), cancelled.Load())
-			if cancelled.Load() != entered.Load() {
-				t.Errorf("client sampling requests: entered %d, cancelled %d: a request the gateway gave up stays open at the client", entered.Load(), cancelled.Load())
+			entered, cancelled := m.waitCancelled(3 * time.Second)
+			t.Logf("call: %v after %v; client requests entered %d, cancelled %d", rpcMessage(err), took.Round(time.Millisecond), entered, cancelled)
+			if cancelled != entered {
+				t.Errorf("client sampling requests: entered %d, cancelled %d: a request the gateway gave up stays open at the client", entered, cancelled)
 			}
 		})
 	}
@@ -93,39 +76,61 @@ func TestPromptRelayGivenUp(t *testing.T) {
 	g.Set(Connection{Name: "a", Prefix: "pa", Backend: a.connect(t), CallTimeout: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 	defer cancel()
-	var entered, cancelled atomic.Int32
-	giveUp := make(chan struct{})
-	rc := dialRich(t, url, "", func(rc *richClient) {
-		rc.sampling = func(ctx context.Context) (*mcp.CreateMessageResult, error) {
-			entered.Add(1)
-			select {
-			case <-ctx.Done():
-				cancelled.Add(1)
-				return nil, ctx.Err()
-			case <-giveUp:
-				return nil, errors.New("the test ended")
-			}
-		}
-	})
-	t.Cleanup(func() { close(giveUp) })
+	m := dialMuted(t, url)
+	var entered, cancelled int32
 	for i := range 10 {
 		start := time.Now()
-		res, err := rc.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "pa_ask"})
+		res, err := m.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "pa_ask"})
 		took := time.Since(start).Round(time.Millisecond)
-		deadline := time.Now().Add(2 * time.Second)
-		for cancelled.Load() < entered.Load() && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		entered, cancelled = m.waitCancelled(2 * time.Second)
 		desc := ""
 		if res != nil {
 			desc = res.Description
 		}
-		t.Logf("%d (%v): prompt result %q, error %v; client requests entered %d, cancelled %d", i, took, desc, rpcMessage(err), entered.Load(), cancelled.Load())
+		t.Logf("%d (%v): prompt result %q, error %v; client requests entered %d, cancelled %d", i, took, desc, rpcMessage(err), entered, cancelled)
 		if msg := rpcMessage(err); !strings.Contains(msg, "timed out after 300ms") {
 			t.Errorf("%d: prompt result %q, error %q; want the timeout", i, desc, msg)
 		}
 	}
-	if cancelled.Load() != entered.Load() {
-		t.Errorf("client sampling requests: entered %d, cancelled %d", entered.Load(), cancelled.Load())
+	if cancelled != entered {
+		t.Errorf("client sampling requests: entered %d, cancelled %d", entered, cancelled)
 	}
+}
+
+// mutedClient is a client that never answers sampling: it counts the
+// requests it got and those that were cancelled.
+type mutedClient struct {
+	*richClient
+	entered, cancelled atomic.Int32
+}
+
+// dialMuted connects a mutedClient to the gateway at url.
+func dialMuted(t *testing.T, url string) *mutedClient {
+	t.Helper()
+	m := &mutedClient{}
+	giveUp := make(chan struct{})
+	m.richClient = dialRich(t, url, "", func(rc *richClient) {
+		rc.sampling = func(ctx context.Context) (*mcp.CreateMessageResult, error) {
+			m.entered.Add(1)
+			select {
+			case <-ctx.Done():
+				m.cancelled.Add(1)
+				return nil, ctx.Err()
+			case <-giveUp: // a failed test: the client's Close waits for this handler
+				return nil, errors.New("the test ended")
+			}
+		}
+	})
+	t.Cleanup(func() { close(giveUp) }) // before the client's Close
+	return m
+}
+
+// waitCancelled waits, at most within, until every request the client got
+// was cancelled, and returns the counts.
+func (m *mutedClient) waitCancelled(within time.Duration) (entered, cancelled int32) {
+	deadline := time.Now().Add(within)
+	for m.cancelled.Load() < m.entered.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return m.entered.Load(), m.cancelled.Load()
 }
