@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/spec"
@@ -133,10 +134,7 @@ func (s *Snapshot) warnf(format string, args ...any) {
 }
 
 func (s *Snapshot) loadFile(src Source, file string, owners map[string]string) {
-	data, fi, err := manifest.ReadFile(file, spec.MaxFileSize)
-	if err == nil && data == nil {
-		err = fmt.Errorf("file is %d bytes, over the limit of %d", fi.Size(), spec.MaxFileSize)
-	}
+	data, fi, err := boundedfile.Read(file, spec.MaxFileSize)
 	if err != nil {
 		s.warnf("%s: cannot read: %v", file, manifest.ErrorReason(err))
 		return
