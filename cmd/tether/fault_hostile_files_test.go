@@ -207,7 +207,11 @@ func TestHostileStateDir(t *testing.T) {
 	tt.waitLogLine(t, 20*time.Second, "running without a state directory", "state directory "+state+" is refused",
 		"writable by group or others (mode 0777)")
 	// With the planted spec taken, victim would run it and show Connected.
-	waitStatus(t, victim, "victim", 20*time.Second, "Invalid", phaseIs(spec.PhaseInvalid))
+	// Its status says what kept it from a last valid spec.
+	waitStatus(t, victim, "victim", 20*time.Second, "Invalid, naming the refused state directory", func(st spec.ConnectionStatus) bool {
+		return st.Phase == spec.PhaseInvalid && containsAll(st.ManifestError, "spec.helthCheck: unknown field",
+			"(no last valid spec is kept: state directory "+state+" is refused", "writable by group or others (mode 0777)")
+	})
 	waitStatus(t, good, "good", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	waitReady(t, ep)
 	if _, err := os.Stat(marker); err == nil {

@@ -206,7 +206,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 	})
-	stateDir := openState(o, log)
+	stateDir, stateErr := openState(o, log)
 	var ledger *connection.GroupLedger
 	var lastValid manifest.LastValidStore
 	var catalogs controller.CatalogStore
@@ -258,6 +258,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			Resync:         o.resync,
 			Selector:       selector,
 			LastValid:      lastValid,
+			NoLastValid:    refusedState(stateErr),
 			ManifestErrors: m.SetManifestErrors,
 			// A document whose name another file declares gets an Invalid
 			// status document that says so.
@@ -364,17 +365,17 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 // openState opens the state directory. tether runs without one when it
 // cannot be used, and says so: what it keeps there is a help, not a need
 // (but OAuth logins need it).
-func openState(o *runOptions, log *slog.Logger) *state.Dir {
+func openState(o *runOptions, log *slog.Logger) (*state.Dir, error) {
 	path := stateDirPath(o.stateDir, o.statusDir, o.dir)
 	if o.stateDir == "" && o.kubernetes {
 		// No directory to put it under, and a pod's root filesystem is
 		// read-only: the objects keep what a cluster needs.
-		return nil
+		return nil, nil
 	}
 	d, err := state.Open(path, o.maxStateFile)
 	if err != nil {
 		log.Warn("running without a state directory: last valid specs, servers' catalogs and children's process groups are not kept across restarts (OnDemand servers start at start-up), and OAuth logins cannot be used", "err", err)
-		return nil
+		return nil, err
 	}
 	// Before anything writes there: what a tether killed while it wrote
 	// left behind.
@@ -385,7 +386,17 @@ func openState(o *runOptions, log *slog.Logger) *state.Dir {
 	if err != nil {
 		log.Warn("looking for temporary files a previous tether left in the state directory", "err", err)
 	}
-	return d
+	return d, nil
+}
+
+// refusedState is why no last valid spec is kept when the state directory
+// was refused as not tether's alone (its error says so), for the status of
+// the connections it would have kept; "" otherwise.
+func refusedState(err error) string {
+	if errors.Is(err, state.ErrRefused) {
+		return err.Error()
+	}
+	return ""
 }
 
 // stateDirPath is --state-dir, by default .tether under --status-dir, else

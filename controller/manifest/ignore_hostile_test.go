@@ -132,3 +132,37 @@ func TestSourceReportsBadIgnoreFileOnce(t *testing.T) {
 		t.Errorf("broken again after a fix: logged %d times in all, want 3:\n%s", n, logs.String())
 	}
 }
+
+// TestSourceSaysWhyNoLastValid: with the state directory refused, a
+// connection that has no valid spec says why none was kept; a valid one
+// and one invalid now but valid before keep their messages as they are.
+func TestSourceSaysWhyNoLastValid(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, name+".yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("good", manifest("good", ""))
+	write("bad", manifest("bad", "  helthCheck: {}\n"))
+	write("later", manifest("later", ""))
+	d := desired.NewStore()
+	src := NewSource(SourceOptions{Root: root, NoLastValid: "state directory X is refused"}, d)
+	if err := src.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	write("later", manifest("later", "  helthCheck: {}\n"))
+	if err := src.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := d.Get("bad"); e.Conn != nil || !strings.HasSuffix(e.ManifestError, "spec.helthCheck: unknown field (no last valid spec is kept: state directory X is refused)") {
+		t.Errorf("bad: %q", e.ManifestError)
+	}
+	if e, _ := d.Get("later"); e.Conn == nil || !strings.HasSuffix(e.ManifestError, "spec.helthCheck: unknown field") {
+		t.Errorf("later (valid before): %q", e.ManifestError)
+	}
+	if e, _ := d.Get("good"); e.Conn == nil || e.ManifestError != "" {
+		t.Errorf("good: %+v", e)
+	}
+}

@@ -44,6 +44,11 @@ type SourceOptions struct {
 	// manifest that is invalid when tether starts keeps its connection on
 	// its last valid spec, as it does while tether runs.
 	LastValid LastValidStore
+	// NoLastValid, when LastValid is nil because the state directory was
+	// refused, says why: a connection that has no valid spec to keep then
+	// says it in its manifestError, so its status tells what a last valid
+	// spec would have saved it from.
+	NoLastValid string
 	// OnRejected receives, after a listing that changed them, every file's
 	// rejected documents (see Rejected), so their status can say why.
 	OnRejected func(byFile map[string][]Rejected)
@@ -404,6 +409,14 @@ func (s *Source) sync() ([]string, error) {
 		}
 	}
 	next, problems, rejected := Resolve(prev, files)
+	if s.opts.NoLastValid != "" {
+		for name, e := range next {
+			if e.Conn == nil && e.ManifestError != "" {
+				e.ManifestError += " (no last valid spec is kept: " + s.opts.NoLastValid + ")"
+				next[name] = e
+			}
+		}
+	}
 	changed := s.desired.Replace(next)
 	s.saveLastValid(next)
 	s.problems = problems

@@ -55,6 +55,10 @@ var subdirs = []string{"specs", "catalogs", "groups", "tokens"}
 // spec.MaxFileSize) and a catalog of thousands of tools.
 const DefaultMaxFileSize = 64 << 20
 
+// ErrRefused is wrapped by Open's error for a directory that is not
+// tether's alone.
+var ErrRefused = errors.New("is refused")
+
 // Open makes the directory (mode 0700) when missing and checks that tether
 // can write there; a read-only one is an error that names it. An existing
 // one must be tether's alone: owned by tether's user and not writable by
@@ -82,7 +86,7 @@ func Open(path string, maxFile int64) (*Dir, error) {
 			err = boundedfile.CheckPrivate(fi)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("state directory %s is refused, nothing in it is used: %s: %v (it must be tether's user's and mode 0700: fix it, or remove it for tether to make it anew)", path, p, errorReason(err))
+			return nil, fmt.Errorf("state directory %s %w, nothing in it is used: %s: %v (it must be tether's user's and mode 0700: fix it, or remove it for tether to make it anew)", path, ErrRefused, p, errorReason(err))
 		}
 	}
 	probe, err := os.CreateTemp(path, ".probe-*")

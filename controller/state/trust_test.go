@@ -3,6 +3,7 @@
 package state
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,7 +37,7 @@ func TestOpenRefusesAStateDirOthersCanWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			d, err := Open(root, 0)
-			if d != nil || err == nil {
+			if d != nil || !errors.Is(err, ErrRefused) {
 				t.Fatalf("Open = %v, %v; want it refused", d, err)
 			}
 			for _, want := range []string{"state directory " + root + " is refused", filepath.Clean(bad) + ": writable by group or others (mode 0777)"} {
