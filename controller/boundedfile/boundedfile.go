@@ -81,15 +81,20 @@ func Open(path string) (*os.File, fs.FileInfo, error) {
 
 // kind names what a path that is not a regular file is, for its error.
 func kind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
+	for _, k := range kinds {
+		if m&k.bit != 0 {
+			return k.name
+		}
 	}
 	return "mode " + m.String()
+}
+
+var kinds = []struct {
+	bit  fs.FileMode
+	name string
+}{
+	{fs.ModeDir, "a directory"},
+	{fs.ModeNamedPipe, "a named pipe"},
+	{fs.ModeSocket, "a socket"},
+	{fs.ModeDevice, "a device"},
 }
