@@ -156,3 +156,15 @@ func TestRemoveTemporaries(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A file where tether keeps a directory is refused too.
+func TestOpenRefusesAFileForASubdirectory(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "specs"), "")
+	if _, err := Open(root, 0); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), filepath.Join(root, "specs")+": not a directory") {
+		t.Errorf("Open with a file as specs: %v", err)
+	}
+}
