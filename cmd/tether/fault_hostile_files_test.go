@@ -78,7 +78,8 @@ func runTetherCmd(t *testing.T, args ...string) (int, string) {
 // start-up (nothing connected, /readyz 503, nothing logged) and tether
 // validate; one linked to /dev/zero was read without end. Now each is
 // logged as unusable, its directory is listed without its rules, the other
-// manifests connect, /readyz turns ready, and validate reports both.
+// manifests connect, /readyz turns ready, tether get warns and validate
+// reports both.
 func TestHostileIgnoreFiles(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, ".tetherignore")
@@ -98,7 +99,12 @@ func TestHostileIgnoreFiles(t *testing.T) {
 	waitStatus(t, team, "team", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	waitReady(t, ep)
 
-	code, out := runTetherCmd(t, "validate", dir)
+	code, out := runTetherCmd(t, "get", "--dir", dir)
+	if code != 0 || !strings.Contains(out, fifo+": cannot use this ignore file: not a regular file (a named pipe)") {
+		t.Errorf("tether get exited %d, without a warning about %s:\n%s", code, fifo, out)
+	}
+
+	code, out = runTetherCmd(t, "validate", dir)
 	if code != 1 {
 		t.Errorf("tether validate exited %d, want 1:\n%s", code, out)
 	}

@@ -3,7 +3,9 @@ package statusview
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -115,6 +117,10 @@ func Load(src Source) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("listing %s: %w", src.Dir, err)
 	}
 	var snap Snapshot
+	// tether run lists these directories without the file's rules too.
+	for _, f := range slices.Sorted(maps.Keys(tree.BadIgnoreFiles)) {
+		snap.warnf("%s: cannot use this ignore file: %v", f, manifest.ErrorReason(tree.BadIgnoreFiles[f]))
+	}
 	owners := map[string]string{} // name → the first file (in path order) that declares it, as tether run decides
 	for _, file := range tree.Files {
 		snap.loadFile(src, file, owners)
