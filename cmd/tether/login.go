@@ -75,7 +75,7 @@ func runLogin(ctx context.Context, o *loginOptions, name string, stdout, stderr 
 	case h.OAuth.ClientCredentials != nil:
 		return fmt.Errorf("connection %s uses spec.http.oauth.clientCredentials: tether gets its tokens by itself, no login needed", name)
 	}
-	sd, err := state.Open(stateDirPath(o.stateDir, o.statusDir, o.dir))
+	sd, err := state.Open(stateDirPath(o.stateDir, o.statusDir, o.dir), 0)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,8 @@ type runOptions struct {
 	kubeconfig    string
 	leaderElect   bool
 	lease         kubernetes.LeaderElectionOptions
+
+	maxStateFile int64 // Limits on files (docs/contract.md)
 }
 
 func newRunCmd() *cobra.Command {
@@ -120,6 +122,9 @@ status.`,
 	f.DurationVar(&o.lease.LeaseDuration, "leader-elect-lease-duration", kubernetes.DefaultLeaseDuration, "how long the other replicas wait after the leader's last renewal before one takes over")
 	f.DurationVar(&o.lease.RenewDeadline, "leader-elect-renew-deadline", kubernetes.DefaultRenewDeadline, "how long the leader keeps trying to renew before it stops writing status")
 	f.DurationVar(&o.lease.RetryPeriod, "leader-elect-retry-period", kubernetes.DefaultRetryPeriod, "how often replicas try to take or renew the Lease")
+
+	// Limits on files (docs/contract.md, 5a).
+	f.Int64Var(&o.maxStateFile, "max-state-file-size", state.DefaultMaxFileSize, "largest file read from the state directory (a saved spec or catalog); a bigger one is ignored with an error naming it")
 	return cmd
 }
 
@@ -201,7 +206,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 	})
-	stateDir := openState(o, log)
+	stateDir, stateErr := openState(o, log)
 	var ledger *connection.GroupLedger
 	var lastValid manifest.LastValidStore
 	var catalogs controller.CatalogStore
@@ -238,12 +243,22 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	} else {
 		files := statusfile.NewWriter(o.dir, o.statusDir, store.At)
 		status = files
+		// Before the first status write: what a tether killed while it
+		// wrote one left behind.
+		removed, err := files.RemoveTemporaries()
+		if len(removed) > 0 {
+			log.Info("removed temporary status files a previous tether left", "files", removed)
+		}
+		if err != nil {
+			log.Warn("looking for temporary status files a previous tether left", "err", err)
+		}
 		source = manifest.NewSource(manifest.SourceOptions{
 			Root:           o.dir,
 			Logger:         log,
 			Resync:         o.resync,
 			Selector:       selector,
 			LastValid:      lastValid,
+			NoLastValid:    refusedState(stateErr),
 			ManifestErrors: m.SetManifestErrors,
 			// A document whose name another file declares gets an Invalid
 			// status document that says so.
@@ -350,19 +365,38 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 // openState opens the state directory. tether runs without one when it
 // cannot be used, and says so: what it keeps there is a help, not a need
 // (but OAuth logins need it).
-func openState(o *runOptions, log *slog.Logger) *state.Dir {
+func openState(o *runOptions, log *slog.Logger) (*state.Dir, error) {
 	path := stateDirPath(o.stateDir, o.statusDir, o.dir)
 	if o.stateDir == "" && o.kubernetes {
 		// No directory to put it under, and a pod's root filesystem is
 		// read-only: the objects keep what a cluster needs.
-		return nil
+		return nil, nil
 	}
-	d, err := state.Open(path)
+	d, err := state.Open(path, o.maxStateFile)
 	if err != nil {
 		log.Warn("running without a state directory: last valid specs, servers' catalogs and children's process groups are not kept across restarts (OnDemand servers start at start-up), and OAuth logins cannot be used", "err", err)
-		return nil
+		return nil, err
 	}
-	return d
+	// Before anything writes there: what a tether killed while it wrote
+	// left behind.
+	removed, err := d.RemoveTemporaries()
+	if len(removed) > 0 {
+		log.Info("removed temporary files a previous tether left in the state directory", "files", removed)
+	}
+	if err != nil {
+		log.Warn("looking for temporary files a previous tether left in the state directory", "err", err)
+	}
+	return d, nil
+}
+
+// refusedState is why no last valid spec is kept when the state directory
+// was refused as not tether's alone (its error says so), for the status of
+// the connections it would have kept; "" otherwise.
+func refusedState(err error) string {
+	if errors.Is(err, state.ErrRefused) {
+		return err.Error()
+	}
+	return ""
 }
 
 // stateDirPath is --state-dir, by default .tether under --status-dir, else

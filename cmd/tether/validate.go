@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -96,6 +98,11 @@ func validatePaths(paths []string) *validation {
 			files = tree.Files
 			for dir, err := range tree.Unreadable {
 				v.fileProblem(dir, "cannot walk: "+manifest.ErrorReason(err).Error())
+			}
+			// tether run lists the directory without the file's rules, and
+			// says so: a problem here too, as what it would ignore is not.
+			for _, file := range slices.Sorted(maps.Keys(tree.BadIgnoreFiles)) {
+				v.fileProblem(file, "cannot use this ignore file: "+manifest.ErrorReason(tree.BadIgnoreFiles[file]).Error())
 			}
 			if len(files) == 0 && len(tree.Unreadable) == 0 {
 				v.empty = append(v.empty, p)

@@ -158,7 +158,7 @@ func TestValidateHostileFiles(t *testing.T) {
 	}{
 		{"huge", huge, 1, huge + ": file is 3000000 bytes, over the limit of 1048576\n"},
 		{"junk", junk, 1, junk + ":1: not a text file: NUL byte (binary or UTF-16 content)\n"},
-		{"device", os.DevNull, 1, os.DevNull + ": cannot read: not a regular file\n"},
+		{"device", os.DevNull, 1, os.DevNull + ": cannot read: not a regular file (a device)\n"},
 		{"empty directory", empty, 0, "warning: " + empty + ": no manifests found\n"},
 	}
 	for _, tt := range tests {

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -63,6 +63,11 @@ func resolveValues(ctx context.Context, what string, vars []spec.EnvVar, src val
 	return out, nil
 }
 
+// MaxSecretFileSize bounds a valueFrom.file (docs/contract.md, Limits on
+// files): Linux refuses an environment string over 128 KiB
+// (MAX_ARG_STRLEN), so a bigger secret could not be passed anyway.
+const MaxSecretFileSize = 128 << 10
+
 func resolveValue(ctx context.Context, v spec.EnvVar, src valueSources) (string, error) {
 	switch {
 	case v.Value != nil && v.ValueFrom != nil:
@@ -78,7 +83,9 @@ func resolveValue(ctx context.Context, v spec.EnvVar, src valueSources) (string,
 		if !filepath.IsAbs(file) && src.baseDir != "" {
 			file = filepath.Join(src.baseDir, file)
 		}
-		b, err := os.ReadFile(file)
+		// Bounded and without blocking: a FIFO held the connection in
+		// Connecting past --connect-timeout, a link to /dev/zero had no end.
+		b, _, err := boundedfile.Read(file, MaxSecretFileSize)
 		if err != nil {
 			// The *PathError names the file and the reason, not the content.
 			return "", fmt.Errorf("valueFrom.file: %w", err)

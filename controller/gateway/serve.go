@@ -9,11 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/boundedfile"
 )
 
 // Path is where Serve mounts the MCP endpoint.
@@ -213,9 +214,13 @@ const subscriptionPrune = 30 * time.Second
 // an event.
 const tokenResync = 30 * time.Second
 
+// maxTokenFileSize bounds the auth token file (docs/contract.md, Limits
+// on files): a token is a line; a FIFO or /dev/zero must not hold start-up.
+const maxTokenFileSize = 64 << 10
+
 // readToken reads a bearer token file. Errors name the file, never its content.
 func readToken(file string) ([]byte, error) {
-	b, err := os.ReadFile(file)
+	b, _, err := boundedfile.Read(file, maxTokenFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: auth token file: %w", err)
 	}

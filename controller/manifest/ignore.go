@@ -1,10 +1,14 @@
 package manifest
 
 import (
-	"os"
+	"errors"
+	"io/fs"
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/tether-mcp/tether/controller/boundedfile"
+	"github.com/tether-mcp/tether/spec"
 )
 
 // IgnoreFile excludes paths from a manifest tree, as Flux's .sourceignore
@@ -23,10 +27,16 @@ type ignoreRule struct {
 	anchor  bool // pattern has a slash: match the relative path
 }
 
-func readIgnoreFile(dir string) []ignoreRule {
-	data, err := os.ReadFile(filepath.Join(dir, IgnoreFile))
+// readIgnoreFile reads dir's ignore file, if any, under the limit of a
+// manifest file: a FIFO, device or huge file there is an error naming it,
+// never a hang or a read without end (docs/contract.md, Limits on files).
+func readIgnoreFile(dir string) ([]ignoreRule, error) {
+	data, _, err := boundedfile.Read(filepath.Join(dir, IgnoreFile), spec.MaxFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var rules []ignoreRule
 	for _, line := range strings.Split(string(data), "\n") {
@@ -49,7 +59,7 @@ func readIgnoreFile(dir string) []ignoreRule {
 		r.pattern = line
 		rules = append(rules, r)
 	}
-	return rules
+	return rules, nil
 }
 
 func ignored(rules []ignoreRule, p string, isDir bool) bool {

@@ -3,11 +3,11 @@ package manifest
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -59,42 +59,15 @@ func (o StatusOwners) Claim(manifest string) error {
 	return nil
 }
 
-// ReadFile reads a regular file of at most limit bytes. For a larger file it
-// reads nothing and returns only its size (data nil, err nil), so the
-// caller can say how big it is. A FIFO or device is refused: reading it
-// could block or never end.
-func ReadFile(path string, limit int64) (data []byte, fi os.FileInfo, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	fi, err = f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fi, errors.New("not a regular file")
-	}
-	if fi.Size() > limit {
-		return nil, fi, nil
-	}
-	// The file may grow between Stat and read: read one byte past the
-	// limit, so that the caller still sees that it is too big.
-	data, err = io.ReadAll(io.LimitReader(f, limit+1))
-	return data, fi, err
-}
-
 // Decode reads and decodes one manifest file, bounded by spec.MaxFileSize.
 func Decode(path string) ([]spec.Document, error) {
-	data, fi, err := ReadFile(path, spec.MaxFileSize)
+	data, _, err := boundedfile.Read(path, spec.MaxFileSize)
+	var tooLarge *boundedfile.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return spec.OversizedFile(path, tooLarge.Size), nil
+	}
 	if err != nil {
 		return nil, err
-	}
-	if data == nil {
-		if docs := spec.OversizedFile(path, fi.Size()); docs != nil {
-			return docs, nil
-		}
 	}
 	return spec.DecodeFile(path, data), nil
 }

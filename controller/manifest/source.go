@@ -15,6 +15,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -43,6 +44,11 @@ type SourceOptions struct {
 	// manifest that is invalid when tether starts keeps its connection on
 	// its last valid spec, as it does while tether runs.
 	LastValid LastValidStore
+	// NoLastValid, when LastValid is nil because the state directory was
+	// refused, says why: a connection that has no valid spec to keep then
+	// says it in its manifestError, so its status tells what a last valid
+	// spec would have saved it from.
+	NoLastValid string
 	// OnRejected receives, after a listing that changed them, every file's
 	// rejected documents (see Rejected), so their status can say why.
 	OnRejected func(byFile map[string][]Rejected)
@@ -78,14 +84,15 @@ type Source struct {
 	log     *slog.Logger
 
 	// owned by the Run goroutine
-	cache    map[string]cachedFile
-	watched  map[string]fileID // directory → the directory it named when its watch was added
-	lastDirs []string          // the directories of the last full listing
-	prevErr  map[string]string
-	counted  map[string]int        // files reported to ManifestErrors → their count
-	problems Problems              // of the last listing
-	rejected map[string][]Rejected // of the last listing
-	saved    map[string]savedRef   // what LastValid holds; nil until loaded
+	cache     map[string]cachedFile
+	watched   map[string]fileID // directory → the directory it named when its watch was added
+	lastDirs  []string          // the directories of the last full listing
+	prevErr   map[string]string
+	counted   map[string]int        // files reported to ManifestErrors → their count
+	problems  Problems              // of the last listing
+	rejected  map[string][]Rejected // of the last listing
+	saved     map[string]savedRef   // what LastValid holds; nil until loaded
+	badIgnore map[string]string     // ignore files that cannot be used → why, as logged
 
 	// afterList, if set (tests), runs between a listing and its watches.
 	afterList func(dirs []string)
@@ -348,6 +355,7 @@ func (s *Source) sync() ([]string, error) {
 		// is unknown, not gone. Keep every connection and every watch.
 		return s.lastDirs, err
 	}
+	s.reportBadIgnoreFiles(tree.BadIgnoreFiles)
 	files := make([]File, 0, len(tree.Files))
 	seen := make(map[string]bool, len(tree.Files))
 	statusOwners := StatusOwners{}
@@ -401,6 +409,14 @@ func (s *Source) sync() ([]string, error) {
 		}
 	}
 	next, problems, rejected := Resolve(prev, files)
+	if s.opts.NoLastValid != "" {
+		for name, e := range next {
+			if e.Conn == nil && e.ManifestError != "" {
+				e.ManifestError += " (no last valid spec is kept: " + s.opts.NoLastValid + ")"
+				next[name] = e
+			}
+		}
+	}
 	changed := s.desired.Replace(next)
 	s.saveLastValid(next)
 	s.problems = problems
@@ -417,14 +433,15 @@ func (s *Source) sync() ([]string, error) {
 
 // load reads one file, reusing the last decode when its bytes did not change.
 func (s *Source) load(path string) File {
-	data, fi, err := ReadFile(path, spec.MaxFileSize)
+	data, _, err := boundedfile.Read(path, spec.MaxFileSize)
+	var tooLarge *boundedfile.TooLargeError
+	if errors.As(err, &tooLarge) {
+		delete(s.cache, path)
+		return File{Path: path, Docs: spec.OversizedFile(path, tooLarge.Size)}
+	}
 	if err != nil {
 		delete(s.cache, path)
-		return File{Path: path, Err: fmt.Errorf("%s: %w", path, err)}
-	}
-	if data == nil {
-		delete(s.cache, path)
-		return File{Path: path, Docs: spec.OversizedFile(path, fi.Size())}
+		return File{Path: path, Err: fmt.Errorf("%s: %w", path, ErrorReason(err))}
 	}
 	sum := sha256.Sum256(data)
 	if c, ok := s.cache[path]; ok && c.sum == sum {
@@ -443,6 +460,27 @@ func (s *Source) load(path string) File {
 	}
 	s.cache[path] = cachedFile{sum: sum, docs: docs}
 	return File{Path: path, Docs: docs}
+}
+
+// reportBadIgnoreFiles logs each ignore file that cannot be used once,
+// when why changes; the listing went on without its rules.
+func (s *Source) reportBadIgnoreFiles(bad map[string]error) {
+	for file, err := range bad {
+		why := ErrorReason(err).Error()
+		if s.badIgnore[file] == why {
+			continue
+		}
+		if s.badIgnore == nil {
+			s.badIgnore = map[string]string{}
+		}
+		s.badIgnore[file] = why
+		s.log.Error("cannot use an ignore file: its directory is listed without its rules", "file", file, "err", why)
+	}
+	for file := range s.badIgnore {
+		if _, ok := bad[file]; !ok {
+			delete(s.badIgnore, file)
+		}
+	}
 }
 
 // reportFileErrors logs each file's problems once, when they change.

@@ -20,6 +20,10 @@ type Tree struct {
 	// listed (permissions, a passing EMFILE), with why. What they held is
 	// unknown, not gone: the source keeps the connections declared there.
 	Unreadable map[string]error
+	// BadIgnoreFiles are the .tetherignore files that cannot be used (not
+	// a regular file, too big, unreadable), with why. Their directories
+	// are listed without their rules: one bad file must not hide a tree.
+	BadIgnoreFiles map[string]error
 }
 
 // ListTree walks root recursively and returns the manifests below it. Hidden
@@ -52,7 +56,14 @@ func ListTree(root string) (Tree, error) {
 			seen[id] = true
 		}
 		t.Dirs = append(t.Dirs, dir)
-		if more := readIgnoreFile(dir); more != nil {
+		more, err := readIgnoreFile(dir)
+		if err != nil {
+			if t.BadIgnoreFiles == nil {
+				t.BadIgnoreFiles = map[string]error{}
+			}
+			t.BadIgnoreFiles[filepath.Join(dir, IgnoreFile)] = err
+		}
+		if more != nil {
 			rules = append(rules[:len(rules):len(rules)], more...)
 		}
 		entries, err := os.ReadDir(dir)

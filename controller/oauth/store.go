@@ -18,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/tether-mcp/tether/controller/atomicfile"
+	"github.com/tether-mcp/tether/controller/boundedfile"
 )
 
 // DirName is the directory of token files under the state directory.
@@ -111,9 +112,26 @@ func (s *Store) Load(name string) (*Record, error) {
 	return r, err
 }
 
+// MaxTokenFileSize bounds a token file (docs/contract.md, Limits on
+// files): a record of a few tokens, far below it.
+const MaxTokenFileSize = 64 << 10
+
+// readFile reads name's token file: a regular file under MaxTokenFileSize,
+// tether's user's and not writable by others (it is in the state
+// directory, docs/contract.md).
+func (s *Store) readFile(name string) ([]byte, error) {
+	data, fi, err := boundedfile.Read(s.Path(name), MaxTokenFileSize)
+	if err == nil {
+		if perr := boundedfile.CheckPrivate(fi); perr != nil {
+			return nil, &fs.PathError{Op: "open", Path: s.Path(name), Err: perr}
+		}
+	}
+	return data, err
+}
+
 // load is Load that also returns the digest of the bytes it read.
 func (s *Store) load(name string) (*Record, [sha256.Size]byte, error) {
-	data, err := os.ReadFile(s.Path(name))
+	data, err := s.readFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.mu.Lock()
 		delete(s.known, name)
@@ -196,7 +214,7 @@ func (s *Store) save(name string, r *Record) ([sha256.Size]byte, error) {
 // differs reports whether name's file holds other bytes than those of sum
 // (none: the file is missing).
 func (s *Store) differs(name string, sum [sha256.Size]byte) bool {
-	data, err := os.ReadFile(s.Path(name))
+	data, err := s.readFile(name)
 	if err != nil {
 		return sum != [sha256.Size]byte{}
 	}
@@ -207,7 +225,7 @@ func (s *Store) differs(name string, sum [sha256.Size]byte) bool {
 // read or wrote (a `tether login` ran meanwhile), and makes what is there
 // now the known content.
 func (s *Store) takeChange(name string) bool {
-	data, err := os.ReadFile(s.Path(name))
+	data, err := s.readFile(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	known, ok := s.known[name]

@@ -13,7 +13,9 @@
 //	                      by tether run (controller/oauth's Store)
 //
 // The directory is mode 0700 and every file 0600: a spec may hold plain env
-// and header values. Files are written atomically. A file that cannot be
+// and header values, and a spec's command is run. An existing directory
+// that another user owns or others may write is refused whole (Open), and
+// each file read must pass the same check. Files are written atomically. A file that cannot be
 // read back (corrupt, from another program, from a newer tether) is
 // ignored and reported, never trusted.
 package state
@@ -29,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/atomicfile"
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/catalog"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/spec"
@@ -40,14 +43,51 @@ const DirName = ".tether"
 
 // Dir is an open state directory.
 type Dir struct {
-	path string
+	path    string
+	maxFile int64
 }
 
+// subdirs are the directories tether keeps in a state directory.
+var subdirs = []string{"specs", "catalogs", "groups", "tokens"}
+
+// DefaultMaxFileSize bounds each file read from a state directory (tether
+// run --max-state-file-size): above the largest spec (a manifest is at most
+// spec.MaxFileSize) and a catalog of thousands of tools.
+const DefaultMaxFileSize = 64 << 20
+
+// ErrRefused is wrapped by Open's error for a directory that is not
+// tether's alone.
+var ErrRefused = errors.New("is refused")
+
 // Open makes the directory (mode 0700) when missing and checks that tether
-// can write there; a read-only one is an error that names it.
-func Open(path string) (*Dir, error) {
+// can write there; a read-only one is an error that names it. An existing
+// one must be tether's alone: owned by tether's user and not writable by
+// group or others, it and each directory tether keeps in it. Otherwise
+// someone else could have planted a last valid spec, whose command tether
+// would run, or a process group for tether to stop; such a directory is
+// refused whole with an error that names it and says why. maxFile bounds
+// each file read from it (0: DefaultMaxFileSize).
+func Open(path string, maxFile int64) (*Dir, error) {
 	if err := os.MkdirAll(path, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", path, err)
+	}
+	for _, p := range append([]string{path}, subdirs...) {
+		if p != path {
+			p = filepath.Join(path, p)
+		}
+		fi, err := os.Stat(p)
+		if p != path && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err == nil {
+			err = boundedfile.CheckPrivate(fi)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("state directory %s %w, nothing in it is used: %s: %v (it must be tether's user's and mode 0700: fix it, or remove it for tether to make it anew)", path, ErrRefused, p, errorReason(err))
+		}
 	}
 	probe, err := os.CreateTemp(path, ".probe-*")
 	if err != nil {
@@ -55,7 +95,51 @@ func Open(path string) (*Dir, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	return &Dir{path: path}, nil
+	if maxFile <= 0 {
+		maxFile = DefaultMaxFileSize
+	}
+	return &Dir{path: path, maxFile: maxFile}, nil
+}
+
+// RemoveTemporaries removes the temporary files that a tether killed while
+// it wrote (atomicfile.Write) left in the directory, and returns them. Call
+// it at start, before anything writes there.
+func (d *Dir) RemoveTemporaries() ([]string, error) {
+	var all []string
+	for _, p := range append([]string{""}, subdirs...) {
+		removed, err := atomicfile.RemoveTemporaries(filepath.Join(d.path, p), func(target string) bool {
+			return strings.HasSuffix(target, ".json")
+		})
+		all = append(all, removed...)
+		if err != nil {
+			return all, fmt.Errorf("state: %w", err)
+		}
+	}
+	return all, nil
+}
+
+// read reads one file of the directory: a regular file under the size
+// limit, tether's user's and not writable by others, or an error that
+// says why.
+func (d *Dir) read(path string) ([]byte, error) {
+	data, fi, err := boundedfile.Read(path, d.maxFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := boundedfile.CheckPrivate(fi); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// errorReason drops the operation and path of an *fs.PathError, for a
+// message that names the file already.
+func errorReason(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // Path returns the directory's path.
@@ -117,7 +201,7 @@ func (d *Dir) LoadSpecs() (entries map[string]desired.Entry, problems []error) {
 			continue
 		}
 		path := filepath.Join(dir, f.Name())
-		e, err := loadSpec(path, name)
+		e, err := d.loadSpec(path, name)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("%s: ignored: %w", path, err))
 			continue
@@ -127,10 +211,10 @@ func (d *Dir) LoadSpecs() (entries map[string]desired.Entry, problems []error) {
 	return entries, problems
 }
 
-func loadSpec(path, name string) (desired.Entry, error) {
-	data, err := os.ReadFile(path)
+func (d *Dir) loadSpec(path, name string) (desired.Entry, error) {
+	data, err := d.read(path)
 	if err != nil {
-		return desired.Entry{}, err
+		return desired.Entry{}, errorReason(err)
 	}
 	var s savedSpec
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -168,12 +252,12 @@ func (d *Dir) SaveCatalog(name string, c *catalog.Catalog) error {
 // none, an error naming the file when it cannot be used (corrupt, foreign).
 func (d *Dir) LoadCatalog(name string) (*catalog.Catalog, error) {
 	path := d.catalogPath(name)
-	data, err := os.ReadFile(path)
+	data, err := d.read(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("state: %w", err)
+		return nil, fmt.Errorf("%s: ignored: %w", path, errorReason(err))
 	}
 	c, err := catalog.Unmarshal(data)
 	if err != nil {

@@ -22,7 +22,7 @@ func decode(t *testing.T, text string) *spec.McpConnection {
 // TestSpecsRoundTrip: a saved spec loads back with the same hash (what
 // decides a reconnect), its place in the tree, and nothing else.
 func TestSpecsRoundTrip(t *testing.T) {
-	d, err := Open(filepath.Join(t.TempDir(), "state"))
+	d, err := Open(filepath.Join(t.TempDir(), "state"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ spec:
 func TestOpenRefusesWhatItCannotWrite(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "a-file")
 	writeFile(t, file, "")
-	if _, err := Open(filepath.Join(file, "state")); err == nil || !strings.Contains(err.Error(), file) {
+	if _, err := Open(filepath.Join(file, "state"), 0); err == nil || !strings.Contains(err.Error(), file) {
 		t.Errorf("Open under a file: %v", err)
 	}
 }

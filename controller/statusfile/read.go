@@ -6,21 +6,18 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/tether-mcp/tether/controller/manifest"
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/spec"
 )
 
 // Read reads a status file into its documents by name, bounded by
-// spec.MaxFileSize. A document that does not decode is skipped; the first
+// spec.MaxFileSize; a FIFO or device is refused, not read. A document that does not decode is skipped; the first
 // such problem is returned with the others. A missing file is an error that errors.Is(err,
 // fs.ErrNotExist) recognises: tether has not written it yet.
 func Read(path string) (map[string]spec.StatusDocument, error) {
-	data, fi, err := manifest.ReadFile(path, spec.MaxFileSize)
+	data, _, err := boundedfile.Read(path, spec.MaxFileSize)
 	if err != nil {
 		return nil, err
-	}
-	if data == nil || int64(len(data)) > spec.MaxFileSize {
-		return nil, fmt.Errorf("file is %d bytes, over the limit of %d", max(fi.Size(), int64(len(data))), spec.MaxFileSize)
 	}
 	docs := map[string]spec.StatusDocument{}
 	var first error

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tether-mcp/tether/controller/atomicfile"
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/spec"
@@ -134,7 +135,8 @@ func (w *Writer) Prune(keep map[string]bool) ([]string, error) {
 
 // isStatusFile reports whether path starts like a status file tether wrote.
 func isStatusFile(path string) bool {
-	f, err := os.Open(path)
+	// Not os.Open: a FIFO named like a status file would hold it forever.
+	f, _, err := boundedfile.Open(path)
 	if err != nil {
 		return false
 	}
@@ -289,7 +291,9 @@ func (w *Writer) flush(manifest string, update func()) error {
 	want := buf.Bytes()
 	if !known {
 		// First touch since start: compare with what a previous run left.
-		if b, err := os.ReadFile(path); err == nil {
+		// Bounded: a FIFO or a link to /dev/zero planted as the status
+		// file is not read, and the write below replaces it.
+		if b, _, err := boundedfile.Read(path, spec.MaxFileSize); err == nil {
 			have = b
 		}
 	}

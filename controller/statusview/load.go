@@ -3,13 +3,16 @@ package statusview
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/spec"
@@ -114,6 +117,10 @@ func Load(src Source) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("listing %s: %w", src.Dir, err)
 	}
 	var snap Snapshot
+	// tether run lists these directories without the file's rules too.
+	for _, f := range slices.Sorted(maps.Keys(tree.BadIgnoreFiles)) {
+		snap.warnf("%s: cannot use this ignore file: %v", f, manifest.ErrorReason(tree.BadIgnoreFiles[f]))
+	}
 	owners := map[string]string{} // name → the first file (in path order) that declares it, as tether run decides
 	for _, file := range tree.Files {
 		snap.loadFile(src, file, owners)
@@ -133,10 +140,7 @@ func (s *Snapshot) warnf(format string, args ...any) {
 }
 
 func (s *Snapshot) loadFile(src Source, file string, owners map[string]string) {
-	data, fi, err := manifest.ReadFile(file, spec.MaxFileSize)
-	if err == nil && data == nil {
-		err = fmt.Errorf("file is %d bytes, over the limit of %d", fi.Size(), spec.MaxFileSize)
-	}
+	data, fi, err := boundedfile.Read(file, spec.MaxFileSize)
 	if err != nil {
 		s.warnf("%s: cannot read: %v", file, manifest.ErrorReason(err))
 		return

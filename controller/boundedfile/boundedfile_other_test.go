@@ -1,0 +1,7 @@
+//go:build !unix
+
+package boundedfile
+
+import "testing"
+
+func mkfifo(*testing.T, string) string { return "" }
