@@ -192,7 +192,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 	}
 	r.opts.Metrics.SetPhase(name, st.Phase)
 	r.opts.Metrics.SetTools(name, exposure.Tools)
-	r.opts.Metrics.SetCollisions(name, len(st.Collisions))
+	r.opts.Metrics.SetCollisions(name, lostNames(st.Collisions))
 
 	// A new connection within its Connecting grace: no status yet, look
 	// again when the grace ends.
@@ -554,4 +554,17 @@ func (r *Reconciler) FinalStatus() {
 			r.log.Warn("writing final status", "connection", name, "err", err)
 		}
 	}
+}
+
+// lostNames counts the collisions a connection lost (the names it does not
+// serve); those it kept against another are in its status, not in
+// tether_gateway_tool_collisions.
+func lostNames(cs []spec.ToolCollision) int {
+	n := 0
+	for _, c := range cs {
+		if !c.Kept {
+			n++
+		}
+	}
+	return n
 }

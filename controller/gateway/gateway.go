@@ -169,11 +169,18 @@ type Gateway struct {
 	mu    sync.Mutex
 	conns map[string]*connState
 	// claims lists, for every exposed name, the available connections whose
-	// filtered tools include it, sorted by connection name: the first owns
-	// the name, the others lost it to a collision. A change re-examines
-	// only the names it touches, so the cost of Set does not grow with the
-	// number of connections.
+	// filtered tools include it, in claim order (claimBefore): the first
+	// owns the name, the others lost it to a collision. A change
+	// re-examines only the names it touches, so the cost of Set does not
+	// grow with the number of connections.
 	claims map[string][]claim
+	// settled turns true at the first request of a client (registry.go):
+	// from then on a name is kept by the connection that claimed it first
+	// (seq); before it, every claim has seq 0 and a name goes to the first
+	// connection by name, whatever order the servers connected in
+	// (docs/contract.md §5). claimSeq numbers the claims made since.
+	settled  atomic.Bool
+	claimSeq uint64
 	// unavailable holds the connections known but not available: what the
 	// routing table's "not connected" answers are built from.
 	unavailable map[string]*connState
@@ -200,8 +207,35 @@ type Gateway struct {
 
 // claim is one connection's bid for an exposed name.
 type claim struct {
-	st *connState
-	et *exposedTool
+	st  *connState
+	et  *exposedTool
+	seq uint64 // when st first claimed the name (0: before settled)
+}
+
+// claimBefore orders the claims on one name: the earlier claim first, then
+// connection name.
+func claimBefore(aSeq uint64, aName string, bSeq uint64, bName string) int {
+	if c := cmp.Compare(aSeq, bSeq); c != 0 {
+		return c
+	}
+	return cmp.Compare(aName, bName)
+}
+
+// nextSeqLocked numbers a new claim: 0 until the gateway is settled.
+func (g *Gateway) nextSeqLocked() uint64 {
+	if !g.settled.Load() {
+		return 0
+	}
+	g.claimSeq++
+	return g.claimSeq
+}
+
+// settle ends the start-up: names claimed from now on rank after those
+// claimed so far.
+func (g *Gateway) settle() {
+	if !g.settled.Load() {
+		g.settled.Store(true)
+	}
 }
 
 // connState is the gateway's record of one connection.
@@ -220,6 +254,12 @@ type connState struct {
 	// claimed are the candidates registered in Gateway.claims: candidates
 	// while available, nil otherwise.
 	claimed []*exposedTool
+	// seqs is when this connection first claimed each name it claims: kept
+	// across the Sets of one stay (a list_changed keeps the names it still
+	// lists), forgotten when it stops being available.
+	seqs map[string]uint64
+	// toolWarnings are the tools not exposed for their names (names.go).
+	toolWarnings []spec.NameWarning
 	// target is where this connection's routes lead; replaced when the
 	// backend, its life or the call timeout change.
 	target *target
@@ -239,6 +279,10 @@ type connState struct {
 	templates   []*mcp.ResourceTemplate
 	lostOther   []spec.ToolCollision
 	lastCatalog []string
+	// catSeqs is seqs for the catalog ("p:", "r:", "t:" + key); catWarnings
+	// the prompts and templates the gateway does not serve as offered.
+	catSeqs     map[string]uint64
+	catWarnings []spec.NameWarning
 	// exposedCat counts the prompts, resources and templates this
 	// connection exposes (it owns their names).
 	exposedCat struct{ prompts, resources, templates int }
@@ -347,7 +391,10 @@ func (g *Gateway) Set(c Connection) {
 		st.life, st.endLife = context.WithCancelCause(context.Background())
 	}
 	if newTools {
-		st.candidates = candidates(c, tools)
+		var warnings []spec.NameWarning
+		st.candidates, warnings = candidates(c, tools)
+		g.warnNamesLocked(st.name, st.toolWarnings, warnings)
+		st.toolWarnings = warnings
 	}
 	st.available = true
 	st.reason = ""
@@ -405,6 +452,7 @@ func (g *Gateway) SetUnavailable(name, prefix, reason string) {
 		st.backend.Listen(nil)
 	}
 	touched := g.releaseLocked(st, nil)
+	st.seqs, st.toolWarnings = nil, nil
 	st.end(fmt.Errorf("connection %s is not connected: %s", name, reason))
 	st.available = false
 	st.reason = reason
@@ -467,6 +515,9 @@ func (g *Gateway) Exposed(name string) int {
 type Exposure struct {
 	Tools, Prompts, Resources, ResourceTemplates int
 	Collisions                                   []spec.ToolCollision
+	// NameWarnings are what the gateway does not serve as the backend
+	// offers it (names.go, catalog.go), sorted by name.
+	NameWarnings []spec.NameWarning
 }
 
 // Exposure returns what the gateway serves of the connection, all of it
@@ -481,7 +532,7 @@ func (g *Gateway) Exposure(name string) Exposure {
 	return Exposure{
 		Tools: st.exposedN, Prompts: st.exposedCat.prompts,
 		Resources: st.exposedCat.resources, ResourceTemplates: st.exposedCat.templates,
-		Collisions: st.collisionsLocked(),
+		Collisions: st.collisionsLocked(), NameWarnings: st.nameWarningsLocked(),
 	}
 }
 
@@ -498,13 +549,38 @@ func (g *Gateway) Collisions(name string) []spec.ToolCollision {
 	return nil
 }
 
+func (st *connState) nameWarningsLocked() []spec.NameWarning {
+	if !st.available || len(st.toolWarnings)+len(st.catWarnings) == 0 {
+		return nil
+	}
+	out := append(slices.Clone(st.toolWarnings), st.catWarnings...)
+	slices.SortFunc(out, func(a, b spec.NameWarning) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// warnNamesLocked logs the name warnings of a connection that are new.
+func (g *Gateway) warnNamesLocked(conn string, old, cur []spec.NameWarning) {
+	for _, w := range cur {
+		if !slices.Contains(old, w) {
+			g.log.Warn("gateway does not serve a name as the server offers it", "connection", conn, "name", w.Name, "warning", w.Warning)
+		}
+	}
+}
+
 func (st *connState) collisionsLocked() []spec.ToolCollision {
 	if len(st.lost)+len(st.lostOther) == 0 {
 		return nil
 	}
 	out := append(slices.Clone(st.lost), st.lostOther...)
-	slices.SortFunc(out, func(a, b spec.ToolCollision) int { return cmp.Compare(a.Tool, b.Tool) })
+	slices.SortFunc(out, compareCollisions)
 	return out
+}
+
+func compareCollisions(a, b spec.ToolCollision) int {
+	if c := cmp.Compare(a.Tool, b.Tool); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Connection, b.Connection)
 }
 
 func (g *Gateway) notifyCollisions(changed bool) {
@@ -538,18 +614,26 @@ func cloneFilter(f *spec.ToolFilter) *spec.ToolFilter {
 }
 
 // candidates lists the connection's tools that pass its filter, as they
-// would be published. A backend that lists one name twice gets it once.
-func candidates(c Connection, tools []*mcp.Tool) []*exposedTool {
+// would be published, and the warnings of those whose exposed name must
+// not reach agents (nameProblem), which are left out. A backend that lists
+// one name twice gets it once.
+func candidates(c Connection, tools []*mcp.Tool) ([]*exposedTool, []spec.NameWarning) {
 	out := make([]*exposedTool, 0, len(tools))
 	seen := make(map[string]bool, len(tools))
+	var warnings []spec.NameWarning
 	for _, t := range tools {
 		if t == nil || seen[t.Name] || !c.Filter.Allows(t.Name) {
 			continue
 		}
 		seen[t.Name] = true
-		out = append(out, exposeTool(t, exposedName(c.Prefix, t.Name)))
+		name := exposedName(c.Prefix, t.Name)
+		if p := nameProblem(name); p != "" {
+			warnings = append(warnings, nameWarning("tool:", name, p))
+			continue
+		}
+		out = append(out, exposeTool(t, name))
 	}
-	return out
+	return out, warnings
 }
 
 // ownedLocked lists the exposed names st currently owns.
@@ -564,16 +648,26 @@ func (g *Gateway) ownedLocked(st *connState) []string {
 }
 
 // claimLocked registers st's candidates as its claims and appends their
-// names to touched.
+// names to touched. A name st claimed before keeps its place; a new one
+// goes after every claim made so far (once settled).
 func (g *Gateway) claimLocked(st *connState, touched []string) []string {
+	seqs := make(map[string]uint64, len(st.candidates))
 	for _, et := range st.candidates {
 		name := et.tool.Name
+		seq, ok := st.seqs[name]
+		if !ok {
+			seq = g.nextSeqLocked()
+		}
+		seqs[name] = seq
 		cl := g.claims[name]
-		i, _ := slices.BinarySearchFunc(cl, st.name, func(c claim, n string) int { return cmp.Compare(c.st.name, n) })
-		g.claims[name] = slices.Insert(cl, i, claim{st: st, et: et})
+		i, _ := slices.BinarySearchFunc(cl, claim{st: st, seq: seq}, func(c, x claim) int {
+			return claimBefore(c.seq, c.st.name, x.seq, x.st.name)
+		})
+		g.claims[name] = slices.Insert(cl, i, claim{st: st, et: et, seq: seq})
 		touched = append(touched, name)
 	}
 	st.claimed = st.candidates
+	st.seqs = seqs
 	return touched
 }
 
@@ -596,9 +690,8 @@ func (g *Gateway) releaseLocked(st *connState, touched []string) []string {
 // applyLocked brings the routing table and the server's tool list in line
 // with the claims on the touched names, and recomputes the collisions of
 // st and of every connection claiming one of those names. A name goes to
-// the claimant that sorts first by connection name, so the outcome does not
-// depend on the order of events, and a loser takes over when the winner
-// leaves. downChanged says the set of unavailable connections changed, so
+// the first claim (claimBefore): the connection that served it first keeps
+// it, and a loser takes over when the winner leaves. downChanged says the set of unavailable connections changed, so
 // the table's "not connected" answers are rebuilt. It reports whether any
 // connection's collisions changed.
 func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool) (collisionsChanged bool) {
@@ -636,17 +729,21 @@ func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool)
 		var lost []spec.ToolCollision
 		exposedN := 0
 		for _, et := range c.claimed {
-			if owner := g.claims[et.tool.Name][0].st; owner == c {
+			cl := g.claims[et.tool.Name]
+			if owner := cl[0].st; owner == c {
 				exposedN++
+				for _, other := range cl[1:] {
+					lost = append(lost, spec.ToolCollision{Tool: et.tool.Name, Connection: other.st.name, Kept: true})
+				}
 			} else {
 				lost = append(lost, spec.ToolCollision{Tool: et.tool.Name, Connection: owner.name})
 			}
 		}
-		slices.SortFunc(lost, func(a, b spec.ToolCollision) int { return cmp.Compare(a.Tool, b.Tool) })
+		slices.SortFunc(lost, compareCollisions)
 		if !slices.Equal(lost, c.lost) {
 			collisionsChanged = true
 			for _, l := range lost {
-				if !slices.Contains(c.lost, l) {
+				if !l.Kept && !slices.Contains(c.lost, l) {
 					g.log.Warn("gateway tool name collision: tool not exposed", "connection", c.name, "tool", l.Tool, "exposedBy", l.Connection)
 				}
 			}
