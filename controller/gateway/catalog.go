@@ -100,16 +100,12 @@ func templateSpecificity(tmpl string) specificity {
 			break
 		}
 		inPrefix = false
-		end := strings.IndexByte(rest, '}')
-		if end < 0 {
-			end = len(rest) - 1 // unterminated: the rest is one expression
-		}
-		expr := rest[1:end]
+		expr, after, _ := strings.Cut(rest[1:], "}") // unterminated: the rest is one expression
 		if expr != "" && (expr[0] == '+' || expr[0] == '#') {
 			sp.reserved++
 		}
 		sp.vars += strings.Count(expr, ",") + 1
-		rest = rest[end+1:]
+		rest = after
 	}
 	return sp
 }
@@ -268,7 +264,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			name := exposedName(st.prefix, p.Name)
-			if problem := nameProblem(name); problem != "" {
+			if problem := nameProblem(p.Name, name); problem != "" {
 				warnings = append(warnings, nameWarning(collisionPrompt, name, problem))
 				continue
 			}

@@ -627,7 +627,7 @@ func candidates(c Connection, tools []*mcp.Tool) ([]*exposedTool, []spec.NameWar
 		}
 		seen[t.Name] = true
 		name := exposedName(c.Prefix, t.Name)
-		if p := nameProblem(name); p != "" {
+		if p := nameProblem(t.Name, name); p != "" {
 			warnings = append(warnings, nameWarning("tool:", name, p))
 			continue
 		}

@@ -26,10 +26,10 @@ const MaxNameLength = 128
 // shownNameLength bounds a name as status and logs show it.
 const shownNameLength = 80
 
-// nameProblem says why an exposed name must not reach agents; "" when it
-// may.
-func nameProblem(name string) string {
-	if name == "" {
+// nameProblem says why a backend's name, exposed as exposed, must not reach
+// agents; "" when it may.
+func nameProblem(orig, name string) string {
+	if orig == "" || name == "" {
 		return "not exposed: an empty name"
 	}
 	if !utf8.ValidString(name) {

@@ -136,7 +136,7 @@ func TestRenderStatusMatchesGeneric(t *testing.T) {
 			ConnectedSince:    &since,
 			Process:           &spec.ProcessStatus{PID: 4242, Restarts: 3, LastExitCode: &code, StderrTail: []string{"listening on stdio"}},
 			Collisions:        []spec.ToolCollision{{Tool: "gh_search", Connection: "another"}, {Tool: "gh_get", Connection: "third", Kept: true}},
-			NameWarnings:      []spec.NameWarning{{Name: "tool:bad", Warning: "not exposed: too long"}},
+			NameWarnings:      []spec.NameWarning{{Name: "tool:bad", Warning: "not exposed (too long)"}},
 		}}
 	generic, err := spec.RenderYAML(doc)
 	if err != nil {
