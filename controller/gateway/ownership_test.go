@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"slices"
 	"strings"
@@ -352,4 +353,46 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// recordingBackend is a catalogBackend that records which backend
+// completion/complete and resources/subscribe reached.
+type recordingBackend struct {
+	catalogBackend
+	name string
+	got  chan string
+}
+
+func (b *recordingBackend) Complete(context.Context, *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	b.got <- b.name + " complete"
+	return &mcp.CompleteResult{}, nil
+}
+
+func (b *recordingBackend) Subscribe(_ context.Context, uri string) error {
+	b.got <- b.name + " subscribe " + uri
+	return nil
+}
+
+// TestCompletionAndSubscribeFollowOwnership: completion/complete and
+// resources/subscribe for a URI go where resources/read would.
+func TestCompletionAndSubscribeFollowOwnership(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	got := make(chan string, 8)
+	g.Set(Connection{Name: "fs", Backend: &recordingBackend{catalogBackend: *offering(nil, nil, nil, []string{"file:///{+path}"}), name: "fs", got: got}})
+	g.Set(Connection{Name: "aaa", Backend: &recordingBackend{catalogBackend: *offering(nil, nil, nil, []string{"{+anything}"}), name: "aaa", got: got}})
+	d := dial(t, g, hs)
+	ctx := t.Context()
+	if _, err := d.cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: "file:///etc/shadow"},
+		Argument: mcp.CompleteParamsArgument{Name: "path", Value: "e"}}); err != nil {
+		t.Fatalf("completion/complete: %v", err)
+	}
+	if s := <-got; s != "fs complete" {
+		t.Errorf("completion/complete for file:///etc/shadow reached %q, want fs", s)
+	}
+	if err := d.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "file:///etc/shadow"}); err != nil {
+		t.Fatalf("resources/subscribe: %v", err)
+	}
+	if s := <-got; s != "fs subscribe file:///etc/shadow" {
+		t.Errorf("resources/subscribe reached %q, want fs", s)
+	}
 }
