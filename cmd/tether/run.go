@@ -54,6 +54,8 @@ type runOptions struct {
 	kubeconfig    string
 	leaderElect   bool
 	lease         kubernetes.LeaderElectionOptions
+
+	maxNameLength int
 }
 
 func newRunCmd() *cobra.Command {
@@ -120,6 +122,8 @@ status.`,
 	f.DurationVar(&o.lease.LeaseDuration, "leader-elect-lease-duration", kubernetes.DefaultLeaseDuration, "how long the other replicas wait after the leader's last renewal before one takes over")
 	f.DurationVar(&o.lease.RenewDeadline, "leader-elect-renew-deadline", kubernetes.DefaultRenewDeadline, "how long the leader keeps trying to renew before it stops writing status")
 	f.DurationVar(&o.lease.RetryPeriod, "leader-elect-retry-period", kubernetes.DefaultRetryPeriod, "how often replicas try to take or renew the Lease")
+	// Routing by ownership (docs/contract.md §5a).
+	f.IntVar(&o.maxNameLength, "max-name-length", gateway.DefaultMaxNameLength, "the longest tool or prompt name (prefix included, in characters) the gateway exposes; a longer one is not exposed and is reported in its connection's status")
 	return cmd
 }
 
@@ -162,6 +166,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.workers < 1 {
 		return errors.New("--workers must be at least 1")
 	}
+	if o.maxNameLength < 1 {
+		return errors.New("--max-name-length must be at least 1")
+	}
 
 	if o.stdio && o.listen != "" && o.listenSet {
 		return errors.New("--stdio and --listen exclude each other")
@@ -199,7 +206,8 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return ctrl.Wake(ctx, name)
 		},
-		Version: version,
+		Version:       version,
+		MaxNameLength: o.maxNameLength,
 	})
 	stateDir := openState(o, log)
 	var ledger *connection.GroupLedger

@@ -264,7 +264,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				continue
 			}
 			name := exposedName(st.prefix, p.Name)
-			if problem := nameProblem(p.Name, name); problem != "" {
+			if problem := nameProblem(p.Name, name, g.opts.MaxNameLength); problem != "" {
 				warnings = append(warnings, nameWarning(collisionPrompt, name, problem))
 				continue
 			}

@@ -117,6 +117,9 @@ type Options struct {
 	// request is answered that the connection is not connected.
 	Wake    func(ctx context.Context, connection string) error
 	Version string
+	// MaxNameLength bounds an exposed tool or prompt name, in characters:
+	// a longer one is not exposed (names.go). 0 means DefaultMaxNameLength.
+	MaxNameLength int
 	// MaxRequestBodyBytes bounds an HTTP request body; 0 means 4 MiB.
 	MaxRequestBodyBytes int64
 	// ShutdownTimeout bounds the graceful part of Serve's shutdown; 0 means 5s.
@@ -302,6 +305,9 @@ func New(opts Options) *Gateway {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = defaultShutdownTimeout
 	}
+	if opts.MaxNameLength <= 0 {
+		opts.MaxNameLength = DefaultMaxNameLength
+	}
 	g := &Gateway{
 		log:         log,
 		opts:        opts,
@@ -392,7 +398,7 @@ func (g *Gateway) Set(c Connection) {
 	}
 	if newTools {
 		var warnings []spec.NameWarning
-		st.candidates, warnings = candidates(c, tools)
+		st.candidates, warnings = candidates(c, tools, g.opts.MaxNameLength)
 		g.warnNamesLocked(st.name, st.toolWarnings, warnings)
 		st.toolWarnings = warnings
 	}
@@ -617,7 +623,7 @@ func cloneFilter(f *spec.ToolFilter) *spec.ToolFilter {
 // would be published, and the warnings of those whose exposed name must
 // not reach agents (nameProblem), which are left out. A backend that lists
 // one name twice gets it once.
-func candidates(c Connection, tools []*mcp.Tool) ([]*exposedTool, []spec.NameWarning) {
+func candidates(c Connection, tools []*mcp.Tool, maxNameLen int) ([]*exposedTool, []spec.NameWarning) {
 	out := make([]*exposedTool, 0, len(tools))
 	seen := make(map[string]bool, len(tools))
 	var warnings []spec.NameWarning
@@ -627,7 +633,7 @@ func candidates(c Connection, tools []*mcp.Tool) ([]*exposedTool, []spec.NameWar
 		}
 		seen[t.Name] = true
 		name := exposedName(c.Prefix, t.Name)
-		if p := nameProblem(t.Name, name); p != "" {
+		if p := nameProblem(t.Name, name, maxNameLen); p != "" {
 			warnings = append(warnings, nameWarning("tool:", name, p))
 			continue
 		}

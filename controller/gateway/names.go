@@ -18,25 +18,26 @@ import (
 // thousands of characters is no name; such a tool or prompt is not exposed
 // and is reported instead (docs/contract.md §5).
 
-// MaxNameLength is the MCP specification's bound on a tool name (2025-11-25,
-// server/tools, "Tool names": 1 to 128 characters); the gateway holds
-// exposed prompt names to it too.
-const MaxNameLength = 128
+// DefaultMaxNameLength is the MCP specification's bound on a tool name
+// (2025-11-25, server/tools, "Tool names": 1 to 128 characters), the
+// default of Options.MaxNameLength; the gateway holds exposed prompt names
+// to it too.
+const DefaultMaxNameLength = 128
 
 // shownNameLength bounds a name as status and logs show it.
 const shownNameLength = 80
 
-// nameProblem says why a backend's name, exposed as exposed, must not reach
-// agents; "" when it may.
-func nameProblem(orig, name string) string {
+// nameProblem says why a backend's name orig, exposed as name, must not
+// reach agents; "" when it may. maxLen bounds name in characters.
+func nameProblem(orig, name string, maxLen int) string {
 	if orig == "" || name == "" {
 		return "not exposed: an empty name"
 	}
 	if !utf8.ValidString(name) {
 		return "not exposed: the name is not valid UTF-8"
 	}
-	if n := utf8.RuneCountInString(name); n > MaxNameLength {
-		return fmt.Sprintf("not exposed: the name has %d characters, over the %d the MCP specification allows", n, MaxNameLength)
+	if n := utf8.RuneCountInString(name); n > maxLen {
+		return fmt.Sprintf("not exposed: the name has %d characters, over the limit of %d (--max-name-length)", n, maxLen)
 	}
 	for _, r := range name {
 		switch {

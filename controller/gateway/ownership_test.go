@@ -223,7 +223,7 @@ func TestHostileNamesNotExposed(t *testing.T) {
 	logs := &lockedBuffer{}
 	g := New(Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	long := strings.Repeat("n", 5000)
-	max := strings.Repeat("m", MaxNameLength-2) // "p_" + this: exactly 128
+	max := strings.Repeat("m", DefaultMaxNameLength-2) // "p_" + this: exactly 128
 	names := []string{"fine", "evil\u202etxt.exe", "isolate\u2066x", "ansi\x1b[31mred", "nul\x00", "", long, max, max + "x"}
 	b := offering(names, names, nil, nil)
 	g.Set(Connection{Name: "h", Prefix: "p", Backend: b})
@@ -284,7 +284,7 @@ func TestHostileNamesNotExposed(t *testing.T) {
 			t.Errorf("warning of %s = %q, want it to say %q", name, w, want)
 		}
 	}
-	if w := got["tool:p_"+strings.Repeat("n", shownNameLength-len("p_")-3)+"..."]; !strings.Contains(w, "5002 characters, over the 128") {
+	if w := got["tool:p_"+strings.Repeat("n", shownNameLength-len("p_")-3)+"..."]; !strings.Contains(w, "5002 characters, over the limit of 128") {
 		t.Errorf("the 5,000-character name's warning = %q (warnings %v)", w, x.NameWarnings)
 	}
 
@@ -394,5 +394,15 @@ func TestCompletionAndSubscribeFollowOwnership(t *testing.T) {
 	}
 	if s := <-got; s != "fs subscribe file:///etc/shadow" {
 		t.Errorf("resources/subscribe reached %q, want fs", s)
+	}
+}
+
+// TestMaxNameLength: the bound on exposed names is the gateway's option.
+func TestMaxNameLength(t *testing.T) {
+	g := New(Options{MaxNameLength: 10})
+	g.Set(Connection{Name: "c", Prefix: "c", Backend: offering([]string{"12345678", "123456789"}, []string{"12345678", "123456789"}, nil, nil)})
+	x := g.Exposure("c")
+	if x.Tools != 1 || x.Prompts != 1 || len(x.NameWarnings) != 2 || !strings.Contains(x.NameWarnings[1].Warning, "11 characters, over the limit of 10") {
+		t.Errorf("Exposure = %+v, want c_12345678 exposed and c_123456789 reported", x)
 	}
 }
