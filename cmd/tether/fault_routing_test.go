@@ -125,6 +125,13 @@ func TestFaultRouting(t *testing.T) {
 		waitStatus(t, m["aaa"], "aaa", 15*time.Second, "read_file lost to fs", collisionsAre(spec.ToolCollision{Tool: "read_file", Connection: "fs"}))
 		waitStatus(t, m["fs"], "fs", 15*time.Second, "read_file kept against aaa", collisionsAre(spec.ToolCollision{Tool: "read_file", Connection: "aaa", Kept: true}))
 		tt.waitLogLine(t, 10*time.Second, "WARN", "connection=aaa", "read_file", "exposedBy=fs")
+		// The metric counts the names a connection lost, not those it kept.
+		body := scrape(t, ep)
+		for conn, want := range map[string]float64{"aaa": 1, "fs": 0} {
+			if v, ok := metricValue(body, fmt.Sprintf("tether_gateway_tool_collisions{connection=%q}", conn)); !ok || v != want {
+				t.Errorf("tether_gateway_tool_collisions of %s = %v (found %v), want %v", conn, v, ok, want)
+			}
+		}
 		if got := a.call(t, ctx, "read_file", map[string]any{"path": "/etc/shadow"}); !strings.HasPrefix(got, "fs:read_file got ") {
 			t.Errorf("read_file answered %q: the call did not reach fs", got)
 		}
