@@ -224,7 +224,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	var keys []string
 	for _, st := range conns {
 		if !st.available {
-			st.catSeqs, st.catWarnings = nil, nil
+			st.catSeqs = nil // catWarnings stay: see SetUnavailable
 			for _, n := range st.lastCatalog {
 				dt := &downTarget{name: st.name, reason: st.reason, timeout: st.timeout}
 				switch {
@@ -283,6 +283,9 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate, catchAllWarning))
 			}
 			offer("t:"+t.URITemplate, catOffer{template: t})
+		}
+		if len(seqs) == 0 {
+			seqs = nil // nothing offered: not looked at again until it offers
 		}
 		st.catSeqs = seqs
 		g.warnNamesLocked(st.name, st.catWarnings, warnings)

@@ -261,7 +261,8 @@ type connState struct {
 	// across the Sets of one stay (a list_changed keeps the names it still
 	// lists), forgotten when it stops being available.
 	seqs map[string]uint64
-	// toolWarnings are the tools not exposed for their names (names.go).
+	// toolWarnings are the tools not exposed for their names (names.go),
+	// as of the last tool list it served.
 	toolWarnings []spec.NameWarning
 	// target is where this connection's routes lead; replaced when the
 	// backend, its life or the call timeout change.
@@ -458,7 +459,9 @@ func (g *Gateway) SetUnavailable(name, prefix, reason string) {
 		st.backend.Listen(nil)
 	}
 	touched := g.releaseLocked(st, nil)
-	st.seqs, st.toolWarnings = nil, nil
+	// Its claims end with its stay; its name warnings are kept (and not
+	// shown while it is away), so a reconnect does not log them again.
+	st.seqs = nil
 	st.end(fmt.Errorf("connection %s is not connected: %s", name, reason))
 	st.available = false
 	st.reason = reason

@@ -208,8 +208,17 @@ func TestCatchAllTemplateReported(t *testing.T) {
 	if x := g.Exposure("aaa"); x.ResourceTemplates != 2 {
 		t.Errorf("exposed %d templates, want 2 (a catch-all still serves what nobody else does)", x.ResourceTemplates)
 	}
-	// The same catalog again (a reconcile): no second WARN.
+	// The same catalog again (a reconcile), and after a reconnect: no
+	// second WARN; no warning shown while the connection is away.
 	g.Set(Connection{Name: "aaa", Backend: offering(nil, []string{"p"}, nil, []string{"{+anything}", "file:///{+path}"})})
+	g.SetUnavailable("aaa", "", "down")
+	if got := g.Exposure("aaa").NameWarnings; got != nil {
+		t.Errorf("NameWarnings while unavailable = %v", got)
+	}
+	g.Set(Connection{Name: "aaa", Backend: offering(nil, []string{"p"}, nil, []string{"{+anything}", "file:///{+path}"})})
+	if got := g.Exposure("aaa").NameWarnings; !slices.Equal(got, want) {
+		t.Errorf("NameWarnings after a reconnect = %v, want %v", got, want)
+	}
 	if n := strings.Count(logs.String(), "{+anything}"); n != 1 {
 		t.Errorf("the catch-all was logged %d times, want once:\n%s", n, logs)
 	}
@@ -288,9 +297,15 @@ func TestHostileNamesNotExposed(t *testing.T) {
 		t.Errorf("the 5,000-character name's warning = %q (warnings %v)", w, x.NameWarnings)
 	}
 
-	// The same lists again, as new slices (a reconcile): no new WARN.
+	// The same lists again, as new slices (a reconcile), and after a
+	// reconnect: no new WARN.
 	before := strings.Count(logs.String(), "does not serve a name")
 	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, names, nil, nil)})
+	g.SetUnavailable("h", "p", "down")
+	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, names, nil, nil)})
+	if got := len(g.Exposure("h").NameWarnings); got != 14 {
+		t.Errorf("%d name warnings after a reconnect, want 14", got)
+	}
 	if after := strings.Count(logs.String(), "does not serve a name"); after != before || before != 14 {
 		t.Errorf("WARN lines: %d, then %d after an identical Set; want 14 and 14", before, after)
 	}
