@@ -144,6 +144,23 @@ func compareTemplates(a, b templateRoute) int {
 	return cmp.Compare(a.template, b.template)
 }
 
+// templateRegexp is what a URI must match to fall under tmpl; nil for a
+// template the parser refuses (the go-sdk refuses it too, and publish logs
+// it). uritemplate compiles it with regexp.MustCompile: a backend's
+// template must not be able to panic the gateway, which holds its lock.
+func templateRegexp(tmpl string) (re *regexp.Regexp) {
+	defer func() {
+		if recover() != nil {
+			re = nil
+		}
+	}()
+	parsed, err := uritemplate.New(tmpl)
+	if err != nil {
+		return nil
+	}
+	return parsed.Regexp()
+}
+
 // catchAllWarning is the status note of a template that matches URIs of
 // any scheme.
 const catchAllWarning = "matches URIs of any scheme: it gets only URIs no other connection lists or matches with a template that fixes the scheme"
@@ -315,11 +332,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 		default:
 			shown = collisionTemplate + k
 			wantTemplates[k] = o.template
-			var re *regexp.Regexp
-			if parsed, err := uritemplate.New(k); err == nil {
-				re = parsed.Regexp()
-			} // else the go-sdk refuses it too (publish logs it)
-			next.templates = append(next.templates, templateRoute{template: k, re: re, target: o.st.target,
+			next.templates = append(next.templates, templateRoute{template: k, re: templateRegexp(k), target: o.st.target,
 				spec: templateSpecificity(k), seq: o.seq})
 		}
 		for _, l := range bids[1:] {
