@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode"
@@ -152,6 +153,63 @@ func TestFaultRouting(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	})
+
+	// R4: the owner of a name whose server is killed keeps the name while
+	// it reconnects: a rival that lists the same tool does not get it
+	// meanwhile (a call is answered that the owner is not connected), and
+	// the call after the owner is back reaches the owner.
+	t.Run("R4 owner restart", func(t *testing.T) {
+		dir := t.TempDir()
+		gate := filepath.Join(t.TempDir(), "fs.gate") // outside the manifest directory
+		fs := filepath.Join(dir, "fs.yaml")
+		writeFile(t, fs, stdioManifest("fs", rivalServer(t), []string{"-name", "fs", "-tool", "read_file", "-gate", gate},
+			"  toolPrefix: \"\"\n  callTimeout: 3s\n"+quick))
+		m := map[string]string{"fs": fs, "aaa": rival(t, dir, "aaa", "", "-tool", "other", "-later", "read_file")}
+		_, ep := startTetherServing(t, dir)
+		connected(t, m)
+		a := connectAgent(t, &mcp.StreamableClientTransport{Endpoint: ep.gateway}, nil)
+		a.waitFor(t, "read_file", "other", "arm")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if got := a.call(t, ctx, "arm", nil); got != "aaa: armed" {
+			t.Fatalf("arm answered %q", got)
+		}
+		waitStatus(t, m["aaa"], "aaa", 15*time.Second, "read_file lost to fs", collisionsAre(spec.ToolCollision{Tool: "read_file", Connection: "fs"}))
+
+		// fs's server is killed and cannot start again until the gate
+		// file goes: fs reconnects for as long as the test wants.
+		writeFile(t, gate, "")
+		st := waitStatus(t, m["fs"], "fs", 10*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+		must(t, syscall.Kill(st.Process.PID, syscall.SIGKILL))
+		waitStatus(t, m["fs"], "fs", 15*time.Second, "not Connected", func(st spec.ConnectionStatus) bool {
+			return st.Phase != spec.PhaseConnected && st.Process != nil && slices.ContainsFunc(st.Process.StderrTail, func(l string) bool {
+				return strings.Contains(l, "gated by")
+			})
+		})
+		res, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "/etc/shadow"}})
+		switch {
+		case err == nil && strings.HasPrefix(textOf(res), "aaa:"):
+			t.Errorf("with fs reconnecting, read_file reached aaa: %q", textOf(res))
+		case err == nil && !res.IsError:
+			t.Errorf("with fs reconnecting, read_file answered %q", textOf(res))
+		case err != nil && !strings.Contains(err.Error(), "connection fs is not connected"):
+			t.Errorf("with fs reconnecting, read_file failed with %v, want that fs is not connected", err)
+		}
+		tools, _, _ := a.names(t)
+		if slices.Contains(tools, "read_file") {
+			t.Errorf("with fs reconnecting, the gateway lists read_file (%v): only fs may serve it", tools)
+		}
+
+		// fs may start again: the call reaches fs.
+		must(t, os.Remove(gate))
+		waitStatus(t, m["fs"], "fs", 15*time.Second, "Connected to a new child", func(st2 spec.ConnectionStatus) bool {
+			return st2.Phase == spec.PhaseConnected && st2.Process != nil && st2.Process.PID != st.Process.PID
+		})
+		if got := a.call(t, ctx, "read_file", map[string]any{"path": "/etc/shadow"}); !strings.HasPrefix(got, "fs:read_file got ") {
+			t.Errorf("read_file after fs came back answered %q: the call did not reach fs", got)
+		}
+		waitStatus(t, m["aaa"], "aaa", 15*time.Second, "read_file still lost to fs", collisionsAre(spec.ToolCollision{Tool: "read_file", Connection: "fs"}))
 	})
 
 	// R3: tool and prompt names with control or bidi characters, or of

@@ -24,6 +24,9 @@ type idBackend struct {
 // every change: a name goes to the connection that claimed it first, and
 // among claims made before the gateway settled (seq 0), to the first by
 // connection name; the others lost it, and the owner kept it against each.
+// A connection's claims outlast its session: while it is unavailable it
+// keeps the names of its last list (not live, answered as down), unless
+// it was made unavailable with another prefix.
 // The gateway itself only re-examines the names a change touches;
 // TestIncrementalMatchesModel holds it to this.
 type model struct {
@@ -38,8 +41,7 @@ type modelConn struct {
 	available bool
 	reason    string
 	prefix    string
-	lastNames []string
-	seqs      map[string]uint64 // exposed name → when first claimed in this stay
+	seqs      map[string]uint64 // exposed name → when first claimed, kept while its claims hold
 }
 
 // set records a Set: names the connection still claims keep their claim
@@ -55,7 +57,7 @@ func (m *model) set(name string, c Connection, tools []*mcp.Tool) {
 		if _, ok := seqs[n]; ok {
 			continue
 		}
-		if old != nil && old.available {
+		if old != nil {
 			if s, ok := old.seqs[n]; ok {
 				seqs[n] = s
 				continue
@@ -81,9 +83,6 @@ func (m *model) claimants() map[string][][2]string {
 	bids := map[string][]bid{}
 	for _, n := range m.sortedNames() {
 		mc := m.conns[n]
-		if !mc.available {
-			continue
-		}
 		seen := map[string]bool{}
 		for _, t := range mc.tools {
 			name := exposedName(mc.c.Prefix, t.Name)
@@ -104,11 +103,14 @@ func (m *model) claimants() map[string][][2]string {
 	return out
 }
 
-// owners maps each exposed name to its owner and the backend tool name.
+// owners maps each live name (its owner is available) to its owner and
+// the backend tool name.
 func (m *model) owners() map[string][2]string {
 	out := map[string][2]string{}
 	for name, cl := range m.claimants() {
-		out[name] = cl[0]
+		if m.conns[cl[0][0]].available {
+			out[name] = cl[0]
+		}
 	}
 	return out
 }
@@ -151,22 +153,19 @@ func (m *model) collisions(conn string) ([]spec.ToolCollision, int) {
 // down returns which unavailable connection a call to a name that is not
 // live is answered about ("" for none).
 func (m *model) down(name string) string {
-	var byName, byPrefix string
+	if cl := m.claimants()[name]; len(cl) > 0 && !m.conns[cl[0][0]].available {
+		return cl[0][0] // its owner is away and keeps it
+	}
+	var byPrefix string
 	bestLen := 0
 	for _, n := range m.sortedNames() {
 		mc := m.conns[n]
 		if mc.available {
 			continue
 		}
-		if slices.Contains(mc.lastNames, name) {
-			byName = n // the last in name order wins
-		}
 		if p := mc.prefix + "_"; mc.prefix != "" && strings.HasPrefix(name, p) && len(p) > bestLen {
 			byPrefix, bestLen = n, len(p)
 		}
-	}
-	if byName != "" {
-		return byName
 	}
 	return byPrefix
 }
@@ -224,19 +223,13 @@ func TestIncrementalMatchesModel(t *testing.T) {
 				case r < 8:
 					prefix := prefixes[rng.IntN(len(prefixes))]
 					op = fmt.Sprintf("SetUnavailable(%s, %q)", name, prefix)
-					owners := m.owners()
 					mc := m.conns[name]
 					if mc == nil {
 						mc = &modelConn{}
 						m.conns[name] = mc
 					}
-					if mc.available {
-						mc.lastNames = nil
-						for n, o := range owners {
-							if o[0] == name {
-								mc.lastNames = append(mc.lastNames, n)
-							}
-						}
+					if prefix != mc.prefix {
+						mc.tools, mc.seqs = nil, nil // its names are not those it would expose
 					}
 					g.SetUnavailable(name, prefix, "down")
 					mc.available, mc.prefix, mc.reason = false, prefix, "down"

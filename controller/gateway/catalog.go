@@ -64,7 +64,9 @@ type promptRoute struct {
 type templateRoute struct {
 	template string
 	re       *regexp.Regexp // nil: a template the parser refuses (matches nothing)
-	target   *target
+	target   *target        // nil while its owner is away (down)
+	down     *downTarget
+	conn     string // its owner
 	spec     specificity
 	seq      uint64 // when its owner first offered it
 }
@@ -138,7 +140,7 @@ func compareTemplates(a, b templateRoute) int {
 	if c := compareSpecificity(a.spec, b.spec); c != 0 {
 		return c
 	}
-	if c := claimBefore(a.seq, a.target.name, b.seq, b.target.name); c != 0 {
+	if c := claimBefore(a.seq, a.conn, b.seq, b.conn); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.template, b.template)
@@ -166,32 +168,43 @@ func templateRegexp(tmpl string) (re *regexp.Regexp) {
 const catchAllWarning = "matches URIs of any scheme: it gets only URIs no other connection lists or matches with a template that fixes the scheme"
 
 // templateOwner returns the owner of the most specific template that
-// matches uri.
-func (c *catTable) templateOwner(uri string) *target {
+// matches uri: live, or away (down).
+func (c *catTable) templateOwner(uri string) (*target, *downTarget) {
 	for _, tr := range c.templates {
 		if tr.re != nil && tr.re.MatchString(uri) {
-			return tr.target
+			return tr.target, tr.down
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-// resourceOwner returns the connection a URI belongs to: the owner of the
-// exact URI, else of the most specific template that matches it.
-func (c *catTable) resourceOwner(uri string) *target {
+// resourceRoute returns the connection a URI belongs to: the owner of the
+// exact URI, else of the most specific template that matches it; down when
+// that owner is away and keeps it.
+func (c *catTable) resourceRoute(uri string) (*target, *downTarget) {
 	if t := c.resources[uri]; t != nil {
-		return t
+		return t, nil
+	}
+	if d := c.downURIs[uri]; d != nil {
+		return nil, d
 	}
 	return c.templateOwner(uri)
 }
 
-func (c *catTable) templateByName(tmpl string) *target {
+// resourceOwner is resourceRoute's live owner: nil when nobody, or an
+// owner that is away, has the URI.
+func (c *catTable) resourceOwner(uri string) *target {
+	t, _ := c.resourceRoute(uri)
+	return t
+}
+
+func (c *catTable) templateByName(tmpl string) (*target, *downTarget) {
 	for _, tr := range c.templates {
 		if tr.template == tmpl {
-			return tr.target
+			return tr.target, tr.down
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // published is what the go-sdk server holds of the catalog.
@@ -229,7 +242,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	var conns []*connState
 	for _, st := range g.conns {
 		st.exposedCat.prompts, st.exposedCat.resources, st.exposedCat.templates = 0, 0, 0
-		if st.hasCatalog() || st.lostOther != nil || st.lastCatalog != nil || st.catSeqs != nil || st.catWarnings != nil {
+		if st.hasCatalog() || st.lostOther != nil || st.catSeqs != nil || st.catWarnings != nil {
 			conns = append(conns, st)
 		}
 	}
@@ -240,25 +253,6 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	offers := map[string][]catOffer{}
 	var keys []string
 	for _, st := range conns {
-		if !st.available {
-			st.catSeqs = nil // catWarnings stay: see SetUnavailable
-			for _, n := range st.lastCatalog {
-				dt := &downTarget{name: st.name, reason: st.reason, timeout: st.timeout}
-				switch {
-				case strings.HasPrefix(n, collisionPrompt):
-					if next.downPrompts == nil {
-						next.downPrompts = map[string]*downTarget{}
-					}
-					next.downPrompts[strings.TrimPrefix(n, collisionPrompt)] = dt
-				case strings.HasPrefix(n, collisionResource):
-					if next.downURIs == nil {
-						next.downURIs = map[string]*downTarget{}
-					}
-					next.downURIs[strings.TrimPrefix(n, collisionResource)] = dt
-				}
-			}
-			continue
-		}
 		seqs := map[string]uint64{}
 		var warnings []spec.NameWarning
 		offer := func(key string, o catOffer) {
@@ -305,8 +299,11 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 			seqs = nil // nothing offered: not looked at again until it offers
 		}
 		st.catSeqs = seqs
-		g.warnNamesLocked(st.name, st.catWarnings, warnings)
-		st.catWarnings = warnings
+		if st.available {
+			// Away, it offers what it offered: nothing new to warn about.
+			g.warnNamesLocked(st.name, st.catWarnings, warnings)
+			st.catWarnings = warnings
+		}
 	}
 
 	wantPrompts := map[string]*mcp.Prompt{}
@@ -318,22 +315,47 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 		bids := offers[key]
 		slices.SortFunc(bids, func(a, b catOffer) int { return claimBefore(a.seq, a.st.name, b.seq, b.st.name) })
 		o := bids[0]
-		owners[key] = o.st
 		var shown string
-		switch k := key[2:]; {
-		case o.prompt != nil:
-			shown = collisionPrompt + k
-			wantPrompts[k] = o.prompt
-			next.prompts[k] = promptRoute{target: o.st.target, orig: o.prompt.Name}
-		case o.resource != nil:
-			shown = collisionResource + k
-			wantResources[k] = o.resource
-			next.resources[k] = o.st.target
-		default:
-			shown = collisionTemplate + k
-			wantTemplates[k] = o.template
-			next.templates = append(next.templates, templateRoute{template: k, re: templateRegexp(k), target: o.st.target,
-				spec: templateSpecificity(k), seq: o.seq})
+		if !o.st.available {
+			// Its owner is away and keeps it: not listed; a request for
+			// it is answered about the owner (or wakes it), and no other
+			// connection's template takes its URIs meanwhile.
+			dt := &downTarget{name: o.st.name, reason: o.st.reason, timeout: o.st.timeout}
+			switch k := key[2:]; {
+			case o.prompt != nil:
+				shown = collisionPrompt + k
+				if next.downPrompts == nil {
+					next.downPrompts = map[string]*downTarget{}
+				}
+				next.downPrompts[k] = dt
+			case o.resource != nil:
+				shown = collisionResource + k
+				if next.downURIs == nil {
+					next.downURIs = map[string]*downTarget{}
+				}
+				next.downURIs[k] = dt
+			default:
+				shown = collisionTemplate + k
+				next.templates = append(next.templates, templateRoute{template: k, re: templateRegexp(k), down: dt,
+					spec: templateSpecificity(k), seq: o.seq, conn: o.st.name})
+			}
+		} else {
+			owners[key] = o.st
+			switch k := key[2:]; {
+			case o.prompt != nil:
+				shown = collisionPrompt + k
+				wantPrompts[k] = o.prompt
+				next.prompts[k] = promptRoute{target: o.st.target, orig: o.prompt.Name}
+			case o.resource != nil:
+				shown = collisionResource + k
+				wantResources[k] = o.resource
+				next.resources[k] = o.st.target
+			default:
+				shown = collisionTemplate + k
+				wantTemplates[k] = o.template
+				next.templates = append(next.templates, templateRoute{template: k, re: templateRegexp(k), target: o.st.target,
+					spec: templateSpecificity(k), seq: o.seq, conn: o.st.name})
+			}
 		}
 		for _, l := range bids[1:] {
 			lost[l.st] = append(lost[l.st], spec.ToolCollision{Tool: shown, Connection: o.st.name})
@@ -343,6 +365,9 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	slices.SortFunc(next.templates, compareTemplates)
 	for _, st := range conns {
 		l := lost[st]
+		if !st.available {
+			l = nil // shown only while connected, as for tools
+		}
 		slices.SortFunc(l, compareCollisions)
 		if !slices.Equal(l, st.lostOther) {
 			collisionsChanged = true
@@ -480,24 +505,6 @@ func tryAdd(add func()) (err error) {
 	return nil
 }
 
-// catalogNames lists what st exposes of its catalog, as collision names;
-// kept while it is not Connected so that requests for them say why.
-func (g *Gateway) catalogNamesLocked(st *connState) []string {
-	c := g.cat.Load()
-	var names []string
-	for name, r := range c.prompts {
-		if r.target == st.target {
-			names = append(names, collisionPrompt+name)
-		}
-	}
-	for uri, t := range c.resources {
-		if t == st.target {
-			names = append(names, collisionResource+uri)
-		}
-	}
-	return names
-}
-
 // requestError is the error a client gets for a request routed to t that
 // produced no result (as callFailed for tools/call).
 func (g *Gateway) requestError(ctx context.Context, t *target, what string, err, callErr error) error {
@@ -575,14 +582,21 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	case "ref/prompt":
 		r, ok := c.prompts[ref.Name]
 		if !ok {
+			if d := c.downPrompts[ref.Name]; d != nil {
+				return nil, d.err()
+			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", ref.Name)}
 		}
 		t, cp.Name = r.target, r.orig
 	case "ref/resource":
-		if t = c.templateByName(ref.URI); t == nil {
-			t = c.resourceOwner(ref.URI)
+		var d *downTarget
+		if t, d = c.templateByName(ref.URI); t == nil && d == nil {
+			t, d = c.resourceRoute(ref.URI)
 		}
 		if t == nil {
+			if d != nil {
+				return nil, d.err()
+			}
 			return nil, mcp.ResourceNotFoundError(ref.URI)
 		}
 	default:
@@ -613,8 +627,11 @@ type subscription struct {
 // through the connection's listener (resourceUpdated).
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
-	t := g.cat.Load().resourceOwner(uri)
+	t, d := g.cat.Load().resourceRoute(uri)
 	if t == nil {
+		if d != nil {
+			return d.err()
+		}
 		return mcp.ResourceNotFoundError(uri)
 	}
 	g.subMu.Lock()

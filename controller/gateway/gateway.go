@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,12 +256,12 @@ type connState struct {
 	// candidates are the tools after the filter, in backend order; rebuilt
 	// only when tools, filter or prefix change.
 	candidates []*exposedTool
-	// claimed are the candidates registered in Gateway.claims: candidates
-	// while available, nil otherwise.
+	// claimed are the candidates registered in Gateway.claims: those of
+	// its last tool list, kept while it is not available (SetUnavailable).
 	claimed []*exposedTool
 	// seqs is when this connection first claimed each name it claims: kept
-	// across the Sets of one stay (a list_changed keeps the names it still
-	// lists), forgotten when it stops being available.
+	// across its Sets and while it is not available (a list_changed or a
+	// reconnect keeps the names it still lists), forgotten with the claim.
 	seqs map[string]uint64
 	// toolWarnings are the tools not exposed for their names (names.go),
 	// as of the last tool list it served.
@@ -269,20 +271,18 @@ type connState struct {
 	target *target
 	// life ends when this backend stops serving calls (replaced, unavailable,
 	// removed); its cause is the error in-flight calls answer.
-	life      context.Context
-	endLife   context.CancelCauseFunc
-	exposedN  int
-	lost      []spec.ToolCollision
-	lastNames []string // names exposed while available; answered "not connected" afterwards
+	life     context.Context
+	endLife  context.CancelCauseFunc
+	exposedN int
+	lost     []spec.ToolCollision
 
 	// The backend's prompts, resources and templates as last Set (see
-	// catalog.go), the catalog names it lost to others, and those it
-	// exposed while available ("prompt:<name>", "resource:<uri>").
-	prompts     []*mcp.Prompt
-	resources   []*mcp.Resource
-	templates   []*mcp.ResourceTemplate
-	lostOther   []spec.ToolCollision
-	lastCatalog []string
+	// catalog.go), kept while it is not available (its claims hold), and
+	// the catalog names it lost to others.
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+	lostOther []spec.ToolCollision
 	// catSeqs is seqs for the catalog ("p:", "r:", "t:" + key); catWarnings
 	// the prompts and templates the gateway does not serve as offered.
 	catSeqs     map[string]uint64
@@ -410,7 +410,6 @@ func (g *Gateway) Set(c Connection) {
 	st.timeout = timeout
 	st.tools = tools
 	st.backend = c.Backend
-	st.lastNames = nil
 	st.target = &target{name: st.name, backend: st.backend, timeout: st.timeout, life: st.life}
 	touched = g.claimLocked(st, touched)
 	// Only a connection that was unavailable leaves the "not connected"
@@ -418,9 +417,8 @@ func (g *Gateway) Set(c Connection) {
 	_, wasDown := g.unavailable[st.name]
 	delete(g.unavailable, st.name)
 	changed := g.applyLocked(st, touched, wasDown)
-	hadCatalog := st.hasCatalog() || st.lastCatalog != nil || st.lostOther != nil
+	hadCatalog := st.hasCatalog() || st.lostOther != nil
 	st.prompts, st.resources, st.templates = c.Backend.Prompts(), c.Backend.Resources(), c.Backend.ResourceTemplates()
-	st.lastCatalog = nil
 	if hadCatalog || st.hasCatalog() {
 		// Routes of the catalog point at st.target, which is new.
 		changed = g.applyCatalogLocked() || changed
@@ -451,29 +449,39 @@ func (g *Gateway) SetUnavailable(name, prefix, reason string) {
 		st = &connState{name: name}
 		g.conns[name] = st
 	}
-	if st.available {
-		st.lastNames = g.ownedLocked(st)
-		st.lastCatalog = g.catalogNamesLocked(st)
-	}
 	if st.backend != nil {
 		st.backend.Listen(nil)
 	}
-	touched := g.releaseLocked(st, nil)
-	// Its claims end with its stay; its name warnings are kept (and not
-	// shown while it is away), so a reconnect does not log them again.
-	st.seqs = nil
+	// Its claims outlast its session: while its manifest declares it, a
+	// name its last lists offered stays its own (routed to it as not
+	// connected, or woken on use), and nobody else takes it meanwhile
+	// (docs/contract.md §5). Only a prefix change gives them up: the
+	// names it held are no longer the ones it would expose. Its name
+	// warnings are kept too (not shown while it is away), so a reconnect
+	// does not log them again.
+	var touched []string
+	if prefix != st.prefix {
+		touched = g.releaseLocked(st, nil)
+		st.seqs = nil
+		// Prompts are prefixed too; resource URIs and templates are not.
+		st.prompts = nil
+		maps.DeleteFunc(st.catSeqs, func(k string, _ uint64) bool { return strings.HasPrefix(k, "p:") })
+	} else {
+		for _, et := range st.claimed {
+			touched = append(touched, et.tool.Name)
+		}
+	}
 	st.end(fmt.Errorf("connection %s is not connected: %s", name, reason))
 	st.available = false
 	st.reason = reason
 	st.prefix = prefix
 	st.backend = nil
 	st.tools = nil
-	st.candidates = nil
 	st.target = nil
 	g.unavailable[name] = st
 	changed := g.applyLocked(st, touched, true)
-	if st.hasCatalog() || st.lastCatalog != nil || st.lostOther != nil {
-		st.prompts, st.resources, st.templates = nil, nil, nil
+	if st.hasCatalog() || st.lostOther != nil {
+		// Its catalog stays offered, as its last lists had it.
 		changed = g.applyCatalogLocked() || changed
 	}
 	g.mu.Unlock()
@@ -498,8 +506,8 @@ func (g *Gateway) Remove(name string) {
 	delete(g.unavailable, name)
 	st.available = false
 	changed := g.applyLocked(st, touched, wasDown)
-	if st.hasCatalog() || st.lastCatalog != nil || st.lostOther != nil {
-		st.prompts, st.resources, st.templates, st.lastCatalog = nil, nil, nil, nil
+	if st.hasCatalog() || st.lostOther != nil {
+		st.prompts, st.resources, st.templates = nil, nil, nil
 		changed = g.applyCatalogLocked() || changed
 	}
 	g.mu.Unlock()
@@ -707,16 +715,29 @@ func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool)
 	slices.Sort(touched)
 	touched = slices.Compact(touched)
 
-	edit := editRoutes(g.routes.Load())
+	cur := g.routes.Load()
+	edit := editRoutes(cur)
 	affected := []*connState{st}
 	var remove []string
 	var add []claim
 	for _, name := range touched {
 		cl := g.claims[name]
-		if len(cl) == 0 {
+		// A name that was or becomes an unavailable owner's changes the
+		// "not connected" answers.
+		downChanged = downChanged || cur.down[name] != nil
+		if len(cl) == 0 || !cl[0].st.available {
+			// Nobody claims it, or its owner is away and keeps it: no
+			// live route, not listed; a call is answered about the owner
+			// (downLocked).
 			edit.remove(name)
 			if _, ok := g.exposed[name]; ok {
 				remove = append(remove, name)
+			}
+			if len(cl) > 0 {
+				downChanged = true
+				for _, c := range cl {
+					affected = append(affected, c.st)
+				}
 			}
 			continue
 		}
@@ -738,6 +759,9 @@ func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool)
 		var lost []spec.ToolCollision
 		exposedN := 0
 		for _, et := range c.claimed {
+			if !c.available {
+				break // it exposes nothing while away; its claims still count for the others
+			}
 			cl := g.claims[et.tool.Name]
 			if owner := cl[0].st; owner == c {
 				exposedN++
@@ -798,7 +822,7 @@ func (g *Gateway) downLocked() (map[string]*downTarget, []downPrefix) {
 	for _, n := range names {
 		st := g.unavailable[n]
 		dt := &downTarget{name: st.name, reason: st.reason, timeout: st.timeout}
-		for _, tn := range st.lastNames {
+		for _, tn := range g.ownedLocked(st) {
 			if down == nil {
 				down = make(map[string]*downTarget)
 			}

@@ -62,7 +62,9 @@ func owner(g *Gateway, kind, name string) string {
 // TestFirstComeKeepsName: once a client came, a tool, prompt or resource URI
 // that one connection serves is not taken by another connection that offers
 // it later (a backend's list_changed), whatever their names; the collision
-// is on both sides; the later one gets the name when the first drops it.
+// is on both sides. The first keeps it while its session is down (a
+// restart); the later one gets it only when the first's list drops it, its
+// prefix changes, or its manifest is removed.
 func TestFirstComeKeepsName(t *testing.T) {
 	g := New(Options{Logger: testLogger(t)})
 	g.settle()
@@ -97,20 +99,104 @@ func TestFirstComeKeepsName(t *testing.T) {
 		t.Errorf("Collisions(fs) = %v, want %v", got, wantKept)
 	}
 
-	// fs drops: aaa gets the names; fs back is now the later one.
+	// fs's session drops (its server restarts): its claims hold. aaa,
+	// which lists the same names, does not get them; requests for them
+	// are answered about fs (or wake it).
 	g.SetUnavailable("fs", "", "down")
 	for _, c := range []struct{ kind, name string }{{"tool", "read_file"}, {"prompt", "summarize"}, {"uri", "file:///etc/hosts"}} {
-		if got := owner(g, c.kind, c.name); got != "aaa" {
-			t.Errorf("with fs down, %s %s routes to %q, want aaa", c.kind, c.name, got)
+		if got := owner(g, c.kind, c.name); got != "" {
+			t.Errorf("with fs down, %s %s routes to %q, want nobody live", c.kind, c.name, got)
+		}
+		if got := downOwner(g, c.kind, c.name); got != "fs" {
+			t.Errorf("with fs down, %s %s is answered about %q, want fs", c.kind, c.name, got)
 		}
 	}
+	if got := g.Collisions("aaa"); !slices.Equal(got, wantLost) {
+		t.Errorf("Collisions(aaa) with fs down = %v, want %v", got, wantLost)
+	}
+	if _, listed := g.exposed["read_file"]; listed {
+		t.Error("read_file is listed while its owner is down")
+	}
+	// fs back with the same lists: it still owns them.
 	fs.Backend = offering([]string{"read_file"}, []string{"summarize"}, []string{"file:///etc/hosts"}, nil)
 	g.Set(fs)
-	if got := owner(g, "tool", "read_file"); got != "aaa" {
-		t.Errorf("fs back: read_file routes to %q, want aaa (it served it since)", got)
+	for _, c := range []struct{ kind, name string }{{"tool", "read_file"}, {"prompt", "summarize"}, {"uri", "file:///etc/hosts"}} {
+		if got := owner(g, c.kind, c.name); got != "fs" {
+			t.Errorf("fs back: %s %s routes to %q, want fs", c.kind, c.name, got)
+		}
 	}
-	if got := g.Collisions("aaa"); len(got) != 3 || !got[0].Kept {
-		t.Errorf("Collisions(aaa) once fs is back = %v, want three kept", got)
+	if got := g.Collisions("fs"); !slices.Equal(got, wantKept) {
+		t.Errorf("Collisions(fs) once back = %v, want %v", got, wantKept)
+	}
+	// Its server's own list drops read_file (while down, then back): aaa
+	// gets it, and only it.
+	g.SetUnavailable("fs", "", "down")
+	fs.Backend = offering(nil, []string{"summarize"}, []string{"file:///etc/hosts"}, nil)
+	g.Set(fs)
+	if got := owner(g, "tool", "read_file"); got != "aaa" {
+		t.Errorf("fs no longer lists read_file: it routes to %q, want aaa", got)
+	}
+	if got := owner(g, "prompt", "summarize"); got != "fs" {
+		t.Errorf("prompt summarize routes to %q, want fs", got)
+	}
+	// A prefix change while away: its names are no longer those it
+	// would expose; aaa gets them.
+	g.SetUnavailable("fs", "files", "down")
+	if got := downOwner(g, "uri", "file:///etc/hosts"); got != "fs" {
+		t.Errorf("a prefix change keeps resource URIs (never prefixed): answered about %q, want fs", got)
+	}
+	if got := owner(g, "prompt", "summarize"); got != "aaa" {
+		t.Errorf("fs's prefix changed while away: summarize routes to %q, want aaa", got)
+	}
+	// Its manifest removed: aaa gets the rest.
+	g.Remove("fs")
+	if got := owner(g, "uri", "file:///etc/hosts"); got != "aaa" {
+		t.Errorf("fs removed: file:///etc/hosts routes to %q, want aaa", got)
+	}
+	if got := g.Collisions("aaa"); got != nil {
+		t.Errorf("Collisions(aaa) once fs is removed = %v, want none", got)
+	}
+}
+
+// downOwner returns which unavailable connection a request for a tool,
+// prompt or resource URI that is not live is answered about ("" for none).
+func downOwner(g *Gateway, kind, name string) string {
+	var d *downTarget
+	switch kind {
+	case "tool":
+		d = g.routes.Load().lookupDown(name)
+	case "prompt":
+		d = g.cat.Load().downPrompts[name]
+	case "uri":
+		_, d = g.cat.Load().resourceRoute(name)
+	}
+	if d == nil {
+		return ""
+	}
+	return d.name
+}
+
+// TestAwayOwnerKeepsTemplate: while the connection whose template matches
+// a URI most specifically is away, a rival's catch-all does not get that
+// URI: a read is answered about the owner.
+func TestAwayOwnerKeepsTemplate(t *testing.T) {
+	g := New(Options{Logger: testLogger(t)})
+	g.settle()
+	g.Set(Connection{Name: "fs", Backend: offering(nil, nil, nil, []string{"file:///{+path}"})})
+	g.Set(Connection{Name: "aaa", Backend: offering(nil, nil, nil, []string{"{+anything}"})})
+	g.SetUnavailable("fs", "", "down")
+	if got := owner(g, "uri", "file:///etc/shadow"); got != "" {
+		t.Errorf("with fs down, file:///etc/shadow routes to %q, want nobody live", got)
+	}
+	if got := downOwner(g, "uri", "file:///etc/shadow"); got != "fs" {
+		t.Errorf("with fs down, file:///etc/shadow is answered about %q, want fs", got)
+	}
+	if got := owner(g, "uri", "mem://x"); got != "aaa" {
+		t.Errorf("mem://x routes to %q, want aaa (nobody else matches it)", got)
+	}
+	g.Remove("fs")
+	if got := owner(g, "uri", "file:///etc/shadow"); got != "aaa" {
+		t.Errorf("fs removed: file:///etc/shadow routes to %q, want aaa", got)
 	}
 }
 

@@ -3,7 +3,8 @@
 // (cmd/tether/fault_routing_test.go): it offers the tools, resources and
 // resource templates it is told to, adds more tools when its tool "arm" is
 // called (the go-sdk then sends tools/list_changed), and with -hostile
-// offers tool and prompt names that must not reach an agent. Every answer
+// offers tool and prompt names that must not reach an agent; with -gate it
+// refuses to start while a file exists. Every answer
 // starts with its -name, so a test sees which server a request reached and
 // what it was sent.
 //
@@ -35,7 +36,14 @@ func main() {
 	flag.Var(&resources, "resource", "offer the resource `URI` (repeatable)")
 	flag.Var(&templates, "template", "offer the resource template `TEMPLATE` (repeatable)")
 	hostile := flag.Bool("hostile", false, "offer tool and prompt names with control and bidi characters, and of 5,000 characters")
+	gate := flag.String("gate", "", "exit at once while the file `PATH` exists (a server that cannot start again until the test lets it)")
 	flag.Parse()
+	if *gate != "" {
+		if _, err := os.Stat(*gate); err == nil {
+			fmt.Fprintln(os.Stderr, *name+": gated by "+*gate)
+			os.Exit(3)
+		}
+	}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "rivalserver-" + *name, Version: "1.0.0"}, nil)
 	add := func(tool, desc string) {
