@@ -442,7 +442,25 @@ func (g *Gateway) Set(c Connection) {
 // its tools leave tools/list, calls in flight on it fail at once, and a call
 // to one of its former tools (or any name under prefix+"_") answers
 // "connection <name> is not connected: <reason>" instead of "unknown tool".
+//
+// Its claims outlast its session (docs/contract.md §5): the names of its
+// last lists stay its own, answered as above (or woken on use), and no
+// other connection takes them meanwhile; a prefix other than the one its
+// names were exposed with gives them up. Its tool filter is kept; see
+// SetUnavailableFiltered.
 func (g *Gateway) SetUnavailable(name, prefix, reason string) {
+	g.setUnavailable(name, prefix, nil, true, reason)
+}
+
+// SetUnavailableFiltered is SetUnavailable with the connection's current
+// tool filter: the claims on tools it no longer allows are given up, as a
+// prefix change gives up all of them. The reconciler calls it again when
+// the spec changes while the connection is away.
+func (g *Gateway) SetUnavailableFiltered(name, prefix string, filter *spec.ToolFilter, reason string) {
+	g.setUnavailable(name, prefix, filter, false, reason)
+}
+
+func (g *Gateway) setUnavailable(name, prefix string, filter *spec.ToolFilter, keepFilter bool, reason string) {
 	g.mu.Lock()
 	st := g.conns[name]
 	if st == nil {
@@ -452,24 +470,32 @@ func (g *Gateway) SetUnavailable(name, prefix, reason string) {
 	if st.backend != nil {
 		st.backend.Listen(nil)
 	}
-	// Its claims outlast its session: while its manifest declares it, a
-	// name its last lists offered stays its own (routed to it as not
-	// connected, or woken on use), and nobody else takes it meanwhile
-	// (docs/contract.md §5). Only a prefix change gives them up: the
-	// names it held are no longer the ones it would expose. Its name
-	// warnings are kept too (not shown while it is away), so a reconnect
-	// does not log them again.
+	// While its manifest declares it, a name its last lists offered stays
+	// its own. Its name warnings are kept too (not shown while it is
+	// away), so a reconnect does not log them again.
 	var touched []string
-	if prefix != st.prefix {
+	switch {
+	case prefix != st.prefix:
+		// The names it held are not the ones it would expose.
 		touched = g.releaseLocked(st, nil)
 		st.seqs = nil
 		// Prompts are prefixed too; resource URIs and templates are not.
 		st.prompts = nil
 		maps.DeleteFunc(st.catSeqs, func(k string, _ uint64) bool { return strings.HasPrefix(k, "p:") })
-	} else {
+	case !keepFilter && !reflect.DeepEqual(st.filter, filter):
+		// Re-register the claims the filter still allows; claimLocked
+		// keeps their places and forgets the others'.
+		claimed := st.claimed
+		touched = g.releaseLocked(st, nil)
+		st.candidates = slices.DeleteFunc(slices.Clone(claimed), func(et *exposedTool) bool { return !filter.Allows(et.orig) })
+		touched = g.claimLocked(st, touched)
+	default:
 		for _, et := range st.claimed {
 			touched = append(touched, et.tool.Name)
 		}
+	}
+	if !keepFilter {
+		st.filter = cloneFilter(filter)
 	}
 	st.end(fmt.Errorf("connection %s is not connected: %s", name, reason))
 	st.available = false

@@ -176,6 +176,38 @@ func downOwner(g *Gateway, kind, name string) string {
 	return d.name
 }
 
+// TestAwayOwnerFilterEdit: a filter edit while the owner is away gives up
+// the names it no longer allows (the rival gets them at once) and keeps
+// the others, in their places.
+func TestAwayOwnerFilterEdit(t *testing.T) {
+	g := New(Options{Logger: testLogger(t)})
+	g.settle()
+	g.Set(Connection{Name: "fs", Backend: offering([]string{"read_file", "write_file"}, nil, nil, nil)})
+	g.Set(Connection{Name: "aaa", Backend: offering([]string{"read_file", "write_file"}, nil, nil, nil)})
+	g.SetUnavailableFiltered("fs", "", nil, "down")
+	for _, n := range []string{"read_file", "write_file"} {
+		if got := downOwner(g, "tool", n); got != "fs" {
+			t.Errorf("with fs down, %s is answered about %q, want fs", n, got)
+		}
+	}
+	g.SetUnavailableFiltered("fs", "", &spec.ToolFilter{Deny: []string{"write_file"}}, "down")
+	if got := owner(g, "tool", "write_file"); got != "aaa" {
+		t.Errorf("fs's filter denies write_file: it routes to %q, want aaa", got)
+	}
+	if got := downOwner(g, "tool", "read_file"); got != "fs" {
+		t.Errorf("read_file is answered about %q, want fs (its filter still allows it)", got)
+	}
+	g.Set(Connection{Name: "fs", Filter: &spec.ToolFilter{Deny: []string{"write_file"}},
+		Backend: offering([]string{"read_file", "write_file"}, nil, nil, nil)})
+	if got := owner(g, "tool", "read_file"); got != "fs" {
+		t.Errorf("fs back: read_file routes to %q, want fs", got)
+	}
+	want := []spec.ToolCollision{{Tool: "read_file", Connection: "fs"}}
+	if got := g.Collisions("aaa"); !slices.Equal(got, want) {
+		t.Errorf("Collisions(aaa) = %v, want %v", got, want)
+	}
+}
+
 // TestAwayOwnerKeepsTemplate: while the connection whose template matches
 // a URI most specifically is away, a rival's catch-all does not get that
 // URI: a read is answered about the owner.
