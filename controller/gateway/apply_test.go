@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -228,8 +229,31 @@ func TestIncrementalMatchesModel(t *testing.T) {
 						mc = &modelConn{}
 						m.conns[name] = mc
 					}
-					if prefix != mc.prefix {
+					switch {
+					case prefix != mc.prefix:
 						mc.tools, mc.seqs = nil, nil // its names are not those it would expose
+					case rng.IntN(2) == 0:
+						// The spec's filter told while away: only the
+						// claims both filters allow remain.
+						filter := filters[rng.IntN(len(filters))]
+						op = fmt.Sprintf("SetUnavailableFiltered(%s, %q, %v)", name, prefix, filter)
+						old := mc.c.Filter
+						mc.tools = slices.DeleteFunc(slices.Clone(mc.tools), func(t *mcp.Tool) bool {
+							return !old.Allows(t.Name) || !filter.Allows(t.Name)
+						})
+						mc.c.Filter = filter
+						kept := map[string]bool{}
+						for _, t := range mc.tools {
+							kept[exposedName(mc.c.Prefix, t.Name)] = true
+						}
+						maps.DeleteFunc(mc.seqs, func(n string, _ uint64) bool { return !kept[n] })
+						g.SetUnavailableFiltered(name, prefix, filter, "down")
+						mc.available, mc.prefix, mc.reason = false, prefix, "down"
+						checkAgainstModel(t, g, m, probe, fmt.Sprintf("step %d: %s", step, op))
+						if t.Failed() {
+							return
+						}
+						continue
 					}
 					g.SetUnavailable(name, prefix, "down")
 					mc.available, mc.prefix, mc.reason = false, prefix, "down"
