@@ -107,7 +107,7 @@ func TestFaultRouting(t *testing.T) {
 
 	// R2: a backend with toolPrefix "" that adds a tool named like another
 	// connection's and sends list_changed does not get its calls; both
-	// report the collision; it gets the name when the owner leaves.
+	// report the collision; it gets the name when the owner's manifest goes.
 	t.Run("R2 list_changed takeover", func(t *testing.T) {
 		dir := t.TempDir()
 		m := map[string]string{

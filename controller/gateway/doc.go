@@ -43,6 +43,9 @@
 //     report it through Collisions (prompts as "prompt:<name>", resources as
 //     "resource:<uri>", templates as "resourceTemplate:<template>"), and the
 //     owner reports it as kept, so status and the collision metric see them.
+//     The owner keeps it while it is not available too (SetUnavailable):
+//     until Remove, a prefix or filter that no longer exposes it, or its own
+//     list without it (docs/contract.md §5).
 //   - Names that must not reach agents (control or bidi characters, longer
 //     than Options.MaxNameLength) are not exposed, and titles and
 //     descriptions lose such characters (names.go).

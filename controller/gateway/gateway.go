@@ -734,8 +734,11 @@ func (g *Gateway) releaseLocked(st *connState, touched []string) []string {
 // with the claims on the touched names, and recomputes the collisions of
 // st and of every connection claiming one of those names. A name goes to
 // the first claim (claimBefore): the connection that served it first keeps
-// it, and a loser takes over when the winner leaves. downChanged says the set of unavailable connections changed, so
-// the table's "not connected" answers are rebuilt. It reports whether any
+// it, also while it is not available (the name then has no live route and
+// is answered as down), and a loser takes over when the winner's claim
+// ends (Remove, a prefix or filter change, its list without the name).
+// downChanged says the set of unavailable connections changed, so the
+// table's "not connected" answers are rebuilt. It reports whether any
 // connection's collisions changed.
 func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool) (collisionsChanged bool) {
 	slices.Sort(touched)

@@ -315,7 +315,7 @@ func TestCollisions(t *testing.T) {
 				t.Errorf("x_echo = %q, %v; want the winner alpha", textOf(res), err)
 			}
 
-			// The loser takes over when the winner leaves.
+			// The loser takes over when the winner's manifest is removed.
 			g.Remove("alpha")
 			if got := g.Collisions("beta"); got != nil {
 				t.Errorf("after alpha left, Collisions(beta) = %v", got)
