@@ -2,6 +2,7 @@ package controller
 
 import (
 	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/spec"
 )
 
 // GatewayExposer drives the aggregated MCP server from the reconciler.
@@ -22,8 +23,8 @@ func (x GatewayExposer) Set(e Exposed) {
 }
 
 // SetUnavailable implements Exposer.
-func (x GatewayExposer) SetUnavailable(name, prefix, reason string) {
-	x.G.SetUnavailable(name, prefix, reason)
+func (x GatewayExposer) SetUnavailable(name, prefix string, filter *spec.ToolFilter, reason string) {
+	x.G.SetUnavailableFiltered(name, prefix, filter, reason)
 }
 
 // Remove implements Exposer.

@@ -47,7 +47,10 @@ type Exposed struct {
 // Exposer is the gateway as the reconciler drives it.
 type Exposer interface {
 	Set(e Exposed)
-	SetUnavailable(name, prefix, reason string)
+	// SetUnavailable: the connection is declared but not served; its
+	// names stay its own (docs/contract.md §5) as far as prefix and filter,
+	// its spec's, still expose them.
+	SetUnavailable(name, prefix string, filter *spec.ToolFilter, reason string)
 	Remove(name string)
 	// Exposure is what the gateway serves of the connection now.
 	Exposure(name string) gateway.Exposure

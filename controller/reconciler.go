@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,18 @@ type record struct {
 	// onDemand is what the gateway serves for an OnDemand connection, for
 	// its whole life (set on first sight, never replaced).
 	onDemand atomic.Pointer[onDemandBackend]
+	// held is what the gateway was last told of the connection while it
+	// is not served (nil while it is): its names stay its own as far as
+	// this prefix and filter expose them.
+	held atomic.Pointer[heldSpec]
+}
+
+// heldSpec is the prefix and filter a connection that is not served holds
+// its names with, and why it is not served.
+type heldSpec struct {
+	prefix string
+	filter *spec.ToolFilter
+	reason string
 }
 
 // NewReconciler returns a reconciler. Call Shutdown to stop its goroutines.
@@ -192,7 +205,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 	}
 	r.opts.Metrics.SetPhase(name, st.Phase)
 	r.opts.Metrics.SetTools(name, exposure.Tools)
-	r.opts.Metrics.SetCollisions(name, len(st.Collisions))
+	r.opts.Metrics.SetCollisions(name, lostNames(st.Collisions))
 
 	// A new connection within its Connecting grace: no status yet, look
 	// again when the grace ends.
@@ -240,7 +253,8 @@ func (r *Reconciler) record(name string, entry desired.Entry) *record {
 		// An OnDemand server stopped for idleness stays in the gateway:
 		// its backend serves the catalog and starts it again.
 		if r.opts.Exposer != nil && !idle {
-			r.opts.Exposer.SetUnavailable(name, running.ToolPrefix(), why)
+			r.opts.Exposer.SetUnavailable(name, running.ToolPrefix(), running.Spec.Tools, why)
+			rec.held.Store(&heldSpec{prefix: running.ToolPrefix(), filter: running.Spec.Tools, reason: why})
 			rec.exposed.set(nil)
 		}
 	}
@@ -300,9 +314,25 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 		// Nothing to serve. A session that went was hidden by OnDrop; an
 		// OnDemand connection stopped while idle (suspended, invalid, tether
 		// stopping) has no session to drop: hide it here.
-		if r.opts.Exposer != nil && rec.exposed.current() != nil {
-			r.opts.Exposer.SetUnavailable(name, exposedPrefix(entry, running), notServing(entry, r.stopping.Load()))
+		if r.opts.Exposer == nil {
+			return gateway.Exposure{}
+		}
+		held := &heldSpec{prefix: exposedPrefix(entry, running), reason: notServing(entry, r.stopping.Load())}
+		if entry.Conn != nil {
+			held.filter = entry.Conn.Spec.Tools
+		}
+		switch h := rec.held.Load(); {
+		case rec.exposed.current() != nil:
+			r.opts.Exposer.SetUnavailable(name, held.prefix, held.filter, held.reason)
+			rec.held.Store(held)
 			rec.exposed.set(nil)
+		case h != nil && entry.Conn != nil && (h.prefix != held.prefix || !reflect.DeepEqual(h.filter, held.filter)):
+			// The spec's prefix or filter changed while the connection is
+			// away: the names it would no longer expose are given up now,
+			// not when (if ever) it comes back (docs/contract.md §5).
+			held.reason = h.reason
+			r.opts.Exposer.SetUnavailable(name, held.prefix, held.filter, held.reason)
+			rec.held.Store(held)
 		}
 		return gateway.Exposure{}
 	}
@@ -324,6 +354,7 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 		Backend:     backend,
 	})
 	rec.exposed.set(backend)
+	rec.held.Store(nil)
 	return r.opts.Exposer.Exposure(name)
 }
 
@@ -554,4 +585,17 @@ func (r *Reconciler) FinalStatus() {
 			r.log.Warn("writing final status", "connection", name, "err", err)
 		}
 	}
+}
+
+// lostNames counts the collisions a connection lost (the names it does not
+// serve); those it kept against another are in its status, not in
+// tether_gateway_tool_collisions.
+func lostNames(cs []spec.ToolCollision) int {
+	n := 0
+	for _, c := range cs {
+		if !c.Kept {
+			n++
+		}
+	}
+	return n
 }

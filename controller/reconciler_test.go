@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -135,6 +136,8 @@ type fakeExposer struct {
 	mu  sync.Mutex
 	set map[string]Exposed
 	off map[string]string
+	// held is the prefix and filter of the last SetUnavailable.
+	held map[string]Exposed
 }
 
 func newFakeExposer() *fakeExposer {
@@ -146,11 +149,15 @@ func (x *fakeExposer) Set(e Exposed) {
 	x.set[e.Name] = e
 	delete(x.off, e.Name)
 }
-func (x *fakeExposer) SetUnavailable(name, prefix, reason string) {
+func (x *fakeExposer) SetUnavailable(name, prefix string, filter *spec.ToolFilter, reason string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.set, name)
 	x.off[name] = reason
+	if x.held == nil {
+		x.held = map[string]Exposed{}
+	}
+	x.held[name] = Exposed{Name: name, Prefix: prefix, Filter: filter}
 }
 func (x *fakeExposer) Remove(name string) {
 	x.mu.Lock()
@@ -481,6 +488,46 @@ func TestReconcileSessionLost(t *testing.T) {
 	connectOnce(h, "one.yaml", "one")
 	if st := h.statusOf("one.yaml", "one"); st.Process == nil || st.Process.Restarts != 1 {
 		t.Errorf("restarts = %+v, want 1", st.Process)
+	}
+}
+
+// TestReconcileEditWhileAwayReachesGateway: the gateway keeps a lost
+// connection's names (docs/contract.md §5) as far as the prefix and filter
+// it was last told expose them; an edit of either while the connection is
+// away is told at once, so that the names it no longer exposes go to
+// whoever else lists them, not when (if ever) it comes back.
+func TestReconcileEditWhileAwayReachesGateway(t *testing.T) {
+	h := newHarness(t)
+	s1 := newFakeSession("a", "b")
+	h.conn.push(s1) // then every attempt fails: "no scripted outcome"
+	h.apply("one.yaml", manifestYAML("one", "  tools: {deny: [b]}\n"))
+	connectOnce(h, "one.yaml", "one")
+	s1.die(errors.New("exit status 3"))
+	h.waitEnqueued("one")
+	h.reconcile("one")
+	held := func() Exposed {
+		h.exposer.mu.Lock()
+		defer h.exposer.mu.Unlock()
+		return h.exposer.held["one"]
+	}
+	if e := held(); e.Prefix != "one" || !reflect.DeepEqual(e.Filter, &spec.ToolFilter{Deny: []string{"b"}}) {
+		t.Fatalf("after the drop the gateway holds %+v, want prefix one, deny [b]", e)
+	}
+	h.apply("one.yaml", manifestYAML("one", "  toolPrefix: other\n  tools: {deny: [b]}\n"))
+	h.reconcile("one")
+	if e := held(); e.Prefix != "other" {
+		t.Errorf("after a prefix edit while away the gateway holds prefix %q, want other", e.Prefix)
+	}
+	h.apply("one.yaml", manifestYAML("one", "  toolPrefix: other\n  tools: {allow: [a]}\n"))
+	h.reconcile("one")
+	if e := held(); !reflect.DeepEqual(e.Filter, &spec.ToolFilter{Allow: []string{"a"}}) {
+		t.Errorf("after a filter edit while away the gateway holds filter %+v, want allow [a]", e.Filter)
+	}
+	h.exposer.mu.Lock()
+	reason := h.exposer.off["one"]
+	h.exposer.mu.Unlock()
+	if !strings.Contains(reason, "exit status 3") {
+		t.Errorf("the edit replaced why the connection is away: %q", reason)
 	}
 }
 

@@ -68,6 +68,7 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 			msg = fmt.Sprintf("connected to %s %s, %d tools", info.Name, info.Version, sn.Tools)
 		}
 		st.Collisions = in.Exposure.Collisions
+		st.NameWarnings = in.Exposure.NameWarnings
 	case sn.AuthRequired != "" && !sn.Attempting:
 		// No valid OAuth token: a login (or a fixed client) is needed.
 		st.Phase, reason, msg = spec.PhaseAuthRequired, spec.ReasonAuthRequired, sn.AuthRequired

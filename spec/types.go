@@ -373,8 +373,14 @@ type ConnectionStatus struct {
 	// Why the manifest cannot be used; set while it is invalid (tether keeps
 	// the last valid spec, if there was one).
 	ManifestError string `json:"manifestError"`
-	// Exposed tool names this connection lost to another connection.
+	// Exposed names (tools; prompt:, resource: and resourceTemplate: for the
+	// rest of the catalog) that this connection and another both offer: lost
+	// to the other, or kept (kept: true) against it.
 	Collisions []ToolCollision `json:"collisions,omitempty"`
+	// Names of the server's catalog the gateway does not serve as the server
+	// offers them (a tool or prompt name with control or bidi characters or
+	// longer than 128 characters; a resource template that matches any URI).
+	NameWarnings []NameWarning `json:"nameWarnings,omitempty"`
 }
 
 // CatalogStatus tells what a server publishes and when that last changed,
@@ -494,10 +500,25 @@ type ProcessStatus struct {
 	StderrTail []string `json:"stderrTail,omitempty"`
 }
 
-// ToolCollision records an exposed tool name this connection lost to another.
+// ToolCollision records an exposed name this connection and another both
+// offer.
 type ToolCollision struct {
-	// The exposed tool name.
+	// The exposed name.
 	Tool string `json:"tool"`
-	// The connection that exposes it.
+	// The other connection: the one that exposes it, or with kept, the one
+	// that offers it too and does not get it.
 	Connection string `json:"connection"`
+	// True when this connection keeps the name (it served it first).
+	Kept bool `json:"kept,omitempty"`
+}
+
+// NameWarning is a name of a server's catalog that the gateway does not
+// serve as offered, and why.
+type NameWarning struct {
+	// The name, with its kind ("tool:", "prompt:", "resourceTemplate:"),
+	// quoted with Go escapes when it holds anything but printable ASCII and
+	// cut to 80 characters.
+	Name string `json:"name"`
+	// What the gateway does with it and why.
+	Warning string `json:"warning"`
 }

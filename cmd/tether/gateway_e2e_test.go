@@ -186,28 +186,39 @@ func TestGatewayEndToEnd(t *testing.T) {
 
 	t.Run("prompts and resources are counted in status", func(t *testing.T) {
 		// ev and evh are the same server: prompts are prefixed, so both
-		// expose theirs; resource URIs are not rewritten, so ev (first by
-		// name) exposes them and evh loses each to it.
-		ev := waitStatus(t, filepath.Join(dir, "ev.yaml"), "ev", 20*time.Second, "prompts and resources", func(st spec.ConnectionStatus) bool {
+		// expose theirs; resource URIs are not rewritten, so the one that
+		// offered them first (the agent above came before either, so it is
+		// whichever connected first) exposes them and keeps each against
+		// the other, which loses each to it.
+		connectedWithCatalog := func(st spec.ConnectionStatus) bool {
 			return st.Phase == spec.PhaseConnected && st.Prompts != nil && st.Resources != nil
-		})
-		if ev.Prompts.Count == 0 || ev.Prompts.Exposed != ev.Prompts.Count || ev.Resources.Count == 0 || ev.Resources.Exposed != ev.Resources.Count {
-			t.Errorf("ev: prompts %+v, resources %+v; want some, all exposed", ev.Prompts, ev.Resources)
 		}
-		evh := waitStatus(t, filepath.Join(dir, "evh.yaml"), "evh", 20*time.Second, "resources lost to ev", func(st spec.ConnectionStatus) bool {
-			return st.Phase == spec.PhaseConnected && st.Resources != nil && st.Resources.Exposed < st.Resources.Count
-		})
-		lost := 0
-		for _, c := range evh.Collisions {
-			if strings.HasPrefix(c.Tool, "resource:") && c.Connection == "ev" {
+		ev := waitStatus(t, filepath.Join(dir, "ev.yaml"), "ev", 20*time.Second, "prompts and resources", connectedWithCatalog)
+		evh := waitStatus(t, filepath.Join(dir, "evh.yaml"), "evh", 20*time.Second, "prompts and resources", connectedWithCatalog)
+		owner, loser, ownerName, loserName := ev, evh, "ev", "evh"
+		if evh.Resources.Exposed > ev.Resources.Exposed {
+			owner, loser, ownerName, loserName = evh, ev, "evh", "ev"
+		}
+		if owner.Prompts.Count == 0 || owner.Prompts.Exposed != owner.Prompts.Count || owner.Resources.Count == 0 || owner.Resources.Exposed != owner.Resources.Count {
+			t.Errorf("%s: prompts %+v, resources %+v; want some, all exposed", ownerName, owner.Prompts, owner.Resources)
+		}
+		lost, kept := 0, 0
+		for _, c := range loser.Collisions {
+			if strings.HasPrefix(c.Tool, "resource:") && c.Connection == ownerName && !c.Kept {
 				lost++
 			}
 		}
-		if lost == 0 || evh.Resources.Count-evh.Resources.Exposed != lost {
-			t.Errorf("evh: resources %+v with %d lost to ev (collisions %v); want count - exposed = lost > 0", evh.Resources, lost, evh.Collisions)
+		for _, c := range owner.Collisions {
+			if strings.HasPrefix(c.Tool, "resource:") && c.Connection == loserName && c.Kept {
+				kept++
+			}
 		}
-		if evh.Prompts == nil || evh.Prompts.Exposed != evh.Prompts.Count || evh.Prompts.Count != ev.Prompts.Count {
-			t.Errorf("evh: prompts %+v, want ev's count %d, all exposed", evh.Prompts, ev.Prompts.Count)
+		if lost == 0 || loser.Resources.Count-loser.Resources.Exposed != lost || kept != lost {
+			t.Errorf("%s: resources %+v with %d lost to %s, %d kept by it (collisions %v, %v); want count - exposed = lost = kept > 0",
+				loserName, loser.Resources, lost, ownerName, kept, loser.Collisions, owner.Collisions)
+		}
+		if loser.Prompts.Exposed != loser.Prompts.Count || loser.Prompts.Count != owner.Prompts.Count {
+			t.Errorf("%s: prompts %+v, want %s's count %d, all exposed", loserName, loser.Prompts, ownerName, owner.Prompts.Count)
 		}
 	})
 
@@ -299,15 +310,23 @@ func TestGatewayEndToEnd(t *testing.T) {
 	t.Run("a collision is reported", func(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "a1.yaml"), stdioManifest("a1", example, nil, "  toolPrefix: same\n"))
 		writeFile(t, filepath.Join(dir, "a2.yaml"), stdioManifest("a2", example, nil, "  toolPrefix: same\n"))
-		waitStatus(t, filepath.Join(dir, "a1.yaml"), "a1", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
-		st := waitStatus(t, filepath.Join(dir, "a2.yaml"), "a2", 20*time.Second, "collisions", func(st spec.ConnectionStatus) bool {
-			return len(st.Collisions) > 0
-		})
-		if c := st.Collisions[0]; c.Connection != "a1" || !strings.HasPrefix(c.Tool, "same_") {
-			t.Errorf("collision = %+v, want a tool same_* lost to a1", c)
+		// Both connect after the agent came: the first to connect keeps
+		// the names, and both report the collision.
+		collided := func(st spec.ConnectionStatus) bool { return st.Phase == spec.PhaseConnected && len(st.Collisions) > 0 }
+		a1 := waitStatus(t, filepath.Join(dir, "a1.yaml"), "a1", 20*time.Second, "collisions", collided)
+		a2 := waitStatus(t, filepath.Join(dir, "a2.yaml"), "a2", 20*time.Second, "collisions", collided)
+		owner, loser, ownerName, loserName := a1, a2, "a1", "a2"
+		if a2.Collisions[0].Kept {
+			owner, loser, ownerName, loserName = a2, a1, "a2", "a1"
 		}
-		if st.Tools.Exposed != 0 {
-			t.Errorf("the loser still exposes %d tools", st.Tools.Exposed)
+		if c := loser.Collisions[0]; c.Connection != ownerName || c.Kept || !strings.HasPrefix(c.Tool, "same_") {
+			t.Errorf("%s's collision = %+v, want a tool same_* lost to %s", loserName, c, ownerName)
+		}
+		if c := owner.Collisions[0]; c.Connection != loserName || !c.Kept || len(owner.Collisions) != len(loser.Collisions) {
+			t.Errorf("%s's collisions = %+v, want each of %s's kept against it", ownerName, owner.Collisions, loserName)
+		}
+		if loser.Tools.Exposed != 0 {
+			t.Errorf("the loser still exposes %d tools", loser.Tools.Exposed)
 		}
 	})
 

@@ -56,6 +56,7 @@ type runOptions struct {
 	lease         kubernetes.LeaderElectionOptions
 
 	maxStateFile int64 // Limits on files (docs/contract.md)
+	maxNameLength int
 }
 
 func newRunCmd() *cobra.Command {
@@ -125,6 +126,8 @@ status.`,
 
 	// Limits on files (docs/contract.md, 5a).
 	f.Int64Var(&o.maxStateFile, "max-state-file-size", state.DefaultMaxFileSize, "largest file read from the state directory (a saved spec or catalog); a bigger one is ignored with an error naming it")
+	// Routing by ownership (docs/contract.md §5a).
+	f.IntVar(&o.maxNameLength, "max-name-length", gateway.DefaultMaxNameLength, "the longest tool or prompt name (prefix included, in characters) the gateway exposes; a longer one is not exposed and is reported in its connection's status")
 	return cmd
 }
 
@@ -167,6 +170,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.workers < 1 {
 		return errors.New("--workers must be at least 1")
 	}
+	if o.maxNameLength < 1 {
+		return errors.New("--max-name-length must be at least 1")
+	}
 
 	if o.stdio && o.listen != "" && o.listenSet {
 		return errors.New("--stdio and --listen exclude each other")
@@ -204,7 +210,8 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return ctrl.Wake(ctx, name)
 		},
-		Version: version,
+		Version:       version,
+		MaxNameLength: o.maxNameLength,
 	})
 	stateDir, stateErr := openState(o, log)
 	var ledger *connection.GroupLedger

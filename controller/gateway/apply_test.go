@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -21,11 +22,18 @@ type idBackend struct {
 }
 
 // model is the gateway's contract on exposure, computed from scratch after
-// every change: connections claim names in name order, the first claimant
-// owns a name, the others lost it. The gateway itself only re-examines the
-// names a change touches; TestIncrementalMatchesModel holds it to this.
+// every change: a name goes to the connection that claimed it first, and
+// among claims made before the gateway settled (seq 0), to the first by
+// connection name; the others lost it, and the owner kept it against each.
+// A connection's claims outlast its session: while it is unavailable it
+// keeps the names of its last list (not live, answered as down), unless
+// it was made unavailable with another prefix.
+// The gateway itself only re-examines the names a change touches;
+// TestIncrementalMatchesModel holds it to this.
 type model struct {
-	conns map[string]*modelConn
+	conns   map[string]*modelConn
+	settled bool
+	seq     uint64
 }
 
 type modelConn struct {
@@ -34,25 +42,75 @@ type modelConn struct {
 	available bool
 	reason    string
 	prefix    string
-	lastNames []string
+	seqs      map[string]uint64 // exposed name → when first claimed, kept while its claims hold
 }
 
-// owners maps each exposed name to its owner and the backend tool name.
-func (m *model) owners() map[string][2]string {
-	out := map[string][2]string{}
-	for _, n := range m.sortedNames() {
-		mc := m.conns[n]
-		if !mc.available {
+// set records a Set: names the connection still claims keep their claim
+// time; new ones are numbered after every claim so far once settled.
+func (m *model) set(name string, c Connection, tools []*mcp.Tool) {
+	old := m.conns[name]
+	seqs := map[string]uint64{}
+	for _, t := range tools {
+		if !c.Filter.Allows(t.Name) {
 			continue
 		}
-		for _, t := range mc.tools {
-			if !mc.c.Filter.Allows(t.Name) {
+		n := exposedName(c.Prefix, t.Name)
+		if _, ok := seqs[n]; ok {
+			continue
+		}
+		if old != nil {
+			if s, ok := old.seqs[n]; ok {
+				seqs[n] = s
 				continue
 			}
+		}
+		if m.settled {
+			m.seq++
+			seqs[n] = m.seq
+		} else {
+			seqs[n] = 0
+		}
+	}
+	m.conns[name] = &modelConn{c: c, tools: tools, available: true, prefix: c.Prefix, seqs: seqs}
+}
+
+// claimants lists, for each exposed name, its claimants in claim order,
+// each with the backend tool name.
+func (m *model) claimants() map[string][][2]string {
+	type bid struct {
+		conn, tool string
+		seq        uint64
+	}
+	bids := map[string][]bid{}
+	for _, n := range m.sortedNames() {
+		mc := m.conns[n]
+		seen := map[string]bool{}
+		for _, t := range mc.tools {
 			name := exposedName(mc.c.Prefix, t.Name)
-			if _, taken := out[name]; !taken {
-				out[name] = [2]string{n, t.Name}
+			if !mc.c.Filter.Allows(t.Name) || seen[name] {
+				continue
 			}
+			seen[name] = true
+			bids[name] = append(bids[name], bid{conn: n, tool: t.Name, seq: mc.seqs[name]})
+		}
+	}
+	out := map[string][][2]string{}
+	for name, bs := range bids {
+		slices.SortStableFunc(bs, func(a, b bid) int { return claimBefore(a.seq, a.conn, b.seq, b.conn) })
+		for _, b := range bs {
+			out[name] = append(out[name], [2]string{b.conn, b.tool})
+		}
+	}
+	return out
+}
+
+// owners maps each live name (its owner is available) to its owner and
+// the backend tool name.
+func (m *model) owners() map[string][2]string {
+	out := map[string][2]string{}
+	for name, cl := range m.claimants() {
+		if m.conns[cl[0][0]].available {
+			out[name] = cl[0]
 		}
 	}
 	return out
@@ -67,50 +125,48 @@ func (m *model) sortedNames() []string {
 	return names
 }
 
-// collisions returns what conn lost and how many names it exposes.
-func (m *model) collisions(conn string, owners map[string][2]string) ([]spec.ToolCollision, int) {
+// collisions returns what conn lost and kept, and how many names it
+// exposes.
+func (m *model) collisions(conn string) ([]spec.ToolCollision, int) {
 	mc := m.conns[conn]
 	if mc == nil || !mc.available {
 		return nil, 0
 	}
 	var lost []spec.ToolCollision
 	n := 0
-	seen := map[string]bool{}
-	for _, t := range mc.tools {
-		name := exposedName(mc.c.Prefix, t.Name)
-		if !mc.c.Filter.Allows(t.Name) || seen[name] {
-			continue
-		}
-		seen[name] = true
-		if o := owners[name][0]; o == conn {
+	for name, cl := range m.claimants() {
+		switch {
+		case cl[0][0] == conn:
 			n++
-		} else {
-			lost = append(lost, spec.ToolCollision{Tool: name, Connection: o})
+			for _, other := range cl[1:] {
+				lost = append(lost, spec.ToolCollision{Tool: name, Connection: other[0], Kept: true})
+			}
+		case slices.ContainsFunc(cl, func(c [2]string) bool { return c[0] == conn }):
+			lost = append(lost, spec.ToolCollision{Tool: name, Connection: cl[0][0]})
 		}
 	}
-	slices.SortFunc(lost, func(a, b spec.ToolCollision) int { return cmp.Compare(a.Tool, b.Tool) })
+	slices.SortFunc(lost, func(a, b spec.ToolCollision) int {
+		return cmp.Or(cmp.Compare(a.Tool, b.Tool), cmp.Compare(a.Connection, b.Connection))
+	})
 	return lost, n
 }
 
 // down returns which unavailable connection a call to a name that is not
 // live is answered about ("" for none).
 func (m *model) down(name string) string {
-	var byName, byPrefix string
+	if cl := m.claimants()[name]; len(cl) > 0 && !m.conns[cl[0][0]].available {
+		return cl[0][0] // its owner is away and keeps it
+	}
+	var byPrefix string
 	bestLen := 0
 	for _, n := range m.sortedNames() {
 		mc := m.conns[n]
 		if mc.available {
 			continue
 		}
-		if slices.Contains(mc.lastNames, name) {
-			byName = n // the last in name order wins
-		}
 		if p := mc.prefix + "_"; mc.prefix != "" && strings.HasPrefix(name, p) && len(p) > bestLen {
 			byPrefix, bestLen = n, len(p)
 		}
-	}
-	if byName != "" {
-		return byName
 	}
 	return byPrefix
 }
@@ -118,7 +174,8 @@ func (m *model) down(name string) string {
 // TestIncrementalMatchesModel drives a gateway and the model through the
 // same random Set/SetUnavailable/Remove sequences, with shared prefixes so
 // that names collide, and compares routes, published tools, collisions and
-// "not connected" answers after every step.
+// "not connected" answers after every step. Odd seeds settle the gateway
+// (a client came) part way, so that later claims rank by arrival.
 func TestIncrementalMatchesModel(t *testing.T) {
 	connNames := []string{"a", "b", "c", "d", "e"}
 	prefixes := []string{"", "p", "q", "p_t"}
@@ -139,6 +196,10 @@ func TestIncrementalMatchesModel(t *testing.T) {
 			g := New(Options{})
 			m := &model{conns: map[string]*modelConn{}}
 			for step := range 60 {
+				if seed%2 == 1 && step == 10+int(seed%20) {
+					g.settle()
+					m.settled = true
+				}
 				name := connNames[rng.IntN(len(connNames))]
 				var op string
 				switch r := rng.IntN(10); {
@@ -159,23 +220,40 @@ func TestIncrementalMatchesModel(t *testing.T) {
 					}
 					op = fmt.Sprintf("Set(%s, prefix %q, %d tools)", name, c.Prefix, len(tools))
 					g.Set(c)
-					m.conns[name] = &modelConn{c: c, tools: tools, available: true, prefix: c.Prefix}
+					m.set(name, c, tools)
 				case r < 8:
 					prefix := prefixes[rng.IntN(len(prefixes))]
 					op = fmt.Sprintf("SetUnavailable(%s, %q)", name, prefix)
-					owners := m.owners()
 					mc := m.conns[name]
 					if mc == nil {
 						mc = &modelConn{}
 						m.conns[name] = mc
 					}
-					if mc.available {
-						mc.lastNames = nil
-						for n, o := range owners {
-							if o[0] == name {
-								mc.lastNames = append(mc.lastNames, n)
-							}
+					switch {
+					case prefix != mc.prefix:
+						mc.tools, mc.seqs = nil, nil // its names are not those it would expose
+					case rng.IntN(2) == 0:
+						// The spec's filter told while away: only the
+						// claims both filters allow remain.
+						filter := filters[rng.IntN(len(filters))]
+						op = fmt.Sprintf("SetUnavailableFiltered(%s, %q, %v)", name, prefix, filter)
+						old := mc.c.Filter
+						mc.tools = slices.DeleteFunc(slices.Clone(mc.tools), func(t *mcp.Tool) bool {
+							return !old.Allows(t.Name) || !filter.Allows(t.Name)
+						})
+						mc.c.Filter = filter
+						kept := map[string]bool{}
+						for _, t := range mc.tools {
+							kept[exposedName(mc.c.Prefix, t.Name)] = true
 						}
+						maps.DeleteFunc(mc.seqs, func(n string, _ uint64) bool { return !kept[n] })
+						g.SetUnavailableFiltered(name, prefix, filter, "down")
+						mc.available, mc.prefix, mc.reason = false, prefix, "down"
+						checkAgainstModel(t, g, m, probe, fmt.Sprintf("step %d: %s", step, op))
+						if t.Failed() {
+							return
+						}
+						continue
 					}
 					g.SetUnavailable(name, prefix, "down")
 					mc.available, mc.prefix, mc.reason = false, prefix, "down"
@@ -233,7 +311,7 @@ func checkAgainstModel(t *testing.T, g *Gateway, m *model, probe []string, where
 		t.Errorf("%s: published %v, want %v", where, published, wantPublished)
 	}
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		lost, exposed := m.collisions(n, owners)
+		lost, exposed := m.collisions(n)
 		if got := g.Collisions(n); !slices.Equal(got, lost) {
 			t.Errorf("%s: Collisions(%s) = %v, want %v", where, n, got, lost)
 		}

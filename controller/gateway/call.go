@@ -356,9 +356,8 @@ func (g *Gateway) interceptDown(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		case "resources/read":
 			if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
-				c := g.cat.Load()
-				if c.resourceOwner(r.Params.URI) == nil {
-					if d := c.downURIs[r.Params.URI]; d != nil {
+				if t, d := g.cat.Load().resourceRoute(r.Params.URI); t == nil {
+					if d != nil {
 						if g.wake(ctx, d) {
 							return next(ctx, method, req)
 						}

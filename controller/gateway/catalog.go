@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,11 +27,14 @@ import (
 //
 // Prompts are exposed as <toolPrefix>_<prompt>, like tools. Resource URIs
 // and templates are not rewritten (clients build URIs from templates). A
-// name, URI or template offered by several connections goes to the first
-// by connection name; the others report the collision through Collisions
-// as "prompt:<name>", "resource:<uri>" or "resourceTemplate:<template>".
-// Unlike tools, the catalog is small and changes rarely: a change
-// recomputes it whole from the connections that offer any.
+// name, URI or template offered by several connections goes to the one
+// that offered it first (claimBefore, as for tools); the others report the
+// collision through Collisions as "prompt:<name>", "resource:<uri>" or
+// "resourceTemplate:<template>", and the owner reports it as kept. A URI
+// goes to the connection that lists it, else to the most specific template
+// that matches it (specificity, docs/contract.md §5). Unlike tools, the
+// catalog is small and changes rarely: a change recomputes it whole from
+// the connections that offer any.
 
 // Collision prefixes of the names reported by Collisions for what is not a
 // tool.
@@ -43,7 +49,7 @@ const (
 type catTable struct {
 	prompts   map[string]promptRoute // exposed name →
 	resources map[string]*target     // URI →
-	templates []templateRoute        // in owner (connection name) order
+	templates []templateRoute        // most specific first (compareTemplates)
 	// downPrompts and downURIs answer for what a connection that is not
 	// Connected used to offer: "connection X is not connected".
 	downPrompts map[string]*downTarget
@@ -57,36 +63,148 @@ type promptRoute struct {
 
 type templateRoute struct {
 	template string
-	re       *uritemplate.Template
-	target   *target
+	re       *regexp.Regexp // nil: a template the parser refuses (matches nothing)
+	target   *target        // nil while its owner is away (down)
+	down     *downTarget
+	conn     string // its owner
+	spec     specificity
+	seq      uint64 // when its owner first offered it
 }
 
-// templateOwner returns the owner of the first template that matches uri.
-func (c *catTable) templateOwner(uri string) *target {
+// specificity is how narrowly a URI template names URIs; see
+// compareSpecificity.
+type specificity struct {
+	catchAll bool // its literal prefix does not fix the URI scheme (no ':')
+	prefix   int  // literal characters before the first expression
+	literal  int  // literal characters in all
+	vars     int  // variables
+	reserved int  // {+x} and {#x} expressions, which match '/', '?' and '#' too
+}
+
+// templateSpecificity reads a URI template (RFC 6570 syntax: literals and
+// {op var,var} expressions).
+func templateSpecificity(tmpl string) specificity {
+	var sp specificity
+	inPrefix := true
+	for rest := tmpl; rest != ""; {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			open = len(rest)
+		}
+		n := utf8.RuneCountInString(rest[:open])
+		sp.literal += n
+		if inPrefix {
+			sp.prefix += n
+			sp.catchAll = !strings.Contains(tmpl[:len(tmpl)-len(rest)+open], ":")
+		}
+		rest = rest[open:]
+		if rest == "" {
+			break
+		}
+		inPrefix = false
+		expr, after, _ := strings.Cut(rest[1:], "}") // unterminated: the rest is one expression
+		if expr != "" && (expr[0] == '+' || expr[0] == '#') {
+			sp.reserved++
+		}
+		sp.vars += strings.Count(expr, ",") + 1
+		rest = after
+	}
+	return sp
+}
+
+// compareSpecificity is negative when a names URIs more narrowly than b:
+// a template that fixes the scheme before one that does not (catch-all),
+// then the longer literal prefix, then more literal characters, then fewer
+// variables, then fewer {+x}/{#x} expressions.
+func compareSpecificity(a, b specificity) int {
+	switch {
+	case a.catchAll != b.catchAll:
+		if b.catchAll {
+			return -1
+		}
+		return 1
+	case a.prefix != b.prefix:
+		return cmp.Compare(b.prefix, a.prefix)
+	case a.literal != b.literal:
+		return cmp.Compare(b.literal, a.literal)
+	case a.vars != b.vars:
+		return cmp.Compare(a.vars, b.vars)
+	}
+	return cmp.Compare(a.reserved, b.reserved)
+}
+
+// compareTemplates orders the routing table's templates: the most specific
+// first; between equally specific ones, the one offered first, then the
+// connection name.
+func compareTemplates(a, b templateRoute) int {
+	if c := compareSpecificity(a.spec, b.spec); c != 0 {
+		return c
+	}
+	if c := claimBefore(a.seq, a.conn, b.seq, b.conn); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.template, b.template)
+}
+
+// templateRegexp is what a URI must match to fall under tmpl; nil for a
+// template the parser refuses (the go-sdk refuses it too, and publish logs
+// it). uritemplate compiles it with regexp.MustCompile: a backend's
+// template must not be able to panic the gateway, which holds its lock.
+func templateRegexp(tmpl string) (re *regexp.Regexp) {
+	defer func() {
+		if recover() != nil {
+			re = nil
+		}
+	}()
+	parsed, err := uritemplate.New(tmpl)
+	if err != nil {
+		return nil
+	}
+	return parsed.Regexp()
+}
+
+// catchAllWarning is the status note of a template that matches URIs of
+// any scheme.
+const catchAllWarning = "matches URIs of any scheme: it gets only URIs no other connection lists or matches with a template that fixes the scheme"
+
+// templateOwner returns the owner of the most specific template that
+// matches uri: live, or away (down).
+func (c *catTable) templateOwner(uri string) (*target, *downTarget) {
 	for _, tr := range c.templates {
-		if tr.re != nil && tr.re.Regexp().MatchString(uri) {
-			return tr.target
+		if tr.re != nil && tr.re.MatchString(uri) {
+			return tr.target, tr.down
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-// resourceOwner returns the connection a URI belongs to: the owner of the
-// exact URI, else of the first template that matches it.
-func (c *catTable) resourceOwner(uri string) *target {
+// resourceRoute returns the connection a URI belongs to: the owner of the
+// exact URI, else of the most specific template that matches it; down when
+// that owner is away and keeps it.
+func (c *catTable) resourceRoute(uri string) (*target, *downTarget) {
 	if t := c.resources[uri]; t != nil {
-		return t
+		return t, nil
+	}
+	if d := c.downURIs[uri]; d != nil {
+		return nil, d
 	}
 	return c.templateOwner(uri)
 }
 
-func (c *catTable) templateByName(tmpl string) *target {
+// resourceOwner is resourceRoute's live owner: nil when nobody, or an
+// owner that is away, has the URI.
+func (c *catTable) resourceOwner(uri string) *target {
+	t, _ := c.resourceRoute(uri)
+	return t
+}
+
+func (c *catTable) templateByName(tmpl string) (*target, *downTarget) {
 	for _, tr := range c.templates {
 		if tr.template == tmpl {
-			return tr.target
+			return tr.target, tr.down
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // published is what the go-sdk server holds of the catalog.
@@ -107,6 +225,16 @@ func (st *connState) hasCatalog() bool {
 	return len(st.prompts)+len(st.resources)+len(st.templates) > 0
 }
 
+// catOffer is one connection's offer of a catalog key ("p:", "r:", "t:" +
+// name, URI or template).
+type catOffer struct {
+	st       *connState
+	seq      uint64
+	prompt   *mcp.Prompt
+	resource *mcp.Resource
+	template *mcp.ResourceTemplate
+}
+
 // applyCatalogLocked recomputes the catalog from every available
 // connection that offers any, publishes the difference to the go-sdk
 // server, and reports whether any connection's catalog collisions changed.
@@ -114,92 +242,137 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	var conns []*connState
 	for _, st := range g.conns {
 		st.exposedCat.prompts, st.exposedCat.resources, st.exposedCat.templates = 0, 0, 0
-		if st.hasCatalog() || st.lostOther != nil || st.lastCatalog != nil {
+		if st.hasCatalog() || st.lostOther != nil || st.catSeqs != nil || st.catWarnings != nil {
 			conns = append(conns, st)
 		}
 	}
+	// Name order: the new claims of one pass are numbered in it.
 	slices.SortFunc(conns, func(a, b *connState) int { return strings.Compare(a.name, b.name) })
 
 	next := &catTable{prompts: map[string]promptRoute{}, resources: map[string]*target{}}
-	wantPrompts := map[string]*mcp.Prompt{}
-	wantResources := map[string]*mcp.Resource{}
-	wantTemplates := map[string]*mcp.ResourceTemplate{}
-	owners := map[string]*connState{}
-	lost := map[*connState][]spec.ToolCollision{}
+	offers := map[string][]catOffer{}
+	var keys []string
 	for _, st := range conns {
-		if !st.available {
-			for _, n := range st.lastCatalog {
-				dt := &downTarget{name: st.name, reason: st.reason, timeout: st.timeout}
-				switch {
-				case strings.HasPrefix(n, collisionPrompt):
-					if next.downPrompts == nil {
-						next.downPrompts = map[string]*downTarget{}
-					}
-					next.downPrompts[strings.TrimPrefix(n, collisionPrompt)] = dt
-				case strings.HasPrefix(n, collisionResource):
-					if next.downURIs == nil {
-						next.downURIs = map[string]*downTarget{}
-					}
-					next.downURIs[strings.TrimPrefix(n, collisionResource)] = dt
-				}
+		seqs := map[string]uint64{}
+		var warnings []spec.NameWarning
+		offer := func(key string, o catOffer) {
+			if _, twice := seqs[key]; twice {
+				return // a server that lists one name twice: the first
 			}
-			continue
+			seq, ok := st.catSeqs[key]
+			if !ok {
+				seq = g.nextSeqLocked()
+			}
+			seqs[key] = seq
+			o.st, o.seq = st, seq
+			if offers[key] == nil {
+				keys = append(keys, key)
+			}
+			offers[key] = append(offers[key], o)
 		}
 		for _, p := range st.prompts {
 			if p == nil {
 				continue
 			}
 			name := exposedName(st.prefix, p.Name)
-			if o := owners["p:"+name]; o != nil {
-				if o != st {
-					lost[st] = append(lost[st], spec.ToolCollision{Tool: collisionPrompt + name, Connection: o.name})
-				}
+			if problem := nameProblem(p.Name, name, g.opts.MaxNameLength); problem != "" {
+				warnings = append(warnings, nameWarning(collisionPrompt, name, problem))
 				continue
 			}
-			owners["p:"+name] = st
-			wantPrompts[name] = p
-			next.prompts[name] = promptRoute{target: st.target, orig: p.Name}
+			offer("p:"+name, catOffer{prompt: p})
 		}
 		for _, r := range st.resources {
-			if r == nil {
-				continue
+			if r != nil {
+				offer("r:"+r.URI, catOffer{resource: r})
 			}
-			if o := owners["r:"+r.URI]; o != nil {
-				if o != st {
-					lost[st] = append(lost[st], spec.ToolCollision{Tool: collisionResource + r.URI, Connection: o.name})
-				}
-				continue
-			}
-			owners["r:"+r.URI] = st
-			wantResources[r.URI] = r
-			next.resources[r.URI] = st.target
 		}
 		for _, t := range st.templates {
 			if t == nil {
 				continue
 			}
-			if o := owners["t:"+t.URITemplate]; o != nil {
-				if o != st {
-					lost[st] = append(lost[st], spec.ToolCollision{Tool: collisionTemplate + t.URITemplate, Connection: o.name})
-				}
-				continue
+			if templateSpecificity(t.URITemplate).catchAll {
+				warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate, catchAllWarning))
 			}
-			owners["t:"+t.URITemplate] = st
-			wantTemplates[t.URITemplate] = t
-			re, err := uritemplate.New(t.URITemplate)
-			if err != nil {
-				re = nil // the go-sdk refuses it too (publish logs it)
-			}
-			next.templates = append(next.templates, templateRoute{template: t.URITemplate, re: re, target: st.target})
+			offer("t:"+t.URITemplate, catOffer{template: t})
+		}
+		if len(seqs) == 0 {
+			seqs = nil // nothing offered: not looked at again until it offers
+		}
+		st.catSeqs = seqs
+		if st.available {
+			// Away, it offers what it offered: nothing new to warn about.
+			g.warnNamesLocked(st.name, st.catWarnings, warnings)
+			st.catWarnings = warnings
 		}
 	}
+
+	wantPrompts := map[string]*mcp.Prompt{}
+	wantResources := map[string]*mcp.Resource{}
+	wantTemplates := map[string]*mcp.ResourceTemplate{}
+	owners := map[string]*connState{}
+	lost := map[*connState][]spec.ToolCollision{}
+	for _, key := range keys {
+		bids := offers[key]
+		slices.SortFunc(bids, func(a, b catOffer) int { return claimBefore(a.seq, a.st.name, b.seq, b.st.name) })
+		o := bids[0]
+		var shown string
+		if !o.st.available {
+			// Its owner is away and keeps it: not listed; a request for
+			// it is answered about the owner (or wakes it), and no other
+			// connection's template takes its URIs meanwhile.
+			dt := &downTarget{name: o.st.name, reason: o.st.reason, timeout: o.st.timeout}
+			switch k := key[2:]; {
+			case o.prompt != nil:
+				shown = collisionPrompt + k
+				if next.downPrompts == nil {
+					next.downPrompts = map[string]*downTarget{}
+				}
+				next.downPrompts[k] = dt
+			case o.resource != nil:
+				shown = collisionResource + k
+				if next.downURIs == nil {
+					next.downURIs = map[string]*downTarget{}
+				}
+				next.downURIs[k] = dt
+			default:
+				shown = collisionTemplate + k
+				next.templates = append(next.templates, templateRoute{template: k, re: templateRegexp(k), down: dt,
+					spec: templateSpecificity(k), seq: o.seq, conn: o.st.name})
+			}
+		} else {
+			owners[key] = o.st
+			switch k := key[2:]; {
+			case o.prompt != nil:
+				shown = collisionPrompt + k
+				wantPrompts[k] = o.prompt
+				next.prompts[k] = promptRoute{target: o.st.target, orig: o.prompt.Name}
+			case o.resource != nil:
+				shown = collisionResource + k
+				wantResources[k] = o.resource
+				next.resources[k] = o.st.target
+			default:
+				shown = collisionTemplate + k
+				wantTemplates[k] = o.template
+				next.templates = append(next.templates, templateRoute{template: k, re: templateRegexp(k), target: o.st.target,
+					spec: templateSpecificity(k), seq: o.seq, conn: o.st.name})
+			}
+		}
+		for _, l := range bids[1:] {
+			lost[l.st] = append(lost[l.st], spec.ToolCollision{Tool: shown, Connection: o.st.name})
+			lost[o.st] = append(lost[o.st], spec.ToolCollision{Tool: shown, Connection: l.st.name, Kept: true})
+		}
+	}
+	slices.SortFunc(next.templates, compareTemplates)
 	for _, st := range conns {
 		l := lost[st]
-		slices.SortFunc(l, func(a, b spec.ToolCollision) int { return strings.Compare(a.Tool, b.Tool) })
+		if !st.available {
+			l = nil // shown only while connected, as for tools
+		}
+		slices.SortFunc(l, compareCollisions)
 		if !slices.Equal(l, st.lostOther) {
 			collisionsChanged = true
 			for _, c := range l {
-				if !slices.Contains(st.lostOther, c) {
+				if !c.Kept && !slices.Contains(st.lostOther, c) {
 					g.log.Warn("gateway name collision: not exposed", "connection", st.name, "name", c.Tool, "exposedBy", c.Connection)
 				}
 			}
@@ -266,6 +439,8 @@ func (g *Gateway) publishCatalogLocked(prompts map[string]*mcp.Prompt, resources
 		cp := *p
 		cp.Name = name
 		cp.Meta = nil
+		cp.Title, cp.Description = cleanText(p.Title), cleanText(p.Description)
+		cp.Arguments = cleanArguments(p.Arguments)
 		g.server.AddPrompt(&cp, g.getPrompt)
 		pub.prompts[name] = p
 		pub.owners["p:"+name] = owners["p:"+name]
@@ -276,6 +451,7 @@ func (g *Gateway) publishCatalogLocked(prompts map[string]*mcp.Prompt, resources
 		}
 		cp := *r
 		cp.Meta = nil
+		cp.Name, cp.Title, cp.Description = cleanText(r.Name), cleanText(r.Title), cleanText(r.Description)
 		if err := tryAdd(func() { g.server.AddResource(&cp, g.readResource) }); err != nil {
 			g.log.Warn("gateway cannot publish a resource", "connection", owners["r:"+uri].name, "uri", uri, "error", err)
 			continue
@@ -289,6 +465,7 @@ func (g *Gateway) publishCatalogLocked(prompts map[string]*mcp.Prompt, resources
 		}
 		cp := *t
 		cp.Meta = nil
+		cp.Name, cp.Title, cp.Description = cleanText(t.Name), cleanText(t.Title), cleanText(t.Description)
 		if err := tryAdd(func() { g.server.AddResourceTemplate(&cp, g.readResource) }); err != nil {
 			g.log.Warn("gateway cannot publish a resource template", "connection", owners["t:"+tmpl].name, "template", tmpl, "error", err)
 			continue
@@ -296,6 +473,26 @@ func (g *Gateway) publishCatalogLocked(prompts map[string]*mcp.Prompt, resources
 		pub.templates[tmpl] = t
 		pub.owners["t:"+tmpl] = owners["t:"+tmpl]
 	}
+}
+
+// cleanArguments returns a prompt's arguments with their titles and
+// descriptions cleaned (cleanText); the same slice when none needs it.
+func cleanArguments(args []*mcp.PromptArgument) []*mcp.PromptArgument {
+	if !slices.ContainsFunc(args, func(a *mcp.PromptArgument) bool {
+		return a != nil && (needsCleaning(a.Title) || needsCleaning(a.Description))
+	}) {
+		return args
+	}
+	out := make([]*mcp.PromptArgument, len(args))
+	for i, a := range args {
+		if a != nil {
+			c := *a
+			c.Title, c.Description = cleanText(a.Title), cleanText(a.Description)
+			a = &c
+		}
+		out[i] = a
+	}
+	return out
 }
 
 func tryAdd(add func()) (err error) {
@@ -306,24 +503,6 @@ func tryAdd(add func()) (err error) {
 	}()
 	add()
 	return nil
-}
-
-// catalogNames lists what st exposes of its catalog, as collision names;
-// kept while it is not Connected so that requests for them say why.
-func (g *Gateway) catalogNamesLocked(st *connState) []string {
-	c := g.cat.Load()
-	var names []string
-	for name, r := range c.prompts {
-		if r.target == st.target {
-			names = append(names, collisionPrompt+name)
-		}
-	}
-	for uri, t := range c.resources {
-		if t == st.target {
-			names = append(names, collisionResource+uri)
-		}
-	}
-	return names
 }
 
 // requestError is the error a client gets for a request routed to t that
@@ -403,14 +582,21 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	case "ref/prompt":
 		r, ok := c.prompts[ref.Name]
 		if !ok {
+			if d := c.downPrompts[ref.Name]; d != nil {
+				return nil, d.err()
+			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", ref.Name)}
 		}
 		t, cp.Name = r.target, r.orig
 	case "ref/resource":
-		if t = c.templateByName(ref.URI); t == nil {
-			t = c.resourceOwner(ref.URI)
+		var d *downTarget
+		if t, d = c.templateByName(ref.URI); t == nil && d == nil {
+			t, d = c.resourceRoute(ref.URI)
 		}
 		if t == nil {
+			if d != nil {
+				return nil, d.err()
+			}
 			return nil, mcp.ResourceNotFoundError(ref.URI)
 		}
 	default:
@@ -441,8 +627,11 @@ type subscription struct {
 // through the connection's listener (resourceUpdated).
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
-	t := g.cat.Load().resourceOwner(uri)
+	t, d := g.cat.Load().resourceRoute(uri)
 	if t == nil {
+		if d != nil {
+			return d.err()
+		}
 		return mcp.ResourceNotFoundError(uri)
 	}
 	g.subMu.Lock()

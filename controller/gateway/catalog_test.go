@@ -257,8 +257,9 @@ func TestCatalogPassesThrough(t *testing.T) {
 	if got, want := g.Collisions("b"), []spec.ToolCollision{{Tool: "resource:res://shared", Connection: "a"}}; !slices.Equal(got, want) {
 		t.Errorf("Collisions(b) = %v, want %v", got, want)
 	}
-	if got := g.Collisions("a"); got != nil {
-		t.Errorf("Collisions(a) = %v, want none", got)
+	// Reported on both sides: a keeps it against b.
+	if got, want := g.Collisions("a"), []spec.ToolCollision{{Tool: "resource:res://shared", Connection: "b", Kept: true}}; !slices.Equal(got, want) {
+		t.Errorf("Collisions(a) = %v, want %v", got, want)
 	}
 	exposed := func(name string, prompts, resources, templates int) {
 		t.Helper()

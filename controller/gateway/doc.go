@@ -22,7 +22,8 @@
 //   - Prompts: <toolPrefix>_<prompt>; prompts/get routed to the owner.
 //   - Resources and templates: URIs unchanged (clients build them from
 //     templates); resources/read routed by the exact URI's owner, else the
-//     first template that matches it (connections in name order);
+//     owner of the most specific template that matches it (catalog.go,
+//     docs/contract.md §5); a catch-all template is reported;
 //     resources/subscribe reaches the owner once per URI (renewed when it
 //     reconnects, dropped upstream when the last client unsubscribes) and its
 //     notifications/resources/updated reach the subscribed clients.
@@ -37,10 +38,17 @@
 //     changes; the server declares listChanged for all three, and logging,
 //     completions and subscriptions, from the start, also while empty.
 //   - Collisions: a tool or prompt name, resource URI or template offered by
-//     several connections goes to the first by connection name; the others
+//     several connections goes to the one that offered it first (before the
+//     first client request, the first by connection name); the others
 //     report it through Collisions (prompts as "prompt:<name>", resources as
-//     "resource:<uri>", templates as "resourceTemplate:<template>"), so
-//     status and the collision metric see them.
+//     "resource:<uri>", templates as "resourceTemplate:<template>"), and the
+//     owner reports it as kept, so status and the collision metric see them.
+//     The owner keeps it while it is not available too (SetUnavailable):
+//     until Remove, a prefix or filter that no longer exposes it, or its own
+//     list without it (docs/contract.md §5).
+//   - Names that must not reach agents (control or bidi characters, longer
+//     than Options.MaxNameLength) are not exposed, and titles and
+//     descriptions lose such characters (names.go).
 //
 // # Requests a backend sends a client
 //

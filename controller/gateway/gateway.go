@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +119,9 @@ type Options struct {
 	// request is answered that the connection is not connected.
 	Wake    func(ctx context.Context, connection string) error
 	Version string
+	// MaxNameLength bounds an exposed tool or prompt name, in characters:
+	// a longer one is not exposed (names.go). 0 means DefaultMaxNameLength.
+	MaxNameLength int
 	// MaxRequestBodyBytes bounds an HTTP request body; 0 means 4 MiB.
 	MaxRequestBodyBytes int64
 	// ShutdownTimeout bounds the graceful part of Serve's shutdown; 0 means 5s.
@@ -169,11 +174,18 @@ type Gateway struct {
 	mu    sync.Mutex
 	conns map[string]*connState
 	// claims lists, for every exposed name, the available connections whose
-	// filtered tools include it, sorted by connection name: the first owns
-	// the name, the others lost it to a collision. A change re-examines
-	// only the names it touches, so the cost of Set does not grow with the
-	// number of connections.
+	// filtered tools include it, in claim order (claimBefore): the first
+	// owns the name, the others lost it to a collision. A change
+	// re-examines only the names it touches, so the cost of Set does not
+	// grow with the number of connections.
 	claims map[string][]claim
+	// settled turns true at the first request of a client (registry.go):
+	// from then on a name is kept by the connection that claimed it first
+	// (seq); before it, every claim has seq 0 and a name goes to the first
+	// connection by name, whatever order the servers connected in
+	// (docs/contract.md §5). claimSeq numbers the claims made since.
+	settled  atomic.Bool
+	claimSeq uint64
 	// unavailable holds the connections known but not available: what the
 	// routing table's "not connected" answers are built from.
 	unavailable map[string]*connState
@@ -200,8 +212,35 @@ type Gateway struct {
 
 // claim is one connection's bid for an exposed name.
 type claim struct {
-	st *connState
-	et *exposedTool
+	st  *connState
+	et  *exposedTool
+	seq uint64 // when st first claimed the name (0: before settled)
+}
+
+// claimBefore orders the claims on one name: the earlier claim first, then
+// connection name.
+func claimBefore(aSeq uint64, aName string, bSeq uint64, bName string) int {
+	if c := cmp.Compare(aSeq, bSeq); c != 0 {
+		return c
+	}
+	return cmp.Compare(aName, bName)
+}
+
+// nextSeqLocked numbers a new claim: 0 until the gateway is settled.
+func (g *Gateway) nextSeqLocked() uint64 {
+	if !g.settled.Load() {
+		return 0
+	}
+	g.claimSeq++
+	return g.claimSeq
+}
+
+// settle ends the start-up: names claimed from now on rank after those
+// claimed so far.
+func (g *Gateway) settle() {
+	if !g.settled.Load() {
+		g.settled.Store(true)
+	}
 }
 
 // connState is the gateway's record of one connection.
@@ -217,28 +256,37 @@ type connState struct {
 	// candidates are the tools after the filter, in backend order; rebuilt
 	// only when tools, filter or prefix change.
 	candidates []*exposedTool
-	// claimed are the candidates registered in Gateway.claims: candidates
-	// while available, nil otherwise.
+	// claimed are the candidates registered in Gateway.claims: those of
+	// its last tool list, kept while it is not available (SetUnavailable).
 	claimed []*exposedTool
+	// seqs is when this connection first claimed each name it claims: kept
+	// across its Sets and while it is not available (a list_changed or a
+	// reconnect keeps the names it still lists), forgotten with the claim.
+	seqs map[string]uint64
+	// toolWarnings are the tools not exposed for their names (names.go),
+	// as of the last tool list it served.
+	toolWarnings []spec.NameWarning
 	// target is where this connection's routes lead; replaced when the
 	// backend, its life or the call timeout change.
 	target *target
 	// life ends when this backend stops serving calls (replaced, unavailable,
 	// removed); its cause is the error in-flight calls answer.
-	life      context.Context
-	endLife   context.CancelCauseFunc
-	exposedN  int
-	lost      []spec.ToolCollision
-	lastNames []string // names exposed while available; answered "not connected" afterwards
+	life     context.Context
+	endLife  context.CancelCauseFunc
+	exposedN int
+	lost     []spec.ToolCollision
 
 	// The backend's prompts, resources and templates as last Set (see
-	// catalog.go), the catalog names it lost to others, and those it
-	// exposed while available ("prompt:<name>", "resource:<uri>").
-	prompts     []*mcp.Prompt
-	resources   []*mcp.Resource
-	templates   []*mcp.ResourceTemplate
-	lostOther   []spec.ToolCollision
-	lastCatalog []string
+	// catalog.go), kept while it is not available (its claims hold), and
+	// the catalog names it lost to others.
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+	lostOther []spec.ToolCollision
+	// catSeqs is seqs for the catalog ("p:", "r:", "t:" + key); catWarnings
+	// the prompts and templates the gateway does not serve as offered.
+	catSeqs     map[string]uint64
+	catWarnings []spec.NameWarning
 	// exposedCat counts the prompts, resources and templates this
 	// connection exposes (it owns their names).
 	exposedCat struct{ prompts, resources, templates int }
@@ -257,6 +305,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = defaultShutdownTimeout
+	}
+	if opts.MaxNameLength <= 0 {
+		opts.MaxNameLength = DefaultMaxNameLength
 	}
 	g := &Gateway{
 		log:         log,
@@ -347,7 +398,10 @@ func (g *Gateway) Set(c Connection) {
 		st.life, st.endLife = context.WithCancelCause(context.Background())
 	}
 	if newTools {
-		st.candidates = candidates(c, tools)
+		var warnings []spec.NameWarning
+		st.candidates, warnings = candidates(c, tools, g.opts.MaxNameLength)
+		g.warnNamesLocked(st.name, st.toolWarnings, warnings)
+		st.toolWarnings = warnings
 	}
 	st.available = true
 	st.reason = ""
@@ -356,7 +410,6 @@ func (g *Gateway) Set(c Connection) {
 	st.timeout = timeout
 	st.tools = tools
 	st.backend = c.Backend
-	st.lastNames = nil
 	st.target = &target{name: st.name, backend: st.backend, timeout: st.timeout, life: st.life}
 	touched = g.claimLocked(st, touched)
 	// Only a connection that was unavailable leaves the "not connected"
@@ -364,9 +417,8 @@ func (g *Gateway) Set(c Connection) {
 	_, wasDown := g.unavailable[st.name]
 	delete(g.unavailable, st.name)
 	changed := g.applyLocked(st, touched, wasDown)
-	hadCatalog := st.hasCatalog() || st.lastCatalog != nil || st.lostOther != nil
+	hadCatalog := st.hasCatalog() || st.lostOther != nil
 	st.prompts, st.resources, st.templates = c.Backend.Prompts(), c.Backend.Resources(), c.Backend.ResourceTemplates()
-	st.lastCatalog = nil
 	if hadCatalog || st.hasCatalog() {
 		// Routes of the catalog point at st.target, which is new.
 		changed = g.applyCatalogLocked() || changed
@@ -390,33 +442,72 @@ func (g *Gateway) Set(c Connection) {
 // its tools leave tools/list, calls in flight on it fail at once, and a call
 // to one of its former tools (or any name under prefix+"_") answers
 // "connection <name> is not connected: <reason>" instead of "unknown tool".
+//
+// Its claims outlast its session (docs/contract.md §5): the names of its
+// last lists stay its own, answered as above (or woken on use), and no
+// other connection takes them meanwhile; a prefix other than the one its
+// names were exposed with gives them up. Its tool filter is kept; see
+// SetUnavailableFiltered.
 func (g *Gateway) SetUnavailable(name, prefix, reason string) {
+	g.setUnavailable(name, prefix, nil, true, reason)
+}
+
+// SetUnavailableFiltered is SetUnavailable with the connection's current
+// tool filter: the claims on tools it no longer allows are given up, as a
+// prefix change gives up all of them. The reconciler calls it again when
+// the spec changes while the connection is away.
+func (g *Gateway) SetUnavailableFiltered(name, prefix string, filter *spec.ToolFilter, reason string) {
+	g.setUnavailable(name, prefix, filter, false, reason)
+}
+
+func (g *Gateway) setUnavailable(name, prefix string, filter *spec.ToolFilter, keepFilter bool, reason string) {
 	g.mu.Lock()
 	st := g.conns[name]
 	if st == nil {
 		st = &connState{name: name}
 		g.conns[name] = st
 	}
-	if st.available {
-		st.lastNames = g.ownedLocked(st)
-		st.lastCatalog = g.catalogNamesLocked(st)
-	}
 	if st.backend != nil {
 		st.backend.Listen(nil)
 	}
-	touched := g.releaseLocked(st, nil)
+	// While its manifest declares it, a name its last lists offered stays
+	// its own. Its name warnings are kept too (not shown while it is
+	// away), so a reconnect does not log them again.
+	var touched []string
+	switch {
+	case prefix != st.prefix:
+		// The names it held are not the ones it would expose.
+		touched = g.releaseLocked(st, nil)
+		st.seqs = nil
+		// Prompts are prefixed too; resource URIs and templates are not.
+		st.prompts = nil
+		maps.DeleteFunc(st.catSeqs, func(k string, _ uint64) bool { return strings.HasPrefix(k, "p:") })
+	case !keepFilter && !reflect.DeepEqual(st.filter, filter):
+		// Re-register the claims the filter still allows; claimLocked
+		// keeps their places and forgets the others'.
+		claimed := st.claimed
+		touched = g.releaseLocked(st, nil)
+		st.candidates = slices.DeleteFunc(slices.Clone(claimed), func(et *exposedTool) bool { return !filter.Allows(et.orig) })
+		touched = g.claimLocked(st, touched)
+	default:
+		for _, et := range st.claimed {
+			touched = append(touched, et.tool.Name)
+		}
+	}
+	if !keepFilter {
+		st.filter = cloneFilter(filter)
+	}
 	st.end(fmt.Errorf("connection %s is not connected: %s", name, reason))
 	st.available = false
 	st.reason = reason
 	st.prefix = prefix
 	st.backend = nil
 	st.tools = nil
-	st.candidates = nil
 	st.target = nil
 	g.unavailable[name] = st
 	changed := g.applyLocked(st, touched, true)
-	if st.hasCatalog() || st.lastCatalog != nil || st.lostOther != nil {
-		st.prompts, st.resources, st.templates = nil, nil, nil
+	if st.hasCatalog() || st.lostOther != nil {
+		// Its catalog stays offered, as its last lists had it.
 		changed = g.applyCatalogLocked() || changed
 	}
 	g.mu.Unlock()
@@ -441,8 +532,8 @@ func (g *Gateway) Remove(name string) {
 	delete(g.unavailable, name)
 	st.available = false
 	changed := g.applyLocked(st, touched, wasDown)
-	if st.hasCatalog() || st.lastCatalog != nil || st.lostOther != nil {
-		st.prompts, st.resources, st.templates, st.lastCatalog = nil, nil, nil, nil
+	if st.hasCatalog() || st.lostOther != nil {
+		st.prompts, st.resources, st.templates = nil, nil, nil
 		changed = g.applyCatalogLocked() || changed
 	}
 	g.mu.Unlock()
@@ -467,6 +558,9 @@ func (g *Gateway) Exposed(name string) int {
 type Exposure struct {
 	Tools, Prompts, Resources, ResourceTemplates int
 	Collisions                                   []spec.ToolCollision
+	// NameWarnings are what the gateway does not serve as the backend
+	// offers it (names.go, catalog.go), sorted by name.
+	NameWarnings []spec.NameWarning
 }
 
 // Exposure returns what the gateway serves of the connection, all of it
@@ -481,7 +575,7 @@ func (g *Gateway) Exposure(name string) Exposure {
 	return Exposure{
 		Tools: st.exposedN, Prompts: st.exposedCat.prompts,
 		Resources: st.exposedCat.resources, ResourceTemplates: st.exposedCat.templates,
-		Collisions: st.collisionsLocked(),
+		Collisions: st.collisionsLocked(), NameWarnings: st.nameWarningsLocked(),
 	}
 }
 
@@ -498,13 +592,38 @@ func (g *Gateway) Collisions(name string) []spec.ToolCollision {
 	return nil
 }
 
+func (st *connState) nameWarningsLocked() []spec.NameWarning {
+	if !st.available || len(st.toolWarnings)+len(st.catWarnings) == 0 {
+		return nil
+	}
+	out := append(slices.Clone(st.toolWarnings), st.catWarnings...)
+	slices.SortFunc(out, func(a, b spec.NameWarning) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// warnNamesLocked logs the name warnings of a connection that are new.
+func (g *Gateway) warnNamesLocked(conn string, old, cur []spec.NameWarning) {
+	for _, w := range cur {
+		if !slices.Contains(old, w) {
+			g.log.Warn("gateway does not serve a name as the server offers it", "connection", conn, "name", w.Name, "warning", w.Warning)
+		}
+	}
+}
+
 func (st *connState) collisionsLocked() []spec.ToolCollision {
 	if len(st.lost)+len(st.lostOther) == 0 {
 		return nil
 	}
 	out := append(slices.Clone(st.lost), st.lostOther...)
-	slices.SortFunc(out, func(a, b spec.ToolCollision) int { return cmp.Compare(a.Tool, b.Tool) })
+	slices.SortFunc(out, compareCollisions)
 	return out
+}
+
+func compareCollisions(a, b spec.ToolCollision) int {
+	if c := cmp.Compare(a.Tool, b.Tool); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Connection, b.Connection)
 }
 
 func (g *Gateway) notifyCollisions(changed bool) {
@@ -538,18 +657,26 @@ func cloneFilter(f *spec.ToolFilter) *spec.ToolFilter {
 }
 
 // candidates lists the connection's tools that pass its filter, as they
-// would be published. A backend that lists one name twice gets it once.
-func candidates(c Connection, tools []*mcp.Tool) []*exposedTool {
+// would be published, and the warnings of those whose exposed name must
+// not reach agents (nameProblem), which are left out. A backend that lists
+// one name twice gets it once.
+func candidates(c Connection, tools []*mcp.Tool, maxNameLen int) ([]*exposedTool, []spec.NameWarning) {
 	out := make([]*exposedTool, 0, len(tools))
 	seen := make(map[string]bool, len(tools))
+	var warnings []spec.NameWarning
 	for _, t := range tools {
 		if t == nil || seen[t.Name] || !c.Filter.Allows(t.Name) {
 			continue
 		}
 		seen[t.Name] = true
-		out = append(out, exposeTool(t, exposedName(c.Prefix, t.Name)))
+		name := exposedName(c.Prefix, t.Name)
+		if p := nameProblem(t.Name, name, maxNameLen); p != "" {
+			warnings = append(warnings, nameWarning("tool:", name, p))
+			continue
+		}
+		out = append(out, exposeTool(t, name))
 	}
-	return out
+	return out, warnings
 }
 
 // ownedLocked lists the exposed names st currently owns.
@@ -564,16 +691,26 @@ func (g *Gateway) ownedLocked(st *connState) []string {
 }
 
 // claimLocked registers st's candidates as its claims and appends their
-// names to touched.
+// names to touched. A name st claimed before keeps its place; a new one
+// goes after every claim made so far (once settled).
 func (g *Gateway) claimLocked(st *connState, touched []string) []string {
+	seqs := make(map[string]uint64, len(st.candidates))
 	for _, et := range st.candidates {
 		name := et.tool.Name
+		seq, ok := st.seqs[name]
+		if !ok {
+			seq = g.nextSeqLocked()
+		}
+		seqs[name] = seq
 		cl := g.claims[name]
-		i, _ := slices.BinarySearchFunc(cl, st.name, func(c claim, n string) int { return cmp.Compare(c.st.name, n) })
-		g.claims[name] = slices.Insert(cl, i, claim{st: st, et: et})
+		i, _ := slices.BinarySearchFunc(cl, claim{st: st, seq: seq}, func(c, x claim) int {
+			return claimBefore(c.seq, c.st.name, x.seq, x.st.name)
+		})
+		g.claims[name] = slices.Insert(cl, i, claim{st: st, et: et, seq: seq})
 		touched = append(touched, name)
 	}
 	st.claimed = st.candidates
+	st.seqs = seqs
 	return touched
 }
 
@@ -596,25 +733,40 @@ func (g *Gateway) releaseLocked(st *connState, touched []string) []string {
 // applyLocked brings the routing table and the server's tool list in line
 // with the claims on the touched names, and recomputes the collisions of
 // st and of every connection claiming one of those names. A name goes to
-// the claimant that sorts first by connection name, so the outcome does not
-// depend on the order of events, and a loser takes over when the winner
-// leaves. downChanged says the set of unavailable connections changed, so
-// the table's "not connected" answers are rebuilt. It reports whether any
+// the first claim (claimBefore): the connection that served it first keeps
+// it, also while it is not available (the name then has no live route and
+// is answered as down), and a loser takes over when the winner's claim
+// ends (Remove, a prefix or filter change, its list without the name).
+// downChanged says the set of unavailable connections changed, so the
+// table's "not connected" answers are rebuilt. It reports whether any
 // connection's collisions changed.
 func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool) (collisionsChanged bool) {
 	slices.Sort(touched)
 	touched = slices.Compact(touched)
 
-	edit := editRoutes(g.routes.Load())
+	cur := g.routes.Load()
+	edit := editRoutes(cur)
 	affected := []*connState{st}
 	var remove []string
 	var add []claim
 	for _, name := range touched {
 		cl := g.claims[name]
-		if len(cl) == 0 {
+		// A name that was or becomes an unavailable owner's changes the
+		// "not connected" answers.
+		downChanged = downChanged || cur.down[name] != nil
+		if len(cl) == 0 || !cl[0].st.available {
+			// Nobody claims it, or its owner is away and keeps it: no
+			// live route, not listed; a call is answered about the owner
+			// (downLocked).
 			edit.remove(name)
 			if _, ok := g.exposed[name]; ok {
 				remove = append(remove, name)
+			}
+			if len(cl) > 0 {
+				downChanged = true
+				for _, c := range cl {
+					affected = append(affected, c.st)
+				}
 			}
 			continue
 		}
@@ -636,17 +788,24 @@ func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool)
 		var lost []spec.ToolCollision
 		exposedN := 0
 		for _, et := range c.claimed {
-			if owner := g.claims[et.tool.Name][0].st; owner == c {
+			if !c.available {
+				break // it exposes nothing while away; its claims still count for the others
+			}
+			cl := g.claims[et.tool.Name]
+			if owner := cl[0].st; owner == c {
 				exposedN++
+				for _, other := range cl[1:] {
+					lost = append(lost, spec.ToolCollision{Tool: et.tool.Name, Connection: other.st.name, Kept: true})
+				}
 			} else {
 				lost = append(lost, spec.ToolCollision{Tool: et.tool.Name, Connection: owner.name})
 			}
 		}
-		slices.SortFunc(lost, func(a, b spec.ToolCollision) int { return cmp.Compare(a.Tool, b.Tool) })
+		slices.SortFunc(lost, compareCollisions)
 		if !slices.Equal(lost, c.lost) {
 			collisionsChanged = true
 			for _, l := range lost {
-				if !slices.Contains(c.lost, l) {
+				if !l.Kept && !slices.Contains(c.lost, l) {
 					g.log.Warn("gateway tool name collision: tool not exposed", "connection", c.name, "tool", l.Tool, "exposedBy", l.Connection)
 				}
 			}
@@ -692,7 +851,7 @@ func (g *Gateway) downLocked() (map[string]*downTarget, []downPrefix) {
 	for _, n := range names {
 		st := g.unavailable[n]
 		dt := &downTarget{name: st.name, reason: st.reason, timeout: st.timeout}
-		for _, tn := range st.lastNames {
+		for _, tn := range g.ownedLocked(st) {
 			if down == nil {
 				down = make(map[string]*downTarget)
 			}

@@ -296,8 +296,11 @@ func TestCollisions(t *testing.T) {
 			if got := g.Collisions("beta"); !slices.Equal(got, want) {
 				t.Errorf("Collisions(beta) = %v, want %v", got, want)
 			}
-			if got := g.Collisions("alpha"); got != nil {
-				t.Errorf("Collisions(alpha) = %v, want none", got)
+			// Before any client came, the first by name keeps a name, and
+			// says so.
+			kept := []spec.ToolCollision{{Tool: "x_echo", Connection: "beta", Kept: true}, {Tool: "x_fail", Connection: "beta", Kept: true}}
+			if got := g.Collisions("alpha"); !slices.Equal(got, kept) {
+				t.Errorf("Collisions(alpha) = %v, want %v", got, kept)
 			}
 			if g.Exposed("alpha") != 2 || g.Exposed("beta") != 0 {
 				t.Errorf("Exposed alpha=%d beta=%d, want 2 and 0", g.Exposed("alpha"), g.Exposed("beta"))
@@ -312,7 +315,7 @@ func TestCollisions(t *testing.T) {
 				t.Errorf("x_echo = %q, %v; want the winner alpha", textOf(res), err)
 			}
 
-			// The loser takes over when the winner leaves.
+			// The loser takes over when the winner's manifest is removed.
 			g.Remove("alpha")
 			if got := g.Collisions("beta"); got != nil {
 				t.Errorf("after alpha left, Collisions(beta) = %v", got)

@@ -41,6 +41,9 @@ func sentinelHandler(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult
 // are not connected.
 func (g *Gateway) serveTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		// A client has come: names served from now on are kept by whoever
+		// serves them first (gateway.go, settle).
+		g.settle()
 		switch method {
 		case "tools/list":
 			lr, ok := req.(*mcp.ListToolsRequest)

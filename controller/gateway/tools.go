@@ -39,13 +39,21 @@ type exposedTool struct {
 var objectSchema = json.RawMessage(`{"type":"object"}`)
 
 // exposeTool builds the published definition of a backend tool: a shallow
-// copy with the exposed name, and an input schema the go-sdk server accepts.
+// copy with the exposed name, its title and description without control and
+// bidirectional characters (cleanText), and an input schema the go-sdk
+// server accepts.
 // Server.AddTool panics on a missing input schema or one whose "type" is not
 // exactly "object", and on an output schema that does not marshal; rather
 // than drop such a tool, the schema is repaired and the repair recorded.
 func exposeTool(t *mcp.Tool, name string) *exposedTool {
 	cp := *t
 	cp.Name = name
+	cp.Title, cp.Description = cleanText(t.Title), cleanText(t.Description)
+	if a := t.Annotations; a != nil && a.Title != cleanText(a.Title) {
+		ac := *a
+		ac.Title = cleanText(a.Title)
+		cp.Annotations = &ac
+	}
 	var fixes []string
 	cp.InputSchema, fixes = normaliseInputSchema(t.InputSchema)
 	if cp.OutputSchema != nil {

@@ -147,6 +147,19 @@ func render(doc *spec.StatusDocument) []byte {
 			b.WriteString("\n      connection: ")
 			scalar(&b, c.Connection)
 			b.WriteByte('\n')
+			if c.Kept {
+				b.WriteString("      kept: true\n")
+			}
+		}
+	}
+	if len(st.NameWarnings) > 0 {
+		b.WriteString("  nameWarnings:\n")
+		for _, w := range st.NameWarnings {
+			b.WriteString("    - name: ")
+			scalar(&b, w.Name)
+			b.WriteString("\n      warning: ")
+			scalar(&b, w.Warning)
+			b.WriteByte('\n')
 		}
 	}
 	return b.Bytes()

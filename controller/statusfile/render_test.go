@@ -87,7 +87,10 @@ func randomStatus(r *rand.Rand) spec.StatusDocument {
 		}
 	}
 	for range r.IntN(3) {
-		st.Collisions = append(st.Collisions, spec.ToolCollision{Tool: randomString(r), Connection: randomString(r)})
+		st.Collisions = append(st.Collisions, spec.ToolCollision{Tool: randomString(r), Connection: randomString(r), Kept: r.IntN(2) == 0})
+	}
+	for range r.IntN(3) {
+		st.NameWarnings = append(st.NameWarnings, spec.NameWarning{Name: randomString(r), Warning: randomString(r)})
 	}
 	return spec.StatusDocument{APIVersion: spec.APIVersion, Kind: spec.Kind, Metadata: spec.ObjectMeta{Name: randomString(r)}, Status: st}
 }
@@ -132,7 +135,8 @@ func TestRenderStatusMatchesGeneric(t *testing.T) {
 			ResourceTemplates: &spec.Counts{Count: 1, Exposed: 1},
 			ConnectedSince:    &since,
 			Process:           &spec.ProcessStatus{PID: 4242, Restarts: 3, LastExitCode: &code, StderrTail: []string{"listening on stdio"}},
-			Collisions:        []spec.ToolCollision{{Tool: "gh_search", Connection: "another"}},
+			Collisions:        []spec.ToolCollision{{Tool: "gh_search", Connection: "another"}, {Tool: "gh_get", Connection: "third", Kept: true}},
+			NameWarnings:      []spec.NameWarning{{Name: "tool:bad", Warning: "not exposed (too long)"}},
 		}}
 	generic, err := spec.RenderYAML(doc)
 	if err != nil {
