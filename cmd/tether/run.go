@@ -55,7 +55,7 @@ type runOptions struct {
 	leaderElect   bool
 	lease         kubernetes.LeaderElectionOptions
 
-	maxStateFile int64 // Limits on files (docs/contract.md)
+	maxStateFile  int64 // Limits on files (docs/contract.md)
 	maxNameLength int
 }
 
