@@ -22,6 +22,7 @@ import (
 	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/controller/kubernetes"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/metrics"
@@ -54,6 +55,11 @@ type runOptions struct {
 	kubeconfig    string
 	leaderElect   bool
 	lease         kubernetes.LeaderElectionOptions
+
+	// Limits on what clients send (docs/contract.md §5a).
+	requestReadTimeout time.Duration
+	maxConnections     int
+	allowedOrigins     []string
 }
 
 func newRunCmd() *cobra.Command {
@@ -120,6 +126,10 @@ status.`,
 	f.DurationVar(&o.lease.LeaseDuration, "leader-elect-lease-duration", kubernetes.DefaultLeaseDuration, "how long the other replicas wait after the leader's last renewal before one takes over")
 	f.DurationVar(&o.lease.RenewDeadline, "leader-elect-renew-deadline", kubernetes.DefaultRenewDeadline, "how long the leader keeps trying to renew before it stops writing status")
 	f.DurationVar(&o.lease.RetryPeriod, "leader-elect-retry-period", kubernetes.DefaultRetryPeriod, "how often replicas try to take or renew the Lease")
+	// Limits on what clients send (docs/contract.md, "Limits on what clients send").
+	f.DurationVar(&o.requestReadTimeout, "request-read-timeout", gateway.DefaultRequestReadTimeout, "bound on the arrival of a gateway request's body once its headers are in; a slower client's connection is closed")
+	f.IntVar(&o.maxConnections, "max-connections", gateway.DefaultMaxConnections, "bound on the gateway's open client connections (lowered to half the descriptor limit); more wait to be accepted")
+	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil, "Origin values the gateway and /metrics admit (scheme://host[:port], \"*\"); loopback origins always; a request with another Origin gets 403")
 	return cmd
 }
 
@@ -180,9 +190,24 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	log = tel.Logger(log)
 
+	origins, err := httpguard.ParseOrigins(o.allowedOrigins)
+	if err != nil {
+		return fmt.Errorf("--allowed-origins: %w", err)
+	}
+	if o.requestReadTimeout <= 0 {
+		return errors.New("--request-read-timeout must be positive")
+	}
+	maxConns, err := connectionLimit(o.maxConnections, log)
+	if err != nil {
+		return err
+	}
+
 	m := metrics.New(version)
 	var ctrl *controller.Controller
 	gw := gateway.New(gateway.Options{
+		RequestReadTimeout: o.requestReadTimeout,
+		MaxConnections:     maxConns,
+		AllowedOrigins:     origins,
 		Logger:      log,
 		ObserveCall: m.ObserveCall,
 		// Collisions change other connections' status: look at all again.
@@ -325,7 +350,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	if o.metricsAddr != "" {
 		serve("metrics", func(ctx context.Context) error {
-			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready))
+			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready, origins))
 		})
 	}
 
@@ -382,4 +407,21 @@ func gatewayDesc(o *runOptions) string {
 		return "http://" + o.listen + gateway.Path
 	}
 	return "off"
+}
+
+// connectionLimit is --max-connections, lowered to half the process's
+// descriptor limit: the rest stays for tether's own work (stdio pipes,
+// status and state files, backend connections), which a flood of clients
+// must never starve.
+func connectionLimit(flag int, log *slog.Logger) (int, error) {
+	if flag < 1 {
+		return 0, errors.New("--max-connections must be at least 1")
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur > 0 && lim.Cur/2 < uint64(flag) {
+		half := max(int(lim.Cur/2), 1)
+		log.Info("--max-connections lowered to half the descriptor limit", "flag", flag, "limit", half, "descriptors", lim.Cur)
+		return half, nil
+	}
+	return flag, nil
 }

@@ -12,7 +12,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/gateway/wire"
+	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -226,7 +226,7 @@ func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession,
 // request that fails is left to the go-sdk, which answers it.
 func fastHeaders(r *http.Request) bool {
 	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
-		if isLoopbackHost(local.String()) && !isLoopbackHost(r.Host) {
+		if httpguard.IsLoopbackHost(local.String()) && !httpguard.IsLoopbackHost(r.Host) {
 			return false
 		}
 	}
@@ -241,19 +241,6 @@ func fastHeaders(r *http.Request) bool {
 		return false
 	}
 	return acceptsBoth(r.Header.Values("Accept"))
-}
-
-// isLoopbackHost is the go-sdk's test of a Host header or local address.
-func isLoopbackHost(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = strings.Trim(addr, "[]")
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // acceptsBoth reports whether Accept admits application/json and

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/gateway/wire"
+	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -125,6 +126,17 @@ type Options struct {
 	// flight); its client must initialize again, as MCP clients do on 404.
 	// 0 means DefaultSessionTimeout; negative keeps sessions forever.
 	SessionTimeout time.Duration
+
+	// The limits on what clients send (admit.go); 0 means the default.
+	//
+	// RequestReadTimeout bounds the arrival of a request body once its
+	// headers are in; MaxConnections bounds the open client connections
+	// (more wait to be accepted).
+	RequestReadTimeout time.Duration
+	MaxConnections     int
+	// AllowedOrigins admits requests by their Origin header; the zero
+	// value admits loopback origins only.
+	AllowedOrigins httpguard.Origins
 }
 
 // Call results passed to Options.ObserveCall.
@@ -257,6 +269,12 @@ func New(opts Options) *Gateway {
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = defaultShutdownTimeout
+	}
+	if opts.RequestReadTimeout <= 0 {
+		opts.RequestReadTimeout = DefaultRequestReadTimeout
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
 	}
 	g := &Gateway{
 		log:         log,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/net/netutil"
 )
 
 // Path is where Serve mounts the MCP endpoint.
@@ -96,6 +97,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		}
 		inner.ServeHTTP(w, r)
 	})
+	// Outermost: a foreign Origin or Host is refused before anything else
+	// runs, and every body is bounded in time whoever sends it.
+	h = withBodyDeadline(g.opts.RequestReadTimeout, g.opts.AllowedOrigins.Handler(h))
 	mux := http.NewServeMux()
 	mux.Handle(Path, h)
 	srv := &http.Server{
@@ -125,6 +129,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 			}
 		}
 	}()
+	// Connections past the limit wait in the listen backlog (the kernel's,
+	// not tether's descriptors) until one closes.
+	ln = netutil.LimitListener(ln, g.opts.MaxConnections)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	g.log.Info("gateway listening", "addr", ln.Addr().String(), "path", Path, "auth", token != nil)

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Hostile clients of the gateway (docs/reliability.md, "Hostile clients",
+// rows C1–): each test drives the real binary with a client written to
+// misbehave.
+
+// startTetherNofile is startTetherServing with the process's descriptor
+// limit (soft and hard: the Go runtime raises the soft one to the hard one)
+// set to nofile, so that a test can show what happens when clients would
+// take them all.
+func startTetherNofile(t *testing.T, dir string, nofile int, extra ...string) (*tether, endpoints) {
+	t.Helper()
+	bin := builtBinaries(t)
+	gw, mp := freePort(t), freePort(t)
+	args := append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), filepath.Join(bin, "tether"),
+		"run", "--dir", dir, "--log-level", "debug",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp)}, extra...)
+	cmd := exec.Command("/bin/sh", args...)
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	must(t, cmd.Start())
+	tt := &tether{t: t, cmd: cmd, dir: dir, logs: logs, done: make(chan struct{})}
+	go func() { tt.err = cmd.Wait(); close(tt.done) }()
+	t.Cleanup(func() {
+		tt.stop()
+		if t.Failed() {
+			t.Logf("tether logs:\n%s", logs.String())
+		}
+	})
+	waitTCP(t, gw, 20*time.Second)
+	waitTCP(t, mp, 20*time.Second)
+	return tt, endpoints{
+		gateway: fmt.Sprintf("http://127.0.0.1:%d/mcp", gw),
+		metrics: fmt.Sprintf("http://127.0.0.1:%d", mp),
+	}
+}
+
+// slowBody opens a connection to the gateway and sends a POST's headers
+// with a long Content-Length and one byte of the body, and no more: the
+// slow-body attack of issue 21.
+func slowBody(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_, err = fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 100000\r\n\r\n{", addr)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// TestFaultSlowBodies: more connections than tether has descriptors, each
+// sending one byte of a long body (row C1). tether accepts no more than
+// --max-connections at a time, so a killed stdio child restarts and its
+// status file is written meanwhile; the body deadline closes every attack
+// connection; then a client initializes and calls at once.
+func TestFaultSlowBodies(t *testing.T) {
+	const (
+		nofile  = 256 // tether's descriptor limit
+		attack  = 320 // more connections than that
+		maxConn = 64  // well under it
+	)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "be.yaml")
+	writeFile(t, m, faultManifest(t, "be", nil, quick))
+	tt, ep := startTetherNofile(t, dir, nofile, "--max-connections", fmt.Sprint(maxConn), "--request-read-timeout", "3s")
+	st := waitStatus(t, m, "be", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	pid := st.Process.PID
+
+	addr := strings.TrimSuffix(strings.TrimPrefix(ep.gateway, "http://"), "/mcp")
+	conns := make([]net.Conn, 0, attack)
+	for range attack {
+		c, err := slowBody(addr)
+		if err != nil {
+			t.Fatalf("opening attack connection %d: %v", len(conns), err)
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+
+	// Under attack: a killed child restarts (pipes, a process) and its new
+	// pid reaches the status file (a write).
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	waitStatus(t, m, "be", 30*time.Second, "Connected with a new process", func(s spec.ConnectionStatus) bool {
+		return s.Phase == spec.PhaseConnected && s.Process != nil && s.Process.PID != pid
+	})
+	if strings.Contains(tt.logs.String(), "too many open files") {
+		t.Errorf("tether ran out of descriptors under the attack")
+	}
+
+	// Every attack connection is closed by tether: a read ends (EOF, or
+	// the answer to the body that never came, then EOF). The bound only
+	// keeps a broken tether from hanging the test.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open := 0
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+			_, err := io.Copy(io.Discard, c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				mu.Lock()
+				open++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if open > 0 {
+		t.Fatalf("%d of %d slow-body connections were never closed by tether", open, attack)
+	}
+
+	// A legitimate client is served at once.
+	s := connectClient(t, ep)
+	res, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "served"})
+	if err != nil || res.IsError || len(res.Content) == 0 {
+		t.Fatalf("a call after the attack: %v %+v", err, res)
+	}
+	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", tt.cmd.Process.Pid)); err == nil && len(fds) >= nofile/2 {
+		t.Errorf("tether holds %d descriptors after the attack ended", len(fds))
+	}
+}
