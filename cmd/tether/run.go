@@ -205,9 +205,6 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	m := metrics.New(version)
 	var ctrl *controller.Controller
 	gw := gateway.New(gateway.Options{
-		RequestReadTimeout: o.requestReadTimeout,
-		MaxConnections:     maxConns,
-		AllowedOrigins:     origins,
 		Logger:      log,
 		ObserveCall: m.ObserveCall,
 		// Collisions change other connections' status: look at all again.
@@ -225,6 +222,10 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			return ctrl.Wake(ctx, name)
 		},
 		Version: version,
+		// Limits on what clients send.
+		RequestReadTimeout: o.requestReadTimeout,
+		MaxConnections:     maxConns,
+		AllowedOrigins:     origins,
 	})
 	stateDir := openState(o, log)
 	var ledger *connection.GroupLedger
