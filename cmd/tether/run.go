@@ -60,6 +60,8 @@ type runOptions struct {
 	requestReadTimeout time.Duration
 	maxConnections     int
 	allowedOrigins     []string
+	maxSessions        int
+	maxSessionsClient  int
 }
 
 func newRunCmd() *cobra.Command {
@@ -130,6 +132,8 @@ status.`,
 	f.DurationVar(&o.requestReadTimeout, "request-read-timeout", gateway.DefaultRequestReadTimeout, "bound on the arrival of a gateway request's body once its headers are in; a slower client's connection is closed")
 	f.IntVar(&o.maxConnections, "max-connections", gateway.DefaultMaxConnections, "bound on the gateway's open client connections (lowered to half the descriptor limit); more wait to be accepted")
 	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil, "Origin values the gateway and /metrics admit (scheme://host[:port], \"*\"); loopback origins always; a request with another Origin gets 403")
+	f.IntVar(&o.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "bound on the gateway's HTTP sessions; past it the least recently used idle one is closed, or a new one refused (503) when all are busy")
+	f.IntVar(&o.maxSessionsClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "bound on the sessions of one client (a bearer token; without --auth-token-file every client is the same client); past it as --max-sessions, refused with 429")
 	return cmd
 }
 
@@ -197,6 +201,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.requestReadTimeout <= 0 {
 		return errors.New("--request-read-timeout must be positive")
 	}
+	if o.maxSessions < 1 || o.maxSessionsClient < 1 {
+		return errors.New("--max-sessions and --max-sessions-per-client must be at least 1")
+	}
 	maxConns, err := connectionLimit(o.maxConnections, log)
 	if err != nil {
 		return err
@@ -223,9 +230,11 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 		// Limits on what clients send.
-		RequestReadTimeout: o.requestReadTimeout,
-		MaxConnections:     maxConns,
-		AllowedOrigins:     origins,
+		RequestReadTimeout:   o.requestReadTimeout,
+		MaxConnections:       maxConns,
+		AllowedOrigins:       origins,
+		MaxSessions:          o.maxSessions,
+		MaxSessionsPerClient: o.maxSessionsClient,
 	})
 	stateDir := openState(o, log)
 	var ledger *connection.GroupLedger

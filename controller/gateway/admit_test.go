@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tether-mcp/tether/controller/httpguard"
 )
@@ -64,5 +67,193 @@ func TestForeignOriginRefused(t *testing.T) {
 		if got := request(t, method, url, "", evil); got != http.StatusForbidden {
 			t.Errorf("%s with a foreign Origin: %d, want 403", method, got)
 		}
+	}
+}
+
+const initializedBody = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+
+// do sends one raw request and returns the response, its body read.
+func do(t *testing.T, method, url, body string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(protocolVersionHeader, "2025-06-18")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// initSession initializes a session the way a client does and returns its
+// id.
+func initSession(t *testing.T, url string, header map[string]string) string {
+	t.Helper()
+	resp, body := do(t, http.MethodPost, url, initializeBody, header)
+	sid := resp.Header.Get(sessionIDHeader)
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q %s", resp.StatusCode, sid, body)
+	}
+	h := map[string]string{sessionIDHeader: sid}
+	for k, v := range header {
+		h[k] = v
+	}
+	if resp, body := do(t, http.MethodPost, url, initializedBody, h); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d %s", resp.StatusCode, body)
+	}
+	return sid
+}
+
+const pingBody = `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+
+// ping reports the status of a ping on session sid.
+func ping(t *testing.T, url, sid string, header map[string]string) int {
+	t.Helper()
+	h := map[string]string{sessionIDHeader: sid}
+	for k, v := range header {
+		h[k] = v
+	}
+	resp, _ := do(t, http.MethodPost, url, pingBody, h)
+	return resp.StatusCode
+}
+
+// openStream opens a session's standalone SSE stream (GET) and keeps it
+// open until the test ends: the session is busy meanwhile.
+func openStream(t *testing.T, url, sid string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(sessionIDHeader, sid)
+	req.Header.Set(protocolVersionHeader, "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %d", resp.StatusCode)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+}
+
+// TestSessionsBounded: past --max-sessions the least recently used idle
+// session is closed for a new one (its client gets 404); when every
+// session is busy the new one is refused with 503 and a JSON-RPC error.
+// Sessions never DELETEd no longer pile up.
+func TestSessionsBounded(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxSessions: 3})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	var ids []string
+	for range 3 {
+		ids = append(ids, initSession(t, url, nil))
+	}
+	if got := ping(t, url, ids[0], nil); got != http.StatusOK { // now ids[1] is the least recently used
+		t.Fatalf("ping: %d", got)
+	}
+	for range 20 { // a client that never DELETEs
+		ids = append(ids, initSession(t, url, nil))
+	}
+	if n := sessionCount(g); n > 3 {
+		t.Fatalf("the gateway holds %d sessions, over --max-sessions 3", n)
+	}
+	if got := ping(t, url, ids[1], nil); got != http.StatusNotFound {
+		t.Errorf("the least recently used session answered %d, want 404 (closed)", got)
+	}
+	last := ids[len(ids)-3:]
+	for _, id := range last {
+		if got := ping(t, url, id, nil); got != http.StatusOK {
+			t.Errorf("a recent session answered %d", got)
+		}
+	}
+
+	// Every session busy: refused, with a JSON-RPC error naming the bound.
+	for _, id := range last {
+		openStream(t, url, id)
+	}
+	resp, body := do(t, http.MethodPost, url, initializeBody, nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"error"`) || !strings.Contains(body, "--max-sessions") {
+		t.Errorf("a session past the bound, all busy: %d %s", resp.StatusCode, body)
+	}
+	for _, id := range last {
+		if got := ping(t, url, id, nil); got != http.StatusOK {
+			t.Errorf("a busy session answered %d after a refused one", got)
+		}
+	}
+}
+
+// TestSessionsPerClientBounded: the bound of one client, 429 when every
+// session of it is busy.
+func TestSessionsPerClientBounded(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxSessionsPerClient: 2})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	a, b := initSession(t, url, nil), initSession(t, url, nil)
+	c := initSession(t, url, nil) // a is closed for it
+	if got := ping(t, url, a, nil); got != http.StatusNotFound {
+		t.Errorf("the client's least recently used session answered %d, want 404", got)
+	}
+	openStream(t, url, b)
+	openStream(t, url, c)
+	resp, body := do(t, http.MethodPost, url, initializeBody, nil)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "--max-sessions-per-client") {
+		t.Errorf("a third session, both busy: %d %s", resp.StatusCode, body)
+	}
+}
+
+// sessionCount is how many sessions the go-sdk server holds.
+func sessionCount(g *Gateway) int {
+	n := 0
+	for range g.server.Sessions() {
+		n++
+	}
+	return n
+}
+
+// TestSessionBoundToToken: a session presented with another token than the
+// one that created it is unknown (404), for every method; the token that
+// created it is no longer accepted once rotated, so the session is lost.
+func TestSessionBoundToToken(t *testing.T) {
+	file := writeToken(t, "tok-one")
+	g := New(Options{Logger: testLogger(t)})
+	url, _ := serveOn(t, g, "127.0.0.1:0", file)
+	one := map[string]string{"Authorization": "Bearer tok-one"}
+	sid := initSession(t, url, one)
+	if err := os.WriteFile(file, []byte("tok-two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	two := map[string]string{"Authorization": "Bearer tok-two"}
+	deadline := time.Now().Add(waitTimeout)
+	for ping(t, url, sid, one) != http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatal("the rotated token never took over")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := ping(t, url, sid, two); got != http.StatusNotFound {
+		t.Errorf("POST with another token: %d, want 404", got)
+	}
+	h := map[string]string{sessionIDHeader: sid, "Authorization": "Bearer tok-two"}
+	if resp, _ := do(t, http.MethodDelete, url, "", h); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("DELETE with another token: %d, want 404", resp.StatusCode)
+	}
+	if resp, _ := do(t, http.MethodGet, url, "", h); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET with another token: %d, want 404", resp.StatusCode)
+	}
+	// The new token's own sessions work.
+	own := initSession(t, url, two)
+	if got := ping(t, url, own, two); got != http.StatusOK {
+		t.Errorf("a session of the new token: %d", got)
 	}
 }

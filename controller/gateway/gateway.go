@@ -137,6 +137,12 @@ type Options struct {
 	// AllowedOrigins admits requests by their Origin header; the zero
 	// value admits loopback origins only.
 	AllowedOrigins httpguard.Origins
+	// MaxSessions bounds the HTTP sessions, MaxSessionsPerClient those of
+	// one client (a token; every client without one is the same client):
+	// past a bound the least recently used idle session is closed, or the
+	// new one refused when none is idle (sessionTable).
+	MaxSessions          int
+	MaxSessionsPerClient int
 }
 
 // Call results passed to Options.ObserveCall.
@@ -162,6 +168,9 @@ type Gateway struct {
 	sdk     *mcp.StreamableHTTPHandler
 	handler http.Handler
 	downs   downSessions
+	// sessions admits HTTP sessions and binds them to their client
+	// (admit.go).
+	sessions sessionTable
 	// fastCalls counts the calls the fast path answered (tests);
 	// noFastPath turns it off (tests comparing it with the go-sdk path).
 	fastCalls  atomic.Int64
@@ -276,6 +285,12 @@ func New(opts Options) *Gateway {
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = DefaultMaxConnections
 	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.MaxSessionsPerClient <= 0 {
+		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
+	}
 	g := &Gateway{
 		log:         log,
 		opts:        opts,
@@ -284,6 +299,7 @@ func New(opts Options) *Gateway {
 		unavailable: make(map[string]*connState),
 		exposed:     make(map[string]*exposedTool),
 	}
+	g.sessions.max, g.sessions.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
 	g.routes.Store(&routeTable{})
 	g.cat.Store(&catTable{})
 	// The SDK logs every session start and end at INFO; tether's log keeps
