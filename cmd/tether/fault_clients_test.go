@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,5 +145,91 @@ func TestFaultSlowBodies(t *testing.T) {
 	}
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", tt.cmd.Process.Pid)); err == nil && len(fds) >= nofile/2 {
 		t.Errorf("tether holds %d descriptors after the attack ended", len(fds))
+	}
+}
+
+// rawInit initializes a gateway session with raw requests, as a client that
+// never DELETEs it (a crashed agent, a careless script), and returns its id.
+func rawInit(t *testing.T, url string) string {
+	t.Helper()
+	code, body, sid := postRaw(t, url, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"leaky","version":"0"}}}`, "")
+	if code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	if code, body, _ := postRaw(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, sid); code != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", code, body)
+	}
+	return sid
+}
+
+// postRaw posts body on session sid ("" for none) and returns the status,
+// the body and the session id the answer carries.
+func postRaw(t *testing.T, url, body, sid string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	must(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	return resp.StatusCode, readAll(resp.Body), resp.Header.Get("Mcp-Session-Id")
+}
+
+// TestFaultSessionsNeverDeleted: a client opens sessions in a loop and never
+// DELETEs them (row C2). tether holds no more than --max-sessions (its
+// goroutines stay flat), closes the least recently used idle ones with one
+// WARN, a tools change logs no line per session, and a client that keeps
+// using its session is served throughout.
+func TestFaultSessionsNeverDeleted(t *testing.T) {
+	const maxSessions = 10
+	dir := t.TempDir()
+	m := filepath.Join(dir, "be.yaml")
+	writeFile(t, m, faultManifest(t, "be", []string{"-tools", "1"}, quick))
+	tt, ep := startTetherServing(t, dir, "--max-sessions", fmt.Sprint(maxSessions))
+	waitStatus(t, m, "be", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	s := connectClient(t, ep)
+	if _, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := metricValue(scrape(t, ep), "go_goroutines")
+
+	for range 300 {
+		rawInit(t, ep.gateway)
+		// The live client uses its session now and then: it is never the
+		// least recently used.
+		if _, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "x"}); err != nil {
+			t.Fatalf("the live client's call among the leaked sessions: %v", err)
+		}
+	}
+	after, _ := metricValue(scrape(t, ep), "go_goroutines")
+	if after > before+4*maxSessions {
+		t.Errorf("goroutines grew from %v to %v over 300 sessions never deleted (bound %d)", before, after, maxSessions)
+	}
+	if n := strings.Count(tt.logs.String(), "gateway closed its least recently used idle sessions"); n != 1 {
+		t.Errorf("%d eviction WARN lines for 290 evictions, want 1", n)
+	}
+
+	// A tools change reaches the held sessions with no line per session.
+	res, err := s.ListTools(context.Background(), nil)
+	must(t, err)
+	want := len(res.Tools) + 1
+	writeFile(t, m, faultManifest(t, "be", []string{"-tools", "2"}, quick))
+	waitTools := time.Now().Add(20 * time.Second)
+	for {
+		res, err := s.ListTools(context.Background(), nil)
+		if err == nil && len(res.Tools) == want {
+			break
+		}
+		if time.Now().After(waitTools) {
+			t.Fatalf("the tools change never reached the client: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := strings.Count(tt.logs.String(), "list_changed"); n > 2 {
+		t.Errorf("a tools change logged %d lines about list_changed, want at most one per change", n)
 	}
 }

@@ -153,6 +153,10 @@ const (
 	ResultCanceled = "canceled"
 )
 
+// notifyBurstWindow is how long the go-sdk's failures to deliver one
+// notification are gathered into one log line (sdklog.go).
+const notifyBurstWindow = 500 * time.Millisecond
+
 const (
 	defaultMaxBody         = 4 << 20
 	defaultShutdownTimeout = 5 * time.Second
@@ -304,7 +308,7 @@ func New(opts Options) *Gateway {
 	g.cat.Store(&catTable{})
 	// The SDK logs every session start and end at INFO; tether's log keeps
 	// its own lifecycle lines and only the SDK's warnings and errors.
-	sdkLog := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn}).With("component", "mcp-sdk")
+	sdkLog := slog.New(newNotifyFailures(minLevel{h: log.Handler(), min: slog.LevelWarn}, notifyBurstWindow)).With("component", "mcp-sdk")
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "tether", Version: opts.Version}, &mcp.ServerOptions{
 		Logger: sdkLog,
 		// Declared from the start, also while nothing is offered: clients
