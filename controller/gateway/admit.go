@@ -249,7 +249,10 @@ func (c *sessionCapture) Write(p []byte) (int, error) { c.capture(); return c.Re
 
 func (c *sessionCapture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-func (c *sessionCapture) Flush() { c.capture(); _ = http.NewResponseController(c.ResponseWriter).Flush() }
+func (c *sessionCapture) Flush() {
+	c.capture()
+	_ = http.NewResponseController(c.ResponseWriter).Flush()
+}
 
 // admitSessions puts the session table in front of next. client names the
 // caller (the token's hash; "" without a token).
