@@ -62,6 +62,8 @@ type runOptions struct {
 	allowedOrigins     []string
 	maxSessions        int
 	maxSessionsClient  int
+	maxCallsInFlight   int
+	maxBytesInFlight   int64
 }
 
 func newRunCmd() *cobra.Command {
@@ -134,6 +136,8 @@ status.`,
 	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil, "Origin values the gateway and /metrics admit (scheme://host[:port], \"*\"); loopback origins always; a request with another Origin gets 403")
 	f.IntVar(&o.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "bound on the gateway's HTTP sessions; past it the least recently used idle one is closed, or a new one refused (503) when all are busy")
 	f.IntVar(&o.maxSessionsClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "bound on the sessions of one client (a bearer token; without --auth-token-file every client is the same client); past it as --max-sessions, refused with 429")
+	f.IntVar(&o.maxCallsInFlight, "max-calls-in-flight", gateway.DefaultMaxCallsInFlight, "bound on the tools/calls the gateway serves at once; one past it gets an MCP error at once")
+	f.Int64Var(&o.maxBytesInFlight, "max-request-bytes-in-flight", gateway.DefaultMaxRequestBytesInFlight, "bound on the bytes of gateway request bodies held at once; a request past it is refused (503) at once")
 	return cmd
 }
 
@@ -201,8 +205,8 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.requestReadTimeout <= 0 {
 		return errors.New("--request-read-timeout must be positive")
 	}
-	if o.maxSessions < 1 || o.maxSessionsClient < 1 {
-		return errors.New("--max-sessions and --max-sessions-per-client must be at least 1")
+	if o.maxSessions < 1 || o.maxSessionsClient < 1 || o.maxCallsInFlight < 1 || o.maxBytesInFlight < 1 {
+		return errors.New("--max-sessions, --max-sessions-per-client, --max-calls-in-flight and --max-request-bytes-in-flight must be at least 1")
 	}
 	maxConns, err := connectionLimit(o.maxConnections, log)
 	if err != nil {
@@ -230,11 +234,13 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version: version,
 		// Limits on what clients send.
-		RequestReadTimeout:   o.requestReadTimeout,
-		MaxConnections:       maxConns,
-		AllowedOrigins:       origins,
-		MaxSessions:          o.maxSessions,
-		MaxSessionsPerClient: o.maxSessionsClient,
+		RequestReadTimeout:      o.requestReadTimeout,
+		MaxConnections:          maxConns,
+		AllowedOrigins:          origins,
+		MaxSessions:             o.maxSessions,
+		MaxSessionsPerClient:    o.maxSessionsClient,
+		MaxCallsInFlight:        o.maxCallsInFlight,
+		MaxRequestBytesInFlight: o.maxBytesInFlight,
 	})
 	stateDir := openState(o, log)
 	var ledger *connection.GroupLedger

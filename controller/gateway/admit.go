@@ -36,6 +36,13 @@ const (
 	// token, and every client without one is the same client; lower it
 	// where tokens tell clients apart.
 	DefaultMaxSessionsPerClient = DefaultMaxSessions
+	// DefaultMaxCallsInFlight bounds the tools/calls being served at once:
+	// far above what agents run in parallel (a few each), far below what
+	// exhausts goroutines or backends.
+	DefaultMaxCallsInFlight = 256
+	// DefaultMaxRequestBytesInFlight bounds the request bodies held at
+	// once: 32 calls with a body at the 4 MiB limit.
+	DefaultMaxRequestBytesInFlight = 128 << 20
 )
 
 // withBodyDeadline bounds how long a request body may take to arrive: the
@@ -382,3 +389,52 @@ func writeRPCError(w http.ResponseWriter, status int, msg string) {
 // codeLimit is the JSON-RPC error code of a request refused by a limit of
 // the gateway (in the implementation-defined server error range).
 const codeLimit = -32000
+
+// inflight bounds a quantity in flight (calls, body bytes) without
+// waiting: a request past the bound is refused at once, never queued, so a
+// flood of them costs nothing that grows.
+type inflight struct {
+	max int64
+	n   atomic.Int64
+}
+
+func (f *inflight) acquire(k int64) bool {
+	if f.n.Add(k) > f.max {
+		f.n.Add(-k)
+		return false
+	}
+	return true
+}
+
+func (f *inflight) release(k int64) { f.n.Add(-k) }
+
+// errCallsFull answers a tools/call past --max-calls-in-flight.
+func (g *Gateway) errCallsFull() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+		"tether: %d tool calls are in flight, the gateway's bound (--max-calls-in-flight); retry later", g.calls.max)}
+}
+
+// withBodyBudget bounds the bytes of request bodies in flight: a body is
+// held whole while its call runs (the fast path forwards it as it came),
+// so without a budget 80 concurrent 4 MB calls held gigabytes. A request
+// whose declared length (or, chunked, the body limit) does not fit is
+// refused at once with 503 and a JSON-RPC error.
+func (g *Gateway) withBodyBudget(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		n := r.ContentLength
+		if n < 0 || n > g.opts.MaxRequestBodyBytes {
+			n = g.opts.MaxRequestBodyBytes // what is read at most
+		}
+		if !g.bodies.acquire(n) {
+			writeRPCError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+				"tether: %d bytes of request bodies are in flight, the gateway's bound (--max-request-bytes-in-flight); retry later", g.bodies.max))
+			return
+		}
+		defer g.bodies.release(n)
+		next.ServeHTTP(w, r)
+	})
+}

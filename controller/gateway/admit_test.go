@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -255,5 +257,92 @@ func TestSessionBoundToToken(t *testing.T) {
 	own := initSession(t, url, two)
 	if got := ping(t, url, own, two); got != http.StatusOK {
 		t.Errorf("a session of the new token: %d", got)
+	}
+}
+
+// TestCallsInFlightBounded: past --max-calls-in-flight a tools/call gets an
+// MCP error at once, on the fast path and through the go-sdk, and the calls
+// in flight are untouched.
+func TestCallsInFlightBounded(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fast", false: "sdk"}[fast], func(t *testing.T) {
+			f := newFastFixture(t, fast, time.Minute)
+			f.g.calls.max = 2
+			d := f.dial(t, "")
+			ctx, cancel := context.WithCancel(context.Background())
+			held := make(chan error, 2)
+			for range 2 {
+				go func() { _, err := d.call(ctx, "a_hold", nil); held <- err }()
+				<-f.tb.entered
+			}
+			before := f.g.fastCalls.Load()
+			// Bounded only so that a broken limit fails instead of hanging.
+			cctx, ccancel := context.WithTimeout(context.Background(), waitTimeout)
+			_, err := d.call(cctx, "a_echo", map[string]any{"msg": "one too many"})
+			ccancel()
+			if msg := rpcMessage(err); !strings.Contains(msg, "--max-calls-in-flight") {
+				t.Errorf("a call past the bound: %v, want an MCP error naming --max-calls-in-flight", err)
+			}
+			if fast && f.g.fastCalls.Load() == before {
+				t.Errorf("the refused call did not take the fast path")
+			}
+			select {
+			case err := <-held:
+				t.Errorf("a call in flight ended: %v", err)
+			default:
+			}
+			cancel()
+			<-held
+			<-held
+			// The gateway hears of the cancellations a moment later.
+			deadline := time.Now().Add(waitTimeout)
+			for f.g.calls.n.Load() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d calls still counted in flight after their callers went", f.g.calls.n.Load())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			res, err := d.call(context.Background(), "a_echo", map[string]any{"msg": "again"})
+			if err != nil || res.IsError {
+				t.Errorf("a call once the others ended: %v", err)
+			}
+		})
+	}
+}
+
+// TestBodyBudget: request bodies in flight are bounded in bytes; one that
+// does not fit is refused at once (503, a JSON-RPC error), and the budget
+// comes back when the held body's request ends.
+func TestBodyBudget(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxRequestBytesInFlight: 1000})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), Path)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 800\r\n\r\n{", Path, addr)
+	deadline := time.Now().Add(waitTimeout)
+	for g.bodies.n.Load() != 800 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held body never counted: %d", g.bodies.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	body := initializeBody + strings.Repeat(" ", 300)
+	resp, text := do(t, http.MethodPost, url, body, nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(text, `"error"`) || !strings.Contains(text, "--max-request-bytes-in-flight") {
+		t.Errorf("a body past the budget: %d %s", resp.StatusCode, text)
+	}
+	c.Close()
+	for g.bodies.n.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the budget never came back: %d", g.bodies.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if resp, text := do(t, http.MethodPost, url, body, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a body once the budget came back: %d %s", resp.StatusCode, text)
 	}
 }

@@ -436,6 +436,11 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	out := &fastWriter{w: w, id: req.id, token: req.token}
+	if !g.calls.acquire(1) {
+		out.error(http.StatusOK, g.errCallsFull())
+		return
+	}
+	defer g.calls.release(1)
 	ok, closed := ds.start(req.key, cancel)
 	if closed {
 		// As the go-sdk answers a request of a session that is gone.

@@ -143,6 +143,11 @@ type Options struct {
 	// new one refused when none is idle (sessionTable).
 	MaxSessions          int
 	MaxSessionsPerClient int
+	// MaxCallsInFlight bounds the tools/calls served at once (one past it
+	// gets an MCP error at once); MaxRequestBytesInFlight the request
+	// bodies held at once (503 past it).
+	MaxCallsInFlight        int
+	MaxRequestBytesInFlight int64
 }
 
 // Call results passed to Options.ObserveCall.
@@ -175,6 +180,9 @@ type Gateway struct {
 	// sessions admits HTTP sessions and binds them to their client
 	// (admit.go).
 	sessions sessionTable
+	// calls and bodies are the tools/calls and request body bytes in
+	// flight, bounded (admit.go).
+	calls, bodies inflight
 	// fastCalls counts the calls the fast path answered (tests);
 	// noFastPath turns it off (tests comparing it with the go-sdk path).
 	fastCalls  atomic.Int64
@@ -289,6 +297,12 @@ func New(opts Options) *Gateway {
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = DefaultMaxConnections
 	}
+	if opts.MaxCallsInFlight <= 0 {
+		opts.MaxCallsInFlight = DefaultMaxCallsInFlight
+	}
+	if opts.MaxRequestBytesInFlight <= 0 {
+		opts.MaxRequestBytesInFlight = DefaultMaxRequestBytesInFlight
+	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
@@ -304,6 +318,7 @@ func New(opts Options) *Gateway {
 		exposed:     make(map[string]*exposedTool),
 	}
 	g.sessions.max, g.sessions.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
+	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
 	g.routes.Store(&routeTable{})
 	g.cat.Store(&catTable{})
 	// The SDK logs every session start and end at INFO; tether's log keeps
