@@ -233,3 +233,46 @@ func TestFaultSessionsNeverDeleted(t *testing.T) {
 		t.Errorf("a tools change logged %d lines about list_changed, want at most one per change", n)
 	}
 }
+
+// TestFaultClientNeverReads: a client opens its session's stream and never
+// reads it while a backend floods log messages (row C4). The client loses
+// its stream (a WARN says so), tether's memory stays bounded, and another
+// client is served meanwhile.
+func TestFaultClientNeverReads(t *testing.T) {
+	dir := t.TempDir()
+	m := filepath.Join(dir, "be.yaml")
+	writeFile(t, m, faultManifest(t, "be", []string{"-log-flood", "65536"}, quick))
+	tt, ep := startTetherServing(t, dir, "--stream-write-timeout", "2s")
+	waitStatus(t, m, "be", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+
+	sid := rawInit(t, ep.gateway)
+	if code, body, _ := postRaw(t, ep.gateway, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`, sid); code != http.StatusOK {
+		t.Fatalf("logging/setLevel: %d %s", code, body)
+	}
+	addr := strings.TrimSuffix(strings.TrimPrefix(ep.gateway, "http://"), "/mcp")
+	c, err := net.Dial("tcp", addr)
+	must(t, err)
+	defer c.Close()
+	_, err = fmt.Fprintf(c, "GET /mcp HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n", addr, sid)
+	must(t, err)
+	// ... and never reads.
+
+	s := connectClient(t, ep)
+	if _, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatalf("another client's call while one does not read: %v", err)
+	}
+	tt.waitLog(t, 60*time.Second, "gateway closed a session's stream: its client did not read it")
+
+	// The flood goes on: tether's memory does not grow with it.
+	peak := 0
+	for range 50 {
+		peak = max(peak, rssKB(t, tt.cmd.Process.Pid))
+		time.Sleep(100 * time.Millisecond)
+	}
+	if peak > 200<<10 {
+		t.Errorf("tether's RSS reached %d MB under a flood no client reads", peak>>10)
+	}
+	if _, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "y"}); err != nil {
+		t.Fatalf("another client's call after: %v", err)
+	}
+}

@@ -64,6 +64,7 @@ type runOptions struct {
 	maxSessionsClient  int
 	maxCallsInFlight   int
 	maxBytesInFlight   int64
+	streamWrite        time.Duration
 }
 
 func newRunCmd() *cobra.Command {
@@ -138,6 +139,7 @@ status.`,
 	f.IntVar(&o.maxSessionsClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "bound on the sessions of one client (a bearer token; without --auth-token-file every client is the same client); past it as --max-sessions, refused with 429")
 	f.IntVar(&o.maxCallsInFlight, "max-calls-in-flight", gateway.DefaultMaxCallsInFlight, "bound on the tools/calls the gateway serves at once; one past it gets an MCP error at once")
 	f.Int64Var(&o.maxBytesInFlight, "max-request-bytes-in-flight", gateway.DefaultMaxRequestBytesInFlight, "bound on the bytes of gateway request bodies held at once; a request past it is refused (503) at once")
+	f.DurationVar(&o.streamWrite, "stream-write-timeout", gateway.DefaultStreamWriteTimeout, "bound on one write to a gateway session's stream; a client that does not read for that long loses the stream")
 	return cmd
 }
 
@@ -202,8 +204,8 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--allowed-origins: %w", err)
 	}
-	if o.requestReadTimeout <= 0 {
-		return errors.New("--request-read-timeout must be positive")
+	if o.requestReadTimeout <= 0 || o.streamWrite <= 0 {
+		return errors.New("--request-read-timeout and --stream-write-timeout must be positive")
 	}
 	if o.maxSessions < 1 || o.maxSessionsClient < 1 || o.maxCallsInFlight < 1 || o.maxBytesInFlight < 1 {
 		return errors.New("--max-sessions, --max-sessions-per-client, --max-calls-in-flight and --max-request-bytes-in-flight must be at least 1")
@@ -241,6 +243,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		MaxSessionsPerClient:    o.maxSessionsClient,
 		MaxCallsInFlight:        o.maxCallsInFlight,
 		MaxRequestBytesInFlight: o.maxBytesInFlight,
+		StreamWriteTimeout:      o.streamWrite,
 	})
 	stateDir := openState(o, log)
 	var ledger *connection.GroupLedger

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -438,3 +439,68 @@ func (g *Gateway) withBodyBudget(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// DefaultStreamWriteTimeout bounds one write on a session's standalone
+// stream: a client that does not read it for that long loses the stream.
+const DefaultStreamWriteTimeout = 10 * time.Second
+
+// withStreamDeadline bounds every write on a session's standalone stream
+// (GET), where what backends send outside any request goes (log messages,
+// resource updates, list_changed). The go-sdk writes to the response as the
+// message comes, holding the stream's lock: a client that opened the
+// stream and stopped reading blocked every later message's goroutine
+// behind that lock, and tether grew with them (420 MB in 30 s). A write
+// that does not finish within d ends the stream (the request's context is
+// cancelled, so the go-sdk lets go of it); the client may open another.
+func (g *Gateway) withStreamDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d, cut: cancel}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		if sw.failed.Load() {
+			g.log.Warn("gateway closed a session's stream: its client did not read it (it may open another)", "writeTimeout", d)
+		}
+	})
+}
+
+// streamWriter is a standalone stream's response with a deadline on every
+// write and flush.
+type streamWriter struct {
+	http.ResponseWriter
+	rc     *http.ResponseController
+	d      time.Duration
+	cut    context.CancelFunc
+	failed atomic.Bool
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.d))
+	n, err := s.ResponseWriter.Write(p)
+	s.check(err)
+	return n, err
+}
+
+func (s *streamWriter) Flush() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.d))
+	s.check(s.rc.Flush())
+}
+
+func (s *streamWriter) FlushError() error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.d))
+	err := s.rc.Flush()
+	s.check(err)
+	return err
+}
+
+func (s *streamWriter) check(err error) {
+	if err != nil && !s.failed.Swap(true) {
+		s.cut()
+	}
+}
+
+func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

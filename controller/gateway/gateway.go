@@ -148,6 +148,9 @@ type Options struct {
 	// bodies held at once (503 past it).
 	MaxCallsInFlight        int
 	MaxRequestBytesInFlight int64
+	// StreamWriteTimeout bounds a write on a session's standalone stream:
+	// a client that does not read loses the stream.
+	StreamWriteTimeout time.Duration
 }
 
 // Call results passed to Options.ObserveCall.
@@ -183,6 +186,11 @@ type Gateway struct {
 	// calls and bodies are the tools/calls and request body bytes in
 	// flight, bounded (admit.go).
 	calls, bodies inflight
+	// relaysOut are the backend messages being sent to clients
+	// (relay.go), relaysDropped those dropped past the bound.
+	relaysOut     inflight
+	relaysDropped atomic.Int64
+	relaysWarned  atomic.Int64 // unix nanoseconds of the last WARN
 	// fastCalls counts the calls the fast path answered (tests);
 	// noFastPath turns it off (tests comparing it with the go-sdk path).
 	fastCalls  atomic.Int64
@@ -297,6 +305,9 @@ func New(opts Options) *Gateway {
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = DefaultMaxConnections
 	}
+	if opts.StreamWriteTimeout <= 0 {
+		opts.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
 	if opts.MaxCallsInFlight <= 0 {
 		opts.MaxCallsInFlight = DefaultMaxCallsInFlight
 	}
@@ -319,6 +330,7 @@ func New(opts Options) *Gateway {
 	}
 	g.sessions.max, g.sessions.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
+	g.relaysOut.max = maxRelaysOut
 	g.routes.Store(&routeTable{})
 	g.cat.Store(&catTable{})
 	// The SDK logs every session start and end at INFO; tether's log keeps

@@ -78,7 +78,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// only what reaches the go-sdk needs cancelOnDisconnect (which reads
 	// and parses the body once more).
 	h := g.withFastPath(g.cancelOnDisconnect(g.sdk))
-	h = g.withBodyBudget(g.admitSessions(clientOf(token), h))
+	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)
 		watched := make(chan struct{})
