@@ -197,7 +197,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Han
 	}
 	// Read what the SDK would accept, and no more: a larger body is passed
 	// on whole for the SDK to refuse.
-	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
+	body, err := readBody(r, g.opts.MaxRequestBodyBytes+1)
 	if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes {
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 		g.toSDK(w, r, ds, sdk)
@@ -211,6 +211,28 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Han
 	// Rewind: the SDK reads the body from its start.
 	r.Body = readCloser{bytes.NewReader(body), orig}
 	g.toSDK(w, r, ds, sdk)
+}
+
+// readBody reads at most limit bytes of r's body. With a Content-Length it
+// reads into one buffer of that size: io.ReadAll grows its buffer by
+// doubling, which for a body of megabytes leaves about as much again in
+// garbage per request, and under many concurrent calls that garbage is
+// the peak.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n < limit {
+		buf := make([]byte, n, n+1)
+		if m, err := io.ReadFull(r.Body, buf); err != nil {
+			return buf[:m], err
+		}
+		// The body ends here (net/http holds it to Content-Length); the
+		// read of its end lifts the body deadline (withBodyDeadline).
+		var one [1]byte
+		if m, err := r.Body.Read(one[:]); m > 0 || (err != nil && err != io.EOF) {
+			return append(buf, one[:m]...), err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(io.LimitReader(r.Body, limit))
 }
 
 func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession, sdk http.Handler) {
