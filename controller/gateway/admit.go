@@ -38,9 +38,10 @@ const (
 	// where tokens tell clients apart.
 	DefaultMaxSessionsPerClient = DefaultMaxSessions
 	// DefaultMaxCallsInFlight bounds the tools/calls being served at once:
-	// far above what agents run in parallel (a few each), far below what
-	// exhausts goroutines or backends.
-	DefaultMaxCallsInFlight = 256
+	// far above what agents run in parallel (a few each; 1,000 at once on
+	// one session are served, docs/reliability.md row G4), far below what
+	// exhausts goroutines; the bytes they hold have their own budget.
+	DefaultMaxCallsInFlight = 1024
 	// DefaultMaxRequestBytesInFlight bounds the request bodies held at
 	// once: 32 calls with a body at the 4 MiB limit.
 	DefaultMaxRequestBytesInFlight = 128 << 20
