@@ -22,6 +22,7 @@ import (
 	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/gateway"
+	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/controller/kubernetes"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/metrics"
@@ -57,6 +58,15 @@ type runOptions struct {
 
 	maxStateFile  int64 // Limits on files (docs/contract.md)
 	maxNameLength int
+	// Limits on what clients send (docs/contract.md §5a).
+	requestReadTimeout time.Duration
+	maxConnections     int
+	allowedOrigins     []string
+	maxSessions        int
+	maxSessionsClient  int
+	maxCallsInFlight   int
+	maxBytesInFlight   int64
+	streamWrite        time.Duration
 }
 
 func newRunCmd() *cobra.Command {
@@ -128,6 +138,15 @@ status.`,
 	f.Int64Var(&o.maxStateFile, "max-state-file-size", state.DefaultMaxFileSize, "largest file read from the state directory (a saved spec or catalog); a bigger one is ignored with an error naming it")
 	// Routing by ownership (docs/contract.md §5a).
 	f.IntVar(&o.maxNameLength, "max-name-length", gateway.DefaultMaxNameLength, "the longest tool or prompt name (prefix included, in characters) the gateway exposes; a longer one is not exposed and is reported in its connection's status")
+	// Limits on what clients send (docs/contract.md, "Limits on what clients send").
+	f.DurationVar(&o.requestReadTimeout, "request-read-timeout", gateway.DefaultRequestReadTimeout, "bound on the arrival of a gateway request's body once its headers are in; a slower client's connection is closed")
+	f.IntVar(&o.maxConnections, "max-connections", gateway.DefaultMaxConnections, "bound on the gateway's open client connections (lowered to half the descriptor limit); more wait to be accepted")
+	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil, "Origin values the gateway and /metrics admit (scheme://host[:port], \"*\"); loopback origins always; a request with another Origin gets 403")
+	f.IntVar(&o.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "bound on the gateway's HTTP sessions; past it the least recently used idle one is closed, or a new one refused (503) when all are busy")
+	f.IntVar(&o.maxSessionsClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "bound on the sessions of one client (a bearer token; without --auth-token-file every client is the same client); past it as --max-sessions, refused with 429")
+	f.IntVar(&o.maxCallsInFlight, "max-calls-in-flight", gateway.DefaultMaxCallsInFlight, "bound on the tools/calls the gateway serves at once; one past it gets an MCP error at once")
+	f.Int64Var(&o.maxBytesInFlight, "max-request-bytes-in-flight", gateway.DefaultMaxRequestBytesInFlight, "bound on the bytes of gateway request bodies held at once; a request past it is refused (503) at once")
+	f.DurationVar(&o.streamWrite, "stream-write-timeout", gateway.DefaultStreamWriteTimeout, "bound on one write to a gateway session's stream; a client that does not read for that long loses the stream")
 	return cmd
 }
 
@@ -191,6 +210,21 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	log = tel.Logger(log)
 
+	origins, err := httpguard.ParseOrigins(o.allowedOrigins)
+	if err != nil {
+		return fmt.Errorf("--allowed-origins: %w", err)
+	}
+	if o.requestReadTimeout <= 0 || o.streamWrite <= 0 {
+		return errors.New("--request-read-timeout and --stream-write-timeout must be positive")
+	}
+	if o.maxSessions < 1 || o.maxSessionsClient < 1 || o.maxCallsInFlight < 1 || o.maxBytesInFlight < 1 {
+		return errors.New("--max-sessions, --max-sessions-per-client, --max-calls-in-flight and --max-request-bytes-in-flight must be at least 1")
+	}
+	maxConns, err := connectionLimit(o.maxConnections, log)
+	if err != nil {
+		return err
+	}
+
 	m := metrics.New(version)
 	var ctrl *controller.Controller
 	gw := gateway.New(gateway.Options{
@@ -212,6 +246,15 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		},
 		Version:       version,
 		MaxNameLength: o.maxNameLength,
+		// Limits on what clients send.
+		RequestReadTimeout:      o.requestReadTimeout,
+		MaxConnections:          maxConns,
+		AllowedOrigins:          origins,
+		MaxSessions:             o.maxSessions,
+		MaxSessionsPerClient:    o.maxSessionsClient,
+		MaxCallsInFlight:        o.maxCallsInFlight,
+		MaxRequestBytesInFlight: o.maxBytesInFlight,
+		StreamWriteTimeout:      o.streamWrite,
 	})
 	stateDir, stateErr := openState(o, log)
 	var ledger *connection.GroupLedger
@@ -347,7 +390,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	if o.metricsAddr != "" {
 		serve("metrics", func(ctx context.Context) error {
-			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready))
+			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready, origins))
 		})
 	}
 
@@ -423,4 +466,21 @@ func gatewayDesc(o *runOptions) string {
 		return "http://" + o.listen + gateway.Path
 	}
 	return "off"
+}
+
+// connectionLimit is --max-connections, lowered to half the process's
+// descriptor limit: the rest stays for tether's own work (stdio pipes,
+// status and state files, backend connections), which a flood of clients
+// must never starve.
+func connectionLimit(flag int, log *slog.Logger) (int, error) {
+	if flag < 1 {
+		return 0, errors.New("--max-connections must be at least 1")
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur > 0 && lim.Cur/2 < uint64(flag) {
+		half := max(int(lim.Cur/2), 1)
+		log.Info("--max-connections lowered to half the descriptor limit", "flag", flag, "limit", half, "descriptors", lim.Cur)
+		return half, nil
+	}
+	return flag, nil
 }

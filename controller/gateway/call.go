@@ -84,6 +84,10 @@ func callError(msg string) error {
 // callTool is the handler of every exposed tool: it routes the call to the
 // backend that owns the name, with the caller's arguments as they came.
 func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if !g.calls.acquire(1) {
+		return nil, g.errCallsFull()
+	}
+	defer g.calls.release(1)
 	name := req.Params.Name
 	ctx, span := startCallSpan(ctx, req.Params.Meta, requestHeader(req), name)
 	defer span.End()

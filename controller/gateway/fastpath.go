@@ -12,7 +12,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/gateway/wire"
+	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -197,7 +197,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Han
 	}
 	// Read what the SDK would accept, and no more: a larger body is passed
 	// on whole for the SDK to refuse.
-	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
+	body, err := readBody(r, g.opts.MaxRequestBodyBytes+1)
 	if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes {
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 		g.toSDK(w, r, ds, sdk)
@@ -213,6 +213,28 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Han
 	g.toSDK(w, r, ds, sdk)
 }
 
+// readBody reads at most limit bytes of r's body. With a Content-Length it
+// reads into one buffer of that size: io.ReadAll grows its buffer by
+// doubling, which for a body of megabytes leaves about as much again in
+// garbage per request, and under many concurrent calls that garbage is
+// the peak.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n < limit {
+		buf := make([]byte, n, n+1)
+		if m, err := io.ReadFull(r.Body, buf); err != nil {
+			return buf[:m], err
+		}
+		// The body ends here (net/http holds it to Content-Length); the
+		// read of its end lifts the body deadline (withBodyDeadline).
+		var one [1]byte
+		if m, err := r.Body.Read(one[:]); m > 0 || (err != nil && err != io.EOF) {
+			return append(buf, one[:m]...), err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(io.LimitReader(r.Body, limit))
+}
+
 func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession, sdk http.Handler) {
 	if ds != nil && r.Method == http.MethodPost {
 		ds.touch()
@@ -226,7 +248,7 @@ func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession,
 // request that fails is left to the go-sdk, which answers it.
 func fastHeaders(r *http.Request) bool {
 	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
-		if isLoopbackHost(local.String()) && !isLoopbackHost(r.Host) {
+		if httpguard.IsLoopbackHost(local.String()) && !httpguard.IsLoopbackHost(r.Host) {
 			return false
 		}
 	}
@@ -241,19 +263,6 @@ func fastHeaders(r *http.Request) bool {
 		return false
 	}
 	return acceptsBoth(r.Header.Values("Accept"))
-}
-
-// isLoopbackHost is the go-sdk's test of a Host header or local address.
-func isLoopbackHost(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = strings.Trim(addr, "[]")
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // acceptsBoth reports whether Accept admits application/json and
@@ -449,6 +458,11 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	out := &fastWriter{w: w, id: req.id, token: req.token}
+	if !g.calls.acquire(1) {
+		out.error(http.StatusOK, g.errCallsFull())
+		return
+	}
+	defer g.calls.release(1)
 	ok, closed := ds.start(req.key, cancel)
 	if closed {
 		// As the go-sdk answers a request of a session that is gone.

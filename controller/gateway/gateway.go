@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/gateway/wire"
+	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -130,6 +131,31 @@ type Options struct {
 	// flight); its client must initialize again, as MCP clients do on 404.
 	// 0 means DefaultSessionTimeout; negative keeps sessions forever.
 	SessionTimeout time.Duration
+
+	// The limits on what clients send (admit.go); 0 means the default.
+	//
+	// RequestReadTimeout bounds the arrival of a request body once its
+	// headers are in; MaxConnections bounds the open client connections
+	// (more wait to be accepted).
+	RequestReadTimeout time.Duration
+	MaxConnections     int
+	// AllowedOrigins admits requests by their Origin header; the zero
+	// value admits loopback origins only.
+	AllowedOrigins httpguard.Origins
+	// MaxSessions bounds the HTTP sessions, MaxSessionsPerClient those of
+	// one client (a token; every client without one is the same client):
+	// past a bound the least recently used idle session is closed, or the
+	// new one refused when none is idle (sessionTable).
+	MaxSessions          int
+	MaxSessionsPerClient int
+	// MaxCallsInFlight bounds the tools/calls served at once (one past it
+	// gets an MCP error at once); MaxRequestBytesInFlight the request
+	// bodies held at once (503 past it).
+	MaxCallsInFlight        int
+	MaxRequestBytesInFlight int64
+	// StreamWriteTimeout bounds a write on a session's standalone stream:
+	// a client that does not read loses the stream.
+	StreamWriteTimeout time.Duration
 }
 
 // Call results passed to Options.ObserveCall.
@@ -139,6 +165,10 @@ const (
 	ResultTimeout  = "timeout"
 	ResultCanceled = "canceled"
 )
+
+// notifyBurstWindow is how long the go-sdk's failures to deliver one
+// notification are gathered into one log line (sdklog.go).
+const notifyBurstWindow = 500 * time.Millisecond
 
 const (
 	defaultMaxBody         = 4 << 20
@@ -155,6 +185,17 @@ type Gateway struct {
 	sdk     *mcp.StreamableHTTPHandler
 	handler http.Handler
 	downs   downSessions
+	// sessions admits HTTP sessions and binds them to their client
+	// (admit.go).
+	sessions sessionTable
+	// calls and bodies are the tools/calls and request body bytes in
+	// flight, bounded (admit.go).
+	calls, bodies inflight
+	// relaysOut are the backend messages being sent to clients
+	// (relay.go), relaysDropped those dropped past the bound.
+	relaysOut     inflight
+	relaysDropped atomic.Int64
+	relaysWarned  atomic.Int64 // unix nanoseconds of the last WARN
 	// fastCalls counts the calls the fast path answered (tests);
 	// noFastPath turns it off (tests comparing it with the go-sdk path).
 	fastCalls  atomic.Int64
@@ -309,6 +350,27 @@ func New(opts Options) *Gateway {
 	if opts.MaxNameLength <= 0 {
 		opts.MaxNameLength = DefaultMaxNameLength
 	}
+	if opts.RequestReadTimeout <= 0 {
+		opts.RequestReadTimeout = DefaultRequestReadTimeout
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
+	}
+	if opts.StreamWriteTimeout <= 0 {
+		opts.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if opts.MaxCallsInFlight <= 0 {
+		opts.MaxCallsInFlight = DefaultMaxCallsInFlight
+	}
+	if opts.MaxRequestBytesInFlight <= 0 {
+		opts.MaxRequestBytesInFlight = DefaultMaxRequestBytesInFlight
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.MaxSessionsPerClient <= 0 {
+		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
+	}
 	g := &Gateway{
 		log:         log,
 		opts:        opts,
@@ -317,11 +379,14 @@ func New(opts Options) *Gateway {
 		unavailable: make(map[string]*connState),
 		exposed:     make(map[string]*exposedTool),
 	}
+	g.sessions.max, g.sessions.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
+	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
+	g.relaysOut.max = maxRelaysOut
 	g.routes.Store(&routeTable{})
 	g.cat.Store(&catTable{})
 	// The SDK logs every session start and end at INFO; tether's log keeps
 	// its own lifecycle lines and only the SDK's warnings and errors.
-	sdkLog := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn}).With("component", "mcp-sdk")
+	sdkLog := slog.New(newNotifyFailures(minLevel{h: log.Handler(), min: slog.LevelWarn}, notifyBurstWindow)).With("component", "mcp-sdk")
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "tether", Version: opts.Version}, &mcp.ServerOptions{
 		Logger: sdkLog,
 		// Declared from the start, also while nothing is offered: clients

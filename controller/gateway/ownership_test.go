@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
@@ -469,23 +468,6 @@ func TestDescriptionsCleaned(t *testing.T) {
 	if b.tools[0].Description != dirty || b.prompts[0].Arguments[0].Description != dirty {
 		t.Error("the backend's definitions were modified")
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // recordingBackend is a catalogBackend that records which backend

@@ -180,10 +180,34 @@ type connListener struct {
 }
 
 func (l connListener) ResourceUpdated(p *mcp.ResourceUpdatedNotificationParams) {
-	go l.g.resourceUpdated(l.name, p)
+	l.g.relayOut(func() { l.g.resourceUpdated(l.name, p) })
 }
 
-func (l connListener) Log(p *mcp.LoggingMessageParams) { go l.g.broadcastLog(p) }
+func (l connListener) Log(p *mcp.LoggingMessageParams) { l.g.relayOut(func() { l.g.broadcastLog(p) }) }
+
+// relayOut sends a backend's message that belongs to no request to the
+// clients, on a goroutine of its own so that the backend's session never
+// waits for them. At most maxRelaysOut run at once: a client that stops
+// reading holds a send for up to the stream write timeout, and a backend
+// that sends faster than that would pile up goroutines and their messages
+// without bound. Past it the message is dropped, with one WARN a minute.
+func (g *Gateway) relayOut(send func()) {
+	if !g.relaysOut.acquire(1) {
+		if n := g.relaysDropped.Add(1); n == 1 || time.Since(time.Unix(0, g.relaysWarned.Load())) > time.Minute {
+			g.relaysWarned.Store(time.Now().UnixNano())
+			g.log.Warn("gateway dropped backend messages for clients: clients are not reading them as fast as backends send", "dropped", n)
+		}
+		return
+	}
+	go func() {
+		defer g.relaysOut.release(1)
+		send()
+	}()
+}
+
+// maxRelaysOut bounds the backend messages being sent to clients at once
+// (relayOut).
+const maxRelaysOut = 64
 
 // sdkCaller is the client of a request the go-sdk server handles: what the
 // backend sends it goes out through the client's session, with the

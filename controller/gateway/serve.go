@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/net/netutil"
 
 	"github.com/tether-mcp/tether/controller/boundedfile"
 )
@@ -23,8 +24,9 @@ const Path = "/mcp"
 // Handler returns the streamable HTTP handler of the shared server, stateful
 // (sessions carry list_changed and cancellation), with DNS-rebinding
 // protection on for loopback and request bodies bounded, and the fast path
-// for tools/call in front (fastpath.go). It does no authentication: Serve
-// adds that.
+// for tools/call in front (fastpath.go). It does no authentication, and
+// checks no Origin and admits no sessions, connections or bodies against
+// their limits (admit.go): Serve adds those.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Serve listens on addr and serves the gateway at /mcp until ctx is done,
@@ -78,6 +80,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// only what reaches the go-sdk needs cancelOnDisconnect (which reads
 	// and parses the body once more).
 	h := g.withFastPath(g.cancelOnDisconnect(g.sdk))
+	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)
 		watched := make(chan struct{})
@@ -97,6 +100,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		}
 		inner.ServeHTTP(w, r)
 	})
+	// Outermost: a foreign Origin or Host is refused before anything else
+	// runs, and every body is bounded in time whoever sends it.
+	h = withBodyDeadline(g.opts.RequestReadTimeout, g.opts.AllowedOrigins.Handler(h))
 	mux := http.NewServeMux()
 	mux.Handle(Path, h)
 	srv := &http.Server{
@@ -126,6 +132,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 			}
 		}
 	}()
+	// Connections past the limit wait in the listen backlog (the kernel's,
+	// not tether's descriptors) until one closes.
+	ln = netutil.LimitListener(ln, g.opts.MaxConnections)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	g.log.Info("gateway listening", "addr", ln.Addr().String(), "path", Path, "auth", token != nil)

@@ -109,3 +109,17 @@ func requireBearer(token *bearerToken, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// clientOf names the client of a request for the session table: the hash
+// of the token it presented (requireBearer admitted it), or "" for every
+// client when the gateway takes no token.
+func clientOf(token *bearerToken) func(*http.Request) string {
+	if token == nil {
+		return func(*http.Request) string { return "" }
+	}
+	return func(r *http.Request) string {
+		_, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		h := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		return string(h[:])
+	}
+}

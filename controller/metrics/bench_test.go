@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -125,7 +126,7 @@ func (d *discard) WriteHeader(int)             {}
 func BenchmarkScrape(b *testing.B) {
 	m := New("bench")
 	populate(m, benchNames())
-	h := m.Handler(nil)
+	h := m.Handler(nil, httpguard.Origins{})
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	b.ReportAllocs()
 	var cpu time.Duration

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -297,7 +298,7 @@ func TestConcurrentScrapes(t *testing.T) {
 		m.ConnectionAdded(n)
 		m.SetPhase(n, spec.PhaseConnected)
 	}
-	h := m.Handler(nil)
+	h := m.Handler(nil, httpguard.Origins{})
 
 	stop := make(chan struct{})
 	var observers sync.WaitGroup

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -139,7 +140,7 @@ func TestMetricsGolden(t *testing.T) {
 	m, clk := newTestMetrics(scenarioStart)
 	playScenario(m, clk)
 
-	resp, body := scrape(t, m.Handler(nil), "/metrics", "")
+	resp, body := scrape(t, m.Handler(nil, httpguard.Origins{}), "/metrics", "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %s", resp.Status)
 	}
@@ -197,7 +198,7 @@ func TestMetricsNegotiatesOpenMetrics(t *testing.T) {
 		{"", "text/plain; version=0.0.4", "\n"},
 		{"application/openmetrics-text; version=1.0.0", "application/openmetrics-text; version=1.0.0", "# EOF\n"},
 	} {
-		resp, body := scrape(t, m.Handler(nil), "/metrics", tc.accept)
+		resp, body := scrape(t, m.Handler(nil, httpguard.Origins{}), "/metrics", tc.accept)
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, tc.contentType) {
 			t.Errorf("Accept %q: Content-Type %q, want %q…", tc.accept, ct, tc.contentType)
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tether-mcp/tether/controller/httpguard"
 )
 
 // shutdownBound bounds the graceful part of Serve's shutdown: a scrape
@@ -18,7 +20,10 @@ const shutdownBound = 5 * time.Second
 // Handler serves /metrics (text format, or OpenMetrics when the scraper asks
 // for it), /healthz (200 while the process serves HTTP at all) and /readyz
 // (200 once ready reports true, 503 before; a nil ready is always ready).
-func (m *Metrics) Handler(ready func() bool) http.Handler {
+// It makes the gateway's Host and Origin checks first (origins, as the
+// gateway's --allowed-origins): a page that rebinds its name to the
+// loopback address must not read tether's connection names and errors.
+func (m *Metrics) Handler(ready func() bool, origins httpguard.Origins) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		EnableOpenMetrics: true,
@@ -39,7 +44,7 @@ func (m *Metrics) Handler(ready func() bool) http.Handler {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		plain(w, http.StatusOK, "tether\n\n/metrics  Prometheus metrics\n/healthz  liveness\n/readyz   readiness (initial manifests reconciled)")
 	})
-	return mux
+	return origins.Handler(mux)
 }
 
 func plain(w http.ResponseWriter, code int, body string) {

@@ -2,18 +2,22 @@ package metrics
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tether-mcp/tether/controller/httpguard"
 )
 
 func TestHealthAndReadiness(t *testing.T) {
 	m := New("test")
 	var ready atomic.Bool
-	h := m.Handler(ready.Load)
+	h := m.Handler(ready.Load, httpguard.Origins{})
 
 	for _, tc := range []struct {
 		name  string
@@ -42,7 +46,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 
 	// A nil ready func means always ready.
-	if resp, _ := scrape(t, m.Handler(nil), "/readyz", ""); resp.StatusCode != http.StatusOK {
+	if resp, _ := scrape(t, m.Handler(nil, httpguard.Origins{}), "/readyz", ""); resp.StatusCode != http.StatusOK {
 		t.Errorf("readyz with nil ready: %d, want 200", resp.StatusCode)
 	}
 }
@@ -57,7 +61,7 @@ func TestServeStopsWhenContextEnds(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, addr, New("test").Handler(nil)) }()
+	go func() { served <- Serve(ctx, addr, New("test").Handler(nil, httpguard.Origins{})) }()
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -91,5 +95,48 @@ func TestServeStopsWhenContextEnds(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
 		t.Errorf("still serving on %s after Serve returned", addr)
+	}
+}
+
+// TestHandlerRefusesForeignHostAndOrigin: /metrics holds connection names
+// and errors; a page that rebinds its name to the loopback address (foreign
+// Host) or a page of another site (foreign Origin) must not read it.
+func TestHandlerRefusesForeignHostAndOrigin(t *testing.T) {
+	m := New("test")
+	srv := httptest.NewServer(m.Handler(nil, httpguard.Origins{}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"", "", http.StatusOK},
+		{"localhost:9464", "http://localhost:3000", http.StatusOK},
+		{"rebind.evil.example:9464", "", http.StatusForbidden},
+		{"", "https://evil.example", http.StatusForbidden},
+	} {
+		for _, path := range []string{"/metrics", "/readyz"} {
+			req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s Host %q Origin %q: %d, want %d", path, tc.host, tc.origin, resp.StatusCode, tc.want)
+			}
+			if tc.want == http.StatusForbidden && strings.Contains(string(body), "tether_") {
+				t.Errorf("%s: a refused request got metrics: %s", path, body)
+			}
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/tether-mcp/tether/controller/httpguard"
 )
 
 // promtool returns the path of promtool, skipping the test when it is not
@@ -39,7 +41,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, ln, m.Handler(nil)) }()
+	go func() { served <- serve(ctx, ln, m.Handler(nil, httpguard.Origins{})) }()
 	defer func() {
 		cancel()
 		if err := <-served; err != nil {

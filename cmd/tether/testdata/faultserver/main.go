@@ -42,6 +42,7 @@ type options struct {
 	httpAddr       string        // serve streamable HTTP on this address instead of stdio
 	initDelay      time.Duration // delay the answer to initialize
 	ignoreStdinEOF bool          // keep running after stdin closes (a stubborn server)
+	logFlood       int           // once initialized, send log messages of this many bytes, one a millisecond
 }
 
 func run() int {
@@ -59,6 +60,7 @@ func run() int {
 	flag.StringVar(&o.httpAddr, "http", "", "serve streamable HTTP at `ADDR`/mcp")
 	flag.DurationVar(&o.initDelay, "init-delay", 0, "answer initialize after `DURATION`")
 	flag.BoolVar(&o.ignoreStdinEOF, "ignore-stdin-eof", false, "keep running after stdin closes")
+	flag.IntVar(&o.logFlood, "log-flood", 0, "once initialized, send log messages of `N` bytes, one a millisecond (at the level the client set)")
 	flag.Parse()
 
 	if o.printEnv != "" {
@@ -145,7 +147,25 @@ func (l *lockedWriter) junk(s string) {
 var objectSchema = json.RawMessage(`{"type":"object"}`)
 
 func newServer(o *options) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "faultserver", Version: "1.0.0"}, nil)
+	var sopts *mcp.ServerOptions
+	if o.logFlood > 0 {
+		msg := strings.Repeat("f", o.logFlood)
+		sopts = &mcp.ServerOptions{
+			// A classic protocol: logging/setLevel sets what it sends
+			// outside any request.
+			SupportedProtocolVersions: []string{"2025-11-25"},
+			InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+				go func() {
+					for {
+						if err := req.Session.Log(context.Background(), &mcp.LoggingMessageParams{Level: "info", Data: msg}); err != nil {
+							return
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}()
+			}}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "faultserver", Version: "1.0.0"}, sopts)
 	if o.initDelay > 0 {
 		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// Hostile clients of the gateway (docs/reliability.md, "Hostile clients",
+// rows C1–): each test drives the real binary with a client written to
+// misbehave.
+
+// startTetherNofile is startTetherServing with the process's descriptor
+// limit (soft and hard: the Go runtime raises the soft one to the hard one)
+// set to nofile, so that a test can show what happens when clients would
+// take them all.
+func startTetherNofile(t *testing.T, dir string, nofile int, extra ...string) (*tether, endpoints) {
+	t.Helper()
+	bin := builtBinaries(t)
+	gw, mp := freePort(t), freePort(t)
+	args := append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), filepath.Join(bin, "tether"),
+		"run", "--dir", dir, "--log-level", "debug",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp)}, extra...)
+	cmd := exec.Command("/bin/sh", args...)
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	must(t, cmd.Start())
+	tt := &tether{t: t, cmd: cmd, dir: dir, logs: logs, done: make(chan struct{})}
+	go func() { tt.err = cmd.Wait(); close(tt.done) }()
+	t.Cleanup(func() {
+		tt.stop()
+		if t.Failed() {
+			t.Logf("tether logs:\n%s", logs.String())
+		}
+	})
+	waitTCP(t, gw, 20*time.Second)
+	waitTCP(t, mp, 20*time.Second)
+	return tt, endpoints{
+		gateway: fmt.Sprintf("http://127.0.0.1:%d/mcp", gw),
+		metrics: fmt.Sprintf("http://127.0.0.1:%d", mp),
+	}
+}
+
+// slowBody opens a connection to the gateway and sends a POST's headers
+// with a long Content-Length and one byte of the body, and no more: the
+// slow-body attack of issue 21.
+func slowBody(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_, err = fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 100000\r\n\r\n{", addr)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// TestFaultSlowBodies: more connections than tether has descriptors, each
+// sending one byte of a long body (row C1). tether accepts no more than
+// --max-connections at a time, so a killed stdio child restarts and its
+// status file is written meanwhile; the body deadline closes every attack
+// connection; then a client initializes and calls at once.
+func TestFaultSlowBodies(t *testing.T) {
+	const (
+		nofile  = 256 // tether's descriptor limit
+		attack  = 320 // more connections than that
+		maxConn = 64  // well under it
+	)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "be.yaml")
+	writeFile(t, m, faultManifest(t, "be", nil, quick))
+	tt, ep := startTetherNofile(t, dir, nofile, "--max-connections", fmt.Sprint(maxConn), "--request-read-timeout", "3s")
+	st := waitStatus(t, m, "be", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	pid := st.Process.PID
+
+	addr := strings.TrimSuffix(strings.TrimPrefix(ep.gateway, "http://"), "/mcp")
+	conns := make([]net.Conn, 0, attack)
+	for range attack {
+		c, err := slowBody(addr)
+		if err != nil {
+			t.Fatalf("opening attack connection %d: %v", len(conns), err)
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+
+	// Under attack: a killed child restarts (pipes, a process) and its new
+	// pid reaches the status file (a write).
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	waitStatus(t, m, "be", 30*time.Second, "Connected with a new process", func(s spec.ConnectionStatus) bool {
+		return s.Phase == spec.PhaseConnected && s.Process != nil && s.Process.PID != pid
+	})
+	if strings.Contains(tt.logs.String(), "too many open files") {
+		t.Errorf("tether ran out of descriptors under the attack")
+	}
+
+	// Every attack connection is closed by tether: a read ends (EOF, or
+	// the answer to the body that never came, then EOF). The bound only
+	// keeps a broken tether from hanging the test.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open := 0
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+			_, err := io.Copy(io.Discard, c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				mu.Lock()
+				open++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if open > 0 {
+		t.Fatalf("%d of %d slow-body connections were never closed by tether", open, attack)
+	}
+
+	// A legitimate client is served at once.
+	s := connectClient(t, ep)
+	res, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "served"})
+	if err != nil || res.IsError || len(res.Content) == 0 {
+		t.Fatalf("a call after the attack: %v %+v", err, res)
+	}
+	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", tt.cmd.Process.Pid)); err == nil && len(fds) >= nofile/2 {
+		t.Errorf("tether holds %d descriptors after the attack ended", len(fds))
+	}
+}
+
+// rawInit initializes a gateway session with raw requests, as a client that
+// never DELETEs it (a crashed agent, a careless script), and returns its id.
+func rawInit(t *testing.T, url string) string {
+	t.Helper()
+	code, body, sid := postRaw(t, url, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"leaky","version":"0"}}}`, "")
+	if code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	if code, body, _ := postRaw(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, sid); code != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", code, body)
+	}
+	return sid
+}
+
+// postRaw posts body on session sid ("" for none) and returns the status,
+// the body and the session id the answer carries.
+func postRaw(t *testing.T, url, body, sid string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	must(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	return resp.StatusCode, readAll(resp.Body), resp.Header.Get("Mcp-Session-Id")
+}
+
+// TestFaultSessionsNeverDeleted: a client opens sessions in a loop and never
+// DELETEs them (row C2). tether holds no more than --max-sessions (its
+// goroutines stay flat), closes the least recently used idle ones with one
+// WARN, a tools change logs no line per session, and a client that keeps
+// using its session is served throughout.
+func TestFaultSessionsNeverDeleted(t *testing.T) {
+	const maxSessions = 10
+	dir := t.TempDir()
+	m := filepath.Join(dir, "be.yaml")
+	writeFile(t, m, faultManifest(t, "be", []string{"-tools", "1"}, quick))
+	tt, ep := startTetherServing(t, dir, "--max-sessions", fmt.Sprint(maxSessions))
+	waitStatus(t, m, "be", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	s := connectClient(t, ep)
+	if _, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := metricValue(scrape(t, ep), "go_goroutines")
+
+	for range 300 {
+		rawInit(t, ep.gateway)
+		// The live client uses its session now and then: it is never the
+		// least recently used.
+		if _, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "x"}); err != nil {
+			t.Fatalf("the live client's call among the leaked sessions: %v", err)
+		}
+	}
+	after, _ := metricValue(scrape(t, ep), "go_goroutines")
+	if after > before+4*maxSessions {
+		t.Errorf("goroutines grew from %v to %v over 300 sessions never deleted (bound %d)", before, after, maxSessions)
+	}
+	if n := strings.Count(tt.logs.String(), "gateway closed its least recently used idle sessions"); n != 1 {
+		t.Errorf("%d eviction WARN lines for 290 evictions, want 1", n)
+	}
+
+	// A tools change reaches the held sessions with no line per session.
+	res, err := s.ListTools(context.Background(), nil)
+	must(t, err)
+	want := len(res.Tools) + 1
+	writeFile(t, m, faultManifest(t, "be", []string{"-tools", "2"}, quick))
+	waitTools := time.Now().Add(20 * time.Second)
+	for {
+		res, err := s.ListTools(context.Background(), nil)
+		if err == nil && len(res.Tools) == want {
+			break
+		}
+		if time.Now().After(waitTools) {
+			t.Fatalf("the tools change never reached the client: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := strings.Count(tt.logs.String(), "list_changed"); n > 2 {
+		t.Errorf("a tools change logged %d lines about list_changed, want at most one per change", n)
+	}
+}
+
+// TestFaultClientNeverReads: a client opens its session's stream and never
+// reads it while a backend floods log messages (row C4). The client loses
+// its stream (a WARN says so), tether's memory stays bounded, and another
+// client is served meanwhile.
+func TestFaultClientNeverReads(t *testing.T) {
+	dir := t.TempDir()
+	m := filepath.Join(dir, "be.yaml")
+	writeFile(t, m, faultManifest(t, "be", []string{"-log-flood", "65536"}, quick))
+	tt, ep := startTetherServing(t, dir, "--stream-write-timeout", "2s")
+	waitStatus(t, m, "be", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+
+	sid := rawInit(t, ep.gateway)
+	if code, body, _ := postRaw(t, ep.gateway, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`, sid); code != http.StatusOK {
+		t.Fatalf("logging/setLevel: %d %s", code, body)
+	}
+	addr := strings.TrimSuffix(strings.TrimPrefix(ep.gateway, "http://"), "/mcp")
+	c, err := net.Dial("tcp", addr)
+	must(t, err)
+	defer c.Close()
+	_, err = fmt.Fprintf(c, "GET /mcp HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n", addr, sid)
+	must(t, err)
+	// ... and never reads.
+
+	s := connectClient(t, ep)
+	if _, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatalf("another client's call while one does not read: %v", err)
+	}
+	tt.waitLog(t, 60*time.Second, "gateway closed a session's stream: its client did not read it")
+
+	// The flood goes on: tether's memory does not grow with it.
+	peak := 0
+	for range 50 {
+		peak = max(peak, rssKB(t, tt.cmd.Process.Pid))
+		time.Sleep(100 * time.Millisecond)
+	}
+	if peak > 200<<10 {
+		t.Errorf("tether's RSS reached %d MB under a flood no client reads", peak>>10)
+	}
+	if _, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "y"}); err != nil {
+		t.Fatalf("another client's call after: %v", err)
+	}
+}

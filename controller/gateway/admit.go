@@ -1,0 +1,507 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// What the gateway admits from clients, and how long it waits for them
+// (docs/contract.md, "Limits on what clients send"). Every bound here is a
+// field of Options with a default and a flag of tether run.
+
+// Defaults of the client limits in Options.
+const (
+	// DefaultRequestReadTimeout bounds the arrival of a request body, the
+	// common net/http choice for a server's read timeout.
+	DefaultRequestReadTimeout = 30 * time.Second
+	// DefaultMaxConnections bounds the gateway's open client connections.
+	// An agent holds one to three (a POST or two and its SSE stream);
+	// 1024 leaves room for hundreds of local agents, and is lowered by the
+	// caller to fit the process's descriptor limit (tether run keeps half
+	// of it for its own pipes, files and backends).
+	DefaultMaxConnections = 1024
+	// DefaultMaxSessions bounds the HTTP sessions: an idle one holds about
+	// 18 KB and two goroutines, so 1000 hold under 20 MB. An agent opens
+	// one or a few.
+	DefaultMaxSessions = 1000
+	// DefaultMaxSessionsPerClient is DefaultMaxSessions: a client is a
+	// token, and every client without one is the same client; lower it
+	// where tokens tell clients apart.
+	DefaultMaxSessionsPerClient = DefaultMaxSessions
+	// DefaultMaxCallsInFlight bounds the tools/calls being served at once:
+	// far above what agents run in parallel (a few each; 1,000 at once on
+	// one session are served, docs/reliability.md row G4), far below what
+	// exhausts goroutines; the bytes they hold have their own budget.
+	DefaultMaxCallsInFlight = 1024
+	// DefaultMaxRequestBytesInFlight bounds the request bodies held at
+	// once: 32 calls with a body at the 4 MiB limit.
+	DefaultMaxRequestBytesInFlight = 128 << 20
+)
+
+// withBodyDeadline bounds how long a request body may take to arrive: the
+// server's ReadHeaderTimeout ends with the headers, and a client that then
+// sends one byte of a long body would hold its connection (a descriptor, a
+// go-sdk session) for good. The deadline is lifted once the body is read,
+// so a call that runs for minutes afterwards is not cut off (net/http's
+// ReadTimeout would cancel it: a read deadline that passes while the
+// server watches the connection for a close ends the request's context).
+func withBodyDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the read deadline once the body is read to its end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// sessionTable admits the gateway's HTTP sessions (docs/contract.md, "Limits
+// on what clients send"): at most max in all and perClient per client, a
+// client being who presented a token (its hash) or, without a token, every
+// client alike (nothing tells two local processes apart). When a new
+// session would pass a bound, the least recently used idle session (no
+// request in flight, no stream open) of that scope is closed to make room:
+// clients that never DELETE (a crashed agent, a careless script) leave
+// sessions behind, and refusing would let those lock every client out until
+// the idle timeout; a closed session's client gets 404 and initializes
+// again, as MCP clients do. Only when every session of the scope is busy is
+// the new one refused (503 for the gateway, 429 for one client), with a
+// JSON-RPC error that says which bound.
+//
+// A session also belongs to the client that created it: presented by
+// another, it is unknown (404), as if it had never been issued.
+type sessionTable struct {
+	max, perClient int
+
+	mu       sync.Mutex
+	m        map[string]*sessionEntry
+	clients  map[string]int // sessions and pending creations by client
+	pending  int            // creations admitted whose session id is not known yet
+	evicted  atomic.Int64   // sessions closed to make room (tests, logs)
+	warnedAt time.Time      // when the last eviction was logged
+}
+
+type sessionEntry struct {
+	id       string
+	client   string
+	inflight int
+	lastUsed time.Time
+	ss       *mcp.ServerSession // nil until the session was found
+}
+
+// use marks a request of session id as in flight; false if the session
+// belongs to another client. e is nil for a session the table does not
+// know (not issued by this gateway, ended): the go-sdk answers it.
+func (t *sessionTable) use(id, client string) (e *sessionEntry, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e = t.m[id]
+	if e == nil {
+		return nil, true
+	}
+	if e.client != client {
+		return nil, false
+	}
+	e.inflight++
+	e.lastUsed = time.Now()
+	return e, true
+}
+
+func (t *sessionTable) done(e *sessionEntry) {
+	t.mu.Lock()
+	e.inflight--
+	e.lastUsed = time.Now()
+	t.mu.Unlock()
+}
+
+// errSessionsFull is the refusal of a new session; status is 503 (the
+// gateway's bound) or 429 (the client's).
+type errSessionsFull struct {
+	status int
+	msg    string
+}
+
+// reserve admits the creation of a session by client, choosing the idle
+// sessions to close for it (the caller closes them, outside the lock).
+func (t *sessionTable) reserve(client string) (victims []*sessionEntry, full *errSessionsFull) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[string]*sessionEntry)
+		t.clients = make(map[string]int)
+	}
+	if t.clients[client] >= t.perClient {
+		v := t.lruIdle(client, true)
+		if v == nil {
+			return nil, &errSessionsFull{http.StatusTooManyRequests, fmt.Sprintf(
+				"tether: this client holds %d gateway sessions, each with a request in flight (--max-sessions-per-client); end one (DELETE) or retry later", t.perClient)}
+		}
+		victims = append(victims, t.drop(v))
+	}
+	if len(t.m)+t.pending >= t.max {
+		v := t.lruIdle("", false)
+		if v == nil {
+			for _, v := range victims { // not closed after all
+				t.add(v)
+			}
+			return nil, &errSessionsFull{http.StatusServiceUnavailable, fmt.Sprintf(
+				"tether: the gateway holds %d sessions, each with a request in flight (--max-sessions); retry later", t.max)}
+		}
+		victims = append(victims, t.drop(v))
+	}
+	t.pending++
+	t.clients[client]++
+	return victims, nil
+}
+
+// settle ends a reservation: the session it created (id; "" if none) is
+// tracked from now on.
+func (t *sessionTable) settle(client, id string) *sessionEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pending--
+	if id == "" || t.m[id] != nil {
+		t.clients[client]--
+		return nil
+	}
+	e := &sessionEntry{id: id, client: client, lastUsed: time.Now()}
+	t.m[id] = e
+	return e
+}
+
+// remove forgets a session that ended.
+func (t *sessionTable) remove(e *sessionEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m[e.id] == e {
+		t.drop(e)
+	}
+}
+
+func (t *sessionTable) drop(e *sessionEntry) *sessionEntry {
+	delete(t.m, e.id)
+	if t.clients[e.client]--; t.clients[e.client] <= 0 {
+		delete(t.clients, e.client)
+	}
+	return e
+}
+
+func (t *sessionTable) add(e *sessionEntry) {
+	t.m[e.id] = e
+	t.clients[e.client]++
+}
+
+// lruIdle is the least recently used session with nothing in flight, of
+// client when mine, of any client otherwise. Linear: it runs only when a
+// bound is reached, over at most max sessions.
+func (t *sessionTable) lruIdle(client string, mine bool) *sessionEntry {
+	var best *sessionEntry
+	for _, e := range t.m {
+		if e.inflight > 0 || (mine && e.client != client) {
+			continue
+		}
+		if best == nil || e.lastUsed.Before(best.lastUsed) {
+			best = e
+		}
+	}
+	return best
+}
+
+// sessionCapture learns the id of the session a request creates from the
+// response header the go-sdk sets, before the first byte goes out: the
+// client may use the id at once.
+type sessionCapture struct {
+	http.ResponseWriter
+	once  bool
+	learn func(id string)
+}
+
+func (c *sessionCapture) capture() {
+	if !c.once {
+		c.once = true
+		c.learn(c.Header().Get(sessionIDHeader))
+	}
+}
+
+func (c *sessionCapture) WriteHeader(code int) { c.capture(); c.ResponseWriter.WriteHeader(code) }
+
+func (c *sessionCapture) Write(p []byte) (int, error) { c.capture(); return c.ResponseWriter.Write(p) }
+
+func (c *sessionCapture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (c *sessionCapture) Flush() {
+	c.capture()
+	_ = http.NewResponseController(c.ResponseWriter).Flush()
+}
+
+// admitSessions puts the session table in front of next. client names the
+// caller (the token's hash; "" without a token).
+func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who := client(r)
+		if sid := r.Header.Get(sessionIDHeader); sid != "" {
+			e, ok := g.sessions.use(sid, who)
+			if !ok {
+				// As the go-sdk answers an id it never issued.
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+			if e != nil {
+				defer g.sessions.done(e)
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r) // the go-sdk refuses it
+			return
+		}
+		victims, full := g.sessions.reserve(who)
+		g.evict(victims)
+		if full != nil {
+			writeRPCError(w, full.status, full.msg)
+			return
+		}
+		var e *sessionEntry
+		settled := false
+		cw := &sessionCapture{ResponseWriter: w, learn: func(id string) {
+			settled = true
+			e = g.sessions.settle(who, id)
+			if e != nil {
+				e.inflight++ // this very request
+			}
+		}}
+		next.ServeHTTP(cw, r)
+		if !settled {
+			cw.learn("")
+		}
+		if e == nil {
+			return
+		}
+		g.sessions.done(e)
+		g.watchSession(e)
+	})
+}
+
+// watchSession forgets e once its session ends, by whoever (DELETE, idle
+// timeout, eviction, a failed initialize, shutdown).
+func (g *Gateway) watchSession(e *sessionEntry) {
+	var ss *mcp.ServerSession
+	for s := range g.server.Sessions() {
+		if s.ID() == e.id {
+			ss = s
+			break
+		}
+	}
+	if ss == nil {
+		g.sessions.remove(e) // ended already
+		return
+	}
+	g.sessions.mu.Lock()
+	e.ss = ss
+	g.sessions.mu.Unlock()
+	g.downs.wg.Add(1)
+	go func() {
+		defer g.downs.wg.Done()
+		_ = ss.Wait()
+		g.sessions.remove(e)
+	}()
+}
+
+// evict closes the sessions chosen to make room, with one log line a
+// minute at most: a client creating sessions in a loop must not flood the
+// log.
+func (g *Gateway) evict(victims []*sessionEntry) {
+	if len(victims) == 0 {
+		return
+	}
+	n := g.sessions.evicted.Add(int64(len(victims)))
+	g.sessions.mu.Lock()
+	ss := make([]*mcp.ServerSession, 0, len(victims))
+	var unseen map[string]bool // settled, not yet watched
+	for _, v := range victims {
+		if v.ss != nil {
+			ss = append(ss, v.ss)
+		} else {
+			if unseen == nil {
+				unseen = make(map[string]bool)
+			}
+			unseen[v.id] = true
+		}
+	}
+	logNow := time.Since(g.sessions.warnedAt) > time.Minute
+	if logNow {
+		g.sessions.warnedAt = time.Now()
+	}
+	g.sessions.mu.Unlock()
+	if unseen != nil {
+		for s := range g.server.Sessions() {
+			if unseen[s.ID()] {
+				ss = append(ss, s)
+			}
+		}
+	}
+	for _, s := range ss {
+		s.Close()
+	}
+	if logNow {
+		g.log.Warn("gateway closed its least recently used idle sessions to admit new ones (--max-sessions, --max-sessions-per-client)",
+			"closed", n, "max", g.sessions.max, "perClient", g.sessions.perClient)
+	}
+}
+
+// writeRPCError answers a request the gateway refuses before any JSON-RPC
+// is read: a JSON-RPC error with a null id, which MCP clients show.
+func writeRPCError(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(&jsonrpc.Error{Code: codeLimit, Message: msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":%s}`, b)
+}
+
+// codeLimit is the JSON-RPC error code of a request refused by a limit of
+// the gateway (in the implementation-defined server error range).
+const codeLimit = -32000
+
+// inflight bounds a quantity in flight (calls, body bytes) without
+// waiting: a request past the bound is refused at once, never queued, so a
+// flood of them costs nothing that grows.
+type inflight struct {
+	max int64
+	n   atomic.Int64
+}
+
+func (f *inflight) acquire(k int64) bool {
+	if f.n.Add(k) > f.max {
+		f.n.Add(-k)
+		return false
+	}
+	return true
+}
+
+func (f *inflight) release(k int64) { f.n.Add(-k) }
+
+// errCallsFull answers a tools/call past --max-calls-in-flight.
+func (g *Gateway) errCallsFull() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+		"tether: %d tool calls are in flight, the gateway's bound (--max-calls-in-flight); retry later", g.calls.max)}
+}
+
+// withBodyBudget bounds the bytes of request bodies in flight: a body is
+// held whole while its call runs (the fast path forwards it as it came),
+// so without a budget 80 concurrent 4 MB calls held gigabytes. A request
+// whose declared length (or, chunked, the body limit) does not fit is
+// refused at once with 503 and a JSON-RPC error.
+func (g *Gateway) withBodyBudget(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		n := r.ContentLength
+		if n < 0 || n > g.opts.MaxRequestBodyBytes {
+			n = g.opts.MaxRequestBodyBytes // what is read at most
+		}
+		if !g.bodies.acquire(n) {
+			writeRPCError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+				"tether: %d bytes of request bodies are in flight, the gateway's bound (--max-request-bytes-in-flight); retry later", g.bodies.max))
+			return
+		}
+		defer g.bodies.release(n)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// DefaultStreamWriteTimeout bounds one write on a session's standalone
+// stream: a client that does not read it for that long loses the stream.
+const DefaultStreamWriteTimeout = 10 * time.Second
+
+// withStreamDeadline bounds every write on a session's standalone stream
+// (GET), where what backends send outside any request goes (log messages,
+// resource updates, list_changed). The go-sdk writes to the response as the
+// message comes, holding the stream's lock: a client that opened the
+// stream and stopped reading blocked every later message's goroutine
+// behind that lock, and tether grew with them (420 MB in 30 s). A write
+// that does not finish within d ends the stream (the request's context is
+// cancelled, so the go-sdk lets go of it); the client may open another.
+func (g *Gateway) withStreamDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d, cut: cancel}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		if sw.failed.Load() {
+			g.log.Warn("gateway closed a session's stream: its client did not read it (it may open another)", "writeTimeout", d)
+		}
+	})
+}
+
+// streamWriter is a standalone stream's response with a deadline on every
+// write and flush.
+type streamWriter struct {
+	http.ResponseWriter
+	rc     *http.ResponseController
+	d      time.Duration
+	cut    context.CancelFunc
+	failed atomic.Bool
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.d))
+	n, err := s.ResponseWriter.Write(p)
+	s.check(err)
+	return n, err
+}
+
+func (s *streamWriter) Flush() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.d))
+	s.check(s.rc.Flush())
+}
+
+func (s *streamWriter) FlushError() error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.d))
+	err := s.rc.Flush()
+	s.check(err)
+	return err
+}
+
+func (s *streamWriter) check(err error) {
+	if err != nil && !s.failed.Swap(true) {
+		s.cut()
+	}
+}
+
+func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,348 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-mcp/tether/controller/httpguard"
+)
+
+// request sends one raw request to the gateway with the given headers and
+// returns the status code.
+func request(t *testing.T, method, url, body string, header map[string]string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestForeignOriginRefused: the streamable HTTP spec asks servers to check
+// Origin against DNS rebinding; a browser page of another site gets 403 on
+// every method, loopback origins and the allow-list pass.
+func TestForeignOriginRefused(t *testing.T) {
+	allow, err := httpguard.ParseOrigins([]string{"https://app.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(Options{AllowedOrigins: allow})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	for _, tc := range []struct {
+		origin string
+		want   int
+	}{
+		{"", http.StatusOK},
+		{"http://localhost:6274", http.StatusOK},
+		{"https://app.example.com", http.StatusOK},
+		{"https://evil.example", http.StatusForbidden},
+		{"null", http.StatusForbidden},
+	} {
+		h := map[string]string{}
+		if tc.origin != "" {
+			h["Origin"] = tc.origin
+		}
+		if got := request(t, http.MethodPost, url, initializeBody, h); got != tc.want {
+			t.Errorf("POST initialize with Origin %q: %d, want %d", tc.origin, got, tc.want)
+		}
+	}
+	evil := map[string]string{"Origin": "https://evil.example", sessionIDHeader: "any"}
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		if got := request(t, method, url, "", evil); got != http.StatusForbidden {
+			t.Errorf("%s with a foreign Origin: %d, want 403", method, got)
+		}
+	}
+}
+
+const initializedBody = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+
+// do sends one raw request and returns the response, its body read.
+func do(t *testing.T, method, url, body string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(protocolVersionHeader, "2025-06-18")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// initSession initializes a session the way a client does and returns its
+// id.
+func initSession(t *testing.T, url string, header map[string]string) string {
+	t.Helper()
+	resp, body := do(t, http.MethodPost, url, initializeBody, header)
+	sid := resp.Header.Get(sessionIDHeader)
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q %s", resp.StatusCode, sid, body)
+	}
+	h := map[string]string{sessionIDHeader: sid}
+	for k, v := range header {
+		h[k] = v
+	}
+	if resp, body := do(t, http.MethodPost, url, initializedBody, h); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d %s", resp.StatusCode, body)
+	}
+	return sid
+}
+
+const pingBody = `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+
+// ping reports the status of a ping on session sid.
+func ping(t *testing.T, url, sid string, header map[string]string) int {
+	t.Helper()
+	h := map[string]string{sessionIDHeader: sid}
+	for k, v := range header {
+		h[k] = v
+	}
+	resp, _ := do(t, http.MethodPost, url, pingBody, h)
+	return resp.StatusCode
+}
+
+// openStream opens a session's standalone SSE stream (GET) and keeps it
+// open until the test ends: the session is busy meanwhile.
+func openStream(t *testing.T, url, sid string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(sessionIDHeader, sid)
+	req.Header.Set(protocolVersionHeader, "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %d", resp.StatusCode)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+}
+
+// TestSessionsBounded: past --max-sessions the least recently used idle
+// session is closed for a new one (its client gets 404); when every
+// session is busy the new one is refused with 503 and a JSON-RPC error.
+// Sessions never DELETEd no longer pile up.
+func TestSessionsBounded(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxSessions: 3})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	var ids []string
+	for range 3 {
+		ids = append(ids, initSession(t, url, nil))
+	}
+	if got := ping(t, url, ids[0], nil); got != http.StatusOK { // now ids[1] is the least recently used
+		t.Fatalf("ping: %d", got)
+	}
+	for range 20 { // a client that never DELETEs
+		ids = append(ids, initSession(t, url, nil))
+	}
+	if n := sessionCount(g); n > 3 {
+		t.Fatalf("the gateway holds %d sessions, over --max-sessions 3", n)
+	}
+	if got := ping(t, url, ids[1], nil); got != http.StatusNotFound {
+		t.Errorf("the least recently used session answered %d, want 404 (closed)", got)
+	}
+	last := ids[len(ids)-3:]
+	for _, id := range last {
+		if got := ping(t, url, id, nil); got != http.StatusOK {
+			t.Errorf("a recent session answered %d", got)
+		}
+	}
+
+	// Every session busy: refused, with a JSON-RPC error naming the bound.
+	for _, id := range last {
+		openStream(t, url, id)
+	}
+	resp, body := do(t, http.MethodPost, url, initializeBody, nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"error"`) || !strings.Contains(body, "--max-sessions") {
+		t.Errorf("a session past the bound, all busy: %d %s", resp.StatusCode, body)
+	}
+	for _, id := range last {
+		if got := ping(t, url, id, nil); got != http.StatusOK {
+			t.Errorf("a busy session answered %d after a refused one", got)
+		}
+	}
+}
+
+// TestSessionsPerClientBounded: the bound of one client, 429 when every
+// session of it is busy.
+func TestSessionsPerClientBounded(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxSessionsPerClient: 2})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	a, b := initSession(t, url, nil), initSession(t, url, nil)
+	c := initSession(t, url, nil) // a is closed for it
+	if got := ping(t, url, a, nil); got != http.StatusNotFound {
+		t.Errorf("the client's least recently used session answered %d, want 404", got)
+	}
+	openStream(t, url, b)
+	openStream(t, url, c)
+	resp, body := do(t, http.MethodPost, url, initializeBody, nil)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "--max-sessions-per-client") {
+		t.Errorf("a third session, both busy: %d %s", resp.StatusCode, body)
+	}
+}
+
+// sessionCount is how many sessions the go-sdk server holds.
+func sessionCount(g *Gateway) int {
+	n := 0
+	for range g.server.Sessions() {
+		n++
+	}
+	return n
+}
+
+// TestSessionBoundToToken: a session presented with another token than the
+// one that created it is unknown (404), for every method; the token that
+// created it is no longer accepted once rotated, so the session is lost.
+func TestSessionBoundToToken(t *testing.T) {
+	file := writeToken(t, "tok-one")
+	g := New(Options{Logger: testLogger(t)})
+	url, _ := serveOn(t, g, "127.0.0.1:0", file)
+	one := map[string]string{"Authorization": "Bearer tok-one"}
+	sid := initSession(t, url, one)
+	if err := os.WriteFile(file, []byte("tok-two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	two := map[string]string{"Authorization": "Bearer tok-two"}
+	deadline := time.Now().Add(waitTimeout)
+	for ping(t, url, sid, one) != http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatal("the rotated token never took over")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := ping(t, url, sid, two); got != http.StatusNotFound {
+		t.Errorf("POST with another token: %d, want 404", got)
+	}
+	h := map[string]string{sessionIDHeader: sid, "Authorization": "Bearer tok-two"}
+	if resp, _ := do(t, http.MethodDelete, url, "", h); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("DELETE with another token: %d, want 404", resp.StatusCode)
+	}
+	if resp, _ := do(t, http.MethodGet, url, "", h); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET with another token: %d, want 404", resp.StatusCode)
+	}
+	// The new token's own sessions work.
+	own := initSession(t, url, two)
+	if got := ping(t, url, own, two); got != http.StatusOK {
+		t.Errorf("a session of the new token: %d", got)
+	}
+}
+
+// TestCallsInFlightBounded: past --max-calls-in-flight a tools/call gets an
+// MCP error at once, on the fast path and through the go-sdk, and the calls
+// in flight are untouched.
+func TestCallsInFlightBounded(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fast", false: "sdk"}[fast], func(t *testing.T) {
+			f := newFastFixture(t, fast, time.Minute)
+			f.g.calls.max = 2
+			d := f.dial(t, "")
+			ctx, cancel := context.WithCancel(context.Background())
+			held := make(chan error, 2)
+			for range 2 {
+				go func() { _, err := d.call(ctx, "a_hold", nil); held <- err }()
+				<-f.tb.entered
+			}
+			before := f.g.fastCalls.Load()
+			// Bounded only so that a broken limit fails instead of hanging.
+			cctx, ccancel := context.WithTimeout(context.Background(), waitTimeout)
+			_, err := d.call(cctx, "a_echo", map[string]any{"msg": "one too many"})
+			ccancel()
+			if msg := rpcMessage(err); !strings.Contains(msg, "--max-calls-in-flight") {
+				t.Errorf("a call past the bound: %v, want an MCP error naming --max-calls-in-flight", err)
+			}
+			if fast && f.g.fastCalls.Load() == before {
+				t.Errorf("the refused call did not take the fast path")
+			}
+			select {
+			case err := <-held:
+				t.Errorf("a call in flight ended: %v", err)
+			default:
+			}
+			cancel()
+			<-held
+			<-held
+			// The gateway hears of the cancellations a moment later.
+			deadline := time.Now().Add(waitTimeout)
+			for f.g.calls.n.Load() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d calls still counted in flight after their callers went", f.g.calls.n.Load())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			res, err := d.call(context.Background(), "a_echo", map[string]any{"msg": "again"})
+			if err != nil || res.IsError {
+				t.Errorf("a call once the others ended: %v", err)
+			}
+		})
+	}
+}
+
+// TestBodyBudget: request bodies in flight are bounded in bytes; one that
+// does not fit is refused at once (503, a JSON-RPC error), and the budget
+// comes back when the held body's request ends.
+func TestBodyBudget(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxRequestBytesInFlight: 1000})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), Path)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 800\r\n\r\n{", Path, addr)
+	deadline := time.Now().Add(waitTimeout)
+	for g.bodies.n.Load() != 800 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held body never counted: %d", g.bodies.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	body := initializeBody + strings.Repeat(" ", 300)
+	resp, text := do(t, http.MethodPost, url, body, nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(text, `"error"`) || !strings.Contains(text, "--max-request-bytes-in-flight") {
+		t.Errorf("a body past the budget: %d %s", resp.StatusCode, text)
+	}
+	c.Close()
+	for g.bodies.n.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the budget never came back: %d", g.bodies.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if resp, text := do(t, http.MethodPost, url, body, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a body once the budget came back: %d %s", resp.StatusCode, text)
+	}
+}
