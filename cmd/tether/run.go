@@ -31,6 +31,10 @@ import (
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
+// minMaxMessageBytes is the smallest --max-message-bytes: below it, even a
+// server's initialize result or tools/list would not fit.
+const minMaxMessageBytes = 4 << 10
+
 type runOptions struct {
 	dir           string
 	statusDir     string
@@ -54,6 +58,8 @@ type runOptions struct {
 	kubeconfig    string
 	leaderElect   bool
 	lease         kubernetes.LeaderElectionOptions
+
+	maxMessageBytes int64
 }
 
 func newRunCmd() *cobra.Command {
@@ -120,6 +126,8 @@ status.`,
 	f.DurationVar(&o.lease.LeaseDuration, "leader-elect-lease-duration", kubernetes.DefaultLeaseDuration, "how long the other replicas wait after the leader's last renewal before one takes over")
 	f.DurationVar(&o.lease.RenewDeadline, "leader-elect-renew-deadline", kubernetes.DefaultRenewDeadline, "how long the leader keeps trying to renew before it stops writing status")
 	f.DurationVar(&o.lease.RetryPeriod, "leader-elect-retry-period", kubernetes.DefaultRetryPeriod, "how often replicas try to take or renew the Lease")
+	// Limits on what servers send (docs/contract.md §5a).
+	f.Int64Var(&o.maxMessageBytes, "max-message-bytes", connection.DefaultMaxMessageBytes, "bound on one message a server sends (a stdio frame, an HTTP response body, one SSE event); a server that sends more loses its session and is connected again")
 	return cmd
 }
 
@@ -161,6 +169,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	if o.workers < 1 {
 		return errors.New("--workers must be at least 1")
+	}
+	if o.maxMessageBytes < minMaxMessageBytes {
+		return fmt.Errorf("--max-message-bytes must be at least %d (an MCP handshake does not fit in less)", minMaxMessageBytes)
 	}
 
 	if o.stdio && o.listen != "" && o.listenSet {
@@ -270,7 +281,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Source:          source,
 		Status:          status,
 		Workers:         o.workers,
-		Connector:       controller.SDKConnector{Version: version, Secrets: secrets, Tokens: tokens},
+		Connector:       controller.SDKConnector{Version: version, Secrets: secrets, Tokens: tokens, MaxMessageBytes: o.maxMessageBytes},
 		Catalogs:        catalogs,
 		Exposer:         controller.GatewayExposer{G: gw},
 		Metrics:         m,
