@@ -143,6 +143,11 @@ func TestFaultStdioServers(t *testing.T) {
 		if err == nil && !res.IsError {
 			t.Fatalf("a 20 MiB message (over the 16 MiB frame limit) passed")
 		}
+		// The error names the connection, the limit and its flag (H1).
+		want := "connection big: the server sent a stdio frame of more than 16777216 bytes (the limit set by --max-message-bytes)"
+		if msg := callError(res, err); !strings.Contains(msg, want) {
+			t.Errorf("the oversized answer failed with %q, want %q", msg, want)
+		}
 		if took > 10*time.Second {
 			t.Errorf("the oversized answer took %v to fail", took)
 		}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,7 @@ type options struct {
 	httpAddr       string        // serve streamable HTTP on this address instead of stdio
 	initDelay      time.Duration // delay the answer to initialize
 	ignoreStdinEOF bool          // keep running after stdin closes (a stubborn server)
+	out            *lockedWriter // stdout, over stdio (the stall tool writes there)
 }
 
 func run() int {
@@ -92,6 +94,10 @@ func run() int {
 		})
 	}
 
+	out := &lockedWriter{w: os.Stdout}
+	if o.httpAddr == "" {
+		o.out = out
+	}
 	server := newServer(&o)
 	if o.httpAddr != "" {
 		ln, err := net.Listen("tcp", o.httpAddr)
@@ -109,7 +115,6 @@ func run() int {
 		return 0
 	}
 
-	out := &lockedWriter{w: os.Stdout}
 	if o.junkAfter > 0 {
 		time.AfterFunc(o.junkAfter, func() { out.junk("this is not JSON-RPC") })
 	}
@@ -156,6 +161,18 @@ func newServer(o *options) *mcp.Server {
 			}
 		})
 	}
+	// After the stall tool, the server answers no request but keeps
+	// talking: a hung server whose notifications still flow.
+	var stalled atomic.Bool
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if stalled.Load() && !strings.HasPrefix(method, "notifications/") {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return next(ctx, method, req)
+		}
+	})
 	add := func(name, desc string, h mcp.ToolHandler) {
 		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: objectSchema}, h)
 	}
@@ -183,6 +200,22 @@ func newServer(o *options) *mcp.Server {
 		var a struct{ Bytes int }
 		_ = json.Unmarshal(req.Params.Arguments, &a)
 		return text(strings.Repeat("b", a.Bytes)), nil
+	})
+	add("stall", "stops answering requests (this one too) and sends notifications/message every 50 ms, over stdio", func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if o.out == nil {
+			return nil, fmt.Errorf("stall works over stdio only")
+		}
+		if stalled.CompareAndSwap(false, true) {
+			fmt.Fprintln(os.Stderr, "stalled: answering nothing from now on")
+			go func() {
+				for {
+					time.Sleep(50 * time.Millisecond)
+					o.out.junk(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"faultserver","data":"still talking"}}`)
+				}
+			}()
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
 	})
 	add("crash", "exits the process in the middle of the call", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		fmt.Fprintln(os.Stderr, "crashing mid-call")
