@@ -10,12 +10,14 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -40,6 +42,7 @@ type options struct {
 	stderrLine     string        // then this line on stderr
 	tools          int           // extra tools t00000… beyond the fixed set
 	printEnv       string        // print the value of this variable on stderr at start
+	printEncoded   string        // print this variable base64- and URL-encoded on stderr at start
 	httpAddr       string        // serve streamable HTTP on this address instead of stdio
 	initDelay      time.Duration // delay the answer to initialize
 	ignoreStdinEOF bool          // keep running after stdin closes (a stubborn server)
@@ -58,6 +61,7 @@ func run() int {
 	flag.StringVar(&o.stderrLine, "stderr-line", "", "then write `LINE` to stderr")
 	flag.IntVar(&o.tools, "tools", 0, "serve `N` extra tools")
 	flag.StringVar(&o.printEnv, "print-env", "", "print the value of environment variable `NAME` on stderr")
+	flag.StringVar(&o.printEncoded, "print-encoded", "", "print the value of environment variable `NAME` base64- and URL-encoded on stderr")
 	flag.StringVar(&o.httpAddr, "http", "", "serve streamable HTTP at `ADDR`/mcp")
 	flag.DurationVar(&o.initDelay, "init-delay", 0, "answer initialize after `DURATION`")
 	flag.BoolVar(&o.ignoreStdinEOF, "ignore-stdin-eof", false, "keep running after stdin closes")
@@ -65,6 +69,12 @@ func run() int {
 
 	if o.printEnv != "" {
 		fmt.Fprintf(os.Stderr, "starting with %s=%s\n", o.printEnv, os.Getenv(o.printEnv))
+	}
+	if v := os.Getenv(o.printEncoded); o.printEncoded != "" {
+		fmt.Fprintf(os.Stderr, "base64: %s base64url: %s raw: %s rawurl: %s\n",
+			base64.StdEncoding.EncodeToString([]byte(v)), base64.URLEncoding.EncodeToString([]byte(v)),
+			base64.RawStdEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v)))
+		fmt.Fprintf(os.Stderr, "callback: https://example.com/cb?token=%s and /files/%s\n", url.QueryEscape(v), url.PathEscape(v))
 	}
 	if o.exitAtStart >= 0 {
 		fmt.Fprintf(os.Stderr, "fatal: cannot start (exit %d)\n", o.exitAtStart)
