@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -230,5 +231,30 @@ func TestFaultServerTalksButNeverAnswers(t *testing.T) {
 	res, err := call(s, 10*time.Second, "talker_echo", map[string]any{"text": "back"})
 	if err != nil || textOf(res) != "back" {
 		t.Errorf("after the reconnect, talker_echo = %q", callError(res, err))
+	}
+}
+
+// TestFaultMessageLimitFlag: --max-message-bytes reaches every connection:
+// with 64 KiB, a 100 KB tool result over stdio fails naming that bound,
+// and a 10 KB one passes. A bound too small for a handshake is refused.
+func TestFaultMessageLimitFlag(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
+	dir := t.TempDir()
+	m := filepath.Join(dir, "big.yaml")
+	writeFile(t, m, faultManifest(t, "big", nil, quick))
+	_, ep := startTetherServing(t, dir, "--max-message-bytes", "65536")
+	waitStatus(t, m, "big", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	s := connectClient(t, ep)
+	if res, err := call(s, 10*time.Second, "big_big", map[string]any{"bytes": 10000}); err != nil || len(textOf(res)) != 10000 {
+		t.Fatalf("a 10 KB result did not pass: %s", callError(res, err))
+	}
+	want := "connection big: the server sent a stdio frame of more than 65536 bytes (the limit set by --max-message-bytes)"
+	if msg := callError(call(s, 10*time.Second, "big_big", map[string]any{"bytes": 100000})); !strings.Contains(msg, want) {
+		t.Errorf("a 100 KB result failed with %q, want %q", msg, want)
+	}
+
+	out, err := exec.Command(filepath.Join(builtBinaries(t), "tether"), "run", "--dir", dir, "--max-message-bytes", "100").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--max-message-bytes must be at least 4096") {
+		t.Errorf("tether run --max-message-bytes 100: %v, %s; want it refused", err, out)
 	}
 }
