@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,5 +243,105 @@ func TestMessageLimitHTTP(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// gateWriter lets a test take over an SSE stream the go-sdk's handler
+// writes: once hijacked, the handler's writes are dropped.
+type gateWriter struct {
+	http.ResponseWriter
+	mu       sync.Mutex
+	hijacked bool
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.hijacked {
+		return len(p), nil
+	}
+	return g.ResponseWriter.Write(p)
+}
+
+func (g *gateWriter) Flush() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.hijacked {
+		_ = http.NewResponseController(g.ResponseWriter).Flush()
+	}
+}
+
+// TestMessageLimitSSETransport: over the older SSE transport, where every
+// message comes on the one GET stream, an event that never ends (sent when
+// the tool endless-sse is called) ends the session with the limit's error.
+func TestMessageLimitSSETransport(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hostile-sse", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "endless-sse", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var stream atomic.Pointer[gateWriter]
+	var writing atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			g := &gateWriter{ResponseWriter: w}
+			stream.Store(g)
+			sse.ServeHTTP(g, r)
+			// The endless writer holds the lock while it writes: the
+			// stream must outlive it.
+			g.mu.Lock()
+			g.hijacked = true // nothing more goes out on this stream
+			g.mu.Unlock()
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		g := stream.Load()
+		if g == nil || !bytes.Contains(body, []byte(`"name":"endless-sse"`)) {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			sse.ServeHTTP(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		g.mu.Lock() // the go-sdk's writes wait, then are dropped
+		g.hijacked = true
+		writing.Add(1)
+		go func() {
+			defer g.mu.Unlock()
+			defer writing.Add(-1)
+			chunk := bytes.Repeat([]byte("x"), 32<<10)
+			if _, err := io.WriteString(g.ResponseWriter, "event: message\ndata: "); err != nil {
+				return
+			}
+			for {
+				if _, err := g.ResponseWriter.Write(chunk); err != nil {
+					return
+				}
+				if http.NewResponseController(g.ResponseWriter).Flush() != nil {
+					return
+				}
+			}
+		}()
+	}))
+	t.Cleanup(hs.Close)
+
+	s := connect(t, Request{Name: "hostile-sse", Spec: httpSpec(hs.URL, "sse"), MaxMessageBytes: 256 << 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "endless-sse"}, nil)
+	want := "connection hostile-sse: the server sent an SSE event of more than 262144 bytes (the limit set by --max-message-bytes)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("call error %v, want %q", err, want)
+	}
+	waitDone(t, s, 10*time.Second)
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("the session ended with %v, want %q", err, want)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for writing.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server is still writing its endless event: tether did not stop reading")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
