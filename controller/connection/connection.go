@@ -191,7 +191,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	if maxMessage <= 0 {
 		maxMessage = DefaultMaxMessageBytes
 	}
-	s.limit = &messageLimit{conn: req.Name, max: maxMessage, onHit: s.limitHit}
+	s.limit = &messageLimit{conn: req.Name, max: maxMessage, stdio: sp.Stdio != nil, onHit: s.limitHit}
 	// Until Connect returns, the caller's ctx bounds what runs on the
 	// lifetime ctx too (the SSE stream, the child's handshake).
 	unbind := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })

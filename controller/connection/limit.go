@@ -42,6 +42,7 @@ func (e *MessageTooLargeError) Error() string {
 type messageLimit struct {
 	conn  string
 	max   int64
+	stdio bool // the go-sdk bounds the frames (explain reads its error)
 	hit   atomic.Pointer[MessageTooLargeError]
 	onHit func(error) // ends the session; must not block
 }
@@ -80,7 +81,9 @@ func (l *messageLimit) explain(err error) error {
 	if err == nil || l == nil {
 		return err
 	}
-	if strings.Contains(err.Error(), sdkFrameTooLarge) {
+	// Not a server's own error that merely says so: a server must not end
+	// its session by quoting the go-sdk.
+	if l.stdio && findServerError(err) == nil && strings.Contains(err.Error(), sdkFrameTooLarge) {
 		l.exceeded("a stdio frame")
 	}
 	e := l.err()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -114,12 +116,22 @@ func TestLimitedBody(t *testing.T) {
 // too, and an error the go-sdk made of a failed read gets the limit's
 // reason in front, once.
 func TestMessageLimitExplains(t *testing.T) {
-	l := &messageLimit{conn: "big", max: 16 << 20}
+	// Over HTTP, or quoted by the server in its own error, the go-sdk's
+	// words are no hit.
+	frame := errors.New("calling \"tools/call\": " + sdkFrameTooLarge)
+	if got := (&messageLimit{conn: "web", max: 16 << 20}).explain(frame); got != frame {
+		t.Errorf("explain over HTTP = %v, want the error unchanged", got)
+	}
+	quoted := fmt.Errorf("calling: %w", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: sdkFrameTooLarge})
+	if got := (&messageLimit{conn: "big", max: 16 << 20, stdio: true}).explain(quoted); got != quoted {
+		t.Errorf("explain(the server's own error) = %v, want it unchanged", got)
+	}
+
+	l := &messageLimit{conn: "big", max: 16 << 20, stdio: true}
 	plain := errors.New("calling \"tools/call\": connection closed")
 	if got := l.explain(plain); got != plain {
 		t.Errorf("explain before any hit = %v, want the error unchanged", got)
 	}
-	frame := errors.New("calling \"tools/call\": " + sdkFrameTooLarge)
 	got := l.explain(frame)
 	if !errors.Is(got, frame) || !strings.Contains(got.Error(), "a stdio frame of more than 16777216 bytes (the limit set by --max-message-bytes)") {
 		t.Errorf("explain(frame error) = %v", got)
