@@ -63,3 +63,22 @@ func TestRedactorShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSecretShapes: tokens learnt while a session runs (OAuth tokens,
+// the session id) are redacted in the same shapes as the manifest's values.
+func TestLiveSecretShapes(t *testing.T) {
+	const token = "live-t0ken/with+chars?"
+	l := &liveSecrets{}
+	l.add(token)
+	for _, shown := range []string{
+		token,
+		base64.StdEncoding.EncodeToString([]byte(token)),
+		base64.RawURLEncoding.EncodeToString([]byte(token)),
+		url.QueryEscape(token),
+		url.PathEscape(token),
+	} {
+		if got := l.replace("x " + shown + " y"); got != "x "+Redacted+" y" {
+			t.Errorf("replace(%q) = %q", shown, got)
+		}
+	}
+}
