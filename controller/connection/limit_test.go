@@ -66,6 +66,7 @@ func TestLimitedBody(t *testing.T) {
 		{"many SSE events under the bound (LF)", "text/event-stream; charset=utf-8", &repeat{body: []byte("data: " + strings.Repeat("a", 900) + "\n\n"), limit: 1 << 20}, false},
 		{"many SSE events under the bound (CRLF)", "text/event-stream", &repeat{body: []byte("id: 1\r\ndata: " + strings.Repeat("a", 900) + "\r\n\r\n"), limit: 1 << 20}, false},
 		{"many SSE events under the bound (CR)", "text/event-stream", &repeat{body: []byte("data: " + strings.Repeat("a", 900) + "\r\r"), limit: 1 << 20}, false},
+		{"SSE events at the bound", "text/event-stream", &repeat{body: []byte("data: " + strings.Repeat("a", max-6) + "\n\n"), limit: 1 << 20}, false},
 		{"CRLF line ends are not blank lines", "text/event-stream", &repeat{body: []byte("data: aaaa\r\n"), limit: 1 << 20}, true},
 		{"a JSON body over the bound", "application/json", &repeat{head: []byte(`{"jsonrpc":"2.0","result":"`), body: []byte("a"), limit: 1 << 20}, true},
 		{"a JSON body at the bound", "application/json", &repeat{body: []byte("a"), limit: max}, false},
