@@ -14,8 +14,8 @@ import (
 // URL alphabets, padded and raw) or URL-encoded (query and path). Lines
 // shorter than MinLineRedactLen are structure and stay.
 func TestRedactorShapes(t *testing.T) {
-	const line1, line2, short = "first-Line-s3cret+/?&= x", "second-LINE-s3cret", "short12"
-	value := line1 + "\r\n" + line2 + "\n}\n" + short
+	const line1, line2, short, eight = "first-Line-s3cret+/?&= x", "second-LINE-s3cret", "short12", "exactly8"
+	value := line1 + "\r\n" + line2 + "\n}\n" + short + "\n  " + eight + "\n"
 	r := newRedactor([]namedValue{{"KEY", value}}, nil)
 	json64 := func(s string) string { b, _ := json.Marshal(s); return string(b[1 : len(b)-1]) }
 	shown := map[string]string{
@@ -24,6 +24,7 @@ func TestRedactorShapes(t *testing.T) {
 		"line 1":                         line1,
 		"line 2":                         line2,
 		"line 2 with its CR":             line2 + "\r",
+		"a line of MinLineRedactLen":     eight,
 		"base64 std":                     base64.StdEncoding.EncodeToString([]byte(value)),
 		"base64 url":                     base64.URLEncoding.EncodeToString([]byte(value)),
 		"base64 raw std":                 base64.RawStdEncoding.EncodeToString([]byte(value)),
