@@ -27,6 +27,9 @@ type SDKConnector struct {
 	// Tokens holds the OAuth tokens `tether login` stored; nil without a
 	// state directory.
 	Tokens *oauth.Store
+	// MaxMessageBytes bounds one message a server sends (tether run
+	// --max-message-bytes); 0 means connection.DefaultMaxMessageBytes.
+	MaxMessageBytes int64
 }
 
 // Connect implements supervisor.Connector.
@@ -36,15 +39,16 @@ func (k SDKConnector) Connect(ctx context.Context, req supervisor.ConnectRequest
 		secrets = k.Secrets(req.Name)
 	}
 	s, err := connection.Connect(ctx, connection.Request{
-		Secrets:        secrets,
-		Name:           req.Name,
-		Spec:           &req.Conn.Spec,
-		ManifestDir:    req.ManifestDir,
-		Logger:         req.Logger,
-		OnToolsChanged: req.OnToolsChanged,
-		OnEnd:          req.OnEnd,
-		ClientVersion:  k.Version,
-		OAuth:          connection.OAuth{Tokens: k.Tokens},
+		Secrets:         secrets,
+		Name:            req.Name,
+		Spec:            &req.Conn.Spec,
+		ManifestDir:     req.ManifestDir,
+		Logger:          req.Logger,
+		OnToolsChanged:  req.OnToolsChanged,
+		OnEnd:           req.OnEnd,
+		ClientVersion:   k.Version,
+		OAuth:           connection.OAuth{Tokens: k.Tokens},
+		MaxMessageBytes: k.MaxMessageBytes,
 	})
 	if err != nil {
 		return nil, err

@@ -108,8 +108,8 @@ func TestFaultStdioServers(t *testing.T) {
 
 	t.Run("S7 thousands of tools", func(t *testing.T) {
 		st := waitStatus(t, path("many"), "many", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
-		if st.Tools == nil || st.Tools.Count != 5000+7 || st.Tools.Exposed != st.Tools.Count {
-			t.Errorf("tools = %+v, want 5007 counted and exposed", st.Tools)
+		if st.Tools == nil || st.Tools.Count != 5000+8 || st.Tools.Exposed != st.Tools.Count {
+			t.Errorf("tools = %+v, want 5008 counted and exposed", st.Tools)
 		}
 		s := connectClient(t, ep)
 		start := time.Now()
@@ -142,6 +142,11 @@ func TestFaultStdioServers(t *testing.T) {
 		took := time.Since(start)
 		if err == nil && !res.IsError {
 			t.Fatalf("a 20 MiB message (over the 16 MiB frame limit) passed")
+		}
+		// The error names the connection, the limit and its flag (H1).
+		want := "connection big: the server sent a stdio frame of more than 16777216 bytes (the limit set by --max-message-bytes)"
+		if msg := callError(res, err); !strings.Contains(msg, want) {
+			t.Errorf("the oversized answer failed with %q, want %q", msg, want)
 		}
 		if took > 10*time.Second {
 			t.Errorf("the oversized answer took %v to fail", took)

@@ -32,6 +32,10 @@ import (
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
+// minMaxMessageBytes is the smallest --max-message-bytes: below it, even a
+// server's initialize result or tools/list would not fit.
+const minMaxMessageBytes = 4 << 10
+
 type runOptions struct {
 	dir           string
 	statusDir     string
@@ -67,6 +71,7 @@ type runOptions struct {
 	maxCallsInFlight   int
 	maxBytesInFlight   int64
 	streamWrite        time.Duration
+	maxMessageBytes    int64
 }
 
 func newRunCmd() *cobra.Command {
@@ -147,6 +152,8 @@ status.`,
 	f.IntVar(&o.maxCallsInFlight, "max-calls-in-flight", gateway.DefaultMaxCallsInFlight, "bound on the tools/calls the gateway serves at once; one past it gets an MCP error at once")
 	f.Int64Var(&o.maxBytesInFlight, "max-request-bytes-in-flight", gateway.DefaultMaxRequestBytesInFlight, "bound on the bytes of gateway request bodies held at once; a request past it is refused (503) at once")
 	f.DurationVar(&o.streamWrite, "stream-write-timeout", gateway.DefaultStreamWriteTimeout, "bound on one write to a gateway session's stream; a client that does not read for that long loses the stream")
+	// Limits on what servers send (docs/contract.md §5a).
+	f.Int64Var(&o.maxMessageBytes, "max-message-bytes", connection.DefaultMaxMessageBytes, "bound on one message a server sends (a stdio frame, an HTTP response body, one SSE event); a server that sends more loses its session and is connected again")
 	return cmd
 }
 
@@ -191,6 +198,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	if o.maxNameLength < 1 {
 		return errors.New("--max-name-length must be at least 1")
+	}
+	if o.maxMessageBytes < minMaxMessageBytes {
+		return fmt.Errorf("--max-message-bytes must be at least %d (an MCP handshake does not fit in less)", minMaxMessageBytes)
 	}
 
 	if o.stdio && o.listen != "" && o.listenSet {
@@ -335,7 +345,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Source:          source,
 		Status:          status,
 		Workers:         o.workers,
-		Connector:       controller.SDKConnector{Version: version, Secrets: secrets, Tokens: tokens},
+		Connector:       controller.SDKConnector{Version: version, Secrets: secrets, Tokens: tokens, MaxMessageBytes: o.maxMessageBytes},
 		Catalogs:        catalogs,
 		Exposer:         controller.GatewayExposer{G: gw},
 		Metrics:         m,

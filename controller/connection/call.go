@@ -138,6 +138,11 @@ func (s *Session) ctxErr(callerCtx context.Context, err error) error {
 // callErr wraps the error of an upstream call: redacted, naming the
 // operation, and ending the session when the transport is gone for good.
 func (s *Session) callErr(op string, callerCtx context.Context, err error) error {
+	// A message over the limit: whatever the go-sdk made of the failed
+	// read, that is the reason (and the limit ends the session).
+	if explained := s.limit.explain(err); explained != err {
+		return s.red.Err(fmt.Errorf("%s: %w", op, explained))
+	}
 	switch {
 	case callerCtx.Err() != nil:
 		if dl, ok := callerCtx.Deadline(); ok && errors.Is(callerCtx.Err(), context.DeadlineExceeded) {

@@ -46,6 +46,10 @@ type Request struct {
 	ClientVersion string
 	// OAuth serves spec.http.oauth (oauth.go).
 	OAuth OAuth
+	// MaxMessageBytes bounds one message the server sends: a stdio frame,
+	// an HTTP response body, one server-sent event (limit.go). 0 means
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int64
 }
 
 // ErrClosed is the cause of a session ended by Close.
@@ -87,10 +91,11 @@ type Session struct {
 	client *mcp.Client
 	cs     *mcp.ClientSession
 	proc   *process // nil for HTTP
-	seen   liveness // when the server last sent anything
+	seen   liveness // when the server last answered a request
+	limit  *messageLimit
 
 	// For streamable HTTP: the go-sdk transport's client (manifest headers,
-	// liveness marks) and endpoint, for requests sent beside the go-sdk.
+	// the message limit) and endpoint, for requests sent beside the go-sdk.
 	httpClient *http.Client
 	httpURL    string
 
@@ -182,6 +187,11 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		fatal:          make(chan error, 1),
 		done:           make(chan struct{}),
 	}
+	maxMessage := req.MaxMessageBytes
+	if maxMessage <= 0 {
+		maxMessage = DefaultMaxMessageBytes
+	}
+	s.limit = &messageLimit{conn: req.Name, max: maxMessage, stdio: sp.Stdio != nil, onHit: s.limitHit}
 	// Until Connect returns, the caller's ctx bounds what runs on the
 	// lifetime ctx too (the SSE stream, the child's handshake).
 	unbind := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
@@ -204,7 +214,9 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	// Capabilities, and the handlers that relay to the gateway's clients.
 	s.clientHandlers(opts)
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "tether", Version: version}, opts)
-	s.client.AddSendingMiddleware(s.captureSend)
+	// markAnswers beneath captureSend: probes sent through rawSend count
+	// answers too.
+	s.client.AddSendingMiddleware(s.captureSend, s.markAnswers)
 	s.client.AddReceivingMiddleware(s.relayRoots)
 
 	var transport mcp.Transport
@@ -212,7 +224,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		s.transport = "stdio"
 		transport, err = s.startStdio(sp.Stdio, req.ManifestDir, envVals)
 	} else {
-		transport, s.transport, err = httpTransport(sp.HTTP, headerVals, lifetime, &s.seen)
+		transport, s.transport, err = httpTransport(sp.HTTP, headerVals, lifetime, s.limit)
 		if err == nil && sp.HTTP.OAuth != nil {
 			err = s.useOAuth(ctx, req, src, transport) // oauth.go
 		}
@@ -297,11 +309,14 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 		return nil, fmt.Errorf("starting %s: %w", st.Command, err)
 	}
 	s.proc = proc
-	return &mcp.IOTransport{Reader: seenStream{ReadCloser: proc.stdout, l: &s.seen}, Writer: proc.stdin}, nil
+	// The go-sdk bounds a frame itself; its error is read as the limit's
+	// (messageLimit.explain).
+	return &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}, nil
 }
 
 // failConnect cleans up after a failed Connect and builds its error.
 func (s *Session) failConnect(err error) error {
+	err = s.limit.explain(err)
 	s.cancel(err)
 	if s.cs != nil {
 		_ = s.cs.Close()

@@ -16,7 +16,11 @@
 // errors a server sends back and the text of tool results marked isError),
 // progress messages, the child's stderr tail and the session's logs. For
 // header values of the form "<scheme> <token>" (Authorization) the token
-// alone is redacted too, and so is the JSON-escaped form of every value.
+// alone is redacted too, and so is every value's JSON-escaped, base64
+// (standard and URL, padded and raw) and URL-escaped (query, path) form.
+// Each line of a multi-line value (a key file) of at least
+// [MinLineRedactLen] bytes is redacted on its own as well, in the same
+// forms: stderr reaches the tail line by line.
 // Errors keep their cause for errors.Is/As (do not print an unwrapped cause
 // yourself). To forward a server's JSON-RPC error, use [ServerError]: it
 // returns a redacted copy, and nil for the go-sdk's local failures, which
@@ -88,6 +92,17 @@
 // Close sends
 // the session DELETE, which the go-sdk bounds at 5 s against a hung server.
 //
+// # What a server sends is bounded
+//
+// One message a server sends is bounded by Request.MaxMessageBytes
+// ([DefaultMaxMessageBytes]; tether run --max-message-bytes): a stdio frame
+// (the go-sdk's MaxLineLength), an HTTP response body, one server-sent
+// event (the session's RoundTripper wraps every body: the go-sdk's clients
+// and the raw path read through it). Over it, the read fails with a
+// [MessageTooLargeError] (naming the connection, the bound and the flag),
+// and so does every later read of that body; the call fails with it and the
+// session ends with it (limit.go).
+//
 // # Health probe
 //
 // The go-sdk v1.8.0 first offers protocol 2026-07-28 (server/discover) and
@@ -97,7 +112,9 @@
 // 2026-07-28 ones, bypassing the go-sdk's client-side TTL cache of list
 // results so that every probe reaches the server. A server that answers
 // "method not found" (or invalid params/request) is alive: that counts as
-// success. Beware that the go-sdk reports local transport failures as
+// success. A probe that times out counts as success only when the server
+// answered another request meanwhile (liveness.go): notifications, the
+// server's own requests and bytes prove nothing. Beware that the go-sdk reports local transport failures as
 // *jsonrpc.Error as well (-32005 "rejected by transport" for connection
 // refused), so the error type alone proves nothing.
 package connection

@@ -122,6 +122,15 @@ func (s *Session) watch() {
 		case <-time.After(100 * time.Millisecond):
 		}
 	case err := <-connDone:
+		if e := s.limit.explain(transportErr(err)); s.limit.err() != nil {
+			// The server sent a frame over the limit: the read failed, not
+			// the child.
+			cause = fmt.Errorf("transport unusable: %w", e)
+			if s.proc != nil {
+				cause = s.processErr(cause, false)
+			}
+			break
+		}
 		if s.proc != nil {
 			// stdout closed (or unreadable): the child is most likely exiting.
 			select {
@@ -171,6 +180,19 @@ func (s *Session) transportDied(err error) {
 	}()
 }
 
+// limitHit ends a live session whose server sent a message over its limit.
+// While Connect runs, the failed read fails the handshake, and Connect
+// explains it (failConnect); goLive looks once more, for a hit on a stream
+// no request waits on.
+func (s *Session) limitHit(err error) {
+	s.refreshMu.Lock()
+	live := s.live
+	s.refreshMu.Unlock()
+	if live {
+		s.transportDied(err)
+	}
+}
+
 // watchHTTP ends an HTTP session when its transport breaks or a call saw it
 // die. It is watch without a child, on one goroutine: the go-sdk's Wait
 // returns when the connection fails or end closes it, and a call that saw
@@ -181,7 +203,7 @@ func (s *Session) watchHTTP() {
 	if s.ctx.Err() != nil {
 		return // end is under way (Close, or a call saw the transport die)
 	}
-	s.end(fmt.Errorf("transport closed: %w", transportErr(err)))
+	s.end(fmt.Errorf("transport closed: %w", s.limit.explain(transportErr(err))))
 }
 
 // explainStdout says what a stdio session's decode error means: any line on

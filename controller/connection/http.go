@@ -53,8 +53,8 @@ func newSharedHTTPTransport() *http.Transport {
 type headerRoundTripper struct {
 	base    http.RoundTripper
 	headers []namedValue
-	origin  string    // origin of the manifest URL
-	seen    *liveness // marked by every response
+	origin  string        // origin of the manifest URL
+	limit   *messageLimit // bounds every response body
 }
 
 // origin is scheme://host:port, the port made explicit.
@@ -78,7 +78,7 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 	if d := deliveryOf(req.Context()); d != nil && resp != nil && req.Method == http.MethodPost && resp.StatusCode/100 == 2 {
 		d.reached.Store(true)
 	}
-	return markResponse(forgottenSession(req, resp), t.seen), err
+	return t.limit.wrap(forgottenSession(req, resp)), err
 }
 
 // delivery records, for one call, that its request reached the server: the
@@ -188,7 +188,11 @@ func refusesSession(body []byte) bool {
 // httpTransport builds the go-sdk transport for h. The SSE transport ties
 // its event stream to the ctx given to Connect, so it is wrapped to use the
 // session's lifetime ctx instead of the (bounded) connect ctx.
-func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, seen *liveness) (mcp.Transport, string, error) {
+//
+// Every response body is bounded by limit (limit.go), which also bounds the
+// go-sdk's events: its own event bound is turned off, so that an event over
+// the limit fails with the limit's error, which names the flag.
+func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit) (mcp.Transport, string, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.url: %w", err)
@@ -196,17 +200,17 @@ func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Cont
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: sharedHTTPTransport, headers: headers, origin: origin(u), seen: seen}}
+	client := &http.Client{Transport: &headerRoundTripper{base: sharedHTTPTransport, headers: headers, origin: origin(u), limit: limit}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
-		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client}, spec.TransportStreamable, nil
+		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, spec.TransportStreamable, nil
 	case spec.TransportSSE:
 		// The go-sdk's SSE client posts its messages (answers to the
 		// server's requests among them) with no deadline, and its Close
 		// waits for them: against a hung server, bound them by the
 		// session's life, which ends before Close.
 		client.Transport = &lifetimeRoundTripper{base: client.Transport, life: lifetime}
-		return &lifetimeTransport{inner: &mcp.SSEClientTransport{Endpoint: h.URL, HTTPClient: client}, ctx: lifetime}, spec.TransportSSE, nil
+		return &lifetimeTransport{inner: &mcp.SSEClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, ctx: lifetime}, spec.TransportSSE, nil
 	default:
 		return nil, "", fmt.Errorf("http.transport: %q is not %s or %s", h.Transport, spec.TransportStreamable, spec.TransportSSE)
 	}

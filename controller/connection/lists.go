@@ -240,9 +240,14 @@ func (s *Session) toolsChangedUpstream() {
 // Connect listed the tools itself.
 func (s *Session) goLive() {
 	s.refreshMu.Lock()
-	defer s.refreshMu.Unlock()
 	s.live = true
 	s.startRefreshLocked()
+	s.refreshMu.Unlock()
+	// A message over the limit that limitHit saw before the session was
+	// live (on the standalone stream, which no request waits on).
+	if err := s.limit.err(); err != nil {
+		s.transportDied(err)
+	}
 }
 
 // startRefreshLocked starts the refresh goroutine when one is due and the

@@ -175,8 +175,18 @@ func (l *liveSecrets) add(vals ...string) {
 }
 
 func (l *liveSecrets) rebuildLocked() {
-	// Longest first, so that a value containing another is redacted whole.
-	all := append(slices.Clone(l.fixed), l.vals...)
+	// Every shape a value can be echoed in (secretShapes), longest first,
+	// so that a value containing another is redacted whole.
+	var all []string
+	seen := map[string]bool{}
+	for _, v := range append(slices.Clone(l.fixed), l.vals...) {
+		for _, shape := range secretShapes(v) {
+			if len(shape) >= MinRedactLen && !seen[shape] {
+				seen[shape] = true
+				all = append(all, shape)
+			}
+		}
+	}
 	slices.SortStableFunc(all, func(a, b string) int { return len(b) - len(a) })
 	pairs := make([]string, 0, 2*len(all))
 	for _, v := range all {

@@ -28,9 +28,9 @@ import (
 // HTTP session, beside the go-sdk client that owns the session: decoding and
 // encoding every message through the go-sdk costs several times what the
 // call itself does (see the README's Performance section). The session's
-// HTTP client carries the manifest's headers and marks liveness, and the
-// request carries the go-sdk's session id and protocol version headers, so
-// the server sees one more request of the same session.
+// HTTP client carries the manifest's headers and bounds what comes back
+// (limit.go), and the request carries the go-sdk's session id and protocol
+// version headers, so the server sees one more request of the same session.
 
 // Header names of the streamable HTTP transport.
 const (
@@ -48,10 +48,6 @@ const rawSideTimeout = 2 * time.Second
 // closed before the answer is resumed (Last-Event-ID) without receiving
 // anything new: the go-sdk client's default retry count.
 const rawResumes = 5
-
-// maxRawMessage bounds one message the server sends on a raw request's
-// answer, as the go-sdk client bounds an event (mcp.DefaultMaxEventSize).
-const maxRawMessage = mcp.DefaultMaxEventSize
 
 // rawSeq numbers the requests the raw path sends. Its ids are strings, so
 // they never clash with the go-sdk's integer ids on the same session.
@@ -368,10 +364,8 @@ func (x *rawExchange) read(ctx context.Context, resp *http.Response) (result jso
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mediaType {
 	case "application/json":
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxRawMessage+1))
-		if err == nil && len(body) > maxRawMessage {
-			err = fmt.Errorf("the answer exceeds %d bytes", maxRawMessage)
-		}
+		// The session's HTTP client bounds the body (messageLimit.wrap).
+		body, err := io.ReadAll(resp.Body)
 		if err != nil {
 			return nil, "", 0, fmt.Errorf("%s: failed to read body: %w", x.method, err)
 		}
@@ -403,13 +397,16 @@ func (x *rawExchange) readEvents(ctx context.Context, body io.Reader) (result js
 	for {
 		line = line[:0]
 		for {
+			// The session's HTTP client bounds an event (messageLimit.wrap):
+			// line and data grow no further than that.
 			chunk, err := br.ReadSlice('\n')
 			line = append(line, chunk...)
-			if len(line)+len(data) > maxRawMessage {
-				return nil, "", 0, fmt.Errorf("%s: an event of the server's exceeds %d bytes", x.method, maxRawMessage)
-			}
 			if err == bufio.ErrBufferFull {
 				continue
+			}
+			var tooLarge *MessageTooLargeError
+			if errors.As(err, &tooLarge) {
+				return nil, "", 0, fmt.Errorf("%s: %w", x.method, err)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -465,6 +462,8 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 	isID := len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null"))
 	switch {
 	case m.Method == "" && isID:
+		// A response: the server answers requests (liveness.go).
+		x.s.seen.mark()
 		var id string
 		if json.Unmarshal(m.ID, &id) != nil || id != x.id {
 			return nil, nil // not ours

@@ -2,10 +2,12 @@ package connection
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,6 +25,17 @@ const Redacted = "[redacted]"
 // no secret worth the name, and replacing every "1" or "on" in an error or a
 // stderr line would destroy the message (and point at the value anyway).
 const MinRedactLen = 4
+
+// MinLineRedactLen is the shortest line of a multi-line value that is
+// redacted on its own (the whole value always is, from MinRedactLen). A
+// server's stderr reaches tether line by line, so each line of a PEM key or
+// a JSON key file must be redacted where it shows alone; but the short
+// lines of those shapes are structure ("}", "},", "-----", a blank line),
+// the same in every such file and in unrelated output, and replacing them
+// everywhere would destroy the output without hiding anything. A line that
+// carries key material (a PEM body line, a JSON value) is longer.
+// docs/contract.md §5a says the same.
+const MinLineRedactLen = 8
 
 // namedValue is one resolved env entry or header.
 type namedValue struct {
@@ -142,11 +155,21 @@ func newRedactor(env, headers []namedValue) *redactor {
 			secrets = append(secrets, s)
 		}
 	}
+	addShapes := func(v string) {
+		for _, shape := range secretShapes(v) {
+			add(shape)
+		}
+	}
 	addValue := func(v string) {
-		add(v)
-		// A server that echoes the value inside JSON escapes it.
-		if b, err := json.Marshal(v); err == nil {
-			add(string(b[1 : len(b)-1]))
+		addShapes(v)
+		// A multi-line value (a key file) shows line by line too: a
+		// child's stderr tail is split into lines.
+		if strings.ContainsAny(v, "\r\n") {
+			for _, line := range strings.FieldsFunc(v, func(r rune) bool { return r == '\n' || r == '\r' }) {
+				if line = strings.TrimSpace(line); len(line) >= MinLineRedactLen {
+					addShapes(line)
+				}
+			}
 		}
 	}
 	for _, nv := range env {
@@ -171,6 +194,21 @@ func newRedactor(env, headers []namedValue) *redactor {
 		r.replacer = strings.NewReplacer(pairs...)
 	}
 	return r
+}
+
+// secretShapes are the forms in which a value shows when a server echoes it:
+// as it is; JSON-escaped (inside a JSON string); base64-encoded, standard
+// and URL alphabets, padded and raw (Basic credentials, tokens passed on);
+// URL-encoded, as a query value and as a path segment.
+func secretShapes(v string) []string {
+	shapes := []string{v}
+	if b, err := json.Marshal(v); err == nil {
+		shapes = append(shapes, string(b[1:len(b)-1]))
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		shapes = append(shapes, enc.EncodeToString([]byte(v)))
+	}
+	return append(shapes, url.QueryEscape(v), url.PathEscape(v))
 }
 
 // String redacts s.

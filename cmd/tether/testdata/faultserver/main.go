@@ -10,15 +10,18 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,10 +42,12 @@ type options struct {
 	stderrLine     string        // then this line on stderr
 	tools          int           // extra tools t00000… beyond the fixed set
 	printEnv       string        // print the value of this variable on stderr at start
+	printEncoded   string        // print this variable base64- and URL-encoded on stderr at start
 	httpAddr       string        // serve streamable HTTP on this address instead of stdio
 	initDelay      time.Duration // delay the answer to initialize
 	ignoreStdinEOF bool          // keep running after stdin closes (a stubborn server)
 	logFlood       int           // once initialized, send log messages of this many bytes, one a millisecond
+	out            *lockedWriter // stdout, over stdio (the stall tool writes there)
 }
 
 func run() int {
@@ -57,6 +62,7 @@ func run() int {
 	flag.StringVar(&o.stderrLine, "stderr-line", "", "then write `LINE` to stderr")
 	flag.IntVar(&o.tools, "tools", 0, "serve `N` extra tools")
 	flag.StringVar(&o.printEnv, "print-env", "", "print the value of environment variable `NAME` on stderr")
+	flag.StringVar(&o.printEncoded, "print-encoded", "", "print the value of environment variable `NAME` base64- and URL-encoded on stderr")
 	flag.StringVar(&o.httpAddr, "http", "", "serve streamable HTTP at `ADDR`/mcp")
 	flag.DurationVar(&o.initDelay, "init-delay", 0, "answer initialize after `DURATION`")
 	flag.BoolVar(&o.ignoreStdinEOF, "ignore-stdin-eof", false, "keep running after stdin closes")
@@ -65,6 +71,12 @@ func run() int {
 
 	if o.printEnv != "" {
 		fmt.Fprintf(os.Stderr, "starting with %s=%s\n", o.printEnv, os.Getenv(o.printEnv))
+	}
+	if v := os.Getenv(o.printEncoded); o.printEncoded != "" {
+		fmt.Fprintf(os.Stderr, "base64: %s base64url: %s raw: %s rawurl: %s\n",
+			base64.StdEncoding.EncodeToString([]byte(v)), base64.URLEncoding.EncodeToString([]byte(v)),
+			base64.RawStdEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v)))
+		fmt.Fprintf(os.Stderr, "callback: https://example.com/cb?token=%s and /files/%s\n", url.QueryEscape(v), url.PathEscape(v))
 	}
 	if o.exitAtStart >= 0 {
 		fmt.Fprintf(os.Stderr, "fatal: cannot start (exit %d)\n", o.exitAtStart)
@@ -94,6 +106,10 @@ func run() int {
 		})
 	}
 
+	out := &lockedWriter{w: os.Stdout}
+	if o.httpAddr == "" {
+		o.out = out
+	}
 	server := newServer(&o)
 	if o.httpAddr != "" {
 		ln, err := net.Listen("tcp", o.httpAddr)
@@ -111,7 +127,6 @@ func run() int {
 		return 0
 	}
 
-	out := &lockedWriter{w: os.Stdout}
 	if o.junkAfter > 0 {
 		time.AfterFunc(o.junkAfter, func() { out.junk("this is not JSON-RPC") })
 	}
@@ -176,6 +191,18 @@ func newServer(o *options) *mcp.Server {
 			}
 		})
 	}
+	// After the stall tool, the server answers no request but keeps
+	// talking: a hung server whose notifications still flow.
+	var stalled atomic.Bool
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if stalled.Load() && !strings.HasPrefix(method, "notifications/") {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return next(ctx, method, req)
+		}
+	})
 	add := func(name, desc string, h mcp.ToolHandler) {
 		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: objectSchema}, h)
 	}
@@ -203,6 +230,22 @@ func newServer(o *options) *mcp.Server {
 		var a struct{ Bytes int }
 		_ = json.Unmarshal(req.Params.Arguments, &a)
 		return text(strings.Repeat("b", a.Bytes)), nil
+	})
+	add("stall", "stops answering requests (this one too) and sends notifications/message every 50 ms, over stdio", func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if o.out == nil {
+			return nil, fmt.Errorf("stall works over stdio only")
+		}
+		if stalled.CompareAndSwap(false, true) {
+			fmt.Fprintln(os.Stderr, "stalled: answering nothing from now on")
+			go func() {
+				for {
+					time.Sleep(50 * time.Millisecond)
+					o.out.junk(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"faultserver","data":"still talking"}}`)
+				}
+			}()
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
 	})
 	add("crash", "exits the process in the middle of the call", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		fmt.Fprintln(os.Stderr, "crashing mid-call")
