@@ -167,7 +167,11 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		return errors.New("--stdio and --listen exclude each other")
 	}
 
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP stops tether as SIGTERM does (docs/contract.md §6): it comes
+	// when the terminal tether runs in goes away, and there is nothing to
+	// reload on it, since tether watches every file it reads. Left to its
+	// default it killed tether with no final status (phase stayed Connected).
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
