@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -297,7 +298,14 @@ func (v validator) clientID(field, id string, required bool) (isURL bool) {
 		v.errorf(field, "a client ID that is a URL names a client ID metadata document, which is for authorizationCode; clientCredentials needs a client ID registered with the authorization server")
 		return false
 	case strings.HasPrefix(id, "https://"):
-		if u, err := url.Parse(id); err != nil || u.Host == "" || u.Path == "" || u.Path == "/" {
+		u, err := url.Parse(id)
+		if err == nil && u.Host != "" {
+			if msg := hostPortProblem(u); msg != "" {
+				v.errorf(field, "a client ID that is a URL names a client ID metadata document: %s", msg)
+				return true
+			}
+		}
+		if err != nil || u.Host == "" || u.Path == "" || u.Path == "/" {
 			v.errorf(field, "a client ID that is a URL names a client ID metadata document: it must be an https:// URL with a path, such as https://example.com/tether.json")
 		}
 		return true
@@ -381,6 +389,21 @@ func urlProblem(raw string) string {
 		return fmt.Sprintf("unsupported scheme %s (want http or https)", truncateQuote(u.Scheme))
 	case u.Host == "":
 		return "invalid URL: no host"
+	}
+	return hostPortProblem(u)
+}
+
+// hostPortProblem checks what url.Parse lets through in a URL's authority:
+// a port out of 1–65535 (it checks only that a port is digits), and a port
+// without a host name. Like urlProblem it does not echo the URL.
+func hostPortProblem(u *url.URL) string {
+	if u.Hostname() == "" {
+		return "invalid URL: no host name before the port"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "invalid URL: the port must be a number from 1 to 65535"
+		}
 	}
 	return ""
 }
