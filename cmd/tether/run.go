@@ -48,6 +48,8 @@ type runOptions struct {
 	logLevel      string
 	listenSet     bool
 
+	statusWriteInterval time.Duration
+
 	kubernetes    bool
 	namespace     string
 	allNamespaces bool
@@ -120,6 +122,7 @@ status.`,
 	f.DurationVar(&o.lease.LeaseDuration, "leader-elect-lease-duration", kubernetes.DefaultLeaseDuration, "how long the other replicas wait after the leader's last renewal before one takes over")
 	f.DurationVar(&o.lease.RenewDeadline, "leader-elect-renew-deadline", kubernetes.DefaultRenewDeadline, "how long the leader keeps trying to renew before it stops writing status")
 	f.DurationVar(&o.lease.RetryPeriod, "leader-elect-retry-period", kubernetes.DefaultRetryPeriod, "how often replicas try to take or renew the Lease")
+	f.DurationVar(&o.statusWriteInterval, "status-write-interval", statusfile.DefaultWriteInterval, "write each status file at most once per this interval (a change within it is written when it ends; 0: on every change)")
 	return cmd
 }
 
@@ -161,6 +164,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	if o.workers < 1 {
 		return errors.New("--workers must be at least 1")
+	}
+	if o.statusWriteInterval < 0 {
+		return errors.New("--status-write-interval must not be negative")
 	}
 
 	if o.stdio && o.listen != "" && o.listenSet {
@@ -232,6 +238,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		status  controller.StatusSink
 		secrets func(string) connection.SecretReader
 		kube    *kubernetes.Mode
+		files   *statusfile.Writer
 	)
 	if o.kubernetes {
 		if kube, err = newKubernetesMode(o, store, log, m); err != nil {
@@ -240,7 +247,8 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		defer kube.Close()
 		source, status, secrets = kube.Source, kube.Status, kube.Source.SecretsFor
 	} else {
-		files := statusfile.NewWriter(o.dir, o.statusDir, store.At)
+		files = statusfile.NewWriter(o.dir, o.statusDir, store.At)
+		files.SetWriteInterval(o.statusWriteInterval)
 		status = files
 		source = manifest.NewSource(manifest.SourceOptions{
 			Root:           o.dir,
@@ -335,6 +343,12 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 
 	log.Info("tether starting", "version", version, "desired", o.desiredDesc(), "gateway", gatewayDesc(o), "metrics", o.metricsAddr)
 	err = ctrl.Run(ctx)
+	if files != nil {
+		// The final status, put off by the write interval, goes now.
+		if cerr := files.Close(); cerr != nil {
+			log.Warn("writing the final status", "err", cerr)
+		}
+	}
 	cancel(nil)
 	servers.Wait()
 	// Export what the final reconciles recorded; a collector that is gone
