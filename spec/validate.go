@@ -21,13 +21,16 @@ func validate(c *McpConnection, d *docDecoder) {
 	case c.APIVersion == "":
 		v.errorf("apiVersion", "required (want %q)", APIVersion)
 	case c.APIVersion != APIVersion:
-		v.errorf("apiVersion", "unsupported apiVersion %s (want %q)", truncateQuote(c.APIVersion), APIVersion)
+		// The value is not quoted, here or for kind and metadata.name: a
+		// "manifest" that is a symlink to a credential file would have
+		// its secret printed in validate's output, the log and status.
+		v.errorf("apiVersion", "unsupported apiVersion (want %q)", APIVersion)
 	}
 	switch {
 	case c.Kind == "":
 		v.errorf("kind", "required (want %q)", Kind)
 	case c.Kind != Kind:
-		v.errorf("kind", "unsupported kind %s (want %q)", truncateQuote(c.Kind), Kind)
+		v.errorf("kind", "unsupported kind (want %q)", Kind)
 	}
 	v.metadata(&c.Metadata)
 	v.spec(&c.Spec)
@@ -89,7 +92,7 @@ func (v validator) metadata(m *ObjectMeta) {
 	case m.Name == "":
 		v.errorf("metadata.name", "required")
 	case len(m.Name) > maxNameLen || !dns1123Label.MatchString(m.Name):
-		v.errorf("metadata.name", "invalid name %s: must be a DNS-1123 label (at most %d characters: lowercase letters, digits and '-', starting and ending with a letter or digit)", truncateQuote(m.Name), maxNameLen)
+		v.errorf("metadata.name", "invalid name: must be a DNS-1123 label (at most %d characters: lowercase letters, digits and '-', starting and ending with a letter or digit)", maxNameLen)
 	}
 	for _, k := range sortedKeys(m.Labels) {
 		field := joinKey("metadata.labels", k)
@@ -97,7 +100,7 @@ func (v validator) metadata(m *ObjectMeta) {
 			v.errorf(field, "invalid label key: %s", msg)
 		}
 		if val := m.Labels[k]; val != "" && (len(val) > maxNameLen || !labelName.MatchString(val)) {
-			v.errorf(field, "invalid label value %s: must be at most %d characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit", truncateQuote(val), maxNameLen)
+			v.errorf(field, "invalid label value: must be at most %d characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit", maxNameLen)
 		}
 	}
 }
