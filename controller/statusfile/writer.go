@@ -368,7 +368,6 @@ func (w *Writer) sync(manifest string, update func(), due bool) error {
 		fs.due = time.AfterFunc(wait, func() { _ = w.sync(manifest, func() {}, true) })
 		return fs.err
 	}
-	fs.last = time.Now()
 	var err error
 	if len(want) == 0 {
 		if err = os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -389,6 +388,9 @@ func (w *Writer) sync(manifest string, update func(), due bool) error {
 		}
 		return err
 	}
+	// Only a write that landed counts for the interval: after a failed
+	// one the caller's retry (its backoff) writes again at once.
+	fs.last = time.Now()
 	fs.err = nil
 	w.mu.Lock()
 	w.files[path] = want

@@ -261,3 +261,32 @@ func TestCut(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterFailedWriteIsNotPaced: a write that fails is returned to every
+// Put until one lands (the caller retries with its backoff); it does not
+// start an interval that would turn the next failures into nil.
+func TestWriterFailedWriteIsNotPaced(t *testing.T) {
+	root := t.TempDir()
+	blocker := filepath.Join(t.TempDir(), "status")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := filepath.Join(root, "m.yaml")
+	w := NewWriter(root, blocker, func(string) []string { return []string{"x"} })
+	w.SetWriteInterval(time.Hour)
+	e := desired.Entry{Name: "x", Origin: m}
+	for i := range 3 {
+		if err := w.Put(e, attemptStatus(i)); err == nil {
+			t.Fatalf("Put %d: no error, with the status directory a file", i)
+		}
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Put(e, attemptStatus(3)); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := attemptOnDisk(t, w.Path(m), "x"); !ok || n != 3 {
+		t.Fatalf("after the directory came back: attempt %d (found %v), want 3 written at once", n, ok)
+	}
+}
