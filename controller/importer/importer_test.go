@@ -101,6 +101,15 @@ func TestValues(t *testing.T) {
 		{name: "token-shaped value", kind: "env", entry: "GH", val: "ghp_abcdef", wantFile: true},
 		{name: "bearer inside a value", kind: "env", entry: "HEADERS", val: `{"Authorization": "Bearer x"}`, wantFile: true},
 		{name: "password in a URL", kind: "env", entry: "DATABASE_URL", val: "postgres://u:p@h/db", wantFile: true},
+		{name: "pass name", kind: "env", entry: "DB_PASS", val: "abc", wantFile: true},
+		{name: "passwd name", kind: "env", entry: "MYSQL_PASSWD", val: "abc", wantFile: true},
+		{name: "pat name", kind: "env", entry: "GITHUB_PAT", val: "abc", wantFile: true},
+		{name: "PATH is no PAT", kind: "env", entry: "PATH", val: "/usr/bin", wantValue: "/usr/bin"},
+		{name: "BYPASS is no PASS", kind: "env", entry: "PROXY_BYPASS", val: "localhost", wantValue: "localhost"},
+		{name: "cookie header", kind: "header", entry: "Cookie", val: "sid=abc", wantFile: true},
+		{name: "session name", kind: "env", entry: "SESSION_ID", val: "abc", wantFile: true},
+		{name: "google key value", kind: "env", entry: "G", val: "AIzaSyFAKE", wantFile: true},
+		{name: "jwt value", kind: "header", entry: "X-Id", val: "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln", wantFile: true},
 		{name: "plain header", kind: "header", entry: "X-Team", val: "infra", wantValue: "infra"},
 		{name: "${VAR}", kind: "env", entry: "GITHUB_TOKEN", val: "${GITHUB_TOKEN}", wantEnv: "GITHUB_TOKEN"},
 		{name: "${env:VAR}", kind: "header", entry: "X-Api-Key", val: "${env:API_KEY}", wantEnv: "API_KEY"},
@@ -226,6 +235,8 @@ func TestCredentialArgs(t *testing.T) {
 		{[]string{"run", "ghp_abcdef"}, "1"},
 		{[]string{"postgresql://u:pw@h/db"}, "0"},
 		{[]string{"postgresql://h/db"}, ""},
+		{[]string{"--pass", "hunter2"}, "1"},
+		{[]string{"--jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln"}, "0"},
 	}
 	for _, tt := range tests {
 		s := &Server{}
