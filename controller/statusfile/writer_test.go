@@ -290,3 +290,164 @@ func TestWriterFailedWriteIsNotPaced(t *testing.T) {
 		t.Fatalf("after the directory came back: attempt %d (found %v), want 3 written at once", n, ok)
 	}
 }
+
+// TestFillCeiling: the highest common ceiling the sizes fit under.
+func TestFillCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		sizes  []int
+		budget int
+		want   int
+	}{
+		{[]int{10, 20, 30}, 45, 17}, // 10 whole, then (45-10)/2
+		{[]int{100}, 50, 50},
+		{[]int{5, 5, 100}, 60, 50},
+		{[]int{30, 10, 20}, 59, 29}, // unsorted; 10 and 20 whole, then 29
+	} {
+		full := make([][]byte, len(tc.sizes))
+		for i, n := range tc.sizes {
+			full[i] = make([]byte, n)
+		}
+		if got := fillCeiling(full, tc.budget); got != tc.want {
+			t.Errorf("fillCeiling(%v, %d) = %d, want %d", tc.sizes, tc.budget, got, tc.want)
+		}
+	}
+}
+
+// TestFitExactLimit: documents that take exactly the limit, separators
+// counted, are left whole; one byte less cuts the largest.
+func TestFitExactLimit(t *testing.T) {
+	doc := func(name string, lines int) *document {
+		st := attemptStatus(1)
+		for i := range lines {
+			if st.Process == nil {
+				st.Process = &spec.ProcessStatus{}
+			}
+			st.Process.StderrTail = append(st.Process.StderrTail, fmt.Sprintf("line %02d %s", i, strings.Repeat("y", 500)))
+		}
+		return newDocument(spec.StatusDocument{APIVersion: spec.APIVersion, Kind: spec.Kind, Metadata: spec.ObjectMeta{Name: name}, Status: st})
+	}
+	docs := []*document{doc("a", 0), doc("b", 20), doc("c", 0)}
+	exact := 2 * len(separator)
+	for _, d := range docs {
+		exact += len(d.levels[0])
+	}
+	for i, b := range fitDocuments(docs, exact) {
+		if string(b) != string(docs[i].levels[0]) {
+			t.Errorf("limit %d (exactly their size): document %d was cut", exact, i)
+		}
+	}
+	out := fitDocuments(docs, exact-1)
+	if string(out[1]) == string(docs[1].levels[0]) {
+		t.Errorf("limit %d (one byte short): the largest document was not cut", exact-1)
+	}
+	if string(out[0]) != string(docs[0].levels[0]) || string(out[2]) != string(docs[2].levels[0]) {
+		t.Errorf("one byte short: a small document was cut")
+	}
+	if got := docs[1].within(len(docs[1].levels[0])); string(got) != string(docs[1].levels[0]) {
+		t.Errorf("within its own size a document is cut")
+	}
+}
+
+// TestShrinkLevels: each level keeps the newest stderr lines it allows,
+// and the bare form drops what is only for people.
+func TestShrinkLevels(t *testing.T) {
+	st := hugeStatus(spec.PhaseConnected)
+	for _, l := range shrinkLevels {
+		got := shrink(st, l)
+		tail := 0
+		if got.Process != nil {
+			tail = len(got.Process.StderrTail)
+		}
+		if tail != l.tail {
+			t.Errorf("level %+v: %d stderr lines, want %d", l, tail, l.tail)
+		}
+		if len(got.Collisions) != l.list || len(got.LastError) > l.str+len("…") {
+			t.Errorf("level %+v: %d collisions, lastError of %d bytes", l, len(got.Collisions), len(got.LastError))
+		}
+		if l.bare != (got.Server == nil) || l.bare != (got.Catalog == nil) || l.bare != (got.Process.PID == 0) || l.bare != (got.Prompts == nil) {
+			t.Errorf("level %+v: bare form is %v, but server %v, catalog %v, pid %d, prompts %v", l, l.bare, got.Server, got.Catalog, got.Process.PID, got.Prompts)
+		}
+	}
+	if st.Process.PID == 0 || len(st.Process.StderrTail) != 20 || st.Conditions[0].Message == "" {
+		t.Errorf("shrink changed the status it was given")
+	}
+}
+
+// TestWriterLeavesSameContentAlone: a Put that does not change the file's
+// bytes does not rewrite it, and documents are joined by one separator.
+func TestWriterLeavesSameContentAlone(t *testing.T) {
+	w, m := writerFor(t, []string{"a", "b"})
+	for _, name := range []string{"a", "b"} {
+		if err := w.Put(desired.Entry{Name: name, Origin: m}, attemptStatus(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := os.Stat(w.Path(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Put(desired.Entry{Name: "a", Origin: m}, attemptStatus(1)); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(w.Path(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) {
+		t.Errorf("an unchanged status was written again")
+	}
+	data, err := os.ReadFile(w.Path(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), "apiVersion: ") || strings.Count(string(data), "\n"+separator) != 1 {
+		t.Errorf("two documents are not joined by one separator:\n%s", data)
+	}
+}
+
+// TestWriterPutOffWriteRetriesAfterFailure: a put-off write that fails is
+// tried again each interval, its error returned to the next Put, until
+// it lands.
+func TestWriterPutOffWriteRetriesAfterFailure(t *testing.T) {
+	root := t.TempDir()
+	statusDir := filepath.Join(t.TempDir(), "status")
+	m := filepath.Join(root, "m.yaml")
+	w := NewWriter(root, statusDir, func(string) []string { return []string{"x"} })
+	// Long enough that the second Put surely comes within it, so that its
+	// write is put off (a failure at once would be the caller's to retry).
+	w.SetWriteInterval(500 * time.Millisecond)
+	t.Cleanup(func() { _ = w.Close() })
+	e := desired.Entry{Name: "x", Origin: m}
+	if err := w.Put(e, attemptStatus(1)); err != nil {
+		t.Fatal(err)
+	}
+	// The directory turns into a file: the next writes fail.
+	if err := os.RemoveAll(statusDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(statusDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Put(e, attemptStatus(2)); err != nil {
+		t.Fatalf("within the interval a Put wrote at once: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Put(e, attemptStatus(2)) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("a failing put-off write never reached a Put as an error")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := os.Remove(statusDir); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if n, ok := attemptOnDisk(t, w.Path(m), "x"); ok && n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the put-off write never landed once the directory could be written")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
