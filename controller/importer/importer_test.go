@@ -322,3 +322,47 @@ func TestSecretFilesNeverShared(t *testing.T) {
 		t.Errorf("secret files = %v, want 4", seen)
 	}
 }
+
+// TestInlineCredentials: a server whose credential sits in a field that
+// cannot read a file (url, command, an argument) is marked Inline, so its
+// manifest is written 0600, with a note naming the field; the others are
+// not, and Write sets the modes accordingly.
+func TestInlineCredentials(t *testing.T) {
+	cfg := `{"mcpServers": {
+		"query":   {"url": "https://a.example.com/mcp?access_token=x"},
+		"command": {"command": "ghp_abcdef"},
+		"args":    {"command": "srv", "args": ["--token", "abc"]},
+		"plain":   {"url": "https://b.example.com/mcp?page=2", "headers": {"Authorization": "Bearer x"}}
+	}}`
+	out := t.TempDir()
+	p, err := NewPlan([]byte(cfg), Options{Source: "test.json", OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"query": "url", "command": "command", "args": "args[1]", "plain": ""}
+	for _, s := range p.Servers {
+		got := strings.Join(s.Inline, ",")
+		if got != want[s.Name] {
+			t.Errorf("%s: Inline = %q, want %q", s.Name, got, want[s.Name])
+		}
+		if got != "" && !strings.Contains(strings.Join(s.Notes, "\n"), got+" looks like it carries a credential; it stays in the manifest, which is written mode 0600") {
+			t.Errorf("%s: no note says the manifest keeps %s and is written 0600: %q", s.Name, got, s.Notes)
+		}
+	}
+	if err := p.Write(false); err != nil {
+		t.Fatal(err)
+	}
+	for name, field := range want {
+		fi, err := os.Stat(filepath.Join(out, name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantMode := os.FileMode(0o644)
+		if field != "" {
+			wantMode = 0o600
+		}
+		if fi.Mode().Perm() != wantMode {
+			t.Errorf("%s.yaml: mode %04o, want %04o", name, fi.Mode().Perm(), wantMode)
+		}
+	}
+}
