@@ -34,7 +34,7 @@ const (
 type Document struct {
 	Index  int            // 0-based position in the file, counting non-empty documents
 	Line   int            // 1-based line where the document starts (for Index -1: the problem's line, or 0)
-	Name   string         // metadata.name when it could be read, even if the doc is invalid ("" otherwise); see salvageName
+	Name   string         // metadata.name when it could be read and is a valid name, even if the doc is invalid ("" otherwise); see salvageName
 	Conn   *McpConnection // decoded, defaulted and valid; nil when Errors is non-empty
 	Errors []*FieldError
 }
@@ -138,7 +138,7 @@ func decodeDocument(file string, index int, c chunk, seen map[string]firstUse) (
 			return doc, true
 		}
 		d.syntaxError(err)
-		doc.Name = salvageName(c.text)
+		doc.Name = nameIfValid(salvageName(c.text))
 		doc.Errors = d.finish()
 		return doc, false
 	}
@@ -164,7 +164,7 @@ func decodeDocument(file string, index int, c chunk, seen map[string]firstUse) (
 	} else {
 		d.value(top, reflect.ValueOf(&conn).Elem(), "")
 	}
-	doc.Name = conn.Metadata.Name
+	doc.Name = nameIfValid(conn.Metadata.Name)
 	if !d.aborted {
 		validate(&conn, d)
 	}
@@ -252,6 +252,21 @@ func (d *docDecoder) finish() []*FieldError {
 
 var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// nameIfValid returns name when it is a valid connection name, else "". A
+// name that is not one names nothing, and it is the file's content: a
+// "manifest" that is a symlink to a credential file would have its secret
+// shown as the name of a status document (tether get) or in the log.
+func nameIfValid(name string) string {
+	if len(name) > maxNameLen || !dns1123Label.MatchString(name) {
+		return ""
+	}
+	return name
+}
+
+// anchorName finds the name the parser quotes in its errors about anchors
+// and aliases ("unknown anchor 'x' referenced").
+var anchorName = regexp.MustCompile(`(anchor) '.*?' `)
+
 // parserErrors are the problems go.yaml.in/yaml/v3's parser (as opposed to
 // its scanner) reports, from its parserc.go.
 var parserErrors = map[string]bool{
@@ -285,6 +300,10 @@ func (d *docDecoder) syntaxError(err error) {
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	}
+	// The parser quotes an alias's or anchor's name, which is the file's
+	// content: a "manifest" that is a credential file starting with '*'
+	// would have its secret printed.
+	msg = anchorName.ReplaceAllString(msg, "${1} ")
 	if msg == "found incompatible YAML document" {
 		msg += " (go-yaml understands only a %YAML 1.1 directive; drop the directive)"
 	}

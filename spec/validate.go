@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -20,13 +21,16 @@ func validate(c *McpConnection, d *docDecoder) {
 	case c.APIVersion == "":
 		v.errorf("apiVersion", "required (want %q)", APIVersion)
 	case c.APIVersion != APIVersion:
-		v.errorf("apiVersion", "unsupported apiVersion %s (want %q)", truncateQuote(c.APIVersion), APIVersion)
+		// The value is not quoted, here or for kind and metadata.name: a
+		// "manifest" that is a symlink to a credential file would have
+		// its secret printed in validate's output, the log and status.
+		v.errorf("apiVersion", "unsupported apiVersion (want %q)", APIVersion)
 	}
 	switch {
 	case c.Kind == "":
 		v.errorf("kind", "required (want %q)", Kind)
 	case c.Kind != Kind:
-		v.errorf("kind", "unsupported kind %s (want %q)", truncateQuote(c.Kind), Kind)
+		v.errorf("kind", "unsupported kind (want %q)", Kind)
 	}
 	v.metadata(&c.Metadata)
 	v.spec(&c.Spec)
@@ -88,7 +92,7 @@ func (v validator) metadata(m *ObjectMeta) {
 	case m.Name == "":
 		v.errorf("metadata.name", "required")
 	case len(m.Name) > maxNameLen || !dns1123Label.MatchString(m.Name):
-		v.errorf("metadata.name", "invalid name %s: must be a DNS-1123 label (at most %d characters: lowercase letters, digits and '-', starting and ending with a letter or digit)", truncateQuote(m.Name), maxNameLen)
+		v.errorf("metadata.name", "invalid name: must be a DNS-1123 label (at most %d characters: lowercase letters, digits and '-', starting and ending with a letter or digit)", maxNameLen)
 	}
 	for _, k := range sortedKeys(m.Labels) {
 		field := joinKey("metadata.labels", k)
@@ -96,7 +100,7 @@ func (v validator) metadata(m *ObjectMeta) {
 			v.errorf(field, "invalid label key: %s", msg)
 		}
 		if val := m.Labels[k]; val != "" && (len(val) > maxNameLen || !labelName.MatchString(val)) {
-			v.errorf(field, "invalid label value %s: must be at most %d characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit", truncateQuote(val), maxNameLen)
+			v.errorf(field, "invalid label value: must be at most %d characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit", maxNameLen)
 		}
 	}
 }
@@ -297,7 +301,14 @@ func (v validator) clientID(field, id string, required bool) (isURL bool) {
 		v.errorf(field, "a client ID that is a URL names a client ID metadata document, which is for authorizationCode; clientCredentials needs a client ID registered with the authorization server")
 		return false
 	case strings.HasPrefix(id, "https://"):
-		if u, err := url.Parse(id); err != nil || u.Host == "" || u.Path == "" || u.Path == "/" {
+		u, err := url.Parse(id)
+		if err == nil && u.Host != "" {
+			if msg := hostPortProblem(u); msg != "" {
+				v.errorf(field, "a client ID that is a URL names a client ID metadata document: %s", msg)
+				return true
+			}
+		}
+		if err != nil || u.Host == "" || u.Path == "" || u.Path == "/" {
 			v.errorf(field, "a client ID that is a URL names a client ID metadata document: it must be an https:// URL with a path, such as https://example.com/tether.json")
 		}
 		return true
@@ -381,6 +392,21 @@ func urlProblem(raw string) string {
 		return fmt.Sprintf("unsupported scheme %s (want http or https)", truncateQuote(u.Scheme))
 	case u.Host == "":
 		return "invalid URL: no host"
+	}
+	return hostPortProblem(u)
+}
+
+// hostPortProblem checks what url.Parse lets through in a URL's authority:
+// a port out of 1–65535 (it checks only that a port is digits), and a port
+// without a host name. Like urlProblem it does not echo the URL.
+func hostPortProblem(u *url.URL) string {
+	if u.Hostname() == "" {
+		return "invalid URL: no host name before the port"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "invalid URL: the port must be a number from 1 to 65535"
+		}
 	}
 	return ""
 }

@@ -99,7 +99,7 @@ func TestKubernetesMode(t *testing.T) {
 			return st.Phase == spec.PhaseInvalid && st.ObservedGeneration == gen
 		})
 		if c := conditionOf(st, spec.ConditionStalled); c.Status != spec.ConditionTrue ||
-			!strings.Contains(st.ManifestError, `McpConnection e2e/bad.name: metadata.name: invalid name "bad.name"`) {
+			!strings.Contains(st.ManifestError, `McpConnection e2e/bad.name: metadata.name: invalid name: must be a DNS-1123 label`) {
 			t.Errorf("Stalled = %+v, manifestError %q", c, st.ManifestError)
 		}
 		waitEvent(t, c, ns, "bad.name", spec.ReasonManifestInvalid)

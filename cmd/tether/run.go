@@ -53,6 +53,8 @@ type runOptions struct {
 	logLevel      string
 	listenSet     bool
 
+	statusWriteInterval time.Duration
+
 	kubernetes    bool
 	namespace     string
 	allNamespaces bool
@@ -154,6 +156,8 @@ status.`,
 	f.DurationVar(&o.streamWrite, "stream-write-timeout", gateway.DefaultStreamWriteTimeout, "bound on one write to a gateway session's stream; a client that does not read for that long loses the stream")
 	// Limits on what servers send (docs/contract.md §5a).
 	f.Int64Var(&o.maxMessageBytes, "max-message-bytes", connection.DefaultMaxMessageBytes, "bound on one message a server sends (a stdio frame, an HTTP response body, one SSE event); a server that sends more loses its session and is connected again")
+	// Limits on files (docs/contract.md §5a): status writes paced per file.
+	f.DurationVar(&o.statusWriteInterval, "status-write-interval", statusfile.DefaultWriteInterval, "write each status file at most once per this interval (a change within it is written when it ends; 0: on every change)")
 	return cmd
 }
 
@@ -202,12 +206,19 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.maxMessageBytes < minMaxMessageBytes {
 		return fmt.Errorf("--max-message-bytes must be at least %d (an MCP handshake does not fit in less)", minMaxMessageBytes)
 	}
+	if o.statusWriteInterval < 0 {
+		return errors.New("--status-write-interval must not be negative")
+	}
 
 	if o.stdio && o.listen != "" && o.listenSet {
 		return errors.New("--stdio and --listen exclude each other")
 	}
 
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP stops tether as SIGTERM does (docs/contract.md §6): it comes
+	// when the terminal tether runs in goes away, and there is nothing to
+	// reload on it, since tether watches every file it reads. Left to its
+	// default it killed tether with no final status (phase stayed Connected).
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -293,6 +304,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		status  controller.StatusSink
 		secrets func(string) connection.SecretReader
 		kube    *kubernetes.Mode
+		files   *statusfile.Writer
 	)
 	if o.kubernetes {
 		if kube, err = newKubernetesMode(o, store, log, m); err != nil {
@@ -301,7 +313,8 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		defer kube.Close()
 		source, status, secrets = kube.Source, kube.Status, kube.Source.SecretsFor
 	} else {
-		files := statusfile.NewWriter(o.dir, o.statusDir, store.At)
+		files = statusfile.NewWriter(o.dir, o.statusDir, store.At)
+		files.SetWriteInterval(o.statusWriteInterval)
 		status = files
 		// Before the first status write: what a tether killed while it
 		// wrote one left behind.
@@ -406,6 +419,12 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 
 	log.Info("tether starting", "version", version, "desired", o.desiredDesc(), "gateway", gatewayDesc(o), "metrics", o.metricsAddr)
 	err = ctrl.Run(ctx)
+	if files != nil {
+		// The final status, put off by the write interval, goes now.
+		if cerr := files.Close(); cerr != nil {
+			log.Warn("writing the final status", "err", cerr)
+		}
+	}
 	cancel(nil)
 	servers.Wait()
 	// Export what the final reconciles recorded; a collector that is gone

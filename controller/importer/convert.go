@@ -27,6 +27,10 @@ type Server struct {
 	Notes []string
 	// Err says why the server could not be converted.
 	Err error
+	// Inline names the fields that keep a credential in the manifest (a
+	// URL's query or user info, an argument): no field of those reads a
+	// file, so the manifest is written mode 0600 instead of 0644.
+	Inline []string
 }
 
 // Secret is one value moved out of a manifest into a file.
@@ -156,6 +160,9 @@ func (cv *converter) convert(raw RawServer, name string) *Server {
 			s.note("headers ignored: they apply to HTTP servers only")
 		}
 		st := &spec.StdioSpec{Command: command, Args: args, WorkingDir: cwd}
+		if looksLikeCredential("", command) {
+			s.keepsCredential("command")
+		}
 		s.unexpanded("command", command)
 		for i, a := range args {
 			s.unexpanded(fmt.Sprintf("args[%d]", i), a)
@@ -181,8 +188,8 @@ func (cv *converter) convert(raw RawServer, name string) *Server {
 			h.Transport = spec.TransportSSE
 		}
 		s.unexpanded("url", endpoint)
-		if urlHoldsCredential(endpoint) {
-			s.note("url looks like it carries a credential (user info or a query parameter); it stays in the manifest as written: move it into a header if the server accepts one")
+		if looksLikeCredential("", endpoint) {
+			s.keepsCredential("url")
 		}
 		for _, p := range headers {
 			h.Headers = append(h.Headers, cv.value(s, "header", p.name, p.value))
@@ -350,11 +357,16 @@ func (s *Server) unexpanded(field, val string) {
 }
 
 // credentialWords are the name parts docs/contract.md §6 calls credential-looking.
-var credentialWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL", "AUTH"}
+var credentialWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH", "COOKIE", "SESSION", "SIGNATURE", "PRIVATE"}
+
+// credentialParts are credential-looking name parts that are too short to
+// look for inside longer words (PAT in PATH, PASS in BYPASS): they count
+// only as a whole part of a name cut on '_', '-' and '.'.
+var credentialParts = []string{"PAT", "PASS", "PWD", "PW", "SIG", "APIKEY"}
 
 // credentialPrefixes start values that are credentials whatever their
 // name: bearer tokens and the token formats of well-known services.
-var credentialPrefixes = []string{"Bearer ", "Basic ", "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "sk-", "sk_live_", "AKIA"}
+var credentialPrefixes = []string{"Bearer ", "Basic ", "Token ", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "xoxa-", "xoxr-", "xapp-", "sk-", "sk_live_", "rk_live_", "AKIA", "ASIA", "AIza", "ya29.", "hf_", "npm_", "pypi-", "shpat_", "dop_v1_"}
 
 func credentialName(name string) bool {
 	n := strings.ToUpper(name)
@@ -363,7 +375,20 @@ func credentialName(name string) bool {
 			return true
 		}
 	}
+	for _, part := range strings.FieldsFunc(n, func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
+		for _, w := range credentialParts {
+			if part == w {
+				return true
+			}
+		}
+	}
 	return false
+}
+
+// looksLikeJWT reports a JSON Web Token: three base64url parts, the first
+// a JSON object ("eyJ" is the base64 of `{"`).
+func looksLikeJWT(val string) bool {
+	return strings.HasPrefix(val, "eyJ") && strings.Count(val, ".") == 2 && !strings.ContainsAny(val, " /")
 }
 
 func looksLikeCredential(name, val string) bool {
@@ -374,6 +399,9 @@ func looksLikeCredential(name, val string) bool {
 		if strings.HasPrefix(val, p) && len(val) > len(p) {
 			return true
 		}
+	}
+	if looksLikeJWT(val) {
+		return true
 	}
 	// A credential inside a larger value: a JSON blob of headers
 	// ({"Authorization": "Bearer …"}), a connection string with a password.
@@ -387,14 +415,26 @@ func (s *Server) credentialArgs(args []string) {
 	for i, a := range args {
 		flag, val, hasVal := strings.Cut(a, "=")
 		switch {
-		case strings.HasPrefix(a, "-") && hasVal && credentialName(flag) && val != "" && !refPattern.MatchString(val):
+		case strings.HasPrefix(a, "-") && hasVal && val != "" && !refPattern.MatchString(val) && looksLikeCredential(flag, val):
 		case i > 0 && strings.HasPrefix(args[i-1], "-") && !strings.Contains(args[i-1], "=") && credentialName(args[i-1]) && !strings.HasPrefix(a, "-") && !refPattern.MatchString(a):
 		case looksLikeCredential("", a):
 		default:
 			continue
 		}
-		s.note("args[%d] looks like a credential; it stays in the manifest as written: pass it in env instead if the server reads it there", i)
+		s.keepsCredential(fmt.Sprintf("args[%d]", i))
 	}
+}
+
+// keepsCredential records a field that holds a credential and cannot read
+// it from a file: it stays in the manifest, which is then written mode
+// 0600, and the note says what to do (docs/contract.md §6).
+func (s *Server) keepsCredential(field string) {
+	s.Inline = append(s.Inline, field)
+	how := "pass it in env instead if the server reads it there"
+	if field == "url" {
+		how = "move it into a header if the server accepts one"
+	}
+	s.note("%s looks like it carries a credential; it stays in the manifest, which is written mode 0600 (only you can read it): do not commit it, or %s", field, how)
 }
 
 // urlHoldsCredential reports a password in the user info or a query

@@ -101,6 +101,15 @@ func TestValues(t *testing.T) {
 		{name: "token-shaped value", kind: "env", entry: "GH", val: "ghp_abcdef", wantFile: true},
 		{name: "bearer inside a value", kind: "env", entry: "HEADERS", val: `{"Authorization": "Bearer x"}`, wantFile: true},
 		{name: "password in a URL", kind: "env", entry: "DATABASE_URL", val: "postgres://u:p@h/db", wantFile: true},
+		{name: "pass name", kind: "env", entry: "DB_PASS", val: "abc", wantFile: true},
+		{name: "passwd name", kind: "env", entry: "MYSQL_PASSWD", val: "abc", wantFile: true},
+		{name: "pat name", kind: "env", entry: "GITHUB_PAT", val: "abc", wantFile: true},
+		{name: "PATH is no PAT", kind: "env", entry: "PATH", val: "/usr/bin", wantValue: "/usr/bin"},
+		{name: "BYPASS is no PASS", kind: "env", entry: "PROXY_BYPASS", val: "localhost", wantValue: "localhost"},
+		{name: "cookie header", kind: "header", entry: "Cookie", val: "sid=abc", wantFile: true},
+		{name: "session name", kind: "env", entry: "SESSION_ID", val: "abc", wantFile: true},
+		{name: "google key value", kind: "env", entry: "G", val: "AIzaSyFAKE", wantFile: true},
+		{name: "jwt value", kind: "header", entry: "X-Id", val: "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln", wantFile: true},
 		{name: "plain header", kind: "header", entry: "X-Team", val: "infra", wantValue: "infra"},
 		{name: "${VAR}", kind: "env", entry: "GITHUB_TOKEN", val: "${GITHUB_TOKEN}", wantEnv: "GITHUB_TOKEN"},
 		{name: "${env:VAR}", kind: "header", entry: "X-Api-Key", val: "${env:API_KEY}", wantEnv: "API_KEY"},
@@ -226,6 +235,8 @@ func TestCredentialArgs(t *testing.T) {
 		{[]string{"run", "ghp_abcdef"}, "1"},
 		{[]string{"postgresql://u:pw@h/db"}, "0"},
 		{[]string{"postgresql://h/db"}, ""},
+		{[]string{"--pass", "hunter2"}, "1"},
+		{[]string{"--jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln"}, "0"},
 	}
 	for _, tt := range tests {
 		s := &Server{}
@@ -309,5 +320,49 @@ func TestSecretFilesNeverShared(t *testing.T) {
 	}
 	if len(seen) != 4 {
 		t.Errorf("secret files = %v, want 4", seen)
+	}
+}
+
+// TestInlineCredentials: a server whose credential sits in a field that
+// cannot read a file (url, command, an argument) is marked Inline, so its
+// manifest is written 0600, with a note naming the field; the others are
+// not, and Write sets the modes accordingly.
+func TestInlineCredentials(t *testing.T) {
+	cfg := `{"mcpServers": {
+		"query":   {"url": "https://a.example.com/mcp?access_token=x"},
+		"command": {"command": "ghp_abcdef"},
+		"args":    {"command": "srv", "args": ["--token", "abc"]},
+		"plain":   {"url": "https://b.example.com/mcp?page=2", "headers": {"Authorization": "Bearer x"}}
+	}}`
+	out := t.TempDir()
+	p, err := NewPlan([]byte(cfg), Options{Source: "test.json", OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"query": "url", "command": "command", "args": "args[1]", "plain": ""}
+	for _, s := range p.Servers {
+		got := strings.Join(s.Inline, ",")
+		if got != want[s.Name] {
+			t.Errorf("%s: Inline = %q, want %q", s.Name, got, want[s.Name])
+		}
+		if got != "" && !strings.Contains(strings.Join(s.Notes, "\n"), got+" looks like it carries a credential; it stays in the manifest, which is written mode 0600") {
+			t.Errorf("%s: no note says the manifest keeps %s and is written 0600: %q", s.Name, got, s.Notes)
+		}
+	}
+	if err := p.Write(false); err != nil {
+		t.Fatal(err)
+	}
+	for name, field := range want {
+		fi, err := os.Stat(filepath.Join(out, name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantMode := os.FileMode(0o644)
+		if field != "" {
+			wantMode = 0o600
+		}
+		if fi.Mode().Perm() != wantMode {
+			t.Errorf("%s.yaml: mode %04o, want %04o", name, fi.Mode().Perm(), wantMode)
+		}
 	}
 }

@@ -225,7 +225,13 @@ func (p *Plan) writeServer(s *Server, force bool) error {
 		return err
 	}
 	path := p.ManifestPath(s)
-	if err := writeFile(path, data, 0o644, force); err != nil {
+	// A manifest that keeps a credential (s.Inline) is for its owner's eyes
+	// only; the others are meant to be committed.
+	perm := os.FileMode(0o644)
+	if len(s.Inline) > 0 {
+		perm = 0o600
+	}
+	if err := writeFile(path, data, perm, force); err != nil {
 		return err
 	}
 	// What is on disk is what tether will read: check that, not the bytes
@@ -365,15 +371,25 @@ func (p *Plan) Report(w io.Writer, written bool) error {
 	return err
 }
 
+// summary says how a server is reached, without what may be a credential:
+// a URL's password and query (?api_key=…) are left out.
 func summary(c *spec.McpConnection) string {
 	if c.Spec.Stdio != nil {
+		if looksLikeCredential("", c.Spec.Stdio.Command) {
+			return "stdio: (the command is not shown: it looks like a credential)"
+		}
 		return "stdio: " + c.Spec.Stdio.Command
 	}
-	u := c.Spec.HTTP.URL
-	if parsed, err := url.Parse(u); err == nil {
-		u = parsed.Redacted()
+	parsed, err := url.Parse(c.Spec.HTTP.URL)
+	if err != nil {
+		return c.Spec.TransportName() + ": (a URL that does not parse)"
 	}
-	return c.Spec.TransportName() + ": " + u
+	query := ""
+	if parsed.RawQuery != "" || parsed.ForceQuery {
+		query = "?…"
+	}
+	parsed.RawQuery, parsed.ForceQuery, parsed.Fragment, parsed.RawFragment = "", false, "", ""
+	return c.Spec.TransportName() + ": " + parsed.Redacted() + query
 }
 
 func oneLine(err error) string {

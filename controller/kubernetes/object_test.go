@@ -62,7 +62,7 @@ func TestDecodeObject(t *testing.T) {
 	for _, tc := range []struct{ name, doc, want string }{
 		{"a name the API server accepts, a connection cannot have",
 			strings.Replace(valid, "name: github", "name: git.hub", 1),
-			`McpConnection team/git.hub: metadata.name: invalid name "git.hub": must be a DNS-1123 label`},
+			`McpConnection team/git.hub: metadata.name: invalid name: must be a DNS-1123 label`},
 		{"two transports",
 			strings.Replace(valid, "  http:\n", "  stdio: {command: srv}\n  http:\n", 1),
 			"McpConnection team/github: spec: stdio and http are mutually exclusive: set exactly one"},

@@ -34,24 +34,40 @@ func Path(root, statusDir, manifestPath string) string {
 	return filepath.Join(statusDir, rel)
 }
 
+// DefaultWriteInterval is tether run's --status-write-interval: at most
+// four writes a second of one status file (docs/contract.md §5a).
+const DefaultWriteInterval = 250 * time.Millisecond
+
 // Writer owns the status files: it is the StatusSink of tether run on a
 // manifest tree. It keeps the latest status document of every connection,
 // renders each manifest's status file (one document per connection, in
-// manifest order), and writes it atomically (temp file + rename) only when
-// its bytes change. Its maps have one lock; each status file has a lock of
-// its own, held while it is rendered and written, so writes of different
-// files run in parallel and writes of one file happen in the order their
-// content was decided.
+// manifest order, together at most MaxFileSize bytes), and writes it
+// atomically (temp file + rename) only when its bytes change, at most once
+// per write interval (SetWriteInterval). Its maps have one lock; each
+// status file has a lock of its own, held while it is rendered and
+// written, so writes of different files run in parallel and writes of one
+// file happen in the order their content was decided.
 type Writer struct {
 	root, statusDir string
 	order           func(manifest string) []string
+	interval        time.Duration
 
 	mu       sync.Mutex
-	rendered map[string][]byte      // connection name → its rendered document
-	rejected map[string][]rejected  // manifest → its rejected documents, after the connections'
-	written  map[string]string      // connection name → the manifest whose status file has it
-	files    map[string][]byte      // status path → bytes on disk (nil: absent)
-	locks    map[string]*sync.Mutex // status path → its write lock
+	rendered map[string]*document  // connection name → its status document
+	rejected map[string][]rejected // manifest → its rejected documents, after the connections'
+	written  map[string]string     // connection name → the manifest whose status file has it
+	files    map[string][]byte     // status path → bytes on disk (nil: absent)
+	state    map[string]*fileState // status path → its write lock and pace
+	closed   bool                  // Close ran: write at once from now on
+}
+
+// fileState paces the writes of one status file.
+type fileState struct {
+	mu       sync.Mutex  // held while the file is rendered and written
+	manifest string      // the manifest the file is the status of
+	last     time.Time   // when it was last written
+	due      *time.Timer // a write put off by the interval, while one is
+	err      error       // why the last put-off write failed, for the next caller
 }
 
 // NewWriter returns a writer for the tree at root. order lists the
@@ -61,12 +77,46 @@ func NewWriter(root, statusDir string, order func(manifest string) []string) *Wr
 		root:      root,
 		statusDir: statusDir,
 		order:     order,
-		rendered:  map[string][]byte{},
+		rendered:  map[string]*document{},
 		rejected:  map[string][]rejected{},
 		written:   map[string]string{},
 		files:     map[string][]byte{},
-		locks:     map[string]*sync.Mutex{},
+		state:     map[string]*fileState{},
 	}
+}
+
+// SetWriteInterval makes each status file be written at most once per d
+// (0: whenever its content changes), so that a manifest whose connections
+// flap costs a few writes a second, not one per change. A change within d
+// of the last write is written when d has passed, with whatever the
+// content is then: the last state is always written. Close writes what is
+// still due at once. Call it before the first Put.
+func (w *Writer) SetWriteInterval(d time.Duration) { w.interval = d }
+
+// Close writes at once every change still put off by the write interval,
+// and every later one as it comes: the final status at shutdown is not
+// delayed.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	w.closed = true
+	states := make([]*fileState, 0, len(w.state))
+	for _, fs := range w.state {
+		states = append(states, fs)
+	}
+	w.mu.Unlock()
+	var errs []error
+	for _, fs := range states {
+		fs.mu.Lock()
+		pending := fs.due != nil
+		if pending {
+			fs.due.Stop()
+		}
+		fs.mu.Unlock()
+		if pending {
+			errs = append(errs, w.sync(fs.manifest, func() {}, true))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Path returns the status file of a manifest.
@@ -164,8 +214,8 @@ func (w *Writer) Put(e desired.Entry, st spec.ConnectionStatus) error {
 			return err
 		}
 	}
-	b := render(&doc)
-	if err := w.flush(e.Origin, func() { w.rendered[e.Name] = b }); err != nil {
+	d := newDocument(doc)
+	if err := w.flush(e.Origin, func() { w.rendered[e.Name] = d }); err != nil {
 		return err
 	}
 	// Only now is the status where e.Origin says: a failed write above
@@ -179,7 +229,7 @@ func (w *Writer) Put(e desired.Entry, st spec.ConnectionStatus) error {
 // rejected is the status document of a document the tree's rules refused.
 type rejected struct {
 	manifest.Rejected
-	rendered []byte
+	doc *document
 }
 
 // SetRejected records the documents the tree's rules refused, by manifest
@@ -209,7 +259,7 @@ func (w *Writer) SetRejected(byFile map[string][]manifest.Rejected, now time.Tim
 				APIVersion: spec.APIVersion, Kind: spec.Kind, Metadata: spec.ObjectMeta{Name: r.Name},
 				Status: spec.InvalidStatus(r.Error, now.UTC().Truncate(time.Second)),
 			}
-			next[file] = append(next[file], rejected{Rejected: r, rendered: render(&doc)})
+			next[file] = append(next[file], rejected{Rejected: r, doc: newDocument(doc)})
 		}
 		if !same {
 			touched = append(touched, file)
@@ -252,38 +302,52 @@ func (w *Writer) Delete(name string) error {
 }
 
 // flush applies update to the documents and brings the manifest's status
-// file in line with them.
+// file in line with them, now or, within the write interval of its last
+// write, once the interval has passed.
 func (w *Writer) flush(manifest string, update func()) error {
+	return w.sync(manifest, update, false)
+}
+
+// sync is flush; due says the write put off by the interval is what runs.
+func (w *Writer) sync(manifest string, update func(), due bool) error {
 	order := w.order(manifest)
 	path := w.Path(manifest)
 	w.mu.Lock()
-	lock := w.locks[path]
-	if lock == nil {
-		lock = &sync.Mutex{}
-		w.locks[path] = lock
+	fs := w.state[path]
+	if fs == nil {
+		fs = &fileState{manifest: manifest}
+		w.state[path] = fs
 	}
 	w.mu.Unlock()
-	lock.Lock()
-	defer lock.Unlock()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if due {
+		fs.due = nil
+	}
 
 	w.mu.Lock()
 	update()
-	var buf bytes.Buffer
+	closed := w.closed
+	if fs.due != nil && !closed {
+		// A write is due already: it takes the documents as they are then.
+		w.mu.Unlock()
+		return fs.err
+	}
+	var docs []*document
 	for _, name := range order {
-		b, ok := w.rendered[name]
-		if !ok {
-			continue
+		if d, ok := w.rendered[name]; ok {
+			docs = append(docs, d)
 		}
-		if buf.Len() > 0 {
-			buf.WriteString("---\n")
-		}
-		buf.Write(b)
 	}
 	for _, r := range w.rejected[manifest] {
-		if buf.Len() > 0 {
-			buf.WriteString("---\n")
+		docs = append(docs, r.doc)
+	}
+	var buf bytes.Buffer
+	for i, b := range fitDocuments(docs, MaxFileSize) {
+		if i > 0 {
+			buf.WriteString(separator)
 		}
-		buf.Write(r.rendered)
+		buf.Write(b)
 	}
 	have, known := w.files[path]
 	w.mu.Unlock()
@@ -297,20 +361,41 @@ func (w *Writer) flush(manifest string, update func()) error {
 			have = b
 		}
 	}
-	switch {
-	case len(want) == 0 && known && have == nil:
+	if len(want) == 0 && known && have == nil || len(want) > 0 && have != nil && bytes.Equal(have, want) {
+		fs.err = nil
+		w.mu.Lock()
+		w.files[path] = have
+		w.mu.Unlock()
 		return nil
-	case len(want) == 0:
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing status file: %w", err)
+	}
+	if wait := w.interval - time.Since(fs.last); !closed && w.interval > 0 && wait > 0 {
+		fs.due = time.AfterFunc(wait, func() { _ = w.sync(manifest, func() {}, true) })
+		return fs.err
+	}
+	var err error
+	if len(want) == 0 {
+		if err = os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			err = fmt.Errorf("removing status file: %w", err)
+		} else {
+			err = nil
 		}
 		want = nil
-	case have != nil && bytes.Equal(have, want):
-	default:
-		if err := atomicfile.Write(path, want, 0o644, 0o755); err != nil {
-			return fmt.Errorf("writing status file: %w", err)
-		}
+	} else if err = atomicfile.Write(path, want, 0o644, 0o755); err != nil {
+		err = fmt.Errorf("writing status file: %w", err)
 	}
+	if err != nil {
+		if due && !closed && w.interval > 0 {
+			// Nobody waits for this write: try again, and tell the next
+			// caller why it has not landed.
+			fs.err = err
+			fs.due = time.AfterFunc(w.interval, func() { _ = w.sync(manifest, func() {}, true) })
+		}
+		return err
+	}
+	// Only a write that landed counts for the interval: after a failed
+	// one the caller's retry (its backoff) writes again at once.
+	fs.last = time.Now()
+	fs.err = nil
 	w.mu.Lock()
 	w.files[path] = want
 	w.mu.Unlock()
