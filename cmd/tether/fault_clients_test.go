@@ -71,7 +71,7 @@ func slowBody(addr string) (net.Conn, error) {
 }
 
 // TestFaultSlowBodies: more connections than tether has descriptors, each
-// sending one byte of a long body (row C1). tether accepts no more than
+// sending one byte of a long body (row C1). tether holds no more than
 // --max-connections at a time, so a killed stdio child restarts and its
 // status file is written meanwhile; the body deadline closes every attack
 // connection; then a client initializes and calls at once.
