@@ -71,7 +71,7 @@ func slowBody(addr string) (net.Conn, error) {
 }
 
 // TestFaultSlowBodies: more connections than tether has descriptors, each
-// sending one byte of a long body (row C1). tether accepts no more than
+// sending one byte of a long body (row C1). tether holds no more than
 // --max-connections at a time, so a killed stdio child restarts and its
 // status file is written meanwhile; the body deadline closes every attack
 // connection; then a client initializes and calls at once.
@@ -145,6 +145,76 @@ func TestFaultSlowBodies(t *testing.T) {
 	}
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", tt.cmd.Process.Pid)); err == nil && len(fds) >= nofile/2 {
 		t.Errorf("tether holds %d descriptors after the attack ended", len(fds))
+	}
+}
+
+// TestFaultSlowBodiesServedDuring: the slow-body attack of row C1 goes on
+// (a body deadline far beyond the test), and a legitimate client
+// initializes and calls meanwhile (row C7): at --max-connections the
+// gateway closes the connection stalled the longest to admit a new one,
+// rather than leaving the new one in the backlog behind the attack.
+func TestFaultSlowBodiesServedDuring(t *testing.T) {
+	const (
+		nofile  = 256
+		attack  = 320
+		maxConn = 64
+	)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "be.yaml")
+	writeFile(t, m, faultManifest(t, "be", nil, quick))
+	tt, ep := startTetherNofile(t, dir, nofile, "--max-connections", fmt.Sprint(maxConn), "--request-read-timeout", "10m")
+	waitStatus(t, m, "be", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+
+	addr := strings.TrimSuffix(strings.TrimPrefix(ep.gateway, "http://"), "/mcp")
+	conns := make([]net.Conn, 0, attack)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range attack {
+		c, err := slowBody(addr)
+		if err != nil {
+			t.Fatalf("opening attack connection %d: %v", len(conns), err)
+		}
+		conns = append(conns, c)
+	}
+
+	// The legitimate client, while the attack holds every slot.
+	s := connectClient(t, ep)
+	res, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "served"})
+	if err != nil || res.IsError || len(res.Content) == 0 {
+		t.Fatalf("a call during the attack: %v %+v", err, res)
+	}
+
+	// The attack was still on: attack connections tether has not closed
+	// (a read times out rather than ending) were open during the call, as
+	// none is reopened; and no more than the bound of them.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open := 0
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			_, err := io.Copy(io.Discard, c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				mu.Lock()
+				open++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if open == 0 || open > maxConn {
+		t.Errorf("%d attack connections open after the call, want between 1 and %d (--max-connections)", open, maxConn)
+	}
+	if !strings.Contains(tt.logs.String(), "gateway at its connection bound") {
+		t.Errorf("no WARN about the connections closed at the bound")
+	}
+	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", tt.cmd.Process.Pid)); err == nil && len(fds) >= nofile/2+32 {
+		t.Errorf("tether holds %d descriptors under the attack (bound %d connections)", len(fds), maxConn)
 	}
 }
 

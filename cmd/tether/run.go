@@ -147,7 +147,7 @@ status.`,
 	f.IntVar(&o.maxNameLength, "max-name-length", gateway.DefaultMaxNameLength, "the longest tool or prompt name (prefix included, in characters) the gateway exposes; a longer one is not exposed and is reported in its connection's status")
 	// Limits on what clients send (docs/contract.md, "Limits on what clients send").
 	f.DurationVar(&o.requestReadTimeout, "request-read-timeout", gateway.DefaultRequestReadTimeout, "bound on the arrival of a gateway request's body once its headers are in; a slower client's connection is closed")
-	f.IntVar(&o.maxConnections, "max-connections", gateway.DefaultMaxConnections, "bound on the gateway's open client connections (lowered to half the descriptor limit); more wait to be accepted")
+	f.IntVar(&o.maxConnections, "max-connections", gateway.DefaultMaxConnections, "bound on the gateway's open client connections (lowered to half the descriptor limit); at the bound the one stalled the longest is closed for a new one")
 	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil, "Origin values the gateway and /metrics admit (scheme://host[:port], \"*\"); loopback origins always; a request with another Origin gets 403")
 	f.IntVar(&o.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "bound on the gateway's HTTP sessions; past it the least recently used idle one is closed, or a new one refused (503) when all are busy")
 	f.IntVar(&o.maxSessionsClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "bound on the sessions of one client (a bearer token; without --auth-token-file every client is the same client); past it as --max-sessions, refused with 429")

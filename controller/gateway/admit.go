@@ -54,24 +54,33 @@ const (
 // so a call that runs for minutes afterwards is not cut off (net/http's
 // ReadTimeout would cancel it: a read deadline that passes while the
 // server watches the connection for a close ends the request's context).
+//
+// A request is in once its body is: from then on its connection is serving
+// and never shed at --max-connections (connlimit.go); until then it is
+// stalled, and the one stalled the longest makes room for a new client.
 func withBodyDeadline(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			markServing(r.Context())
 			next.ServeHTTP(w, r)
 			return
 		}
 		rc := http.NewResponseController(w)
+		b := &deadlineBody{ReadCloser: r.Body, ctx: r.Context()}
 		if rc.SetReadDeadline(time.Now().Add(d)) == nil {
-			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			b.rc = rc
 		}
+		r.Body = b
 		next.ServeHTTP(w, r)
 	})
 }
 
-// deadlineBody lifts the read deadline once the body is read to its end.
+// deadlineBody lifts the read deadline (if rc is set) once the body is read
+// to its end, and marks its connection serving.
 type deadlineBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
+	ctx  context.Context
 	done bool
 }
 
@@ -79,7 +88,10 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF && !b.done {
 		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
+		markServing(b.ctx)
+		if b.rc != nil {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
 	}
 	return n, err
 }

@@ -136,7 +136,7 @@ type Options struct {
 	//
 	// RequestReadTimeout bounds the arrival of a request body once its
 	// headers are in; MaxConnections bounds the open client connections
-	// (more wait to be accepted).
+	// (at the bound the one stalled the longest is shed, connlimit.go).
 	RequestReadTimeout time.Duration
 	MaxConnections     int
 	// AllowedOrigins admits requests by their Origin header; the zero

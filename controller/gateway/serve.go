@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/net/netutil"
 
 	"github.com/tether-mcp/tether/controller/boundedfile"
 )
@@ -132,9 +131,16 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 			}
 		}
 	}()
-	// Connections past the limit wait in the listen backlog (the kernel's,
-	// not tether's descriptors) until one closes.
-	ln = netutil.LimitListener(ln, g.opts.MaxConnections)
+	// At the bound, the connection stalled the longest makes room for a new
+	// one; when all are serving, the new one is closed at once rather than
+	// left to wait in the backlog (connlimit.go).
+	lim := newConnLimiter(g.opts.MaxConnections)
+	srv.ConnState = lim.connState
+	srv.ConnContext = connContext
+	ln = &limitListener{Listener: ln, l: lim, warn: func(shed, refused int64) {
+		g.log.Warn("gateway at its connection bound: closed stalled connections to admit new ones, and new ones when none was stalled (--max-connections)",
+			"shed", shed, "refused", refused, "max", lim.max)
+	}}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	g.log.Info("gateway listening", "addr", ln.Addr().String(), "path", Path, "auth", token != nil)

@@ -1,0 +1,206 @@
+package gateway
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The bound on the gateway's open client connections (--max-connections,
+// docs/contract.md, "Limits on what clients send"). A listener that stopped
+// accepting at the bound kept descriptors bounded but let a flood of
+// stalled connections (a POST's headers and one byte of its body) hold
+// every slot until the body deadline, and a legitimate client waited in the
+// kernel's backlog behind the whole flood (20,000 connections drained in
+// 9.5 minutes). The gateway accepts instead, and at the bound closes the
+// connection that has stalled the longest to make room: a client that has
+// sent its request is served at once, an attacker that sends nothing more
+// loses its slot.
+
+// Phases of a client connection, as the shedding policy sees them.
+const (
+	// connWaiting: no request in progress — a new connection whose request
+	// headers are not in yet. Sheddable.
+	connWaiting int32 = iota
+	// connBody: a request's handler runs but its body has not arrived in
+	// full. Sheddable: a client that sends its body promptly leaves this
+	// phase before it could be the longest stalled.
+	connBody
+	// connIdle: a keep-alive connection between requests. Sheddable, but
+	// after every stalled request: it is a legitimate client's as often as
+	// not, and a closed idle connection costs it a reconnect.
+	connIdle
+	// connServing: a request was read in full and is being answered (a
+	// call, an SSE stream). Never shed.
+	connServing
+)
+
+// connLimiter holds the gateway's open connections, at most max.
+type connLimiter struct {
+	max int
+
+	mu    sync.Mutex
+	conns map[*limitedConn]struct{}
+
+	shed, refused atomic.Int64 // connections closed at the bound (tests, logs)
+	warnedAt      atomic.Int64 // unix nanoseconds of the last WARN
+}
+
+func newConnLimiter(max int) *connLimiter {
+	return &connLimiter{max: max, conns: make(map[*limitedConn]struct{}, max)}
+}
+
+// limitedConn is a client connection the limiter holds, with its phase and
+// the time of its last progress (accepted, a byte read, a phase entered).
+type limitedConn struct {
+	net.Conn
+	l     *connLimiter
+	phase atomic.Int32
+	since atomic.Int64 // unix nanoseconds
+}
+
+func (c *limitedConn) enter(phase int32) {
+	c.phase.Store(phase)
+	c.since.Store(time.Now().UnixNano())
+}
+
+// Read counts every byte that arrives as progress: a client trickling its
+// body is stalled since its last byte, not since its request began.
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.since.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+func (c *limitedConn) Close() error {
+	c.l.release(c)
+	return c.Conn.Close()
+}
+
+// admit takes c into the limiter. At the bound it picks the connection to
+// shed for it (the caller closes it, outside the lock); when every held
+// connection is serving, c is refused.
+func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
+	lc = &limitedConn{Conn: c, l: l}
+	lc.enter(connWaiting)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.conns) >= l.max {
+		victim = l.victim()
+		if victim == nil {
+			return nil, nil, false
+		}
+		delete(l.conns, victim)
+	}
+	l.conns[lc] = struct{}{}
+	return lc, victim, true
+}
+
+// victim is the connection stalled the longest: of those waiting for a
+// request or its body, the one with the oldest progress; failing those,
+// the oldest idle one; nil if every connection is serving. Linear: it runs
+// only at the bound, over max connections.
+func (l *connLimiter) victim() *limitedConn {
+	var best *limitedConn
+	var bestPhase int32
+	var bestSince int64
+	for c := range l.conns {
+		p := c.phase.Load()
+		if p == connServing {
+			continue
+		}
+		if p == connBody {
+			p = connWaiting // one class: a request not yet in
+		}
+		s := c.since.Load()
+		if best == nil || p < bestPhase || (p == bestPhase && s < bestSince) {
+			best, bestPhase, bestSince = c, p, s
+		}
+	}
+	return best
+}
+
+func (l *connLimiter) release(c *limitedConn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+}
+
+// connState follows net/http's view of each connection (http.Server's
+// ConnState): headers are read in StateNew or StateIdle, StateActive is
+// entered with a request's headers in, before its handler runs.
+func (l *connLimiter) connState(nc net.Conn, s http.ConnState) {
+	c, ok := nc.(*limitedConn)
+	if !ok {
+		return
+	}
+	switch s {
+	case http.StateActive:
+		c.enter(connBody) // serving once the body is in (markServing)
+	case http.StateIdle:
+		c.enter(connIdle)
+	}
+}
+
+// connKey carries a request's *limitedConn in its context.
+type connKey struct{}
+
+func connContext(ctx context.Context, nc net.Conn) context.Context {
+	if c, ok := nc.(*limitedConn); ok {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	return ctx
+}
+
+// markServing moves the connection of the request whose context is ctx to
+// connServing: its request is in, and it is never shed while answered.
+func markServing(ctx context.Context) {
+	if c, ok := ctx.Value(connKey{}).(*limitedConn); ok {
+		c.enter(connServing)
+	}
+}
+
+// limitListener is ln with the limiter's admission on every Accept. The
+// descriptors of client connections stay at most max (plus, for an
+// instant, the one being admitted).
+type limitListener struct {
+	net.Listener
+	l    *connLimiter
+	warn func(shed, refused int64)
+}
+
+func (ll *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := ll.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		lc, victim, ok := ll.l.admit(c)
+		if victim != nil {
+			_ = victim.Conn.Close()
+			ll.noteShed(&ll.l.shed)
+		}
+		if !ok {
+			_ = c.Close()
+			ll.noteShed(&ll.l.refused)
+			continue
+		}
+		return lc, nil
+	}
+}
+
+// noteShed counts a closed connection and WARNs once a minute at most: a
+// flood must not flood the log.
+func (ll *limitListener) noteShed(n *atomic.Int64) {
+	n.Add(1)
+	now := time.Now().UnixNano()
+	last := ll.l.warnedAt.Load()
+	if now-last > int64(time.Minute) && ll.l.warnedAt.CompareAndSwap(last, now) && ll.warn != nil {
+		ll.warn(ll.l.shed.Load(), ll.l.refused.Load())
+	}
+}

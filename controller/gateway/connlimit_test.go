@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pipeConn is one end of an in-memory connection; the other end is closed
+// with the test.
+func pipeConn(t *testing.T) net.Conn {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a
+}
+
+// held admits a connection into l in phase, stalled since at.
+func held(t *testing.T, l *connLimiter, phase int32, at time.Time) *limitedConn {
+	t.Helper()
+	c, victim, ok := l.admit(pipeConn(t))
+	if !ok || victim != nil {
+		t.Fatalf("admitting below the bound: ok=%v victim=%v", ok, victim)
+	}
+	c.phase.Store(phase)
+	c.since.Store(at.UnixNano())
+	return c
+}
+
+// TestConnLimiterSheds: at the bound, the connection stalled the longest
+// makes room (a request not yet in before an idle keep-alive one, the
+// oldest progress first); a serving connection is never shed; when every
+// connection serves, the new one is refused.
+func TestConnLimiterSheds(t *testing.T) {
+	t0 := time.Now().Add(-time.Hour)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+	l := newConnLimiter(5)
+	serving := held(t, l, connServing, at(0)) // the oldest of all
+	idle := held(t, l, connIdle, at(1))
+	body := held(t, l, connBody, at(3))
+	waiting := held(t, l, connWaiting, at(2))
+	young := held(t, l, connBody, at(4))
+
+	for i, want := range []*limitedConn{waiting, body, young, idle} {
+		c, victim, ok := l.admit(pipeConn(t))
+		if !ok || victim != want {
+			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
+		}
+		c.enter(connServing)
+	}
+	// Now five serving connections: the next is refused, nothing shed.
+	if _, victim, ok := l.admit(pipeConn(t)); ok || victim != nil {
+		t.Fatalf("every connection serving: admitted=%v, shed %p; want refused", ok, victim)
+	}
+	if len(l.conns) != 5 {
+		t.Fatalf("the limiter holds %d connections, want 5", len(l.conns))
+	}
+	if _, ok := l.conns[serving]; !ok {
+		t.Fatal("a serving connection was shed")
+	}
+	// A connection that closes frees its slot.
+	serving.Close()
+	if _, victim, ok := l.admit(pipeConn(t)); !ok || victim != nil {
+		t.Fatalf("after a close: admitted=%v, shed %p; want admitted, nothing shed", ok, victim)
+	}
+}
+
+// TestConnLimiterProgress: a byte that arrives is progress, so a client
+// trickling its body is stalled since its last byte.
+func TestConnLimiterProgress(t *testing.T) {
+	l := newConnLimiter(2)
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	old := time.Now().Add(-time.Hour)
+	trickle := held(t, l, connBody, old)
+	trickle.Conn = a
+	silent := held(t, l, connBody, old.Add(time.Second))
+	go func() { _, _ = b.Write([]byte("{")) }()
+	if _, err := trickle.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, victim, _ := l.admit(pipeConn(t)); victim != silent {
+		t.Fatalf("shed %p, want the silent connection %p, not the one that just sent a byte", victim, silent)
+	}
+}
+
+// TestConnLimiterPhases: net/http's states and the body's arrival move a
+// real connection through the phases: its request's headers in, it is
+// stalled until its body is in, then serving; without a body, serving at
+// once.
+func TestConnLimiterPhases(t *testing.T) {
+	l := newConnLimiter(4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases := make(chan int32, 4)
+	phaseOf := func(r *http.Request) int32 {
+		return r.Context().Value(connKey{}).(*limitedConn).phase.Load()
+	}
+	h := withBodyDeadline(time.Minute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		phases <- phaseOf(r)
+		_, _ = io.ReadAll(r.Body)
+		phases <- phaseOf(r)
+	}))
+	srv := &http.Server{Handler: h, ConnState: l.connState, ConnContext: connContext}
+	go func() { _ = srv.Serve(&limitListener{Listener: ln, l: l}) }()
+	defer srv.Shutdown(context.Background())
+
+	resp, err := http.Post("http://"+ln.Addr().String(), "application/json", strings.NewReader(`{"x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if before, after := <-phases, <-phases; before != connBody || after != connServing {
+		t.Errorf("phases before and after the body: %d, %d; want %d, %d", before, after, connBody, connServing)
+	}
+	resp, err = http.Get("http://" + ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if before, after := <-phases, <-phases; before != connServing || after != connServing {
+		t.Errorf("phases of a request without a body: %d, %d; want %d", before, after, connServing)
+	}
+}
