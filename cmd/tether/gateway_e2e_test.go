@@ -199,6 +199,24 @@ func TestGatewayEndToEnd(t *testing.T) {
 		if evh.Resources.Exposed > ev.Resources.Exposed {
 			owner, loser, ownerName, loserName = evh, ev, "evh", "ev"
 		}
+		// Each side's status is written by its own reconcile: the owner's
+		// kept entries may land after the loser's lost ones. Wait for both
+		// to show the collision.
+		hasResourceCollision := func(kept bool) func(spec.ConnectionStatus) bool {
+			return func(st spec.ConnectionStatus) bool {
+				if !connectedWithCatalog(st) {
+					return false
+				}
+				for _, c := range st.Collisions {
+					if strings.HasPrefix(c.Tool, "resource:") && c.Kept == kept {
+						return true
+					}
+				}
+				return false
+			}
+		}
+		owner = waitStatus(t, filepath.Join(dir, ownerName+".yaml"), ownerName, 20*time.Second, "resources kept", hasResourceCollision(true))
+		loser = waitStatus(t, filepath.Join(dir, loserName+".yaml"), loserName, 20*time.Second, "resources lost", hasResourceCollision(false))
 		if owner.Prompts.Count == 0 || owner.Prompts.Exposed != owner.Prompts.Count || owner.Resources.Count == 0 || owner.Resources.Exposed != owner.Resources.Count {
 			t.Errorf("%s: prompts %+v, resources %+v; want some, all exposed", ownerName, owner.Prompts, owner.Resources)
 		}
