@@ -42,12 +42,12 @@ func TestRunFirstListing(t *testing.T) {
 				OnSynced: func(map[string]bool) { events = append(events, "OnSynced") },
 			}, desired.NewStore())
 			src.afterList = func([]string) { listings++ }
-			// Cancelled from synced, Run still tells the first changes, which
-			// come before its loop, and then returns: events holds all it told.
+			// Cancelled before it starts, Run still makes and tells its first
+			// listing, and then returns: events holds all it told.
 			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
+			cancel()
 			changed := func(names []string) { events = append(events, "changed "+strings.Join(names, " ")) }
-			synced := func() { events = append(events, "synced"); cancel() }
+			synced := func() { events = append(events, "synced") }
 			if err := src.Run(ctx, changed, synced); err != nil {
 				t.Fatal(err)
 			}
