@@ -33,14 +33,16 @@ func (d *Debouncer) Kick() {
 		d.timer = time.NewTimer(d.Quiet)
 		return
 	}
-	// Keep waiting while events keep coming, up to MaxDelay.
-	wait := d.Quiet
-	if d.MaxDelay > 0 {
-		if rest := d.MaxDelay - now.Sub(d.first); rest < wait {
-			wait = max(rest, 0)
-		}
+	d.timer.Reset(d.delay(now))
+}
+
+// delay is how long a burst that goes on at now waits for quiet: Quiet,
+// cut short so that C fires no later than MaxDelay after the first event.
+func (d *Debouncer) delay(now time.Time) time.Duration {
+	if d.MaxDelay <= 0 {
+		return d.Quiet
 	}
-	d.timer.Reset(wait)
+	return max(min(d.Quiet, d.MaxDelay-now.Sub(d.first)), 0)
 }
 
 // Done ends the burst C fired for.

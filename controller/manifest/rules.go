@@ -1,9 +1,10 @@
 package manifest
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/desired"
@@ -59,7 +60,7 @@ type claim struct {
 // rejected lists, by file, the documents refused for their name.
 func Resolve(prev map[string]desired.Entry, files []File) (next map[string]desired.Entry, problems Problems, rejected map[string][]Rejected) {
 	files = append([]File(nil), files...)
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 
 	claims := map[string][]claim{}
 	problems = Problems{}
@@ -150,7 +151,7 @@ func Resolve(prev map[string]desired.Entry, files []File) (next map[string]desir
 		next[name] = e
 	}
 	for _, rs := range rejected {
-		sort.Slice(rs, func(i, j int) bool { return rs[i].Index < rs[j].Index })
+		slices.SortFunc(rs, func(a, b Rejected) int { return cmp.Compare(a.Index, b.Index) })
 	}
 	return next, problems, rejected
 }

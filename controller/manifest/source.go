@@ -263,12 +263,10 @@ func (s *Source) relist(w *fsnotify.Watcher) (rootOK, growing bool) {
 		if added && pass < maxRelistPasses {
 			continue
 		}
-		switch {
-		case err == nil:
-		case errors.Is(err, fs.ErrNotExist):
+		if errors.Is(err, fs.ErrNotExist) {
 			s.log.Warn("the manifest directory is gone; its connections are removed until it is back",
 				"dir", s.opts.Root)
-		default:
+		} else if err != nil {
 			s.log.Warn("cannot list the manifest directory; keeping the last listing until it can",
 				"dir", s.opts.Root, "err", err)
 		}
@@ -345,12 +343,9 @@ func linkParents(root string) []string {
 // sync lists the tree, re-reads changed files, replaces the desired state
 // and reports changes. It returns the directories to watch.
 func (s *Source) sync() ([]string, error) {
+	// A root that is gone lists as an empty tree: so are its manifests.
 	tree, err := ListTree(s.opts.Root)
-	switch {
-	case err == nil:
-	case errors.Is(err, fs.ErrNotExist):
-		tree = Tree{} // the directory is gone: so are its manifests
-	default:
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		// The root cannot be read now (permissions, EMFILE): what it holds
 		// is unknown, not gone. Keep every connection and every watch.
 		return s.lastDirs, err
@@ -369,21 +364,13 @@ func (s *Source) sync() ([]string, error) {
 	}
 	// Files known before under a directory that cannot be read now keep
 	// their connections, with the error, as an unreadable file does.
-	if len(tree.Unreadable) > 0 {
+	for dir, derr := range tree.Unreadable {
+		s.log.Warn("cannot list a directory of the manifest tree; keeping what it declared", "dir", dir, "err", derr)
 		for path := range s.files() {
-			if seen[path] {
-				continue
+			if !seen[path] && strings.HasPrefix(path, dir+string(filepath.Separator)) {
+				seen[path] = true
+				files = append(files, File{Path: path, Err: fmt.Errorf("%s: directory %s cannot be read: %w", path, dir, derr)})
 			}
-			for dir, derr := range tree.Unreadable {
-				if strings.HasPrefix(path, dir+string(filepath.Separator)) {
-					seen[path] = true
-					files = append(files, File{Path: path, Err: fmt.Errorf("%s: directory %s cannot be read: %w", path, dir, derr)})
-					break
-				}
-			}
-		}
-		for dir, derr := range tree.Unreadable {
-			s.log.Warn("cannot list a directory of the manifest tree; keeping what it declared", "dir", dir, "err", derr)
 		}
 	}
 	s.lastDirs = tree.Dirs

@@ -50,4 +50,7 @@ func TestListTree(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("files = %v, want %v", got, want)
 	}
+	if tree.Unreadable != nil || tree.BadIgnoreFiles != nil {
+		t.Errorf("a readable tree reported unreadable directories %v, bad ignore files %v", tree.Unreadable, tree.BadIgnoreFiles)
+	}
 }

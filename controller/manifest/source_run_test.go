@@ -1,0 +1,121 @@
+package manifest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tether-mcp/tether/controller/desired"
+)
+
+// TestRunFirstListing: Run lists a flat tree once, calls OnSynced, then
+// synced, then tells the first listing's changes to Run's changed (which
+// replaces OnChange); a first listing that changed nothing tells nothing.
+func TestRunFirstListing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files []string
+		want  []string
+	}{
+		{"one manifest", []string{"a"}, []string{"OnSynced", "synced", "changed a"}},
+		{"empty tree", nil, []string{"OnSynced", "synced"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for _, n := range tc.files {
+				if err := os.WriteFile(filepath.Join(root, n+".yaml"), []byte(manifest(n, "")), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var events []string
+			listings := 0
+			src := NewSource(SourceOptions{
+				Root:     root,
+				Resync:   time.Hour,
+				OnChange: func([]string) { events = append(events, "OnChange") },
+				OnSynced: func(map[string]bool) { events = append(events, "OnSynced") },
+			}, desired.NewStore())
+			src.afterList = func([]string) { listings++ }
+			// Cancelled before it starts, Run still makes and tells its first
+			// listing, and then returns: events holds all it told.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			changed := func(names []string) { events = append(events, "changed "+strings.Join(names, " ")) }
+			synced := func() { events = append(events, "synced") }
+			if err := src.Run(ctx, changed, synced); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(events, tc.want) {
+				t.Errorf("events = %q, want %q", events, tc.want)
+			}
+			if listings != 1 {
+				t.Errorf("the first listing of a flat tree took %d passes, want 1 (the root is watched before it)", listings)
+			}
+		})
+	}
+}
+
+// TestRunResyncTellsEveryName: a resync re-lists and tells every name,
+// changed or not.
+func TestRunResyncTellsEveryName(t *testing.T) {
+	root := t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(root, n+".yaml"), []byte(manifest(n, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var calls [][]string
+	d := desired.NewStore()
+	src := NewSource(SourceOptions{Root: root, Resync: 10 * time.Millisecond, OnChange: func(names []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, slices.Sorted(slices.Values(names)))
+	}}, d)
+	runSource(t, src)
+	waitDesired(t, d, "two calls: the first listing and a resync", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) >= 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i, c := range calls[:2] {
+		if want := []string{"a", "b"}; !reflect.DeepEqual(c, want) {
+			t.Errorf("call %d = %v, want %v", i, c, want)
+		}
+	}
+}
+
+// TestRunFindsRecreatedRoot: a removed root has no watch left; Run polls
+// for it and lists it again once it is back.
+func TestRunFindsRecreatedRoot(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "m")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "a.yaml"), []byte(manifest("a", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := desired.NewStore()
+	src := NewSource(SourceOptions{Root: root, Debounce: 10 * time.Millisecond, Resync: time.Hour}, d)
+	runSource(t, src)
+	waitDesired(t, d, "a", func() bool { _, ok := d.Get("a"); return ok })
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	waitDesired(t, d, "a removed with the root", func() bool { _, ok := d.Get("a"); return !ok })
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "b.yaml"), []byte(manifest("b", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitDesired(t, d, "b in the recreated root", func() bool { _, ok := d.Get("b"); return ok })
+}
