@@ -8,9 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/tether-mcp/tether/controller/httpguard"
@@ -464,5 +466,33 @@ func TestBudgetBodyEnd(t *testing.T) {
 	b.end()
 	if got := budget.n.Load(); got != 0 {
 		t.Errorf("after end: %d", got)
+	}
+}
+
+// TestReadBodyGrowsAsBytesArrive: the fast path's buffer for a body of
+// declared length grows with what arrived, never to the declared length
+// before the bytes come; a body that arrives whole is read whole.
+func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
+	const declared = 4 << 20
+	stalled := errors.New("the client stalled")
+	r := httptest.NewRequest(http.MethodPost, Path, io.MultiReader(strings.NewReader("{"), iotest.ErrReader(stalled)))
+	r.ContentLength = declared
+	buf, err := readBody(r, declared+1)
+	if !errors.Is(err, stalled) || string(buf) != "{" {
+		t.Fatalf("a stalled body: %q %v", buf, err)
+	}
+	if cap(buf) > bodyChunk {
+		t.Errorf("one byte of a %d-byte body took a buffer of %d", declared, cap(buf))
+	}
+	whole := strings.Repeat("x", 5*bodyChunk+7)
+	r = httptest.NewRequest(http.MethodPost, Path, strings.NewReader(whole))
+	r.ContentLength = int64(len(whole))
+	if buf, err := readBody(r, declared+1); err != nil || string(buf) != whole {
+		t.Errorf("a whole body: %d bytes, %v", len(buf), err)
+	}
+	r = httptest.NewRequest(http.MethodPost, Path, strings.NewReader(whole[:100]))
+	r.ContentLength = int64(len(whole))
+	if buf, err := readBody(r, declared+1); err != io.ErrUnexpectedEOF || string(buf) != whole[:100] {
+		t.Errorf("a body short of its length: %d bytes, %v", len(buf), err)
 	}
 }
