@@ -430,9 +430,10 @@ func (g *Gateway) errCallsFull() *jsonrpc.Error {
 }
 
 // bodyChunk is the budget a request body takes ahead of its bytes: a
-// client holds at most this much more than it has sent, so the connections
-// the gateway admits (--max-connections, 1024 by default) cannot hold the
-// default budget by declaring long bodies and sending nothing.
+// client that has sent nothing holds this much, so the connections the
+// gateway admits (--max-connections, 1024 by default) cannot hold the
+// default budget by declaring long bodies and sending nothing. (The fast
+// path's buffer takes budget for its room as it grows, readBody.)
 const bodyChunk = 64 << 10
 
 // errBodyBudget fails the read of a body past --max-request-bytes-in-flight.
@@ -510,6 +511,26 @@ func (b *budgetBody) Read(p []byte) (int, error) {
 		b.left -= int64(n)
 	}
 	return n, err
+}
+
+// ahead takes budget for the next k bytes of the body (a buffer about to
+// receive them, readBody), so that what the gateway holds for it stays
+// within the budget; false if the budget has not that much.
+func (b *budgetBody) ahead(k int64) bool {
+	if b.ended || b.refused {
+		return !b.refused
+	}
+	if b.left >= 0 && k > b.left {
+		k = b.left
+	}
+	if need := b.got + k - b.held; need > 0 {
+		if !b.budget.acquire(need) {
+			b.refused = true
+			return false
+		}
+		b.held += need
+	}
+	return true
 }
 
 // end gives back what the body took.

@@ -484,11 +484,25 @@ func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
 	if cap(buf) > bodyChunk {
 		t.Errorf("one byte of a %d-byte body took a buffer of %d", declared, cap(buf))
 	}
+	// Behind the budget: the buffer's room is taken from it before the
+	// bytes come, and a buffer the budget cannot hold is not made.
 	whole := strings.Repeat("x", 5*bodyChunk+7)
-	r = httptest.NewRequest(http.MethodPost, Path, strings.NewReader(whole))
+	budget := &inflight{max: 1 << 20}
+	r = httptest.NewRequest(http.MethodPost, Path, nil)
+	r.Body = &budgetBody{ReadCloser: io.NopCloser(strings.NewReader(whole)), budget: budget, left: int64(len(whole))}
 	r.ContentLength = int64(len(whole))
 	if buf, err := readBody(r, declared+1); err != nil || string(buf) != whole {
 		t.Errorf("a whole body: %d bytes, %v", len(buf), err)
+	}
+	if got := budget.n.Load(); got != int64(len(whole)) {
+		t.Errorf("a whole body of %d bytes holds %d of the budget", len(whole), got)
+	}
+	small := &inflight{max: 2 * bodyChunk}
+	r = httptest.NewRequest(http.MethodPost, Path, nil)
+	r.Body = &budgetBody{ReadCloser: io.NopCloser(strings.NewReader(whole)), budget: small, left: int64(len(whole))}
+	r.ContentLength = int64(len(whole))
+	if buf, err := readBody(r, declared+1); !errors.Is(err, errBodyBudget) || cap(buf) > bodyChunk || small.n.Load() > small.max {
+		t.Errorf("a body past the budget: %d bytes in %d, %v, %d held", len(buf), cap(buf), err, small.n.Load())
 	}
 	r = httptest.NewRequest(http.MethodPost, Path, strings.NewReader(whole[:100]))
 	r.ContentLength = int64(len(whole))
