@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -215,6 +216,61 @@ func TestFaultSlowBodiesServedDuring(t *testing.T) {
 	}
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", tt.cmd.Process.Pid)); err == nil && len(fds) >= nofile/2+32 {
 		t.Errorf("tether holds %d descriptors under the attack (bound %d connections)", len(fds), maxConn)
+	}
+}
+
+// TestFaultSlowBodiesBudget: slow connections that each declare a 4 MiB
+// body and send one byte, more than the default --max-request-bytes-in-flight
+// would hold at their declared length (row C8), and a legitimate client
+// initializes and calls meanwhile. A body holds budget for what it has
+// sent (and a chunk ahead), so the attack holds a few MiB of the 128 and
+// nobody is refused; it held the whole budget, and every call got 503,
+// when bodies took their declared length up front.
+func TestFaultSlowBodiesBudget(t *testing.T) {
+	const (
+		attack   = 40      // 40 × 4 MiB declared: past the 128 MiB default
+		declared = 4 << 20 // the body limit
+	)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "be.yaml")
+	writeFile(t, m, faultManifest(t, "be", nil, quick))
+	_, ep := startTetherServing(t, dir, "--request-read-timeout", "10m")
+	waitStatus(t, m, "be", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+
+	addr := strings.TrimSuffix(strings.TrimPrefix(ep.gateway, "http://"), "/mcp")
+	conns := make([]net.Conn, 0, attack)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range attack {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("opening attack connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		// Expect: 100-continue tells the test when tether reads the body
+		// (net/http answers "100 Continue" at its first read); the budget
+		// does not depend on it.
+		_, err = fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+			"Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", addr, declared)
+		must(t, err)
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+			t.Fatalf("attack connection %d: tether answered %q (%v) instead of reading the body", i, line, err)
+		}
+		_, err = c.Write([]byte("{"))
+		must(t, err)
+	}
+
+	// Every attack body is being read, none answered: the legitimate
+	// client, at once.
+	s := connectClient(t, ep)
+	res, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "served"})
+	if err != nil || res.IsError || len(res.Content) == 0 {
+		t.Fatalf("a call beside %d slow 4 MiB bodies: %v %+v", attack, err, res)
 	}
 }
 

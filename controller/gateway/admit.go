@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -428,30 +429,166 @@ func (g *Gateway) errCallsFull() *jsonrpc.Error {
 		"tether: %d tool calls are in flight, the gateway's bound (--max-calls-in-flight); retry later", g.calls.max)}
 }
 
+// bodyChunk is the budget a request body takes ahead of its bytes: a
+// client that has sent nothing holds this much, so the connections the
+// gateway admits (--max-connections, 1024 by default) cannot hold the
+// default budget by declaring long bodies and sending nothing. (The fast
+// path's buffer takes budget for its room as it grows, readBody.)
+const bodyChunk = 64 << 10
+
+// errBodyBudget fails the read of a body past --max-request-bytes-in-flight.
+var errBodyBudget = errors.New("request bodies in flight past the gateway's bound (--max-request-bytes-in-flight)")
+
 // withBodyBudget bounds the bytes of request bodies in flight: a body is
 // held whole while its call runs (the fast path forwards it as it came),
-// so without a budget 80 concurrent 4 MB calls held gigabytes. A request
-// whose declared length (or, chunked, the body limit) does not fit is
-// refused at once with 503 and a JSON-RPC error.
+// so without a budget 80 concurrent 4 MB calls held gigabytes. A body takes
+// budget as its bytes arrive, never for the length it declares: clients
+// that declared 4 MiB and sent a byte held the whole budget for the body
+// deadline, and every real call got 503. A body that cannot get more is
+// refused at once with 503 and a JSON-RPC error; what it took comes back
+// when its request ends.
 func (g *Gateway) withBodyBudget(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 			next.ServeHTTP(w, r)
 			return
 		}
-		n := r.ContentLength
-		if n < 0 || n > g.opts.MaxRequestBodyBytes {
-			n = g.opts.MaxRequestBodyBytes // what is read at most
+		// One allocation for both: this runs on every call.
+		b := &budgetRequest{
+			body: budgetBody{ReadCloser: r.Body, budget: &g.bodies, left: r.ContentLength},
 		}
-		if !g.bodies.acquire(n) {
-			writeRPCError(w, http.StatusServiceUnavailable, fmt.Sprintf(
-				"tether: %d bytes of request bodies are in flight, the gateway's bound (--max-request-bytes-in-flight); retry later", g.bodies.max))
-			return
-		}
-		defer g.bodies.release(n)
-		next.ServeHTTP(w, r)
+		b.w = refusingWriter{ResponseWriter: w, body: &b.body, max: g.bodies.max}
+		defer b.body.end()
+		r.Body = &b.body
+		next.ServeHTTP(&b.w, r)
 	})
 }
+
+type budgetRequest struct {
+	body budgetBody
+	w    refusingWriter
+}
+
+// budgetBody is a request body that takes budget (bodyChunk at a time)
+// before its bytes are read, and reads no more than it took.
+type budgetBody struct {
+	io.ReadCloser
+	budget *inflight
+	// left is what the body may still bring by its declared length; -1
+	// if it declared none (chunked: its readers stop at the body limit).
+	left      int64
+	held, got int64 // budget taken, bytes read
+	refused   bool  // sticky: the request is answered 503
+	ended     bool  // the request ended: its budget came back
+}
+
+func (b *budgetBody) Read(p []byte) (int, error) {
+	if b.refused {
+		return 0, errBodyBudget
+	}
+	if b.ended || b.left == 0 || len(p) == 0 {
+		// Past its declared end a body brings nothing (net/http holds it
+		// to Content-Length): the read that sees its end takes no budget.
+		return b.ReadCloser.Read(p)
+	}
+	if b.got == b.held {
+		k := int64(bodyChunk)
+		if b.left > 0 && b.left < k {
+			k = b.left
+		}
+		if !b.budget.acquire(k) {
+			b.refused = true
+			return 0, errBodyBudget
+		}
+		b.held += k
+	}
+	if room := b.held - b.got; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.got += int64(n)
+	if b.left > 0 {
+		b.left -= int64(n)
+	}
+	return n, err
+}
+
+// ahead takes budget for the next k bytes of the body (a buffer about to
+// receive them, readBody), so that what the gateway holds for it stays
+// within the budget; false if the budget has not that much.
+func (b *budgetBody) ahead(k int64) bool {
+	if b.ended || b.refused {
+		return !b.refused
+	}
+	if b.left >= 0 && k > b.left {
+		k = b.left
+	}
+	if need := b.got + k - b.held; need > 0 {
+		if !b.budget.acquire(need) {
+			b.refused = true
+			return false
+		}
+		b.held += need
+	}
+	return true
+}
+
+// end gives back what the body took.
+func (b *budgetBody) end() {
+	b.ended = true
+	b.budget.release(b.held)
+	b.held = 0
+}
+
+// refusingWriter answers a request whose body was refused budget with the
+// gateway's 503 and JSON-RPC error, whoever read the body (the fast path,
+// the go-sdk, which would answer 400): the client is told which bound.
+type refusingWriter struct {
+	http.ResponseWriter
+	body     *budgetBody
+	max      int64
+	answered bool // the refusal was written: what the handler writes is dropped
+}
+
+func (w *refusingWriter) refuse() bool {
+	if w.answered {
+		return true
+	}
+	if !w.body.refused {
+		return false
+	}
+	w.answered = true
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Del("X-Content-Type-Options")
+	// The rest of the body is not wanted: without this net/http would
+	// read it (up to 256 KiB) before answering, as long as the client
+	// takes to send it.
+	h.Set("Connection", "close")
+	writeRPCError(w.ResponseWriter, http.StatusServiceUnavailable, fmt.Sprintf(
+		"tether: %d bytes of request bodies are in flight, the gateway's bound (--max-request-bytes-in-flight); retry later", w.max))
+	return true
+}
+
+func (w *refusingWriter) WriteHeader(code int) {
+	if !w.refuse() {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *refusingWriter) Write(p []byte) (int, error) {
+	if w.refuse() {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *refusingWriter) Flush() {
+	w.refuse()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *refusingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // DefaultStreamWriteTimeout bounds one write on a session's standalone
 // stream: a client that does not read it for that long loses the stream.

@@ -1,14 +1,18 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/tether-mcp/tether/controller/httpguard"
@@ -310,39 +314,199 @@ func TestCallsInFlightBounded(t *testing.T) {
 	}
 }
 
-// TestBodyBudget: request bodies in flight are bounded in bytes; one that
-// does not fit is refused at once (503, a JSON-RPC error), and the budget
-// comes back when the held body's request ends.
+// TestBodyBudget: request bodies in flight are bounded in bytes, counted
+// as they arrive: clients that declare 4 MiB and send a byte hold a chunk
+// each, not their declared length, and a legitimate client is served. A
+// body that cannot get more is refused at once (503, a JSON-RPC error,
+// also where the go-sdk reads it), and the budget comes back when the
+// held bodies' requests end.
 func TestBodyBudget(t *testing.T) {
-	g := New(Options{Logger: testLogger(t), MaxRequestBytesInFlight: 1000})
+	// A body deadline far beyond the test: what is refused is answered
+	// at once, not when the rest of its body fails to come.
+	g := New(Options{Logger: testLogger(t), MaxRequestBytesInFlight: 4 * bodyChunk, RequestReadTimeout: time.Hour})
 	url, _ := serveOn(t, g, "127.0.0.1:0", "")
 	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), Path)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	var conns []net.Conn
+	slowBody := func(declared int) net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n{", Path, addr, declared)
+		return c
 	}
-	defer c.Close()
-	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 800\r\n\r\n{", Path, addr)
+	const slow = 3
+	for range slow {
+		slowBody(4 << 20)
+	}
 	deadline := time.Now().Add(waitTimeout)
-	for g.bodies.n.Load() != 800 {
+	for g.bodies.n.Load() != slow*bodyChunk {
 		if time.Now().After(deadline) {
-			t.Fatalf("the held body never counted: %d", g.bodies.n.Load())
+			t.Fatalf("the slow bodies never counted a chunk each: %d", g.bodies.n.Load())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	body := initializeBody + strings.Repeat(" ", 300)
-	resp, text := do(t, http.MethodPost, url, body, nil)
+	if resp, text := do(t, http.MethodPost, url, initializeBody, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a legitimate client beside the slow bodies: %d %s", resp.StatusCode, text)
+	}
+	// Two chunks: the first fits, the second does not.
+	big := initializeBody + strings.Repeat(" ", bodyChunk+100)
+	resp, text := do(t, http.MethodPost, url, big, nil)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(text, `"error"`) || !strings.Contains(text, "--max-request-bytes-in-flight") {
 		t.Errorf("a body past the budget: %d %s", resp.StatusCode, text)
 	}
-	c.Close()
+	for g.bodies.n.Load() != slow*bodyChunk {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused body kept its chunk: %d", g.bodies.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The budget full of slow bodies: one more is refused at its first
+	// byte, and answered without waiting for the rest.
+	slowBody(4 << 20)
+	for g.bodies.n.Load() != 4*bodyChunk {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fourth slow body never counted: %d", g.bodies.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c := slowBody(1000)
+	_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+		t.Errorf("a slow body past the budget: no answer: %v", err)
+	} else if text, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(text), "--max-request-bytes-in-flight") {
+		t.Errorf("a slow body past the budget: %d %s", resp.StatusCode, text)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
 	for g.bodies.n.Load() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the budget never came back: %d", g.bodies.n.Load())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if resp, text := do(t, http.MethodPost, url, body, nil); resp.StatusCode != http.StatusOK {
+	if resp, text := do(t, http.MethodPost, url, big, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("a body once the budget came back: %d %s", resp.StatusCode, text)
+	}
+}
+
+// TestBudgetBodyAccounting: a body holds budget for what it has read and
+// at most one chunk more, never its declared length; the read of its end
+// takes nothing; a body that cannot get more fails, and stays failed;
+// end gives everything back.
+func TestBudgetBodyAccounting(t *testing.T) {
+	const declared = 3*bodyChunk + 10
+	pr, pw := io.Pipe()
+	budget := &inflight{max: 3*bodyChunk + 5}
+	b := &budgetBody{ReadCloser: pr, budget: budget, left: declared}
+	buf := make([]byte, declared+1)
+	send := func(n int) {
+		go func() { _, _ = pw.Write(make([]byte, n)) }()
+	}
+	send(1)
+	if n, err := b.Read(buf); n != 1 || err != nil {
+		t.Fatalf("first byte: %d %v", n, err)
+	}
+	if got := budget.n.Load(); got != bodyChunk {
+		t.Errorf("one byte read holds %d, want one chunk (%d), not the declared %d", got, bodyChunk, declared)
+	}
+	// A read never takes more than the chunk it holds.
+	send(2 * bodyChunk)
+	total := 1
+	for total < 2*bodyChunk+1 {
+		n, err := b.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		if held := budget.n.Load(); held < int64(total) || held > int64(total)+bodyChunk {
+			t.Fatalf("after %d bytes the body holds %d", total, held)
+		}
+	}
+	// Another holds the rest of the budget: the next chunk does not fit.
+	if !budget.acquire(budget.max - budget.n.Load()) {
+		t.Fatal("the rest of the budget")
+	}
+	send(bodyChunk - 1) // fills the chunk held
+	for total < 3*bodyChunk {
+		n, err := b.Read(buf)
+		if err != nil {
+			t.Fatalf("within the chunk held: %v", err)
+		}
+		total += n
+	}
+	if n, err := b.Read(buf); n != 0 || !errors.Is(err, errBodyBudget) {
+		t.Fatalf("past the budget: %d %v", n, err)
+	}
+	if n, err := b.Read(buf); n != 0 || !errors.Is(err, errBodyBudget) {
+		t.Fatalf("a refused body read again: %d %v", n, err)
+	}
+	b.end()
+	if got, want := budget.n.Load(), budget.max-3*bodyChunk; got != want {
+		t.Errorf("after end: %d held, want %d (the other holder's)", got, want)
+	}
+	pw.Close()
+}
+
+// TestBudgetBodyEnd: a body read to its declared end holds exactly its
+// length, and the read that sees its end takes no budget.
+func TestBudgetBodyEnd(t *testing.T) {
+	budget := &inflight{max: 100}
+	b := &budgetBody{ReadCloser: io.NopCloser(strings.NewReader("0123456789")), budget: budget, left: 10}
+	body, err := io.ReadAll(b)
+	if err != nil || len(body) != 10 {
+		t.Fatalf("%q %v", body, err)
+	}
+	if got := budget.n.Load(); got != 10 {
+		t.Errorf("a 10-byte body holds %d", got)
+	}
+	b.end()
+	if got := budget.n.Load(); got != 0 {
+		t.Errorf("after end: %d", got)
+	}
+}
+
+// TestReadBodyGrowsAsBytesArrive: the fast path's buffer for a body of
+// declared length grows with what arrived, never to the declared length
+// before the bytes come; a body that arrives whole is read whole.
+func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
+	const declared = 4 << 20
+	stalled := errors.New("the client stalled")
+	r := httptest.NewRequest(http.MethodPost, Path, io.MultiReader(strings.NewReader("{"), iotest.ErrReader(stalled)))
+	r.ContentLength = declared
+	buf, err := readBody(r, declared+1)
+	if !errors.Is(err, stalled) || string(buf) != "{" {
+		t.Fatalf("a stalled body: %q %v", buf, err)
+	}
+	if cap(buf) > bodyChunk {
+		t.Errorf("one byte of a %d-byte body took a buffer of %d", declared, cap(buf))
+	}
+	// Behind the budget: the buffer's room is taken from it before the
+	// bytes come, and a buffer the budget cannot hold is not made.
+	whole := strings.Repeat("x", 5*bodyChunk+7)
+	budget := &inflight{max: 1 << 20}
+	r = httptest.NewRequest(http.MethodPost, Path, nil)
+	r.Body = &budgetBody{ReadCloser: io.NopCloser(strings.NewReader(whole)), budget: budget, left: int64(len(whole))}
+	r.ContentLength = int64(len(whole))
+	if buf, err := readBody(r, declared+1); err != nil || string(buf) != whole {
+		t.Errorf("a whole body: %d bytes, %v", len(buf), err)
+	}
+	if got := budget.n.Load(); got != int64(len(whole)) {
+		t.Errorf("a whole body of %d bytes holds %d of the budget", len(whole), got)
+	}
+	small := &inflight{max: 2 * bodyChunk}
+	r = httptest.NewRequest(http.MethodPost, Path, nil)
+	r.Body = &budgetBody{ReadCloser: io.NopCloser(strings.NewReader(whole)), budget: small, left: int64(len(whole))}
+	r.ContentLength = int64(len(whole))
+	if buf, err := readBody(r, declared+1); !errors.Is(err, errBodyBudget) || cap(buf) > bodyChunk || small.n.Load() > small.max {
+		t.Errorf("a body past the budget: %d bytes in %d, %v, %d held", len(buf), cap(buf), err, small.n.Load())
+	}
+	r = httptest.NewRequest(http.MethodPost, Path, strings.NewReader(whole[:100]))
+	r.ContentLength = int64(len(whole))
+	if buf, err := readBody(r, declared+1); err != io.ErrUnexpectedEOF || string(buf) != whole[:100] {
+		t.Errorf("a body short of its length: %d bytes, %v", len(buf), err)
 	}
 }
