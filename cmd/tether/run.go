@@ -286,7 +286,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		lastValid, catalogs = stateDir, stateDir
 		tokens = oauth.NewStore(stateDir.Path())
 		// Before any child starts: what a tether killed with SIGKILL left.
-		ledger = connection.NewGroupLedger(filepath.Join(stateDir.Path(), "groups"), log)
+		ledger = connection.NewGroupLedger(stateDir.Files("groups"), log)
 		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
 			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
 		}
