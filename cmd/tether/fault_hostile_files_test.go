@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -272,4 +273,85 @@ func jsonString(s string) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// TestHostileGroupRecord (HF4): a record planted in an accepted state
+// directory's groups/ that names a living process group of tether's user,
+// as a previous tether's leftover would be named, but that group or others
+// may write (or another user owns) is ignored and removed, with a warning
+// naming it: tether does not stop that group at start.
+func TestHostileGroupRecord(t *testing.T) {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Skip("no /proc/sys/kernel/random/boot_id")
+	}
+	gone := exec.Command("true") // plays the tether that recorded the group, gone
+	must(t, gone.Run())
+	dir := t.TempDir()
+	groups := filepath.Join(dir, ".tether", "groups")
+	must(t, os.MkdirAll(groups, 0o700))
+	good := filepath.Join(dir, "good.yaml")
+	writeFile(t, good, faultManifest(t, "good", nil, quickBackoff))
+
+	var victims []int
+	plant := func(fix func(path string) error) {
+		c := exec.Command("sleep", "300")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		must(t, c.Start())
+		pid := c.Process.Pid
+		done := make(chan struct{})
+		go func() { _ = c.Wait(); close(done) }()
+		t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL); <-done })
+		rec, err := json.Marshal(map[string]any{
+			"pgid": pid, "leaderStart": procStartTicks(t, pid), "bootID": strings.TrimSpace(string(boot)),
+			"tether": gone.Process.Pid, "recordedTicks": procUptimeTicks(t),
+		})
+		must(t, err)
+		p := filepath.Join(groups, strconv.Itoa(pid)+".json")
+		writeFile(t, p, string(rec))
+		must(t, fix(p))
+		victims = append(victims, pid)
+	}
+	plant(func(p string) error { return os.Chmod(p, 0o620) })
+	want := []string{"writable by group or others (mode 0620)"}
+	if os.Geteuid() == 0 {
+		plant(func(p string) error { return os.Chmod(p, 0o600) })
+		must(t, os.Chown(filepath.Join(groups, strconv.Itoa(victims[1])+".json"), 4242, -1))
+		want = append(want, "owned by uid 4242")
+	}
+
+	tt, _ := startTetherServing(t, dir)
+	for _, w := range want {
+		tt.waitLogLine(t, 20*time.Second, "ignoring an unreadable process-group record", w)
+	}
+	// The leftovers are stopped before anything starts: once good runs,
+	// tether has judged every record.
+	waitStatus(t, good, "good", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	for _, pid := range victims {
+		if err := syscall.Kill(-pid, 0); err != nil {
+			t.Errorf("the process group %d named by an untrusted record was stopped: %v", pid, err)
+		}
+	}
+}
+
+// procStartTicks is pid's start time in clock ticks after boot, field 22
+// of /proc/PID/stat (after the command name, which may hold spaces).
+func procStartTicks(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	must(t, err)
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	must(t, err)
+	return n
+}
+
+// procUptimeTicks is the time since boot in clock ticks (USER_HZ, 100).
+func procUptimeTicks(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/uptime")
+	must(t, err)
+	secs, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	must(t, err)
+	return uint64(secs * 100)
 }

@@ -79,6 +79,7 @@ func runLogin(ctx context.Context, o *loginOptions, name string, stdout, stderr 
 	if err != nil {
 		return err
 	}
+	defer sd.Close()
 	store := oauth.NewStore(sd.Path())
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()

@@ -142,7 +142,7 @@ status.`,
 	f.DurationVar(&o.lease.RetryPeriod, "leader-elect-retry-period", kubernetes.DefaultRetryPeriod, "how often replicas try to take or renew the Lease")
 
 	// Limits on files (docs/contract.md, 5a).
-	f.Int64Var(&o.maxStateFile, "max-state-file-size", state.DefaultMaxFileSize, "largest file read from the state directory (a saved spec or catalog); a bigger one is ignored with an error naming it")
+	f.Int64Var(&o.maxStateFile, "max-state-file-size", state.DefaultMaxFileSize, "largest file read from the state directory (a saved spec, catalog or process-group record); a bigger one is ignored with an error naming it")
 	// Routing by ownership (docs/contract.md §5a).
 	f.IntVar(&o.maxNameLength, "max-name-length", gateway.DefaultMaxNameLength, "the longest tool or prompt name (prefix included, in characters) the gateway exposes; a longer one is not exposed and is reported in its connection's status")
 	// Limits on what clients send (docs/contract.md, "Limits on what clients send").
@@ -286,7 +286,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		lastValid, catalogs = stateDir, stateDir
 		tokens = oauth.NewStore(stateDir.Path())
 		// Before any child starts: what a tether killed with SIGKILL left.
-		ledger = connection.NewGroupLedger(filepath.Join(stateDir.Path(), "groups"), log)
+		ledger = connection.NewGroupLedger(stateDir.Files("groups"), log)
 		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
 			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
 		}

@@ -37,7 +37,19 @@ func (e *TooLargeError) Error() string {
 // fs.ErrNotExist, a FIFO or device wraps ErrNotRegular, a file over the
 // limit wraps a *TooLargeError. Nothing of the content is ever in an error.
 func Read(path string, limit int64) ([]byte, fs.FileInfo, error) {
-	f, fi, err := Open(path)
+	return read(path, limit, func() (*os.File, error) { return open(path) })
+}
+
+// ReadIn is Read of name within root (os.Root): the file is found from the
+// directory root holds open, not by a path that someone could redirect
+// after the directory was checked, and a symlink that leaves root is
+// refused. Errors name name as given.
+func ReadIn(root *os.Root, name string, limit int64) ([]byte, fs.FileInfo, error) {
+	return read(name, limit, func() (*os.File, error) { return openIn(root, name) })
+}
+
+func read(path string, limit int64, opener func() (*os.File, error)) ([]byte, fs.FileInfo, error) {
+	f, fi, err := openChecked(path, opener)
 	if err != nil {
 		return nil, fi, err
 	}
@@ -63,7 +75,11 @@ func Read(path string, limit int64) ([]byte, fs.FileInfo, error) {
 // ErrNotRegular, with the information) and closed unread. For a reader
 // that reads only a part of a file; the caller bounds what it reads.
 func Open(path string) (*os.File, fs.FileInfo, error) {
-	f, err := open(path)
+	return openChecked(path, func() (*os.File, error) { return open(path) })
+}
+
+func openChecked(path string, opener func() (*os.File, error)) (*os.File, fs.FileInfo, error) {
+	f, err := opener()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -66,3 +66,38 @@ func TestCheckPrivate(t *testing.T) {
 		t.Errorf("CheckPrivate(uid 4242) = %v", err)
 	}
 }
+
+// ReadIn reads within an os.Root as Read does by path: a FIFO is refused
+// without waiting for a writer, a file over the limit is refused, and a
+// symlink out of the root is not followed.
+func TestReadIn(t *testing.T) {
+	dir := t.TempDir()
+	mkfifo(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if data, fi, err := ReadIn(root, "f", 10); err != nil || string(data) != "0123456789" || fi.Size() != 10 {
+		t.Errorf("ReadIn(f) = %q, %v, %v", data, fi, err)
+	}
+	if _, _, err := ReadIn(root, "f", 9); err == nil || !strings.Contains(err.Error(), "over the limit of 9") {
+		t.Errorf("ReadIn over the limit: %v", err)
+	}
+	if _, _, err := ReadIn(root, "fifo", 10); err == nil || !strings.Contains(err.Error(), "fifo: not a regular file (a named pipe)") {
+		t.Errorf("ReadIn(fifo): %v", err)
+	}
+	if data, _, err := ReadIn(root, "out", 10); err == nil {
+		t.Errorf("ReadIn followed a symlink out of the root: %q", data)
+	}
+}

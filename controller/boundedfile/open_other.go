@@ -10,3 +10,8 @@ import "os"
 func open(path string) (*os.File, error) {
 	return os.Open(path)
 }
+
+// openIn is open of name within root.
+func openIn(root *os.Root, name string) (*os.File, error) {
+	return root.Open(name)
+}

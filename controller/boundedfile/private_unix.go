@@ -25,3 +25,20 @@ func CheckPrivate(fi fs.FileInfo) error {
 	}
 	return nil
 }
+
+// CheckAncestor returns why fi, a directory above one that tether keeps
+// for itself, lets someone else replace what is under it: it is owned by
+// another user than tether's or root, or group or others may write it and
+// it is not sticky (in a sticky directory, as /tmp, only an entry's owner
+// may rename or remove it).
+func CheckAncestor(fi fs.FileInfo) error {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if uid := os.Geteuid(); st.Uid != 0 && int64(st.Uid) != int64(uid) {
+			return fmt.Errorf("owned by uid %d, neither tether's user (uid %d) nor root", st.Uid, uid)
+		}
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		return fmt.Errorf("writable by group or others and not sticky (mode %04o)", perm)
+	}
+	return nil
+}

@@ -78,16 +78,31 @@ const (
 // GroupLedger records the process groups of the running children in a
 // directory of the state directory, one file each.
 type GroupLedger struct {
-	dir string
-	log *slog.Logger
+	dir   string
+	files LedgerFiles
+	log   *slog.Logger
 }
 
-// NewGroupLedger returns a ledger that keeps its records in dir.
-func NewGroupLedger(dir string, log *slog.Logger) *GroupLedger {
+// LedgerFiles is the ledger's directory as it is read: the state
+// directory's groups (state.Dir's Files), so that a record is read as
+// every file of the state directory is, bounded and only when it is
+// tether's alone (docs/contract.md §5a). A planted record would name a
+// process group of tether's user for StopLeftovers to kill.
+type LedgerFiles interface {
+	// Path is the directory's path, where the ledger writes.
+	Path() string
+	// ReadDir lists the directory.
+	ReadDir() ([]fs.DirEntry, error)
+	// ReadFile reads one file of it, or says why it may not be used.
+	ReadFile(name string) ([]byte, error)
+}
+
+// NewGroupLedger returns a ledger that keeps its records in files.
+func NewGroupLedger(files LedgerFiles, log *slog.Logger) *GroupLedger {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &GroupLedger{dir: dir, log: log}
+	return &GroupLedger{dir: files.Path(), files: files, log: log}
 }
 
 var (
@@ -138,7 +153,7 @@ func (l *GroupLedger) forget(pgid int) {
 // Records returns what the ledger holds. A file that cannot be read is
 // reported and removed: it names nothing tether could safely stop.
 func (l *GroupLedger) Records() []GroupRecord {
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.files.ReadDir()
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			l.log.Warn("cannot read the process-group ledger", "dir", l.dir, "err", err)
@@ -152,7 +167,7 @@ func (l *GroupLedger) Records() []GroupRecord {
 		}
 		p := filepath.Join(l.dir, e.Name())
 		var rec GroupRecord
-		data, err := os.ReadFile(p)
+		data, err := l.files.ReadFile(e.Name())
 		if err == nil {
 			err = json.Unmarshal(data, &rec)
 		}
@@ -191,7 +206,7 @@ func (l *GroupLedger) Heartbeat(ctx context.Context) {
 // lastBeat is the recording tether's last heartbeat, in clock ticks after
 // boot; 0 when there is none.
 func (l *GroupLedger) lastBeat(rec GroupRecord) uint64 {
-	data, err := os.ReadFile(filepath.Join(l.dir, "heartbeat-"+strconv.Itoa(rec.Tether)+".json"))
+	data, err := l.files.ReadFile("heartbeat-" + strconv.Itoa(rec.Tether) + ".json")
 	if err != nil {
 		return 0
 	}
@@ -204,7 +219,7 @@ func (l *GroupLedger) lastBeat(rec GroupRecord) uint64 {
 
 // dropStaleBeats removes the heartbeats of tethers that no longer run.
 func (l *GroupLedger) dropStaleBeats() {
-	entries, _ := os.ReadDir(l.dir)
+	entries, _ := l.files.ReadDir()
 	for _, e := range entries {
 		name, ok := strings.CutPrefix(e.Name(), "heartbeat-")
 		if !ok {
@@ -216,7 +231,7 @@ func (l *GroupLedger) dropStaleBeats() {
 			continue
 		}
 		var hb heartbeat
-		if data, err := os.ReadFile(p); err == nil && json.Unmarshal(data, &hb) == nil && alive(hb.Tether, hb.TetherStart) {
+		if data, err := l.files.ReadFile(e.Name()); err == nil && json.Unmarshal(data, &hb) == nil && alive(hb.Tether, hb.TetherStart) {
 			continue
 		}
 		_ = os.Remove(p)

@@ -11,7 +11,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-mcp/tether/controller/state"
 )
+
+// ledgerFiles is the groups directory of a new state directory, made.
+func ledgerFiles(t *testing.T) LedgerFiles {
+	t.Helper()
+	sd, err := state.Open(filepath.Join(t.TempDir(), "state"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sd.Close() })
+	files := sd.Files("groups")
+	if err := os.MkdirAll(files.Path(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
 
 // startGroup starts `sleep 300` in a process group of its own.
 func startGroup(t *testing.T) *exec.Cmd {
@@ -43,7 +60,8 @@ func writeRecord(t *testing.T, dir string, rec GroupRecord) {
 // recorded) and the tether that recorded it is gone; every other record
 // is dropped or, for a tether still running, kept.
 func TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver(t *testing.T) {
-	dir := t.TempDir()
+	files := ledgerFiles(t)
+	dir := files.Path()
 	boot := bootID()
 	if boot == "" {
 		t.Skip("no /proc/sys/kernel/random/boot_id")
@@ -97,7 +115,7 @@ func TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l := NewGroupLedger(dir, nil)
+	l := NewGroupLedger(files, nil)
 	stopped := l.StopLeftovers(2 * time.Second)
 	slices.Sort(stopped)
 	want := []int{leftover.Process.Pid, beating.Process.Pid}
@@ -128,19 +146,19 @@ func TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver(t *testing.T) {
 // TestLedgerRecordsAndForgetsAChild: a child started while a ledger is set
 // is recorded until its group is stopped.
 func TestLedgerRecordsAndForgetsAChild(t *testing.T) {
-	dir := t.TempDir()
-	SetGroupLedger(NewGroupLedger(dir, nil))
+	files := ledgerFiles(t)
+	SetGroupLedger(NewGroupLedger(files, nil))
 	t.Cleanup(func() { SetGroupLedger(nil) })
 	p, err := startProcess("sleep", sleepPath(t), []string{"300"}, "", nil, newStderrTail(nil), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := NewGroupLedger(dir, nil).Records()
+	recs := NewGroupLedger(files, nil).Records()
 	if len(recs) != 1 || recs[0].PGID != p.pid || recs[0].Tether != os.Getpid() || recs[0].LeaderStart == 0 || recs[0].BootID == "" {
 		t.Fatalf("records = %+v", recs)
 	}
 	p.stop(10*time.Millisecond, time.Second)
-	if recs := NewGroupLedger(dir, nil).Records(); len(recs) != 0 {
+	if recs := NewGroupLedger(files, nil).Records(); len(recs) != 0 {
 		t.Errorf("records after the stop = %+v", recs)
 	}
 }
@@ -152,4 +170,50 @@ func sleepPath(t *testing.T) string {
 		t.Skip("no sleep on PATH")
 	}
 	return p
+}
+
+// TestStopLeftoversIgnoresUntrustedRecords: a record that would name a
+// leftover group (a living group, a tether gone) but that someone else
+// could have planted (group-writable, another user's) or that is not a
+// regular file is ignored and removed: the group runs on.
+func TestStopLeftoversIgnoresUntrustedRecords(t *testing.T) {
+	boot := bootID()
+	if boot == "" {
+		t.Skip("no /proc/sys/kernel/random/boot_id")
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	files := ledgerFiles(t)
+	dir := files.Path()
+	var victims []*exec.Cmd
+	plant := func(fix func(path string) error) {
+		c := startGroup(t)
+		st, err := startTicks(c.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeRecord(t, dir, GroupRecord{PGID: c.Process.Pid, LeaderStart: st, BootID: boot, Tether: gone.Process.Pid, RecordedTicks: nowTicks()})
+		if err := fix(filepath.Join(dir, strconv.Itoa(c.Process.Pid)+".json")); err != nil {
+			t.Fatal(err)
+		}
+		victims = append(victims, c)
+	}
+	plant(func(p string) error { return os.Chmod(p, 0o620) })
+	plant(func(p string) error { return os.Chmod(p, 0o602) })
+	if os.Geteuid() == 0 {
+		plant(func(p string) error { return os.Chown(p, 4242, -1) })
+	}
+	if stopped := NewGroupLedger(files, nil).StopLeftovers(2 * time.Second); len(stopped) != 0 {
+		t.Errorf("stopped %v from records someone else could have planted", stopped)
+	}
+	for _, c := range victims {
+		if !groupAlive(c.Process.Pid) {
+			t.Errorf("group %d was stopped", c.Process.Pid)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("untrusted records left: %v", entries)
+	}
 }

@@ -28,6 +28,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/atomicfile"
@@ -44,6 +45,7 @@ const DirName = ".tether"
 // Dir is an open state directory.
 type Dir struct {
 	path    string
+	root    *os.Root // the directory as opened and checked: every read goes through it
 	maxFile int64
 }
 
@@ -67,16 +69,50 @@ var ErrRefused = errors.New("is refused")
 // would run, or a process group for tether to stop; such a directory is
 // refused whole with an error that names it and says why. maxFile bounds
 // each file read from it (0: DefaultMaxFileSize).
+//
+// The directory is opened once (os.Root) and checked on what was opened;
+// every later read goes through that open directory, so a directory
+// swapped in after the check (someone who may write its parent renames it
+// away) is never read. The directories above it must not let anyone but
+// tether's user and root rename it: each is owned by one of them and, if
+// group or others may write it, sticky (as /tmp). Otherwise it is refused
+// too: what still goes by path (the writes, the tokens) would follow a
+// swapped-in directory.
 func Open(path string, maxFile int64) (*Dir, error) {
 	if err := os.MkdirAll(path, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", path, err)
 	}
-	for _, p := range append([]string{path}, subdirs...) {
-		if p != path {
-			p = filepath.Join(path, p)
-		}
-		fi, err := os.Stat(p)
-		if p != path && errors.Is(err, fs.ErrNotExist) {
+	root, err := os.OpenRoot(path)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", path, errorReason(err))
+	}
+	if err := checkOpened(root, path); err != nil {
+		root.Close()
+		return nil, err
+	}
+	probe := ".probe-" + strconv.Itoa(os.Getpid())
+	f, err := root.OpenFile(probe, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("state directory %s is not writable: %w", path, errorReason(err))
+	}
+	f.Close()
+	_ = root.Remove(probe)
+	if maxFile <= 0 {
+		maxFile = DefaultMaxFileSize
+	}
+	return &Dir{path: path, root: root, maxFile: maxFile}, nil
+}
+
+// checkOpened checks the opened directory, the directories tether keeps in
+// it (found from it, a symlink refused) and the directories above it.
+func checkOpened(root *os.Root, path string) error {
+	refused := func(p string, err error) error {
+		return fmt.Errorf("state directory %s %w, nothing in it is used: %s: %v (it must be tether's user's and mode 0700: fix it, or remove it for tether to make it anew)", path, ErrRefused, p, errorReason(err))
+	}
+	for _, sub := range append([]string{"."}, subdirs...) {
+		fi, err := root.Lstat(sub)
+		if sub != "." && errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err == nil && !fi.IsDir() {
@@ -86,20 +122,29 @@ func Open(path string, maxFile int64) (*Dir, error) {
 			err = boundedfile.CheckPrivate(fi)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("state directory %s %w, nothing in it is used: %s: %v (it must be tether's user's and mode 0700: fix it, or remove it for tether to make it anew)", path, ErrRefused, p, errorReason(err))
+			return refused(filepath.Join(path, sub), err)
 		}
 	}
-	probe, err := os.CreateTemp(path, ".probe-*")
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("state directory %s is not writable: %w", path, errors.Unwrap(err))
+		return fmt.Errorf("state directory %s: %w", path, err)
 	}
-	probe.Close()
-	os.Remove(probe.Name())
-	if maxFile <= 0 {
-		maxFile = DefaultMaxFileSize
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err == nil {
+			err = boundedfile.CheckAncestor(fi)
+		}
+		if err != nil {
+			return fmt.Errorf("state directory %s %w, nothing in it is used: the directory above it %s: %v (someone else could swap the state directory: fix it, or give tether run --state-dir a directory under one only tether's user and root may write)", path, ErrRefused, p, errorReason(err))
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
 	}
-	return &Dir{path: path, maxFile: maxFile}, nil
 }
+
+// Close closes the directory.
+func (d *Dir) Close() error { return d.root.Close() }
 
 // RemoveTemporaries removes the temporary files that a tether killed while
 // it wrote (atomicfile.Write) left in the directory, and returns them. Call
@@ -118,11 +163,11 @@ func (d *Dir) RemoveTemporaries() ([]string, error) {
 	return all, nil
 }
 
-// read reads one file of the directory: a regular file under the size
-// limit, tether's user's and not writable by others, or an error that
-// says why.
-func (d *Dir) read(path string) ([]byte, error) {
-	data, fi, err := boundedfile.Read(path, d.maxFile)
+// read reads one file of the directory, name relative to it: a regular
+// file under the size limit, tether's user's and not writable by others,
+// or an error that says why.
+func (d *Dir) read(name string) ([]byte, error) {
+	data, fi, err := boundedfile.ReadIn(d.root, name, d.maxFile)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +175,43 @@ func (d *Dir) read(path string) ([]byte, error) {
 		return nil, err
 	}
 	return data, nil
+}
+
+// list lists a directory tether keeps in the directory.
+func (d *Dir) list(sub string) ([]fs.DirEntry, error) {
+	f, err := d.root.Open(sub)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
+// Files is one directory tether keeps in a state directory, read as the
+// state directory's own files are (Dir.Files).
+type Files struct {
+	d   *Dir
+	sub string
+}
+
+// Files returns the directory sub of d (one of specs, catalogs, groups,
+// tokens), for a reader outside this package: the process-group ledger.
+func (d *Dir) Files(sub string) Files { return Files{d: d, sub: sub} }
+
+// Path is the directory's path.
+func (f Files) Path() string { return filepath.Join(f.d.path, f.sub) }
+
+// ReadDir lists the directory; a missing one is fs.ErrNotExist.
+func (f Files) ReadDir() ([]fs.DirEntry, error) { return f.d.list(f.sub) }
+
+// ReadFile reads the file name of the directory: bounded (--max-state-file-size),
+// and only a regular file that is tether's user's and not writable by
+// group or others; otherwise an error that says why.
+func (f Files) ReadFile(name string) ([]byte, error) {
+	if name != filepath.Base(name) {
+		return nil, fmt.Errorf("%s: not a file name", name)
+	}
+	return f.d.read(filepath.Join(f.sub, name))
 }
 
 // errorReason drops the operation and path of an *fs.PathError, for a
@@ -188,7 +270,7 @@ func (d *Dir) DeleteSpec(name string) error {
 func (d *Dir) LoadSpecs() (entries map[string]desired.Entry, problems []error) {
 	entries = map[string]desired.Entry{}
 	dir := filepath.Join(d.path, "specs")
-	list, err := os.ReadDir(dir)
+	list, err := d.list("specs")
 	if errors.Is(err, fs.ErrNotExist) {
 		return entries, nil
 	}
@@ -201,7 +283,7 @@ func (d *Dir) LoadSpecs() (entries map[string]desired.Entry, problems []error) {
 			continue
 		}
 		path := filepath.Join(dir, f.Name())
-		e, err := d.loadSpec(path, name)
+		e, err := d.loadSpec(path, filepath.Join("specs", f.Name()), name)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("%s: ignored: %w", path, err))
 			continue
@@ -211,8 +293,8 @@ func (d *Dir) LoadSpecs() (entries map[string]desired.Entry, problems []error) {
 	return entries, problems
 }
 
-func (d *Dir) loadSpec(path, name string) (desired.Entry, error) {
-	data, err := d.read(path)
+func (d *Dir) loadSpec(path, rel, name string) (desired.Entry, error) {
+	data, err := d.read(rel)
 	if err != nil {
 		return desired.Entry{}, errorReason(err)
 	}
@@ -252,7 +334,7 @@ func (d *Dir) SaveCatalog(name string, c *catalog.Catalog) error {
 // none, an error naming the file when it cannot be used (corrupt, foreign).
 func (d *Dir) LoadCatalog(name string) (*catalog.Catalog, error) {
 	path := d.catalogPath(name)
-	data, err := d.read(path)
+	data, err := d.read(filepath.Join("catalogs", name+".json"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

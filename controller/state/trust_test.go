@@ -62,9 +62,9 @@ func TestOpenRefusesAStateDirOthersCanWrite(t *testing.T) {
 // A new state directory is made 0700 whatever the umask, so that it
 // passes its own check.
 func TestOpenMakesAPrivateDir(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "state") // made under the usual umask: its parent must pass Open's check
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
-	root := filepath.Join(t.TempDir(), "state")
 	if _, err := Open(root, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -166,5 +166,135 @@ func TestOpenRefusesAFileForASubdirectory(t *testing.T) {
 	writeFile(t, filepath.Join(root, "specs"), "")
 	if _, err := Open(root, 0); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), filepath.Join(root, "specs")+": not a directory") {
 		t.Errorf("Open with a file as specs: %v", err)
+	}
+}
+
+// A state directory whose parent lets someone else rename it is refused:
+// the parent is writable by others and not sticky, or owned by another
+// user than tether's or root. A sticky one (as /tmp) is fine.
+func TestOpenRefusesAParentOthersCanSwap(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(parent string) error
+		want  string
+	}{
+		{"others may write it", func(p string) error { return os.Chmod(p, 0o777) }, "writable by group or others and not sticky (mode 0777)"},
+		{"group may write it", func(p string) error { return os.Chmod(p, 0o770) }, "writable by group or others and not sticky (mode 0770)"},
+		{"sticky", func(p string) error { return os.Chmod(p, 0o777|os.ModeSticky) }, ""},
+		{"another user's", func(p string) error {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to give the directory to another user")
+			}
+			return os.Chown(p, 4242, -1)
+		}, "owned by uid 4242, neither tether's user"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := filepath.Join(t.TempDir(), "parent")
+			root := filepath.Join(parent, "state")
+			if err := os.MkdirAll(root, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.setup(parent); err != nil {
+				t.Fatal(err)
+			}
+			d, err := Open(root, 0)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				d.Close()
+				return
+			}
+			if d != nil || !errors.Is(err, ErrRefused) {
+				t.Fatalf("Open = %v, %v; want it refused", d, err)
+			}
+			for _, want := range []string{"state directory " + root + " is refused", "the directory above it " + parent + ": " + tc.want} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// After Open, every read goes through the directory it opened and
+// checked: a directory swapped in at the same path (the real one renamed
+// away) is never read.
+func TestReadsGoThroughTheOpenedDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	d, err := Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	conn := decode(t, "apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata: {name: gh}\nspec: {stdio: {command: checked}}\n")
+	if err := d.SaveSpec(desired.Entry{Name: "gh", Origin: "x.yaml", Conn: conn}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".away"); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"specs", "groups"} {
+		if err := os.MkdirAll(filepath.Join(path, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(path, "specs", "gh.json"), plantedSpec)
+	writeFile(t, filepath.Join(path, "groups", "123.json"), `{"pgid":123}`)
+	got, problems := d.LoadSpecs()
+	if len(problems) != 0 || got["gh"].Conn == nil || got["gh"].Conn.Spec.Stdio.Command != "checked" {
+		t.Errorf("LoadSpecs = %+v, %v; want the spec saved in the checked directory", got, problems)
+	}
+	if list, err := d.Files("groups").ReadDir(); err == nil || len(list) != 0 {
+		t.Errorf("groups of the swapped-in directory listed: %v, %v", list, err)
+	}
+}
+
+// The ledger's files (Files) pass the same checks as specs and catalogs:
+// one that group or others may write, another user's, a FIFO or one over
+// the limit is refused with why.
+func TestFilesRefusesUntrustedFiles(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "state"), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	groups := filepath.Join(d.Path(), "groups")
+	if err := os.MkdirAll(groups, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(groups, "1.json"), `{"pgid":1}`)
+	writeFile(t, filepath.Join(groups, "2.json"), `{"pgid":2}`)
+	if err := os.Chmod(filepath.Join(groups, "2.json"), 0o620); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(groups, "3.json"), strings.Repeat(" ", 65))
+	if err := syscall.Mkfifo(filepath.Join(groups, "4.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := d.Files("groups")
+	if data, err := f.ReadFile("1.json"); err != nil || string(data) != `{"pgid":1}` {
+		t.Errorf("ReadFile(1.json) = %q, %v", data, err)
+	}
+	cases := map[string]string{
+		"2.json":    "writable by group or others (mode 0620)",
+		"3.json":    "over the limit of 64",
+		"4.json":    "not a regular file (a named pipe)",
+		"../x.json": "not a file name",
+	}
+	if os.Geteuid() == 0 {
+		writeFile(t, filepath.Join(groups, "5.json"), `{"pgid":5}`)
+		if err := os.Chown(filepath.Join(groups, "5.json"), 4242, -1); err != nil {
+			t.Fatal(err)
+		}
+		cases["5.json"] = "owned by uid 4242, not by tether's user"
+	}
+	for name, want := range cases {
+		if data, err := f.ReadFile(name); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadFile(%s) = %q, %v; want an error with %q", name, data, err, want)
+		}
+	}
+	if list, err := f.ReadDir(); err != nil || len(list) < 4 {
+		t.Errorf("ReadDir = %v, %v", list, err)
 	}
 }
