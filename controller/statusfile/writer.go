@@ -38,9 +38,9 @@ func Path(root, statusDir, manifestPath string) string {
 // four writes a second of one status file (docs/contract.md §5a).
 const DefaultWriteInterval = 250 * time.Millisecond
 
-// A write that failed is tried again by the writer itself, nobody else
-// may (the status of rejected documents, a write put off after the last
-// change): first after the write interval (retryFirst when it is 0),
+// A write that failed is tried again by the writer itself, since nobody
+// else may (the status of rejected documents, a write put off after the
+// last change): first after the write interval (retryFirst when it is 0),
 // doubling after each failure up to retryMax, so that a status directory
 // that stays unwritable costs a try every few seconds per file
 // (docs/reliability.md, row F13).
@@ -132,8 +132,8 @@ func NewWriter(root, statusDir string, order func(manifest string) []string) *Wr
 // still due at once. Call it before the first Put.
 func (w *Writer) SetWriteInterval(d time.Duration) { w.interval = d }
 
-// Close writes at once every change still put off by the write interval,
-// and every later one as it comes: the final status at shutdown is not
+// Close writes at once every change still put off by the write interval
+// or by a failed write, and every later one as it comes: the final status at shutdown is not
 // delayed.
 func (w *Writer) Close() error {
 	w.mu.Lock()
