@@ -109,7 +109,8 @@ func TestFaultUnreadableFile(t *testing.T) {
 // TestFaultStatusDirReadOnly: a status directory tether cannot write to
 // (docs/reliability.md, row F13): reported in the log and in
 // tether_reconcile_total{result="error"}, retried with backoff, never fatal
-// (the connection runs, the gateway serves it), and written once it can be.
+// (the connection runs, the gateway serves it), and written once it can be:
+// the Invalid status of a rejected document too, which no reconcile retries.
 func TestFaultStatusDirReadOnly(t *testing.T) {
 	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
 	base, cred := unprivileged(t)
@@ -124,6 +125,10 @@ func TestFaultStatusDirReadOnly(t *testing.T) {
 	ep := endpoints{metrics: fmt.Sprintf("http://127.0.0.1:%d", mp)}
 
 	tt.waitLogLine(t, 10*time.Second, "reconcile failed", "connection=ro", "permission denied")
+	// A second file declaring ro: its Invalid status document has no
+	// reconcile to retry it, only the status writer itself.
+	writeFile(t, filepath.Join(dir, "twin.yaml"), faultManifest(t, "ro", nil, ""))
+	tt.waitLogLine(t, 10*time.Second, "writing the status of rejected manifest documents", "permission denied")
 	waitFor(t, 10*time.Second, "the connection up and the failed writes counted", func() (bool, string) {
 		body := scrape(t, ep)
 		up, _ := metricValue(body, `tether_connection_up{connection="ro"}`)
@@ -140,6 +145,11 @@ func TestFaultStatusDirReadOnly(t *testing.T) {
 	start := time.Now()
 	waitStatus(t, filepath.Join(statusDir, "ro.yaml"), "ro", 35*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	t.Logf("status written %v after the directory became writable", time.Since(start).Round(time.Millisecond))
+	st := waitStatus(t, filepath.Join(statusDir, "twin.yaml"), "ro", 35*time.Second, "Invalid", phaseIs(spec.PhaseInvalid))
+	if !strings.Contains(st.ManifestError, "is already declared in") {
+		t.Errorf("the rejected document's manifestError %q does not say why", st.ManifestError)
+	}
+	t.Logf("rejected document's status written %v after the directory became writable", time.Since(start).Round(time.Millisecond))
 }
 
 // TestFaultUnreadableDirectory: a directory of the tree tether may not list

@@ -38,6 +38,17 @@ func Path(root, statusDir, manifestPath string) string {
 // four writes a second of one status file (docs/contract.md §5a).
 const DefaultWriteInterval = 250 * time.Millisecond
 
+// A write that failed is tried again by the writer itself, since nobody
+// else may (the status of rejected documents, a write put off after the
+// last change): first after the write interval (retryFirst when it is 0),
+// doubling after each failure up to retryMax, so that a status directory
+// that stays unwritable costs a try every few seconds per file
+// (docs/reliability.md, row F13).
+const (
+	retryFirst = 100 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
+
 // Writer owns the status files: it is the StatusSink of tether run on a
 // manifest tree. It keeps the latest status document of every connection,
 // renders each manifest's status file (one document per connection, in
@@ -46,7 +57,9 @@ const DefaultWriteInterval = 250 * time.Millisecond
 // per write interval (SetWriteInterval). Its maps have one lock; each
 // status file has a lock of its own, held while it is rendered and
 // written, so writes of different files run in parallel and writes of one
-// file happen in the order their content was decided.
+// file happen in the order their content was decided. A write that fails
+// is never forgotten: the writer tries it again itself (retryDelay) until
+// it lands or the writer is closed.
 type Writer struct {
 	root, statusDir string
 	order           func(manifest string) []string
@@ -55,6 +68,7 @@ type Writer struct {
 	mu       sync.Mutex
 	rendered map[string]*document  // connection name → its status document
 	rejected map[string][]rejected // manifest → its rejected documents, after the connections'
+	unsaved  map[string]bool       // manifests whose rejected documents changed and have not landed
 	written  map[string]string     // connection name → the manifest whose status file has it
 	files    map[string][]byte     // status path → bytes on disk (nil: absent)
 	state    map[string]*fileState // status path → its write lock and pace
@@ -66,8 +80,32 @@ type fileState struct {
 	mu       sync.Mutex  // held while the file is rendered and written
 	manifest string      // the manifest the file is the status of
 	last     time.Time   // when it was last written
-	due      *time.Timer // a write put off by the interval, while one is
-	err      error       // why the last put-off write failed, for the next caller
+	due      *time.Timer // a write put off by the interval, or a retry, while one is
+	gen      uint64      // which timer due is: one that was stopped or replaced finds another gen
+	retry    bool        // due retries a failed write (a caller may write at once)
+	fails    int         // failed writes since the last that landed, for the retry's backoff
+	err      error       // why the last write failed, for the next caller
+}
+
+// arm makes f run after d as the file's pending write, in place of any
+// pending one. Called with fs.mu held.
+func (fs *fileState) arm(d time.Duration, retry bool, f func(gen uint64)) {
+	fs.disarm()
+	fs.gen++
+	gen := fs.gen
+	fs.retry = retry
+	fs.due = time.AfterFunc(d, func() { f(gen) })
+}
+
+// disarm cancels the pending write: a timer that fired already finds its
+// gen gone and does nothing. Called with fs.mu held.
+func (fs *fileState) disarm() {
+	if fs.due != nil {
+		fs.due.Stop()
+		fs.due = nil
+	}
+	fs.gen++
+	fs.retry = false
 }
 
 // NewWriter returns a writer for the tree at root. order lists the
@@ -79,6 +117,7 @@ func NewWriter(root, statusDir string, order func(manifest string) []string) *Wr
 		order:     order,
 		rendered:  map[string]*document{},
 		rejected:  map[string][]rejected{},
+		unsaved:   map[string]bool{},
 		written:   map[string]string{},
 		files:     map[string][]byte{},
 		state:     map[string]*fileState{},
@@ -93,8 +132,8 @@ func NewWriter(root, statusDir string, order func(manifest string) []string) *Wr
 // still due at once. Call it before the first Put.
 func (w *Writer) SetWriteInterval(d time.Duration) { w.interval = d }
 
-// Close writes at once every change still put off by the write interval,
-// and every later one as it comes: the final status at shutdown is not
+// Close writes at once every change still put off by the write interval
+// or by a failed write, and every later one as it comes: the final status at shutdown is not
 // delayed.
 func (w *Writer) Close() error {
 	w.mu.Lock()
@@ -108,12 +147,10 @@ func (w *Writer) Close() error {
 	for _, fs := range states {
 		fs.mu.Lock()
 		pending := fs.due != nil
-		if pending {
-			fs.due.Stop()
-		}
+		fs.disarm()
 		fs.mu.Unlock()
 		if pending {
-			errs = append(errs, w.sync(fs.manifest, func() {}, true))
+			errs = append(errs, w.flush(fs.manifest, func() {}))
 		}
 	}
 	return errors.Join(errs...)
@@ -215,15 +252,14 @@ func (w *Writer) Put(e desired.Entry, st spec.ConnectionStatus) error {
 		}
 	}
 	d := newDocument(doc)
-	if err := w.flush(e.Origin, func() { w.rendered[e.Name] = d }); err != nil {
-		return err
-	}
-	// Only now is the status where e.Origin says: a failed write above
-	// leaves the old place to clean on the retry.
-	w.mu.Lock()
-	w.written[e.Name] = e.Origin
-	w.mu.Unlock()
-	return nil
+	// written moves with the document, not with the write: a failed write
+	// lands on the writer's retry, and a Delete then must find the file.
+	// (A failed write of the old place above returns before this, written
+	// still naming it: the retry of that file drops the document from it.)
+	return w.flush(e.Origin, func() {
+		w.rendered[e.Name] = d
+		w.written[e.Name] = e.Origin
+	})
 }
 
 // rejected is the status document of a document the tree's rules refused.
@@ -236,7 +272,8 @@ type rejected struct {
 // file (a name declared in another file already): each gets a status
 // document of phase Invalid in its file's status, saying why. A rejection
 // that stays the same keeps its document and its transition time; files
-// whose rejections changed are rewritten.
+// whose rejections changed, or whose last write of them has not landed,
+// are rewritten.
 func (w *Writer) SetRejected(byFile map[string][]manifest.Rejected, now time.Time) error {
 	w.mu.Lock()
 	var touched []string
@@ -245,10 +282,17 @@ func (w *Writer) SetRejected(byFile map[string][]manifest.Rejected, now time.Tim
 			touched = append(touched, file)
 		}
 	}
+	for file := range w.unsaved {
+		if _, ok := byFile[file]; !ok && len(w.rejected[file]) == 0 {
+			touched = append(touched, file)
+		}
+	}
 	next := map[string][]rejected{}
 	for file, rs := range byFile {
 		old := w.rejected[file]
-		same := len(old) == len(rs)
+		// Not the same while the file does not show them yet: the same
+		// rejections sent again try the write again.
+		same := len(old) == len(rs) && !w.unsaved[file]
 		for i, r := range rs {
 			if i < len(old) && old[i].Rejected == r {
 				next[file] = append(next[file], old[i])
@@ -274,6 +318,7 @@ func (w *Writer) SetRejected(byFile map[string][]manifest.Rejected, now time.Tim
 			} else {
 				delete(w.rejected, file)
 			}
+			w.unsaved[file] = true // until a write of the file lands
 		}); err != nil {
 			errs = append(errs, err)
 		}
@@ -290,26 +335,26 @@ func (w *Writer) Delete(name string) error {
 	if !ok {
 		return nil
 	}
-	if err := w.flush(file, func() { delete(w.rendered, name) }); err != nil {
-		return err
-	}
-	w.mu.Lock()
-	if w.written[name] == file {
-		delete(w.written, name)
-	}
-	w.mu.Unlock()
-	return nil
+	// As in Put, written goes with the document: a failed write lands on
+	// the writer's retry.
+	return w.flush(file, func() {
+		delete(w.rendered, name)
+		if w.written[name] == file {
+			delete(w.written, name)
+		}
+	})
 }
 
 // flush applies update to the documents and brings the manifest's status
 // file in line with them, now or, within the write interval of its last
 // write, once the interval has passed.
 func (w *Writer) flush(manifest string, update func()) error {
-	return w.sync(manifest, update, false)
+	return w.sync(manifest, update, 0)
 }
 
-// sync is flush; due says the write put off by the interval is what runs.
-func (w *Writer) sync(manifest string, update func(), due bool) error {
+// sync is flush; timer, when not 0, says the pending write (fileState.arm)
+// of that gen is what runs.
+func (w *Writer) sync(manifest string, update func(), timer uint64) error {
 	order := w.order(manifest)
 	path := w.Path(manifest)
 	w.mu.Lock()
@@ -321,14 +366,19 @@ func (w *Writer) sync(manifest string, update func(), due bool) error {
 	w.mu.Unlock()
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if due {
-		fs.due = nil
+	if timer != 0 {
+		if fs.due == nil || fs.gen != timer {
+			// Stopped or replaced: whoever did it wrote, or armed another.
+			return nil
+		}
+		fs.disarm()
 	}
+	again := func(gen uint64) { _ = w.sync(manifest, func() {}, gen) }
 
 	w.mu.Lock()
 	update()
 	closed := w.closed
-	if fs.due != nil && !closed {
+	if fs.due != nil && !fs.retry && !closed {
 		// A write is due already: it takes the documents as they are then.
 		w.mu.Unlock()
 		return fs.err
@@ -362,16 +412,17 @@ func (w *Writer) sync(manifest string, update func(), due bool) error {
 		}
 	}
 	if len(want) == 0 && known && have == nil || len(want) > 0 && have != nil && bytes.Equal(have, want) {
-		fs.err = nil
-		w.mu.Lock()
-		w.files[path] = have
-		w.mu.Unlock()
+		w.landed(fs, manifest, path, have, false)
 		return nil
 	}
+	// A failed write does not count for the interval (fs.last is the last
+	// that landed): a retry pending finds no wait here, and neither does a
+	// caller who comes before it.
 	if wait := w.interval - time.Since(fs.last); !closed && w.interval > 0 && wait > 0 {
-		fs.due = time.AfterFunc(wait, func() { _ = w.sync(manifest, func() {}, true) })
+		fs.arm(wait, false, again)
 		return fs.err
 	}
+	fs.disarm() // a retry pending: this write is it
 	var err error
 	if len(want) == 0 {
 		if err = os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -384,20 +435,44 @@ func (w *Writer) sync(manifest string, update func(), due bool) error {
 		err = fmt.Errorf("writing status file: %w", err)
 	}
 	if err != nil {
-		if due && !closed && w.interval > 0 {
-			// Nobody waits for this write: try again, and tell the next
-			// caller why it has not landed.
-			fs.err = err
-			fs.due = time.AfterFunc(w.interval, func() { _ = w.sync(manifest, func() {}, true) })
+		// Never forgotten: the writer tries again (with backoff) whether
+		// or not the caller does, and tells the next caller why it has
+		// not landed. Only a closed writer gives up: its caller exits.
+		fs.err = err
+		fs.fails++
+		if !closed {
+			fs.arm(w.retryDelay(fs.fails), true, again)
 		}
 		return err
 	}
-	// Only a write that landed counts for the interval: after a failed
-	// one the caller's retry (its backoff) writes again at once.
-	fs.last = time.Now()
-	fs.err = nil
-	w.mu.Lock()
-	w.files[path] = want
-	w.mu.Unlock()
+	w.landed(fs, manifest, path, want, true)
 	return nil
+}
+
+// landed records that the status file at path holds data: the documents
+// of manifest as rendered, rejected ones included. Called with fs.mu held.
+func (w *Writer) landed(fs *fileState, manifest, path string, data []byte, wrote bool) {
+	fs.disarm()
+	if wrote {
+		fs.last = time.Now()
+	}
+	fs.err = nil
+	fs.fails = 0
+	w.mu.Lock()
+	w.files[path] = data
+	delete(w.unsaved, manifest)
+	w.mu.Unlock()
+}
+
+// retryDelay is how long the writer waits before it tries again after the
+// fails-th failed write in a row of one file.
+func (w *Writer) retryDelay(fails int) time.Duration {
+	d := w.interval
+	if d <= 0 {
+		d = retryFirst
+	}
+	for i := 1; i < fails && d < retryMax; i++ {
+		d *= 2
+	}
+	return min(d, retryMax)
 }

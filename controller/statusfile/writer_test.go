@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tether-mcp/tether/controller/desired"
+	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -263,8 +265,9 @@ func TestCut(t *testing.T) {
 }
 
 // TestWriterFailedWriteIsNotPaced: a write that fails is returned to every
-// Put until one lands (the caller retries with its backoff); it does not
-// start an interval that would turn the next failures into nil.
+// Put until one lands, and each Put tries it at once (the caller retries
+// with its backoff); it does not start an interval that would turn the
+// next failures into nil, nor does the writer's own retry make a Put wait.
 func TestWriterFailedWriteIsNotPaced(t *testing.T) {
 	root := t.TempDir()
 	blocker := filepath.Join(t.TempDir(), "status")
@@ -449,5 +452,206 @@ func TestWriterPutOffWriteRetriesAfterFailure(t *testing.T) {
 			t.Fatal("the put-off write never landed once the directory could be written")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// blockedWriter returns a writer whose status directory is a regular file
+// (every write fails until unblock removes it), the manifest m.yaml of its
+// tree, and unblock. names is what m.yaml declares, read under a lock: the
+// writer's retries call it from their own goroutine.
+func blockedWriter(t *testing.T, names *[]string, mu *sync.Mutex) (*Writer, string, func()) {
+	t.Helper()
+	root := t.TempDir()
+	blocker := filepath.Join(t.TempDir(), "status")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(root, blocker, func(string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), (*names)...)
+	})
+	t.Cleanup(func() { _ = w.Close() })
+	return w, filepath.Join(root, "m.yaml"), func() {
+		if err := os.Remove(blocker); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitOnDisk waits until ok holds of the documents of the status file at
+// path (absent: nil).
+func waitOnDisk(t *testing.T, path, what string, ok func(map[string]spec.StatusDocument) bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		docs, _ := Read(path)
+		if ok(docs) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never; on disk: %v", what, docs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func isInvalid(docs map[string]spec.StatusDocument, name string) bool {
+	d, ok := docs[name]
+	return ok && d.Status.Phase == spec.PhaseInvalid
+}
+
+var dup = []manifest.Rejected{{Name: "dup", Index: 1, Error: `name "dup" is declared in a.yaml already`}}
+
+// TestWriterRejectedSentAgainAfterFailedWrite: the status of rejected
+// documents whose write failed is not taken as written: the same
+// rejections sent again write it (the retry is an hour away here).
+func TestWriterRejectedSentAgainAfterFailedWrite(t *testing.T) {
+	var mu sync.Mutex
+	var names []string
+	w, m, unblock := blockedWriter(t, &names, &mu)
+	w.SetWriteInterval(time.Hour) // the writer's own retry: retryMax away
+	byFile := map[string][]manifest.Rejected{m: dup}
+	if err := w.SetRejected(byFile, time.Now()); err == nil {
+		t.Fatal("SetRejected: no error, with the status directory a file")
+	}
+	unblock()
+	if err := w.SetRejected(byFile, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if docs, err := Read(w.Path(m)); err != nil || !isInvalid(docs, "dup") {
+		t.Fatalf("the same rejections sent again once the directory could be written: %v, %v; want dup Invalid", docs, err)
+	}
+}
+
+// TestWriterDroppedRejectionSentAgainAfterFailedWrite: rejections dropped
+// while their status file cannot be written leave it once it can, when the
+// same (none) are sent again.
+func TestWriterDroppedRejectionSentAgainAfterFailedWrite(t *testing.T) {
+	root, base := t.TempDir(), t.TempDir()
+	statusDir := filepath.Join(base, "status")
+	m := filepath.Join(root, "m.yaml")
+	w := NewWriter(root, statusDir, func(string) []string { return []string{"x"} })
+	w.SetWriteInterval(0)
+	t.Cleanup(func() { _ = w.Close() })
+	if err := w.Put(desired.Entry{Name: "x", Origin: m}, attemptStatus(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetRejected(map[string][]manifest.Rejected{m: dup}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The status directory is moved away, a file in its place.
+	aside := filepath.Join(base, "aside")
+	if err := os.Rename(statusDir, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(statusDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetRejected(nil, time.Now()); err == nil {
+		t.Fatal("SetRejected: no error, with the status directory a file")
+	}
+	if err := os.Remove(statusDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(aside, statusDir); err != nil {
+		t.Fatal(err)
+	}
+	// (The writer's own retry is retryFirst away: this call comes first.)
+	if err := w.SetRejected(nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := Read(w.Path(m))
+	if _, ok := docs["x"]; err != nil || !ok || isInvalid(docs, "dup") {
+		t.Fatalf("no rejections sent again once the directory could be written: %v, %v; want x alone", docs, err)
+	}
+}
+
+// TestWriterRetriesFailedWrite: a failed write is tried again by the
+// writer itself (nobody else may: the status of rejected documents), with
+// the write interval 0 as with one.
+func TestWriterRetriesFailedWrite(t *testing.T) {
+	for _, interval := range []time.Duration{0, 30 * time.Millisecond} {
+		t.Run(interval.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			names := []string{"x"}
+			w, m, unblock := blockedWriter(t, &names, &mu)
+			w.SetWriteInterval(interval)
+			if err := w.Put(desired.Entry{Name: "x", Origin: m}, attemptStatus(7)); err == nil {
+				t.Fatal("Put: no error, with the status directory a file")
+			}
+			if err := w.SetRejected(map[string][]manifest.Rejected{m: dup}, time.Now()); err == nil {
+				t.Fatal("SetRejected: no error, with the status directory a file")
+			}
+			unblock()
+			waitOnDisk(t, w.Path(m), "the failed writes landed without another call", func(docs map[string]spec.StatusDocument) bool {
+				return isInvalid(docs, "dup") && docs["x"].Status.Attempt == 7
+			})
+		})
+	}
+}
+
+// TestWriterDeleteAfterFailedPut: a connection whose Put failed, and whose
+// status the retry then wrote, is removed by Delete: the writer knows
+// where the document is from the Put on, not from its first write.
+func TestWriterDeleteAfterFailedPut(t *testing.T) {
+	var mu sync.Mutex
+	names := []string{"x"}
+	w, m, unblock := blockedWriter(t, &names, &mu)
+	if err := w.Put(desired.Entry{Name: "x", Origin: m}, attemptStatus(1)); err == nil {
+		t.Fatal("Put: no error, with the status directory a file")
+	}
+	unblock()
+	waitOnDisk(t, w.Path(m), "the retry wrote x", func(docs map[string]spec.StatusDocument) bool {
+		_, ok := docs["x"]
+		return ok
+	})
+	mu.Lock()
+	names = nil // the manifest is gone
+	mu.Unlock()
+	if err := w.Delete("x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(w.Path(m)); !os.IsNotExist(err) {
+		t.Fatalf("after Delete the status file of the deleted connection is still there: %v", err)
+	}
+}
+
+// TestWriterCloseRetriesFailedWrite: Close tries a failed write once more:
+// the final status at shutdown is not lost to a write that failed before.
+func TestWriterCloseRetriesFailedWrite(t *testing.T) {
+	var mu sync.Mutex
+	names := []string{"x"}
+	w, m, unblock := blockedWriter(t, &names, &mu)
+	w.SetWriteInterval(time.Hour) // the writer's own retry: retryMax away
+	if err := w.Put(desired.Entry{Name: "x", Origin: m}, attemptStatus(4)); err == nil {
+		t.Fatal("Put: no error, with the status directory a file")
+	}
+	unblock()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := attemptOnDisk(t, w.Path(m), "x"); !ok || n != 4 {
+		t.Fatalf("after Close: attempt %d (found %v), want 4", n, ok)
+	}
+}
+
+// TestRetryDelay: the retry after the interval (or retryFirst), doubling,
+// never over retryMax.
+func TestRetryDelay(t *testing.T) {
+	for _, tc := range []struct {
+		interval time.Duration
+		fails    int
+		want     time.Duration
+	}{
+		{0, 1, retryFirst}, {0, 2, 2 * retryFirst}, {0, 3, 4 * retryFirst}, {0, 1000, retryMax},
+		{time.Second, 1, time.Second}, {time.Second, 3, 4 * time.Second}, {time.Second, 4, retryMax},
+		{time.Hour, 1, retryMax},
+	} {
+		w := NewWriter("", "", nil)
+		w.SetWriteInterval(tc.interval)
+		if got := w.retryDelay(tc.fails); got != tc.want {
+			t.Errorf("retryDelay(%d) with interval %v = %v, want %v", tc.fails, tc.interval, got, tc.want)
+		}
 	}
 }
