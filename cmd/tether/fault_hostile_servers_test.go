@@ -187,8 +187,9 @@ func TestFaultEndlessAnswers(t *testing.T) {
 }
 
 // TestFaultServerTalksButNeverAnswers: a stdio server that stops answering
-// requests but sends notifications/message every 50 ms (docs/reliability.md,
-// row H2). Its health checks time out with no answer to anything else, so
+// requests but sends notifications/message and progress every 50 ms
+// (docs/reliability.md, row H2): for a token nobody waits on, and for the
+// call it stalls, until that call's callTimeout. Its health checks time out with no answer to anything else, so
 // it goes Degraded, then Reconnecting, with WARN lines; a call made while it
 // is hung fails with an error naming the connection; a new child serves.
 func TestFaultServerTalksButNeverAnswers(t *testing.T) {
@@ -198,14 +199,21 @@ func TestFaultServerTalksButNeverAnswers(t *testing.T) {
 	// Three failures, 300 ms apart, so that Degraded lasts long enough to
 	// be seen in the status file.
 	writeFile(t, m, faultManifest(t, "talker", nil,
-		"  healthCheck: {interval: 300ms, timeout: 300ms, failureThreshold: 3}\n"+quickBackoff+"  callTimeout: 1s\n"))
+		"  healthCheck: {interval: 300ms, timeout: 300ms, failureThreshold: 3}\n"+quickBackoff+"  callTimeout: 2s\n"))
 	tt, ep := startTetherServing(t, dir)
 	st := waitStatus(t, m, "talker", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	pid := st.Process.PID
 	s := connectClient(t, ep)
 
 	stalled := make(chan string, 1)
-	go func() { stalled <- callError(call(s, 30*time.Second, "talker_stall", nil)) }()
+	go func() {
+		// With a progress token: the server streams progress for the call
+		// (which counts only until its callTimeout of 2 s) besides its
+		// notifications/message and progress for a token nobody waits on.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stalled <- callError(s.CallTool(ctx, &mcp.CallToolParams{Name: "talker_stall", Meta: mcp.Meta{"progressToken": "stall"}}))
+	}()
 	waitStatus(t, m, "talker", 10*time.Second, "Degraded", phaseIs(spec.PhaseDegraded))
 	// A call while the server is hung fails: by its callTimeout, or at
 	// once when the session is dropped under it.
@@ -217,6 +225,10 @@ func TestFaultServerTalksButNeverAnswers(t *testing.T) {
 	tt.waitLogLine(t, 10*time.Second, "level=WARN", "health check failed", "connection=talker")
 	line := tt.waitLogLine(t, 10*time.Second, "level=WARN", "connection lost", "connection=talker", "health checks in a row failed")
 	t.Logf("%s", line)
+	// While the stalled call waited, its progress kept the server alive (a
+	// probe that timed out behind it passed); after its callTimeout, the
+	// rest of the server's talk counted for nothing.
+	tt.waitLogLine(t, time.Second, "probe timed out behind other traffic: server alive", "connection=talker")
 	if msg := <-echoed; !strings.Contains(msg, "talker") {
 		t.Errorf("a call to the hung server answered %q, want an error naming the connection", msg)
 	} else {

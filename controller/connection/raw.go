@@ -115,7 +115,7 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 	if progress != nil {
 		// Routed as CallTool's tokens are, so that progress the server
 		// sends on its standalone stream arrives too.
-		token, done := s.trackProgress(progress)
+		token, done := s.trackProgress(callCtx, progress)
 		defer func() { done(answered) }()
 		if meta == nil {
 			meta = mcp.Meta{}
