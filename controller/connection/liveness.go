@@ -32,7 +32,8 @@ func (l *liveness) since(t time.Time) bool { return l.last.Load() > t.UnixNano()
 // go-sdk sent that came back with a result, or with the server's own
 // JSON-RPC error, was answered. A notification (nothing comes back), a
 // timeout, a cancel and a transport failure prove nothing. The raw path
-// marks its answers itself (rawExchange.handle).
+// marks its answers itself (rawExchange.handle), and only the answer to
+// its own request: a response with another id proves nothing.
 func (s *Session) markAnswers(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
