@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,8 +188,9 @@ func TestFaultEndlessAnswers(t *testing.T) {
 }
 
 // TestFaultServerTalksButNeverAnswers: a stdio server that stops answering
-// requests but sends notifications/message every 50 ms (docs/reliability.md,
-// row H2). Its health checks time out with no answer to anything else, so
+// requests but sends notifications/message and progress every 50 ms
+// (docs/reliability.md, row H2): for a token nobody waits on, and for the
+// call it stalls, until that call's callTimeout. Its health checks time out with no answer to anything else, so
 // it goes Degraded, then Reconnecting, with WARN lines; a call made while it
 // is hung fails with an error naming the connection; a new child serves.
 func TestFaultServerTalksButNeverAnswers(t *testing.T) {
@@ -198,14 +200,21 @@ func TestFaultServerTalksButNeverAnswers(t *testing.T) {
 	// Three failures, 300 ms apart, so that Degraded lasts long enough to
 	// be seen in the status file.
 	writeFile(t, m, faultManifest(t, "talker", nil,
-		"  healthCheck: {interval: 300ms, timeout: 300ms, failureThreshold: 3}\n"+quickBackoff+"  callTimeout: 1s\n"))
+		"  healthCheck: {interval: 300ms, timeout: 300ms, failureThreshold: 3}\n"+quickBackoff+"  callTimeout: 2s\n"))
 	tt, ep := startTetherServing(t, dir)
 	st := waitStatus(t, m, "talker", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	pid := st.Process.PID
 	s := connectClient(t, ep)
 
 	stalled := make(chan string, 1)
-	go func() { stalled <- callError(call(s, 30*time.Second, "talker_stall", nil)) }()
+	go func() {
+		// With a progress token: the server streams progress for the call
+		// (which counts only until its callTimeout of 2 s) besides its
+		// notifications/message and progress for a token nobody waits on.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stalled <- callError(s.CallTool(ctx, &mcp.CallToolParams{Name: "talker_stall", Meta: mcp.Meta{"progressToken": "stall"}}))
+	}()
 	waitStatus(t, m, "talker", 10*time.Second, "Degraded", phaseIs(spec.PhaseDegraded))
 	// A call while the server is hung fails: by its callTimeout, or at
 	// once when the session is dropped under it.
@@ -217,6 +226,10 @@ func TestFaultServerTalksButNeverAnswers(t *testing.T) {
 	tt.waitLogLine(t, 10*time.Second, "level=WARN", "health check failed", "connection=talker")
 	line := tt.waitLogLine(t, 10*time.Second, "level=WARN", "connection lost", "connection=talker", "health checks in a row failed")
 	t.Logf("%s", line)
+	// While the stalled call waited, its progress kept the server alive (a
+	// probe that timed out behind it passed); after its callTimeout, the
+	// rest of the server's talk counted for nothing.
+	tt.waitLogLine(t, time.Second, "probe timed out behind other traffic: server alive", "connection=talker")
 	if msg := <-echoed; !strings.Contains(msg, "talker") {
 		t.Errorf("a call to the hung server answered %q, want an error naming the connection", msg)
 	} else {
@@ -257,4 +270,65 @@ func TestFaultMessageLimitFlag(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "--max-message-bytes must be at least 4096") {
 		t.Errorf("tether run --max-message-bytes 100: %v, %s; want it refused", err, out)
 	}
+}
+
+// liarHTTP is a go-sdk server over streamable HTTP that stops answering
+// after its tool "stop": from then on it holds every request, and answers
+// a ping on its stream with responses to requests nobody waits on (a
+// made-up id, the id of another raw request, a go-sdk integer id).
+func liarHTTP(t *testing.T) *httptest.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "liar", Version: "1"}, nil)
+	var stopped atomic.Bool
+	srv.AddTool(&mcp.Tool{Name: "stop", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			stopped.Store(true)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "stopped"}}}, nil
+		})
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && stopped.Load() {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				ID     json.RawMessage
+				Method string
+			}
+			if json.Unmarshal(body, &msg) == nil && len(msg.ID) > 0 {
+				if msg.Method == "ping" {
+					w.Header().Set("Content-Type", "text/event-stream")
+					w.WriteHeader(http.StatusOK)
+					for _, id := range []string{`"zzz"`, `"tether-fast-1"`, `1`} {
+						fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}\n\n", id)
+					}
+					w.(http.Flusher).Flush()
+				}
+				<-r.Context().Done()
+				return
+			}
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// TestFaultServerAnswersNobody: a streamable HTTP server that stops
+// answering but sends, on the stream of each health probe, responses to
+// requests nobody made (docs/reliability.md, row H2). They prove nothing:
+// its probes fail and the connection is lost and retried.
+func TestFaultServerAnswersNobody(t *testing.T) {
+	t.Parallel() // beside TestFaultHangs, which waits out the connect timeout
+	hs := liarHTTP(t)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "liar.yaml")
+	writeFile(t, m, httpManifest("liar", hs.URL, "streamable",
+		"  healthCheck: {interval: 300ms, timeout: 300ms, failureThreshold: 3}\n"+quickBackoff))
+	tt, ep := startTetherServing(t, dir)
+	waitStatus(t, m, "liar", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	s := connectClient(t, ep)
+	if res, err := call(s, 10*time.Second, "liar_stop", nil); err != nil || textOf(res) != "stopped" {
+		t.Fatalf("liar_stop = %q", callError(res, err))
+	}
+	line := tt.waitLogLine(t, 15*time.Second, "level=WARN", "connection lost", "connection=liar", "health checks in a row failed")
+	t.Logf("%s", line)
 }

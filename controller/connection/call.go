@@ -56,7 +56,7 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	}
 	var answered bool
 	if progress != nil {
-		token, done := s.trackProgress(progress)
+		token, done := s.trackProgress(callCtx, progress)
 		defer func() { done(answered) }()
 		up.SetProgressToken(token)
 	}
@@ -72,13 +72,15 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 }
 
 // trackProgress gives one call a progress token of the session's own and
-// routes the server's notifications for it to progress. done ends the
-// route; answered says the call got its result, so that progress trailing
-// it (the go-sdk may hand it over after the result, and a JSON-response
-// server sends it on its standalone stream) is still delivered for a moment.
-func (s *Session) trackProgress(progress func(*mcp.ProgressNotificationParams)) (token string, done func(answered bool)) {
+// routes the server's notifications for it to progress. callCtx is the
+// call's: while it lasts and the call waits, the server's progress for the
+// token proves it alive (liveness.go). done ends the route; answered says
+// the call got its result, so that progress trailing it (the go-sdk may hand
+// it over after the result, and a JSON-response server sends it on its
+// standalone stream) is still delivered for a moment.
+func (s *Session) trackProgress(callCtx context.Context, progress func(*mcp.ProgressNotificationParams)) (token string, done func(answered bool)) {
 	token = fmt.Sprintf("tether-%d", s.progressSeq.Add(1))
-	route := newProgressRoute(progress)
+	route := newProgressRoute(callCtx, progress)
 	s.routes.Store(token, route)
 	return token, func(answered bool) {
 		if answered {
@@ -174,11 +176,17 @@ func (s *Session) routeProgress(p *mcp.ProgressNotificationParams) {
 	if !ok {
 		return // the call has returned; late progress is dropped
 	}
+	route := v.(*progressRoute)
+	if route.waiting() {
+		// Progress for a request tether still waits on: the server works
+		// on it, even if it answers nothing else meanwhile (liveness.go).
+		s.seen.mark()
+	}
 	out := *p
 	out.ProgressToken = nil
 	out.Meta = nil
 	out.Message = s.red.String(p.Message)
-	v.(*progressRoute).deliver(&out)
+	route.deliver(&out)
 }
 
 // progressRoute delivers one call's progress notifications, in order, from a
@@ -190,10 +198,16 @@ type progressRoute struct {
 	ch       chan *mcp.ProgressNotificationParams
 	done     chan struct{}
 	complete chan struct{} // closed when progress reached its total
+
+	// call is the call's ctx: it ends at the call's deadline (the gateway's
+	// callTimeout). Once the call returned the route is gone, but for the
+	// linger of an answered call, whose answer proved life already.
+	call context.Context
 }
 
-func newProgressRoute(fn func(*mcp.ProgressNotificationParams)) *progressRoute {
+func newProgressRoute(call context.Context, fn func(*mcp.ProgressNotificationParams)) *progressRoute {
 	r := &progressRoute{
+		call:     call,
 		ch:       make(chan *mcp.ProgressNotificationParams, 64),
 		done:     make(chan struct{}),
 		complete: make(chan struct{}),
@@ -206,6 +220,10 @@ func newProgressRoute(fn func(*mcp.ProgressNotificationParams)) *progressRoute {
 	}()
 	return r
 }
+
+// waiting reports whether the call still waits for its answer, within its
+// deadline.
+func (r *progressRoute) waiting() bool { return r.call.Err() == nil }
 
 func (r *progressRoute) deliver(p *mcp.ProgressNotificationParams) {
 	r.mu.Lock()

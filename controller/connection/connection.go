@@ -91,7 +91,7 @@ type Session struct {
 	client *mcp.Client
 	cs     *mcp.ClientSession
 	proc   *process // nil for HTTP
-	seen   liveness // when the server last answered a request
+	seen   liveness // when the server last answered a request or sent progress for one
 	limit  *messageLimit
 
 	// For streamable HTTP: the go-sdk transport's client (manifest headers,

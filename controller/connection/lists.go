@@ -152,7 +152,9 @@ func (s *Session) requestMeta() (meta mcp.Meta, ok bool) {
 // 2026-07-28 ones (no ping there), past the go-sdk's list cache. The caller
 // bounds it with ctx; without a deadline, spec.DefaultHealthTimeout applies.
 // An answer that refuses the request (method not found, invalid params or
-// request) proves the server alive too and counts as success.
+// request) proves the server alive too and counts as success, and so does
+// a timeout while the server answered other requests of tether's or sent
+// progress for one that waits (liveness.go).
 func (s *Session) Probe(ctx context.Context) error {
 	if err := s.Err(); err != nil {
 		return err
@@ -180,8 +182,9 @@ func (s *Session) Probe(ctx context.Context) error {
 		return nil
 	}
 	if err != nil && ctx.Err() != nil && s.Err() == nil && s.seen.since(start) {
-		// Timed out, but the server sent other answers meanwhile: the probe
-		// waited in line behind work, the server is alive.
+		// Timed out, but the server sent other answers, or progress for a
+		// call that waits, meanwhile: the probe waited in line behind
+		// work, the server is alive.
 		s.log.Debug("probe timed out behind other traffic: server alive", "method", method)
 		return nil
 	}

@@ -3,6 +3,7 @@ package connection
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -15,8 +16,11 @@ import (
 // busyServer is a streamable HTTP MCP server whose probes (ping,
 // tools/list) wait 2 s once connected is closed, as on a server busy with
 // calls. Its tool "work" answers after 20 ms; "stream" sends progress every
-// 25 ms for 2 s and answers only then.
-func busyServer(t *testing.T, connected chan struct{}) *httptest.Server {
+// 25 ms, {"steps": N} times (default 80, 2 s), and answers only then. The
+// progress carries the call's token, or {"token": T} when given (a token
+// no call of tether's waits on). streaming, if not nil, is closed when the
+// first "stream" starts.
+func busyServer(t *testing.T, connected chan struct{}, streaming chan struct{}) *httptest.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "busy", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "work", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -27,10 +31,25 @@ func busyServer(t *testing.T, connected chan struct{}) *httptest.Server {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 		})
+	var started sync.Once
 	srv.AddTool(&mcp.Tool{Name: "stream", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				Steps int
+				Token string
+			}
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			if args.Steps == 0 {
+				args.Steps = 80
+			}
 			tok := req.Params.GetProgressToken()
-			for i := range 80 {
+			if args.Token != "" {
+				tok = args.Token
+			}
+			if streaming != nil {
+				started.Do(func() { close(streaming) })
+			}
+			for i := range args.Steps {
 				if tok != nil {
 					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i)})
 				}
@@ -87,7 +106,7 @@ func probe(s *Session) error {
 // answering calls.
 func TestProbeQueuedBehindTraffic(t *testing.T) {
 	connected := make(chan struct{})
-	s := connect(t, Request{Spec: httpSpec(busyServer(t, connected).URL, "")})
+	s := connect(t, Request{Spec: httpSpec(busyServer(t, connected, nil).URL, "")})
 	close(connected)
 
 	if err := probe(s); err == nil {
@@ -128,23 +147,21 @@ func TestProbeQueuedBehindTraffic(t *testing.T) {
 }
 
 // TestProbeNotificationsAreNoAnswers: a server that sends notifications
-// (progress, for a call it does not answer) but answers no request while a
-// probe waits is not alive: only answers count (docs/reliability.md,
-// "Hostile servers").
+// (progress for a token no call of tether's waits on, while it works on a
+// call it does not answer) but answers no request while a probe waits is
+// not alive (docs/reliability.md, "Hostile servers", H2).
 func TestProbeNotificationsAreNoAnswers(t *testing.T) {
-	connected := make(chan struct{})
-	s := connect(t, Request{Spec: httpSpec(busyServer(t, connected).URL, "")})
+	connected, streaming := make(chan struct{}), make(chan struct{})
+	s := connect(t, Request{Spec: httpSpec(busyServer(t, connected, streaming).URL, "")})
 	close(connected)
 
-	// The probe starts once the call streams.
-	callDone, streaming := make(chan error, 1), make(chan struct{})
-	var first sync.Once
+	// The probe starts once the call streams. tether never issues the
+	// token tether-0 (its tokens count from 1).
+	callDone := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "stream"}, func(*mcp.ProgressNotificationParams) {
-			first.Do(func() { close(streaming) })
-		})
+		_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "stream", Arguments: map[string]any{"token": "tether-0"}}, nil)
 		callDone <- err
 	}()
 	select {
@@ -157,5 +174,82 @@ func TestProbeNotificationsAreNoAnswers(t *testing.T) {
 	}
 	if err := <-callDone; err != nil {
 		t.Errorf("the call: %v", err)
+	}
+}
+
+// TestProbeProgressOfAWaitingCallIsLife: a server that answers its probes
+// only after a long call, and sends progress for that call meanwhile, is
+// alive: the probes that time out behind the call pass, as many in a row
+// as a failureThreshold of 3 needs (docs/reliability.md L2). Through the
+// go-sdk and on the raw path.
+func TestProbeProgressOfAWaitingCallIsLife(t *testing.T) {
+	for _, raw := range []bool{false, true} {
+		t.Run(fmt.Sprintf("raw=%v", raw), func(t *testing.T) {
+			connected := make(chan struct{})
+			s := connect(t, Request{Spec: httpSpec(busyServer(t, connected, nil).URL, "")})
+			close(connected)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			callDone, streaming := make(chan error, 1), make(chan struct{})
+			var first sync.Once
+			onProgress := func(*mcp.ProgressNotificationParams) { first.Do(func() { close(streaming) }) }
+			go func() {
+				var err error
+				if raw {
+					_, _, err = s.CallToolRaw(ctx, "stream", []RawParam{{Key: "arguments", Value: json.RawMessage(`{"steps":1200}`)}}, onProgress)
+				} else {
+					_, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "stream", Arguments: map[string]any{"steps": 1200}}, onProgress)
+				}
+				callDone <- err
+			}()
+			select {
+			case <-streaming:
+			case err := <-callDone:
+				t.Fatalf("the call ended before it streamed: %v", err)
+			}
+			for i := range 3 {
+				if err := probe(s); err != nil {
+					t.Errorf("probe %d, queued behind a call that streams progress: %v", i+1, err)
+				}
+			}
+			select {
+			case err := <-callDone:
+				t.Fatalf("the call ended before the probes did (%v): they did not wait behind it", err)
+			default:
+			}
+			cancel()
+			<-callDone
+		})
+	}
+}
+
+// TestProgressProvesLifeWhileItsCallWaits: progress counts for a token of a
+// call that waits, within the call's deadline; not for an unknown token, a
+// call whose ctx ended (its callTimeout) or a call that returned.
+func TestProgressProvesLifeWhileItsCallWaits(t *testing.T) {
+	s := &Session{red: newRedactor(nil, nil)}
+	sent := func(token string) bool {
+		start := time.Now()
+		for !time.Now().After(start) { // a clock step past start
+		}
+		s.routeProgress(&mcp.ProgressNotificationParams{ProgressToken: token, Progress: 1})
+		return s.seen.since(start)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	token, done := s.trackProgress(ctx, func(*mcp.ProgressNotificationParams) {})
+	if !sent(token) {
+		t.Error("progress for a waiting call proved nothing")
+	}
+	if sent("tether-0") {
+		t.Error("progress for a token nobody waits on proved life")
+	}
+	cancel()
+	if sent(token) {
+		t.Error("progress for a call past its deadline proved life")
+	}
+	done(false)
+	if sent(token) {
+		t.Error("progress for a call that returned proved life")
 	}
 }

@@ -115,7 +115,7 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 	if progress != nil {
 		// Routed as CallTool's tokens are, so that progress the server
 		// sends on its standalone stream arrives too.
-		token, done := s.trackProgress(progress)
+		token, done := s.trackProgress(callCtx, progress)
 		defer func() { done(answered) }()
 		if meta == nil {
 			meta = mcp.Meta{}
@@ -462,12 +462,15 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 	isID := len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null"))
 	switch {
 	case m.Method == "" && isID:
-		// A response: the server answers requests (liveness.go).
-		x.s.seen.mark()
 		var id string
 		if json.Unmarshal(m.ID, &id) != nil || id != x.id {
-			return nil, nil // not ours
+			// Not this request's answer: a stream carries only its own
+			// request's response, so this one answers nothing tether
+			// asked and proves nothing (liveness.go).
+			return nil, nil
 		}
+		// The answer to tether's request: the server answers (liveness.go).
+		x.s.seen.mark()
 		x.answered = true
 		if m.Error != nil {
 			return nil, m.Error

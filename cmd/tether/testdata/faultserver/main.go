@@ -231,7 +231,7 @@ func newServer(o *options) *mcp.Server {
 		_ = json.Unmarshal(req.Params.Arguments, &a)
 		return text(strings.Repeat("b", a.Bytes)), nil
 	})
-	add("stall", "stops answering requests (this one too) and sends notifications/message every 50 ms, over stdio", func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	add("stall", "stops answering requests (this one too) and sends notifications/message and progress for a token no call carries every 50 ms, and progress for this call while it lasts, over stdio", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if o.out == nil {
 			return nil, fmt.Errorf("stall works over stdio only")
 		}
@@ -241,8 +241,23 @@ func newServer(o *options) *mcp.Server {
 				for {
 					time.Sleep(50 * time.Millisecond)
 					o.out.junk(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"faultserver","data":"still talking"}}`)
+					// tether's tokens count from tether-1.
+					o.out.junk(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tether-0","progress":1}}`)
 				}
 			}()
+		}
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			// Progress for the call tether waits on: it proves the server
+			// alive only until the call's callTimeout.
+			b, _ := json.Marshal(tok)
+			for i := 1; ; i++ {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(50 * time.Millisecond):
+				}
+				o.out.junk(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d}}`, b, i))
+			}
 		}
 		<-ctx.Done()
 		return nil, ctx.Err()
