@@ -60,17 +60,20 @@ const (
 // server watches the connection for a close ends the request's context).
 //
 // A request is in once its body is: from then on its connection is serving
-// and never shed at --max-connections (connlimit.go); until then it is
-// stalled, and the one stalled the longest makes room for a new client.
+// and never shed at --max-connections (connlimit.go), except a standalone
+// stream when nothing else can make room; until then it is stalled, and the
+// one stalled the longest makes room for a new client. A request whose
+// connection was shed first is not served (its body read fails).
 func withBodyDeadline(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-			markServing(r.Context())
-			next.ServeHTTP(w, r)
+			if markServing(r.Context(), r.Method) {
+				next.ServeHTTP(w, r)
+			}
 			return
 		}
 		rc := http.NewResponseController(w)
-		b := &deadlineBody{ReadCloser: r.Body, ctx: r.Context()}
+		b := &deadlineBody{ReadCloser: r.Body, ctx: r.Context(), method: r.Method}
 		if rc.SetReadDeadline(time.Now().Add(d)) == nil {
 			b.rc = rc
 		}
@@ -83,16 +86,29 @@ func withBodyDeadline(d time.Duration, next http.Handler) http.Handler {
 // to its end, and marks its connection serving.
 type deadlineBody struct {
 	io.ReadCloser
-	rc   *http.ResponseController
-	ctx  context.Context
-	done bool
+	rc     *http.ResponseController
+	ctx    context.Context
+	method string
+	done   bool
+	shed   bool
 }
 
+// errConnShed fails the read of a body whose connection was shed to make
+// room (--max-connections) before the body was in: the call is not run for
+// a client that will never get its answer.
+var errConnShed = errors.New("connection closed to admit another (--max-connections)")
+
 func (b *deadlineBody) Read(p []byte) (int, error) {
+	if b.shed {
+		return 0, errConnShed
+	}
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF && !b.done {
 		b.done = true
-		markServing(b.ctx)
+		if !markServing(b.ctx, b.method) {
+			b.shed = true
+			return n, errConnShed
+		}
 		if b.rc != nil {
 			_ = b.rc.SetReadDeadline(time.Time{})
 		}
