@@ -402,3 +402,55 @@ func TestFaultClientNeverReads(t *testing.T) {
 		t.Fatalf("another client's call after: %v", err)
 	}
 }
+
+// TestFaultStreamsHoldEveryConnection: sessions that each hold their
+// standalone stream (GET) fill --max-connections (row C9); a new client
+// still initializes and calls, the oldest streams being closed for it (an
+// MCP client opens its stream again). Every new connection was refused:
+// the client's POST got EOF.
+func TestFaultStreamsHoldEveryConnection(t *testing.T) {
+	const maxConn = 4
+	dir := t.TempDir()
+	m := filepath.Join(dir, "be.yaml")
+	writeFile(t, m, faultManifest(t, "be", nil, quick))
+	tt, ep := startTetherServing(t, dir, "--max-connections", fmt.Sprint(maxConn))
+	waitStatus(t, m, "be", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+
+	addr := strings.TrimSuffix(strings.TrimPrefix(ep.gateway, "http://"), "/mcp")
+	streams := make([]net.Conn, 0, maxConn)
+	defer func() {
+		for _, c := range streams {
+			c.Close()
+		}
+	}()
+	for range maxConn {
+		sid := rawInit(t, ep.gateway)
+		c, err := net.Dial("tcp", addr)
+		must(t, err)
+		streams = append(streams, c)
+		_, err = fmt.Fprintf(c, "GET /mcp HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n", addr, sid)
+		must(t, err)
+		// The stream is served (its headers are out) before the next.
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("opening stream %d: %v %v", len(streams), err, resp)
+		}
+	}
+	// Idle keep-alive connections of rawInit were shed for the streams
+	// (or are the first to go): now every held connection is a stream.
+
+	s := connectClient(t, ep)
+	res, err := call(s, 10*time.Second, "be_echo", map[string]any{"text": "served"})
+	if err != nil || res.IsError || len(res.Content) == 0 {
+		t.Fatalf("a call with every connection held by a stream: %v %+v", err, res)
+	}
+
+	// The oldest stream was closed for the new client.
+	_ = streams[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, streams[0]); err != nil {
+		t.Errorf("the oldest stream was not closed by tether: %v", err)
+	}
+	if !strings.Contains(tt.logs.String(), "gateway at its connection bound") {
+		t.Errorf("no WARN about the connections closed at the bound")
+	}
+}

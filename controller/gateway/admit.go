@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,17 +60,20 @@ const (
 // server watches the connection for a close ends the request's context).
 //
 // A request is in once its body is: from then on its connection is serving
-// and never shed at --max-connections (connlimit.go); until then it is
-// stalled, and the one stalled the longest makes room for a new client.
+// and never shed at --max-connections (connlimit.go), except a standalone
+// stream when nothing else can make room; until then it is stalled, and the
+// one stalled the longest makes room for a new client. A request whose
+// connection was shed first is not served (its body read fails).
 func withBodyDeadline(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-			markServing(r.Context())
-			next.ServeHTTP(w, r)
+			if markServing(r.Context(), r.Method) {
+				next.ServeHTTP(w, r)
+			}
 			return
 		}
 		rc := http.NewResponseController(w)
-		b := &deadlineBody{ReadCloser: r.Body, ctx: r.Context()}
+		b := &deadlineBody{ReadCloser: r.Body, ctx: r.Context(), method: r.Method}
 		if rc.SetReadDeadline(time.Now().Add(d)) == nil {
 			b.rc = rc
 		}
@@ -80,16 +86,29 @@ func withBodyDeadline(d time.Duration, next http.Handler) http.Handler {
 // to its end, and marks its connection serving.
 type deadlineBody struct {
 	io.ReadCloser
-	rc   *http.ResponseController
-	ctx  context.Context
-	done bool
+	rc     *http.ResponseController
+	ctx    context.Context
+	method string
+	done   bool
+	shed   bool
 }
 
+// errConnShed fails the read of a body whose connection was shed to make
+// room (--max-connections) before the body was in: the call is not run for
+// a client that will never get its answer.
+var errConnShed = errors.New("connection closed to admit another (--max-connections)")
+
 func (b *deadlineBody) Read(p []byte) (int, error) {
+	if b.shed {
+		return 0, errConnShed
+	}
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF && !b.done {
 		b.done = true
-		markServing(b.ctx)
+		if !markServing(b.ctx, b.method) {
+			b.shed = true
+			return n, errConnShed
+		}
 		if b.rc != nil {
 			_ = b.rc.SetReadDeadline(time.Time{})
 		}
@@ -197,7 +216,8 @@ func (t *sessionTable) reserve(client string) (victims []*sessionEntry, full *er
 }
 
 // settle ends a reservation: the session it created (id; "" if none) is
-// tracked from now on.
+// tracked from now on, with the request that created it in flight (the
+// caller ends it with done).
 func (t *sessionTable) settle(client, id string) *sessionEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -206,7 +226,10 @@ func (t *sessionTable) settle(client, id string) *sessionEntry {
 		t.clients[client]--
 		return nil
 	}
-	e := &sessionEntry{id: id, client: client, lastUsed: time.Now()}
+	// The request that created it is in flight on it: counted here, under
+	// the lock, or a reservation running meanwhile could take the session
+	// being created for an idle one and close it.
+	e := &sessionEntry{id: id, client: client, inflight: 1, lastUsed: time.Now()}
 	t.m[id] = e
 	return e
 }
@@ -294,8 +317,11 @@ func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Han
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.Method != http.MethodPost {
-			next.ServeHTTP(w, r) // the go-sdk refuses it
+		if r.Method != http.MethodPost || !g.createsSession(r) {
+			// The go-sdk refuses it, or serves it on a session of its own
+			// that it closes when the request ends: no session stays, so
+			// none is closed to make room for it.
+			next.ServeHTTP(w, r)
 			return
 		}
 		victims, full := g.sessions.reserve(who)
@@ -309,9 +335,6 @@ func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Han
 		cw := &sessionCapture{ResponseWriter: w, learn: func(id string) {
 			settled = true
 			e = g.sessions.settle(who, id)
-			if e != nil {
-				e.inflight++ // this very request
-			}
 		}}
 		next.ServeHTTP(cw, r)
 		if !settled {
@@ -324,6 +347,43 @@ func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Han
 		g.watchSession(e)
 	})
 }
+
+// createsSession reports whether a POST without a session id would leave a
+// session behind: the go-sdk keeps one only for a request it accepts (JSON,
+// an Accept of JSON and event streams) that initializes (it closes the
+// session of any other request when the request ends). Only such a request
+// may close another's idle session to make room: a POST the go-sdk refuses
+// with 400 closed a legitimate client's session for nothing. The body, read
+// here (an initialize is small, and bounded as every body is), is passed on
+// whole.
+func (g *Gateway) createsSession(r *http.Request) bool {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	if !acceptsBoth(r.Header.Values("Accept")) || r.Body == nil {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes {
+		return false // the go-sdk fails to read it
+	}
+	type message struct {
+		Method string `json:"method"`
+	}
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
+		var batch []message
+		if json.Unmarshal(trimmed, &batch) != nil {
+			return false
+		}
+		return slices.ContainsFunc(batch, func(m message) bool { return m.Method == methodInitialize })
+	}
+	var m message
+	return json.Unmarshal(body, &m) == nil && m.Method == methodInitialize
+}
+
+// methodInitialize is the request that creates an MCP session.
+const methodInitialize = "initialize"
 
 // watchSession forgets e once its session ends, by whoever (DELETE, idle
 // timeout, eviction, a failed initialize, shutdown).

@@ -510,3 +510,119 @@ func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
 		t.Errorf("a body short of its length: %d bytes, %v", len(buf), err)
 	}
 }
+
+// TestSettledSessionIsBusy: the session a request creates is in flight
+// from the moment the table knows it, so a reservation at the bound never
+// takes it for an idle one (the count was raised outside the table's lock,
+// after settle: a data race, and a window in which the session being
+// created could be closed).
+func TestSettledSessionIsBusy(t *testing.T) {
+	tab := &sessionTable{max: 1, perClient: 10}
+	if victims, full := tab.reserve(""); full != nil || len(victims) != 0 {
+		t.Fatalf("first reservation: victims %v, refused %v", victims, full)
+	}
+	e := tab.settle("", "new")
+	if e == nil {
+		t.Fatal("settle with an id tracked no session")
+	}
+	victims, full := tab.reserve("")
+	if len(victims) != 0 {
+		t.Fatalf("a reservation took the session being created (%s) for an idle one", victims[0].id)
+	}
+	if full == nil || full.status != http.StatusServiceUnavailable {
+		t.Fatalf("at the bound with the only session busy: refused %v, want 503", full)
+	}
+	tab.done(e)
+	if victims, full := tab.reserve(""); full != nil || len(victims) != 1 || victims[0] != e {
+		t.Fatalf("once its request ended: victims %v, refused %v; want the session closed for the new one", victims, full)
+	}
+}
+
+// TestSessionsCreatedConcurrently: clients initializing at once at a small
+// bound (run with -race: the count of the request that created a session
+// was written outside the table's lock).
+func TestSessionsCreatedConcurrently(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxSessions: 2})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	errs := make(chan error, 6)
+	for range 6 {
+		go func() {
+			for range 30 {
+				resp, body, err := postNoT(url, initializeBody)
+				if err != nil {
+					errs <- err
+					return
+				}
+				// 503 when both sessions are being created by others.
+				if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+					errs <- fmt.Errorf("initialize: %d %s", resp.StatusCode, body)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sessionCount(g); n > 2 {
+		t.Fatalf("the gateway holds %d sessions, over --max-sessions 2", n)
+	}
+}
+
+// postNoT sends a POST without a session id from any
+// goroutine (no *testing.T).
+func postNoT(url, body string) (*http.Response, string, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(protocolVersionHeader, "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b), nil
+}
+
+// TestSessionlessPostEvictsNothing: at the bound, a POST without a session
+// id that creates no session (the go-sdk refuses it, or it is no
+// initialize) closes no idle session; only an initialize does.
+func TestSessionlessPostEvictsNothing(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxSessions: 2})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	a, b := initSession(t, url, nil), initSession(t, url, nil)
+	for _, tc := range []struct {
+		name, body string
+		header     map[string]string
+	}{
+		{"a text body", initializeBody, map[string]string{"Content-Type": "text/plain"}},
+		{"no event streams accepted", initializeBody, map[string]string{"Accept": "application/json"}},
+		{"a ping", pingBody, nil},
+		{"a batch of pings", "[" + pingBody + "]", nil},
+		{"not JSON", `{"jsonrpc":`, nil},
+	} {
+		resp, body := do(t, http.MethodPost, url, tc.body, tc.header)
+		if resp.StatusCode == http.StatusOK && resp.Header.Get(sessionIDHeader) != "" && strings.Contains(body, `"result"`) && tc.body == initializeBody {
+			t.Fatalf("%s: served as an initialize", tc.name)
+		}
+		for _, id := range []string{a, b} {
+			if got := ping(t, url, id, nil); got != http.StatusOK {
+				t.Fatalf("after a POST without a session id (%s, answered %d): an idle session answered %d, want 200", tc.name, resp.StatusCode, got)
+			}
+		}
+	}
+	if n := g.sessions.evicted.Load(); n != 0 {
+		t.Fatalf("%d sessions were closed to make room, want none", n)
+	}
+	initSession(t, url, nil) // one of a and b makes room for it
+	if n := g.sessions.evicted.Load(); n != 1 {
+		t.Fatalf("an initialize at the bound closed %d sessions, want 1", n)
+	}
+}

@@ -18,7 +18,11 @@ import (
 // 9.5 minutes). The gateway accepts instead, and at the bound closes the
 // connection that has stalled the longest to make room: a client that has
 // sent its request is served at once, an attacker that sends nothing more
-// loses its slot.
+// loses its slot. When every connection is answering a request, the oldest
+// standalone stream (GET) makes room: sessions holding streams filled the
+// bound for good and locked every new client out, and an MCP client opens
+// its stream again (the go-sdk allows one a session). A connection with a
+// call being answered is never shed.
 
 // Phases of a client connection, as the shedding policy sees them.
 const (
@@ -33,9 +37,16 @@ const (
 	// after every stalled request: it is a legitimate client's as often as
 	// not, and a closed idle connection costs it a reconnect.
 	connIdle
+	// connStream: a session's standalone stream (GET) is being served.
+	// Sheddable, last of all, the oldest first: its client opens another.
+	connStream
 	// connServing: a request was read in full and is being answered (a
-	// call, an SSE stream). Never shed.
+	// call and its response stream). Never shed.
 	connServing
+	// connShed: chosen to make room and being closed. Final: a request
+	// whose body arrives meanwhile is not served (enter fails), so the
+	// choice and the close act on the same phase.
+	connShed
 )
 
 // connLimiter holds the gateway's open connections, at most max.
@@ -62,9 +73,18 @@ type limitedConn struct {
 	since atomic.Int64 // unix nanoseconds
 }
 
-func (c *limitedConn) enter(phase int32) {
-	c.phase.Store(phase)
-	c.since.Store(time.Now().UnixNano())
+// enter moves c to phase; false once c is shed (the phase is final).
+func (c *limitedConn) enter(phase int32) bool {
+	for {
+		cur := c.phase.Load()
+		if cur == connShed {
+			return false
+		}
+		if c.phase.CompareAndSwap(cur, phase) {
+			c.since.Store(time.Now().UnixNano())
+			return true
+		}
+	}
 }
 
 // Read counts every byte that arrives as progress: a client trickling its
@@ -83,17 +103,27 @@ func (c *limitedConn) Close() error {
 }
 
 // admit takes c into the limiter. At the bound it picks the connection to
-// shed for it (the caller closes it, outside the lock); when every held
-// connection is serving, c is refused.
+// shed for it and moves it to connShed (the caller closes it, outside the
+// lock); when every held connection has a call being answered, c is
+// refused. The victim is claimed with a compare-and-swap from the phase it
+// was chosen in: a connection whose body came in meanwhile is serving and
+// not taken (the choice is made again), and once taken it cannot start
+// serving (enter).
 func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
 	lc = &limitedConn{Conn: c, l: l}
 	lc.enter(connWaiting)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.conns) >= l.max {
-		victim = l.victim()
-		if victim == nil {
-			return nil, nil, false
+		for {
+			v, phase := l.victim()
+			if v == nil {
+				return nil, nil, false
+			}
+			if v.phase.CompareAndSwap(phase, connShed) {
+				victim = v
+				break
+			}
 		}
 		delete(l.conns, victim)
 	}
@@ -103,26 +133,28 @@ func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
 
 // victim is the connection stalled the longest: of those waiting for a
 // request or its body, the one with the oldest progress; failing those,
-// the oldest idle one; nil if every connection is serving. Linear: it runs
-// only at the bound, over max connections.
-func (l *connLimiter) victim() *limitedConn {
+// the oldest idle one; failing those, the oldest standalone stream; nil if
+// every connection has a call being answered. It returns the phase it saw.
+// Linear: it runs only at the bound, over max connections.
+func (l *connLimiter) victim() (*limitedConn, int32) {
 	var best *limitedConn
-	var bestPhase int32
+	var bestPhase, bestClass int32
 	var bestSince int64
 	for c := range l.conns {
 		p := c.phase.Load()
-		if p == connServing {
+		if p == connServing || p == connShed {
 			continue
 		}
-		if p == connBody {
-			p = connWaiting // one class: a request not yet in
+		class := p
+		if class == connBody {
+			class = connWaiting // one class: a request not yet in
 		}
 		s := c.since.Load()
-		if best == nil || p < bestPhase || (p == bestPhase && s < bestSince) {
-			best, bestPhase, bestSince = c, p, s
+		if best == nil || class < bestClass || (class == bestClass && s < bestSince) {
+			best, bestPhase, bestClass, bestSince = c, p, class, s
 		}
 	}
-	return best
+	return best, bestPhase
 }
 
 func (l *connLimiter) release(c *limitedConn) {
@@ -158,11 +190,18 @@ func connContext(ctx context.Context, nc net.Conn) context.Context {
 }
 
 // markServing moves the connection of the request whose context is ctx to
-// connServing: its request is in, and it is never shed while answered.
-func markServing(ctx context.Context) {
-	if c, ok := ctx.Value(connKey{}).(*limitedConn); ok {
-		c.enter(connServing)
+// connServing (its request is in, and it is never shed while answered), or
+// to connStream for a standalone stream (GET). False if the connection was
+// shed before: it is being closed and the request must not be served.
+func markServing(ctx context.Context, method string) bool {
+	c, ok := ctx.Value(connKey{}).(*limitedConn)
+	if !ok {
+		return true
 	}
+	if method == http.MethodGet {
+		return c.enter(connStream)
+	}
+	return c.enter(connServing)
 }
 
 // limitListener is ln with the limiter's admission on every Accept. The

@@ -32,32 +32,39 @@ func held(t *testing.T, l *connLimiter, phase int32, at time.Time) *limitedConn 
 
 // TestConnLimiterSheds: at the bound, the connection stalled the longest
 // makes room (a request not yet in before an idle keep-alive one, the
-// oldest progress first); a serving connection is never shed; when every
-// connection serves, the new one is refused.
+// oldest progress first; then the oldest standalone stream); a connection
+// with a call being answered is never shed; when every connection has one,
+// the new one is refused.
 func TestConnLimiterSheds(t *testing.T) {
 	t0 := time.Now().Add(-time.Hour)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
-	l := newConnLimiter(5)
+	l := newConnLimiter(7)
 	serving := held(t, l, connServing, at(0)) // the oldest of all
 	idle := held(t, l, connIdle, at(1))
 	body := held(t, l, connBody, at(3))
 	waiting := held(t, l, connWaiting, at(2))
 	young := held(t, l, connBody, at(4))
+	youngStream := held(t, l, connStream, at(-1))
+	oldStream := held(t, l, connStream, at(-2))
 
-	for i, want := range []*limitedConn{waiting, body, young, idle} {
+	for i, want := range []*limitedConn{waiting, body, young, idle, oldStream, youngStream} {
 		c, victim, ok := l.admit(pipeConn(t))
 		if !ok || victim != want {
 			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
 		}
+		if got := victim.phase.Load(); got != connShed {
+			t.Fatalf("admission %d: the shed connection is in phase %d, want %d", i, got, connShed)
+		}
 		c.enter(connServing)
 	}
-	// Now five serving connections: the next is refused, nothing shed.
+	// Now seven connections with calls being answered: the next is
+	// refused, nothing shed.
 	if _, victim, ok := l.admit(pipeConn(t)); ok || victim != nil {
 		t.Fatalf("every connection serving: admitted=%v, shed %p; want refused", ok, victim)
 	}
-	if len(l.conns) != 5 {
-		t.Fatalf("the limiter holds %d connections, want 5", len(l.conns))
+	if len(l.conns) != 7 {
+		t.Fatalf("the limiter holds %d connections, want 7", len(l.conns))
 	}
 	if _, ok := l.conns[serving]; !ok {
 		t.Fatal("a serving connection was shed")
@@ -92,7 +99,7 @@ func TestConnLimiterProgress(t *testing.T) {
 // TestConnLimiterPhases: net/http's states and the body's arrival move a
 // real connection through the phases: its request's headers in, it is
 // stalled until its body is in, then serving; without a body, serving at
-// once.
+// once (a GET, a standalone stream: connStream).
 func TestConnLimiterPhases(t *testing.T) {
 	l := newConnLimiter(4)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -125,7 +132,64 @@ func TestConnLimiterPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if before, after := <-phases, <-phases; before != connStream || after != connStream {
+		t.Errorf("phases of a GET (a standalone stream, no body): %d, %d; want %d", before, after, connStream)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+ln.Addr().String(), nil)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if before, after := <-phases, <-phases; before != connServing || after != connServing {
-		t.Errorf("phases of a request without a body: %d, %d; want %d", before, after, connServing)
+		t.Errorf("phases of a DELETE (no body): %d, %d; want %d", before, after, connServing)
+	}
+}
+
+// TestConnLimiterStreamsDoNotLockOut: when every connection holds a
+// session's standalone stream (GET), a new client is admitted and the
+// oldest stream closed for it: sessions holding streams filled the bound
+// for good and every new connection was refused.
+func TestConnLimiterStreamsDoNotLockOut(t *testing.T) {
+	l := newConnLimiter(3)
+	old := time.Now().Add(-time.Hour)
+	first := held(t, l, connStream, old)
+	held(t, l, connStream, old.Add(time.Second))
+	held(t, l, connServing, old.Add(-time.Second))
+	c, victim, ok := l.admit(pipeConn(t))
+	if !ok || victim != first {
+		t.Fatalf("streams at the bound: admitted=%v, shed %p; want admitted, the oldest stream %p shed", ok, victim, first)
+	}
+	if _, ok := l.conns[c]; !ok {
+		t.Fatal("the new connection is not held")
+	}
+}
+
+// TestConnLimiterShedIsFinal: a connection chosen to make room cannot
+// start serving (its body's last byte arriving between the choice and the
+// close would have its call run and cut off), and one that started
+// serving first is not chosen.
+func TestConnLimiterShedIsFinal(t *testing.T) {
+	l := newConnLimiter(1)
+	stalled := held(t, l, connBody, time.Now().Add(-time.Hour))
+	_, victim, ok := l.admit(pipeConn(t))
+	if !ok || victim != stalled {
+		t.Fatalf("admitted=%v, shed %p; want the stalled connection %p", ok, victim, stalled)
+	}
+	if stalled.enter(connServing) {
+		t.Fatal("a shed connection entered connServing")
+	}
+	ctx := context.WithValue(context.Background(), connKey{}, stalled)
+	if markServing(ctx, http.MethodPost) || markServing(ctx, http.MethodGet) {
+		t.Fatal("markServing succeeded on a shed connection")
+	}
+	if got := stalled.phase.Load(); got != connShed {
+		t.Fatalf("the shed connection is in phase %d, want %d", got, connShed)
+	}
+
+	// A body read to its end on a shed connection fails: the call is not
+	// run for a client that will not get its answer.
+	b := &deadlineBody{ReadCloser: io.NopCloser(strings.NewReader("{}")), ctx: ctx, method: http.MethodPost}
+	if _, err := io.ReadAll(b); err != errConnShed {
+		t.Fatalf("reading a body on a shed connection: %v, want errConnShed", err)
 	}
 }
