@@ -442,6 +442,18 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 		lost[l] = append(lost[l], c)
 		lost[w] = append(lost[w], spec.ToolCollision{Tool: shown, Connection: loser, Kept: true})
 	}
+	// Templates by connection: the checks below compare only claims of
+	// different connections, so that a server listing many URIs and
+	// templates does not cost the square of its own lists.
+	var tmplConns []string
+	tmplsOf := map[string][]templateRoute{}
+	for _, tr := range next.templates {
+		if tmplsOf[tr.conn] == nil {
+			tmplConns = append(tmplConns, tr.conn)
+		}
+		tmplsOf[tr.conn] = append(tmplsOf[tr.conn], tr)
+	}
+	slices.Sort(tmplConns)
 	// An exact URI: every claim on it is known, so every connection that
 	// loses it is reported. The listing is published only if its
 	// connection serves the URI.
@@ -451,16 +463,28 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 			continue
 		}
 		uri := key[2:]
-		claims := next.claimsOn(uri)
-		for _, b := range bids[1:] {
-			claims = append(claims, uriClaim{conn: b.st.name, seq: b.seq, exact: true})
+		contested := len(bids) > 1
+		for _, c := range tmplConns {
+			if contested {
+				break
+			}
+			if c != bids[0].st.name {
+				contested = slices.ContainsFunc(tmplsOf[c], func(tr templateRoute) bool { return tr.re != nil && tr.re.MatchString(uri) })
+			}
 		}
-		slices.SortFunc(claims, claimRank)
-		win := claims[0]
-		for _, cl := range claims[1:] {
-			// A catch-all's losses are in its nameWarnings already.
-			if cl.conn != win.conn && !cl.spec.catchAll {
-				report(collisionResource+uri, cl.conn, win.conn)
+		win := next.uris[uri]
+		if contested {
+			claims := next.claimsOn(uri)
+			for _, b := range bids[1:] {
+				claims = append(claims, uriClaim{conn: b.st.name, seq: b.seq, exact: true})
+			}
+			slices.SortFunc(claims, claimRank)
+			win = claims[0]
+			for _, cl := range claims[1:] {
+				// A catch-all's losses are in its nameWarnings already.
+				if cl.conn != win.conn && !cl.spec.catchAll {
+					report(collisionResource+uri, cl.conn, win.conn)
+				}
 			}
 		}
 		if o := bids[0]; o.st.available && win.conn == o.st.name {
@@ -473,17 +497,21 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	// connection) is reported as losing to it. Both stay published: the
 	// later may still serve URIs the earlier does not match, and each read
 	// goes by resourceRoute.
-	for i, a := range next.templates {
-		for _, b := range next.templates[i+1:] {
-			if a.conn == b.conn || a.re == nil || b.re == nil || a.spec.catchAll != b.spec.catchAll {
-				continue
-			}
-			first, later := a, b
-			if claimRank(b.claim(), a.claim()) < 0 {
-				first, later = b, a
-			}
-			if strings.HasPrefix(literalPrefix(later.template), literalPrefix(first.template)) {
-				report(collisionTemplate+later.template, later.conn, first.conn)
+	for i, ca := range tmplConns {
+		for _, cb := range tmplConns[i+1:] {
+			for _, a := range tmplsOf[ca] {
+				for _, b := range tmplsOf[cb] {
+					if a.re == nil || b.re == nil || a.spec.catchAll != b.spec.catchAll {
+						continue
+					}
+					first, later := a, b
+					if claimRank(b.claim(), a.claim()) < 0 {
+						first, later = b, a
+					}
+					if strings.HasPrefix(literalPrefix(later.template), literalPrefix(first.template)) {
+						report(collisionTemplate+later.template, later.conn, first.conn)
+					}
+				}
 			}
 		}
 	}
