@@ -304,6 +304,7 @@ func TestResourceRoutingBySpecificity(t *testing.T) {
 		{"tied: then the connection name", true, []conn{{"zed", nil, []string{"x://h/{a}"}}, {"abe", nil, []string{"x://h/{b}"}}}, "x://h/n", "abe"},
 		{"equally specific: the first offered", false, []conn{{"zed", nil, []string{"x://h/{a}"}}, {"abe", nil, []string{"x://h/{b}"}}}, "x://h/n", "zed"},
 		{"equally specific, other order", false, []conn{{"abe", nil, []string{"x://h/{b}"}}, {"zed", nil, []string{"x://h/{a}"}}}, "x://h/n", "abe"},
+		{"an overlap that is not reported still goes to the earlier", false, []conn{{"h", nil, []string{"x://h/{name}.txt"}}, {"host", nil, []string{"x://{host}/a.txt"}}}, "x://h/a.txt", "h"},
 		{"one connection: its exact listing, then its template", false, []conn{{"fs", []string{"file:///etc/hosts"}, []string{"file:///{+p}"}}, {"etc", nil, []string{"file:///etc/{n}"}}}, "file:///etc/hosts", "fs"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
