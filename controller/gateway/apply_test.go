@@ -18,8 +18,37 @@ import (
 // (a bare fakeBackend) may compare equal.
 type idBackend struct {
 	fakeBackend
-	id int
+	id        int
+	templates []*mcp.ResourceTemplate
 }
+
+func (b *idBackend) ResourceTemplates() []*mcp.ResourceTemplate { return b.templates }
+
+// withCatalog gives b the exact resource URIs and templates.
+func withCatalog(b *idBackend, uris, templates []string) *idBackend {
+	b.resources, b.templates = nil, nil
+	for _, u := range uris {
+		b.resources = append(b.resources, &mcp.Resource{URI: u, Name: u})
+	}
+	for _, tm := range templates {
+		b.templates = append(b.templates, &mcp.ResourceTemplate{URITemplate: tm, Name: tm})
+	}
+	return b
+}
+
+// The resource catalog the model draws from, and which URI each template
+// matches (by hand, not by the gateway's matcher).
+var (
+	modelURIs      = []string{"file:///home/ada", "file:///home/ada/k", "file:///etc", "x://h/a", "mem://m"}
+	modelTemplates = []string{"file:///{+p}", "file:///home/{+p}", "file:///home/{n}", "{+any}", "x://h/{a}"}
+	modelMatches   = map[string][]string{
+		"file:///{+p}":      {"file:///home/ada", "file:///home/ada/k", "file:///etc"},
+		"file:///home/{+p}": {"file:///home/ada", "file:///home/ada/k"},
+		"file:///home/{n}":  {"file:///home/ada"},
+		"{+any}":            modelURIs,
+		"x://h/{a}":         {"x://h/a"},
+	}
+)
 
 // model is the gateway's contract on exposure, computed from scratch after
 // every change: a name goes to the connection that claimed it first, and
@@ -27,7 +56,10 @@ type idBackend struct {
 // connection name; the others lost it, and the owner kept it against each.
 // A connection's claims outlast its session: while it is unavailable it
 // keeps the names of its last list (not live, answered as down), unless
-// it was made unavailable with another prefix.
+// it was made unavailable with another prefix. A resource URI goes to the
+// claim on it that ranks first (rankClaims: an exact listing or a template
+// that matches it, by hand in modelMatches), and resource collisions are
+// those docs/contract.md §5 says are reported (catCollisions).
 // The gateway itself only re-examines the names a change touches;
 // TestIncrementalMatchesModel holds it to this.
 type model struct {
@@ -43,6 +75,151 @@ type modelConn struct {
 	reason    string
 	prefix    string
 	seqs      map[string]uint64 // exposed name → when first claimed, kept while its claims hold
+	// Its resource catalog: exact URIs and templates, kept while it is
+	// away (never prefixed), with when each was first offered.
+	uris, templates []string
+	catSeqs         map[string]uint64 // "r:"+URI, "t:"+template →
+}
+
+// setCatalog records a Set's resource catalog: what it still offers keeps
+// its claim time.
+func (m *model) setCatalog(name string, old map[string]uint64, uris, templates []string) {
+	mc := m.conns[name]
+	mc.uris, mc.templates, mc.catSeqs = uris, templates, map[string]uint64{}
+	for _, k := range append(prefixed("r:", uris), prefixed("t:", templates)...) {
+		if s, ok := old[k]; ok {
+			mc.catSeqs[k] = s
+			continue
+		}
+		if m.settled {
+			m.seq++
+			mc.catSeqs[k] = m.seq
+		} else {
+			mc.catSeqs[k] = 0
+		}
+	}
+}
+
+func prefixed(p string, xs []string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = p + x
+	}
+	return out
+}
+
+// modelClaim is a claim on a URI: an exact listing or a template.
+type modelClaim struct {
+	conn, tmpl string
+	seq        uint64
+}
+
+// rankClaims: a catch-all template last; then the first offered; ties go
+// to an exact listing, then the more specific template, then the
+// connection name.
+func rankClaims(a, b modelClaim) int {
+	aAll, bAll := a.tmpl != "" && templateSpecificity(a.tmpl).catchAll, b.tmpl != "" && templateSpecificity(b.tmpl).catchAll
+	switch {
+	case aAll != bAll:
+		if aAll {
+			return 1
+		}
+		return -1
+	case a.seq != b.seq:
+		return cmp.Compare(a.seq, b.seq)
+	case (a.tmpl == "") != (b.tmpl == ""):
+		if a.tmpl == "" {
+			return -1
+		}
+		return 1
+	case a.tmpl != "" && b.tmpl != "" && a.tmpl != b.tmpl:
+		if c := compareSpecificity(templateSpecificity(a.tmpl), templateSpecificity(b.tmpl)); c != 0 {
+			return c
+		}
+	}
+	return cmp.Or(cmp.Compare(a.conn, b.conn), cmp.Compare(a.tmpl, b.tmpl))
+}
+
+// keyOwners returns, per "r:" or "t:" key, its claims in claim order
+// (the same URI or template offered by several connections).
+func (m *model) keyOwners() map[string][]modelClaim {
+	out := map[string][]modelClaim{}
+	for _, n := range m.sortedNames() {
+		mc := m.conns[n]
+		for k, seq := range mc.catSeqs {
+			c := modelClaim{conn: n, seq: seq}
+			if strings.HasPrefix(k, "t:") {
+				c.tmpl = k[2:]
+			}
+			out[k] = append(out[k], c)
+		}
+	}
+	for _, cl := range out {
+		slices.SortFunc(cl, func(a, b modelClaim) int { return claimBefore(a.seq, a.conn, b.seq, b.conn) })
+	}
+	return out
+}
+
+// uriClaims returns the claims on uri ranked: every exact listing, and the
+// template of each template's first claimant that matches it.
+func (m *model) uriClaims(uri string) []modelClaim {
+	owners := m.keyOwners()
+	cl := slices.Clone(owners["r:"+uri])
+	for _, tm := range modelTemplates {
+		if o := owners["t:"+tm]; len(o) > 0 && slices.Contains(modelMatches[tm], uri) {
+			cl = append(cl, o[0])
+		}
+	}
+	slices.SortFunc(cl, rankClaims)
+	return cl
+}
+
+// catCollisions returns the resource collisions of every connection.
+func (m *model) catCollisions() map[string][]spec.ToolCollision {
+	out := map[string][]spec.ToolCollision{}
+	seen := map[[3]string]bool{}
+	add := func(name, loser, winner string) {
+		if seen[[3]string{name, loser, winner}] {
+			return
+		}
+		seen[[3]string{name, loser, winner}] = true
+		out[loser] = append(out[loser], spec.ToolCollision{Tool: name, Connection: winner})
+		out[winner] = append(out[winner], spec.ToolCollision{Tool: name, Connection: loser, Kept: true})
+	}
+	owners := m.keyOwners()
+	for _, tm := range modelTemplates {
+		for _, c := range owners["t:"+tm][min(1, len(owners["t:"+tm])):] {
+			add("resourceTemplate:"+tm, c.conn, owners["t:"+tm][0].conn)
+		}
+	}
+	for _, u := range modelURIs {
+		if len(owners["r:"+u]) == 0 {
+			continue
+		}
+		cl := m.uriClaims(u)
+		for _, c := range cl[1:] {
+			if c.conn != cl[0].conn && (c.tmpl == "" || !templateSpecificity(c.tmpl).catchAll) {
+				add("resource:"+u, c.conn, cl[0].conn)
+			}
+		}
+	}
+	var ts []modelClaim
+	for _, tm := range modelTemplates {
+		if o := owners["t:"+tm]; len(o) > 0 {
+			ts = append(ts, o[0])
+		}
+	}
+	for _, a := range ts {
+		for _, b := range ts {
+			if a.conn == b.conn || templateSpecificity(a.tmpl).catchAll != templateSpecificity(b.tmpl).catchAll || rankClaims(a, b) >= 0 {
+				continue
+			}
+			if strings.HasPrefix(literalPrefix(b.tmpl), literalPrefix(a.tmpl)) {
+				add("resourceTemplate:"+b.tmpl, b.conn, a.conn)
+			}
+		}
+	}
+	return out
 }
 
 // set records a Set: names the connection still claims keep their claim
@@ -145,8 +322,9 @@ func (m *model) collisions(conn string) ([]spec.ToolCollision, int) {
 			lost = append(lost, spec.ToolCollision{Tool: name, Connection: cl[0][0]})
 		}
 	}
+	lost = append(lost, m.catCollisions()[conn]...)
 	slices.SortFunc(lost, func(a, b spec.ToolCollision) int {
-		return cmp.Or(cmp.Compare(a.Tool, b.Tool), cmp.Compare(a.Connection, b.Connection))
+		return cmp.Or(cmp.Compare(a.Tool, b.Tool), cmp.Compare(a.Connection, b.Connection), keptFirst(a.Kept, b.Kept))
 	})
 	return lost, n
 }
@@ -174,7 +352,8 @@ func (m *model) down(name string) string {
 // TestIncrementalMatchesModel drives a gateway and the model through the
 // same random Set/SetUnavailable/Remove sequences, with shared prefixes so
 // that names collide, and compares routes, published tools, collisions and
-// "not connected" answers after every step. Odd seeds settle the gateway
+// "not connected" answers after every step, and resource routing, exposure
+// and collisions with random resource catalogs. Odd seeds settle the gateway
 // (a client came) part way, so that later claims rank by arrival.
 func TestIncrementalMatchesModel(t *testing.T) {
 	connNames := []string{"a", "b", "c", "d", "e"}
@@ -218,9 +397,26 @@ func TestIncrementalMatchesModel(t *testing.T) {
 					} else {
 						c.Backend = withTools(&idBackend{id: step}, tools)
 					}
-					op = fmt.Sprintf("Set(%s, prefix %q, %d tools)", name, c.Prefix, len(tools))
+					var uris, tmpls []string
+					for _, u := range modelURIs {
+						if rng.IntN(3) == 0 {
+							uris = append(uris, u)
+						}
+					}
+					for _, tm := range modelTemplates {
+						if rng.IntN(3) == 0 {
+							tmpls = append(tmpls, tm)
+						}
+					}
+					withCatalog(c.Backend.(*idBackend), uris, tmpls)
+					op = fmt.Sprintf("Set(%s, prefix %q, %d tools, URIs %q, templates %q)", name, c.Prefix, len(tools), uris, tmpls)
+					var oldCat map[string]uint64
+					if mc != nil {
+						oldCat = mc.catSeqs
+					}
 					g.Set(c)
 					m.set(name, c, tools)
+					m.setCatalog(name, oldCat, uris, tmpls)
 				case r < 8:
 					prefix := prefixes[rng.IntN(len(prefixes))]
 					op = fmt.Sprintf("SetUnavailable(%s, %q)", name, prefix)
@@ -310,6 +506,48 @@ func checkAgainstModel(t *testing.T, g *Gateway, m *model, probe []string, where
 	if !slices.Equal(published, wantPublished) {
 		t.Errorf("%s: published %v, want %v", where, published, wantPublished)
 	}
+	// Resources: each URI goes to the claim that ranks first, live or
+	// answered as down; an exact listing is published only if its first
+	// lister serves the URI.
+	cat := g.cat.Load()
+	owners2 := m.keyOwners()
+	wantRes, wantTmpl := map[string]int{}, map[string]int{}
+	for _, u := range modelURIs {
+		wantConn, wantLive := "", false
+		if cl := m.uriClaims(u); len(cl) > 0 {
+			wantConn, wantLive = cl[0].conn, m.conns[cl[0].conn].available
+			if o := owners2["r:"+u]; len(o) > 0 && o[0].conn == wantConn && wantLive {
+				wantRes[wantConn]++
+			}
+		}
+		gotConn, gotLive := "", false
+		switch tg, d := cat.resourceRoute(u); {
+		case tg != nil:
+			gotConn, gotLive = tg.name, true
+			if tg.backend != m.conns[tg.name].c.Backend {
+				t.Errorf("%s: %s routes to a stale backend of %s", where, u, tg.name)
+			}
+		case d != nil:
+			gotConn = d.name
+		}
+		if gotConn != wantConn || gotLive != wantLive {
+			t.Errorf("%s: %s routes to %q (live %v), want %q (live %v)", where, u, gotConn, gotLive, wantConn, wantLive)
+		}
+	}
+	for _, tm := range modelTemplates {
+		if o := owners2["t:"+tm]; len(o) > 0 && m.conns[o[0].conn].available {
+			wantTmpl[o[0].conn]++
+		}
+	}
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		x := g.Exposure(n)
+		if mc := m.conns[n]; mc == nil || !mc.available {
+			wantRes[n], wantTmpl[n] = 0, 0
+		}
+		if x.Resources != wantRes[n] || x.ResourceTemplates != wantTmpl[n] {
+			t.Errorf("%s: %s exposes %d resources and %d templates, want %d and %d", where, n, x.Resources, x.ResourceTemplates, wantRes[n], wantTmpl[n])
+		}
+	}
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		lost, exposed := m.collisions(n)
 		if got := g.Collisions(n); !slices.Equal(got, lost) {
@@ -319,4 +557,14 @@ func checkAgainstModel(t *testing.T, g *Gateway, m *model, probe []string, where
 			t.Errorf("%s: Exposed(%s) = %d, want %d", where, n, got, exposed)
 		}
 	}
+}
+
+func keptFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
 }

@@ -31,8 +31,10 @@ import (
 // that offered it first (claimBefore, as for tools); the others report the
 // collision through Collisions as "prompt:<name>", "resource:<uri>" or
 // "resourceTemplate:<template>", and the owner reports it as kept. A URI
-// goes to the connection that lists it, else to the most specific template
-// that matches it (specificity, docs/contract.md §5). Unlike tools, the
+// goes to the connection with the earliest claim on it, by listing it or
+// by a template that matches it (uriClaim, claimRank; docs/contract.md
+// §5): an exact URI or a narrower template offered later by another
+// connection does not take URIs an earlier claim serves. Unlike tools, the
 // catalog is small and changes rarely: a change recomputes it whole from
 // the connections that offer any.
 
@@ -48,12 +50,53 @@ const (
 // template; replaced on every change.
 type catTable struct {
 	prompts   map[string]promptRoute // exposed name →
-	resources map[string]*target     // URI →
+	uris      map[string]uriClaim    // URI → the claim of the connection that lists it first
 	templates []templateRoute        // most specific first (compareTemplates)
-	// downPrompts and downURIs answer for what a connection that is not
-	// Connected used to offer: "connection X is not connected".
+	// downPrompts answers for the prompts of a connection that is not
+	// Connected: "connection X is not connected" (URI and template claims
+	// carry their own downTarget).
 	downPrompts map[string]*downTarget
-	downURIs    map[string]*downTarget
+}
+
+// uriClaim is one connection's claim on a URI: its exact listing of it, or
+// a template of it that matches it.
+type uriClaim struct {
+	conn   string
+	seq    uint64 // when the listing or template was first offered
+	exact  bool
+	tmpl   string      // the template, when not exact
+	spec   specificity // the template's; zero (fixes the scheme) when exact
+	target *target     // nil while its owner is away (down)
+	down   *downTarget
+}
+
+// claimRank orders the claims on one URI; the first serves it. A catch-all
+// template never wins over a claim that fixes the scheme; then the claim
+// offered first wins, whichever connection or kind it is (first come keeps
+// a URI: a later exact URI or narrower template of another connection does
+// not take it); claims made before the gateway settled tie (seq 0) and go
+// to the exact listing, then the most specific template
+// (compareSpecificity), then the connection name.
+func claimRank(a, b uriClaim) int {
+	if a.spec.catchAll != b.spec.catchAll {
+		if b.spec.catchAll {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(a.seq, b.seq); c != 0 {
+		return c
+	}
+	if a.exact != b.exact {
+		if a.exact {
+			return -1
+		}
+		return 1
+	}
+	if c := compareSpecificity(a.spec, b.spec); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(a.conn, b.conn), cmp.Compare(a.tmpl, b.tmpl))
 }
 
 type promptRoute struct {
@@ -69,6 +112,18 @@ type templateRoute struct {
 	conn     string // its owner
 	spec     specificity
 	seq      uint64 // when its owner first offered it
+}
+
+func (tr templateRoute) claim() uriClaim {
+	return uriClaim{conn: tr.conn, seq: tr.seq, tmpl: tr.template, spec: tr.spec, target: tr.target, down: tr.down}
+}
+
+// literalPrefix is a template's text before its first expression.
+func literalPrefix(tmpl string) string {
+	if i := strings.IndexByte(tmpl, '{'); i >= 0 {
+		return tmpl[:i]
+	}
+	return tmpl
 }
 
 // specificity is how narrowly a URI template names URIs; see
@@ -167,28 +222,33 @@ func templateRegexp(tmpl string) (re *regexp.Regexp) {
 // any scheme.
 const catchAllWarning = "matches URIs of any scheme: it gets only URIs no other connection lists or matches with a template that fixes the scheme"
 
-// templateOwner returns the owner of the most specific template that
-// matches uri: live, or away (down).
-func (c *catTable) templateOwner(uri string) (*target, *downTarget) {
+// claimsOn returns every claim on uri: the exact listing of the
+// connection that lists it first, and each template that matches it.
+func (c *catTable) claimsOn(uri string) []uriClaim {
+	var claims []uriClaim
+	if e, ok := c.uris[uri]; ok {
+		claims = append(claims, e)
+	}
 	for _, tr := range c.templates {
 		if tr.re != nil && tr.re.MatchString(uri) {
-			return tr.target, tr.down
+			claims = append(claims, tr.claim())
 		}
 	}
-	return nil, nil
+	return claims
 }
 
-// resourceRoute returns the connection a URI belongs to: the owner of the
-// exact URI, else of the most specific template that matches it; down when
-// that owner is away and keeps it.
+// resourceRoute returns the connection a URI belongs to: the one whose
+// claim on it ranks first (claimRank), live, or down when that owner is
+// away and keeps it.
 func (c *catTable) resourceRoute(uri string) (*target, *downTarget) {
-	if t := c.resources[uri]; t != nil {
-		return t, nil
+	var best uriClaim
+	found := false
+	for _, cl := range c.claimsOn(uri) {
+		if !found || claimRank(cl, best) < 0 {
+			best, found = cl, true
+		}
 	}
-	if d := c.downURIs[uri]; d != nil {
-		return nil, d
-	}
-	return c.templateOwner(uri)
+	return best.target, best.down
 }
 
 // resourceOwner is resourceRoute's live owner: nil when nobody, or an
@@ -249,7 +309,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	// Name order: the new claims of one pass are numbered in it.
 	slices.SortFunc(conns, func(a, b *connState) int { return strings.Compare(a.name, b.name) })
 
-	next := &catTable{prompts: map[string]promptRoute{}, resources: map[string]*target{}}
+	next := &catTable{prompts: map[string]promptRoute{}, uris: map[string]uriClaim{}}
 	offers := map[string][]catOffer{}
 	var keys []string
 	for _, st := range conns {
@@ -330,10 +390,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				next.downPrompts[k] = dt
 			case o.resource != nil:
 				shown = collisionResource + k
-				if next.downURIs == nil {
-					next.downURIs = map[string]*downTarget{}
-				}
-				next.downURIs[k] = dt
+				next.uris[k] = uriClaim{conn: o.st.name, seq: o.seq, exact: true, down: dt}
 			default:
 				shown = collisionTemplate + k
 				next.templates = append(next.templates, templateRoute{template: k, re: templateRegexp(k), down: dt,
@@ -348,8 +405,9 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				next.prompts[k] = promptRoute{target: o.st.target, orig: o.prompt.Name}
 			case o.resource != nil:
 				shown = collisionResource + k
-				wantResources[k] = o.resource
-				next.resources[k] = o.st.target
+				// Published below, if no earlier claim of another
+				// connection takes the URI.
+				next.uris[k] = uriClaim{conn: o.st.name, seq: o.seq, exact: true, target: o.st.target}
 			default:
 				shown = collisionTemplate + k
 				wantTemplates[k] = o.template
@@ -357,12 +415,106 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 					spec: templateSpecificity(k), seq: o.seq, conn: o.st.name})
 			}
 		}
+		if o.resource != nil {
+			continue // reported by URI below, against every claim on it
+		}
 		for _, l := range bids[1:] {
 			lost[l.st] = append(lost[l.st], spec.ToolCollision{Tool: shown, Connection: o.st.name})
 			lost[o.st] = append(lost[o.st], spec.ToolCollision{Tool: shown, Connection: l.st.name, Kept: true})
 		}
 	}
 	slices.SortFunc(next.templates, compareTemplates)
+	byName := map[string]*connState{}
+	for _, st := range conns {
+		byName[st.name] = st
+	}
+	reported := map[spec.ToolCollision]map[*connState]bool{}
+	report := func(shown string, loser, winner string) {
+		l, w := byName[loser], byName[winner]
+		c := spec.ToolCollision{Tool: shown, Connection: winner}
+		if reported[c][l] {
+			return
+		}
+		if reported[c] == nil {
+			reported[c] = map[*connState]bool{}
+		}
+		reported[c][l] = true
+		lost[l] = append(lost[l], c)
+		lost[w] = append(lost[w], spec.ToolCollision{Tool: shown, Connection: loser, Kept: true})
+	}
+	// Templates by connection: the checks below compare only claims of
+	// different connections, so that a server listing many URIs and
+	// templates does not cost the square of its own lists.
+	var tmplConns []string
+	tmplsOf := map[string][]templateRoute{}
+	for _, tr := range next.templates {
+		if tmplsOf[tr.conn] == nil {
+			tmplConns = append(tmplConns, tr.conn)
+		}
+		tmplsOf[tr.conn] = append(tmplsOf[tr.conn], tr)
+	}
+	slices.Sort(tmplConns)
+	// An exact URI: every claim on it is known, so every connection that
+	// loses it is reported. The listing is published only if its
+	// connection serves the URI.
+	for _, key := range keys {
+		bids := offers[key]
+		if bids[0].resource == nil {
+			continue
+		}
+		uri := key[2:]
+		contested := len(bids) > 1
+		for _, c := range tmplConns {
+			if contested {
+				break
+			}
+			if c != bids[0].st.name {
+				contested = slices.ContainsFunc(tmplsOf[c], func(tr templateRoute) bool { return tr.re != nil && tr.re.MatchString(uri) })
+			}
+		}
+		win := next.uris[uri]
+		if contested {
+			claims := next.claimsOn(uri)
+			for _, b := range bids[1:] {
+				claims = append(claims, uriClaim{conn: b.st.name, seq: b.seq, exact: true})
+			}
+			slices.SortFunc(claims, claimRank)
+			win = claims[0]
+			for _, cl := range claims[1:] {
+				// A catch-all's losses are in its nameWarnings already.
+				if cl.conn != win.conn && !cl.spec.catchAll {
+					report(collisionResource+uri, cl.conn, win.conn)
+				}
+			}
+		}
+		if o := bids[0]; o.st.available && win.conn == o.st.name {
+			wantResources[uri] = o.resource
+			owners[key] = o.st
+		}
+	}
+	// Two templates: which URIs both match is not decided here; a later
+	// template whose literal prefix extends an earlier one's (of another
+	// connection) is reported as losing to it. Both stay published: the
+	// later may still serve URIs the earlier does not match, and each read
+	// goes by resourceRoute.
+	for i, ca := range tmplConns {
+		for _, cb := range tmplConns[i+1:] {
+			for _, a := range tmplsOf[ca] {
+				for _, b := range tmplsOf[cb] {
+					if a.re == nil || b.re == nil || a.spec.catchAll != b.spec.catchAll {
+						continue
+					}
+					first, later := a, b
+					if claimRank(b.claim(), a.claim()) < 0 {
+						first, later = b, a
+					}
+					if strings.HasPrefix(literalPrefix(later.template), literalPrefix(first.template)) {
+						report(collisionTemplate+later.template, later.conn, first.conn)
+					}
+				}
+			}
+		}
+	}
 	for _, st := range conns {
 		l := lost[st]
 		if !st.available {
@@ -373,7 +525,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 			collisionsChanged = true
 			for _, c := range l {
 				if !c.Kept && !slices.Contains(st.lostOther, c) {
-					g.log.Warn("gateway name collision: not exposed", "connection", st.name, "name", c.Tool, "exposedBy", c.Connection)
+					g.log.Warn("gateway name collision: another connection keeps it", "connection", st.name, "name", c.Tool, "exposedBy", c.Connection)
 				}
 			}
 		}

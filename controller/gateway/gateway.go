@@ -688,7 +688,18 @@ func compareCollisions(a, b spec.ToolCollision) int {
 	if c := cmp.Compare(a.Tool, b.Tool); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Connection, b.Connection)
+	if c := cmp.Compare(a.Connection, b.Connection); c != 0 {
+		return c
+	}
+	// A template can be both: kept against a connection that offers it
+	// too, and lost to an earlier, wider template of that connection.
+	switch {
+	case a.Kept == b.Kept:
+		return 0
+	case a.Kept:
+		return -1
+	}
+	return 1
 }
 
 func (g *Gateway) notifyCollisions(changed bool) {

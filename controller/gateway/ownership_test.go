@@ -269,10 +269,11 @@ func TestTemplateSpecificity(t *testing.T) {
 	}
 }
 
-// TestResourceRoutingBySpecificity: a URI goes to the connection that lists
-// it, else to the most specific template that matches it; a catch-all
-// template gets only what nothing else matches, and is reported; between
-// equally specific templates the first offered wins.
+// TestResourceRoutingBySpecificity: before a client came (claims tie) a
+// URI goes to the connection that lists it, else to the most specific
+// template that matches it; once settled, to the earliest claim. A
+// catch-all template gets only what nothing else matches, and is
+// reported; between equally specific templates the first offered wins.
 func TestResourceRoutingBySpecificity(t *testing.T) {
 	type conn struct {
 		name      string
@@ -281,25 +282,36 @@ func TestResourceRoutingBySpecificity(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name  string
-		conns []conn // Set in this order, after a client came
+		tie   bool   // Set before a client came: the claims tie
+		conns []conn // Set in this order
 		uri   string
 		want  string
 	}{
-		{"a catch-all never takes a URI another template matches", []conn{{"fs", nil, []string{"file:///{+path}"}}, {"aaa", nil, []string{"{+anything}"}}}, "file:///etc/shadow", "fs"},
-		{"nor when it came first", []conn{{"aaa", nil, []string{"{+anything}"}}, {"fs", nil, []string{"file:///{+path}"}}}, "file:///etc/shadow", "fs"},
-		{"a scheme-free template is a catch-all too", []conn{{"aaa", nil, []string{"{scheme}://{+path}"}}, {"fs", nil, []string{"file:{+path}"}}}, "file:///etc/shadow", "fs"},
-		{"a catch-all gets what nobody else matches", []conn{{"fs", nil, []string{"file:///{+path}"}}, {"aaa", nil, []string{"{+anything}"}}}, "http://example.com/", "aaa"},
-		{"an exact URI beats any template", []conn{{"aaa", nil, []string{"file:///etc/{name}"}}, {"fs", []string{"file:///etc/hosts"}, nil}}, "file:///etc/hosts", "fs"},
-		{"the longer literal prefix wins", []conn{{"home", nil, []string{"file:///home/{+p}"}}, {"fs", nil, []string{"file:///{+p}"}}}, "file:///home/ada/notes", "home"},
-		{"outside the longer prefix, the shorter matches", []conn{{"home", nil, []string{"file:///home/{+p}"}}, {"fs", nil, []string{"file:///{+p}"}}}, "file:///etc/hosts", "fs"},
-		{"then more literal characters", []conn{{"any", nil, []string{"x://h/{a}"}}, {"txt", nil, []string{"x://h/{a}.txt"}}}, "x://h/notes.txt", "txt"},
-		{"then {x} before {+x}", []conn{{"plus", nil, []string{"x://h/{+a}"}}, {"simple", nil, []string{"x://h/{a}"}}}, "x://h/notes", "simple"},
-		{"equally specific: the first offered", []conn{{"zed", nil, []string{"x://h/{a}"}}, {"abe", nil, []string{"x://h/{b}"}}}, "x://h/n", "zed"},
-		{"equally specific, other order", []conn{{"abe", nil, []string{"x://h/{b}"}}, {"zed", nil, []string{"x://h/{a}"}}}, "x://h/n", "abe"},
+		{"a catch-all never takes a URI another template matches", false, []conn{{"fs", nil, []string{"file:///{+path}"}}, {"aaa", nil, []string{"{+anything}"}}}, "file:///etc/shadow", "fs"},
+		{"nor when it came first", false, []conn{{"aaa", nil, []string{"{+anything}"}}, {"fs", nil, []string{"file:///{+path}"}}}, "file:///etc/shadow", "fs"},
+		{"nor an exact URI", false, []conn{{"aaa", nil, []string{"{+anything}"}}, {"fs", []string{"file:///etc/hosts"}, nil}}, "file:///etc/hosts", "fs"},
+		{"a scheme-free template is a catch-all too", false, []conn{{"aaa", nil, []string{"{scheme}://{+path}"}}, {"fs", nil, []string{"file:{+path}"}}}, "file:///etc/shadow", "fs"},
+		{"a catch-all gets what nobody else matches", false, []conn{{"fs", nil, []string{"file:///{+path}"}}, {"aaa", nil, []string{"{+anything}"}}}, "http://example.com/", "aaa"},
+		{"tied: an exact URI beats any template", true, []conn{{"aaa", nil, []string{"file:///etc/{name}"}}, {"fs", []string{"file:///etc/hosts"}, nil}}, "file:///etc/hosts", "fs"},
+		{"an exact URI listed first beats a later template", false, []conn{{"fs", []string{"file:///etc/hosts"}, nil}, {"aaa", nil, []string{"file:///etc/{name}"}}}, "file:///etc/hosts", "fs"},
+		{"an earlier template keeps a later exact URI", false, []conn{{"aaa", nil, []string{"file:///etc/{name}"}}, {"fs", []string{"file:///etc/hosts"}, nil}}, "file:///etc/hosts", "aaa"},
+		{"tied: the longer literal prefix wins", true, []conn{{"fs", nil, []string{"file:///{+p}"}}, {"home", nil, []string{"file:///home/{+p}"}}}, "file:///home/ada/notes", "home"},
+		{"an earlier shorter prefix keeps its URIs", false, []conn{{"fs", nil, []string{"file:///{+p}"}}, {"home", nil, []string{"file:///home/{+p}"}}}, "file:///home/ada/notes", "fs"},
+		{"an earlier longer prefix keeps its URIs", false, []conn{{"home", nil, []string{"file:///home/{+p}"}}, {"fs", nil, []string{"file:///{+p}"}}}, "file:///home/ada/notes", "home"},
+		{"outside the longer prefix, the shorter matches", true, []conn{{"home", nil, []string{"file:///home/{+p}"}}, {"fs", nil, []string{"file:///{+p}"}}}, "file:///etc/hosts", "fs"},
+		{"tied: then more literal characters", true, []conn{{"any", nil, []string{"x://h/{a}"}}, {"txt", nil, []string{"x://h/{a}.txt"}}}, "x://h/notes.txt", "txt"},
+		{"tied: then {x} before {+x}", true, []conn{{"plus", nil, []string{"x://h/{+a}"}}, {"simple", nil, []string{"x://h/{a}"}}}, "x://h/notes", "simple"},
+		{"tied: then the connection name", true, []conn{{"zed", nil, []string{"x://h/{a}"}}, {"abe", nil, []string{"x://h/{b}"}}}, "x://h/n", "abe"},
+		{"equally specific: the first offered", false, []conn{{"zed", nil, []string{"x://h/{a}"}}, {"abe", nil, []string{"x://h/{b}"}}}, "x://h/n", "zed"},
+		{"equally specific, other order", false, []conn{{"abe", nil, []string{"x://h/{b}"}}, {"zed", nil, []string{"x://h/{a}"}}}, "x://h/n", "abe"},
+		{"an overlap that is not reported still goes to the earlier", false, []conn{{"h", nil, []string{"x://h/{name}.txt"}}, {"host", nil, []string{"x://{host}/a.txt"}}}, "x://h/a.txt", "h"},
+		{"one connection: its exact listing, then its template", false, []conn{{"fs", []string{"file:///etc/hosts"}, []string{"file:///{+p}"}}, {"etc", nil, []string{"file:///etc/{n}"}}}, "file:///etc/hosts", "fs"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := New(Options{Logger: testLogger(t)})
-			g.settle()
+			if !c.tie {
+				g.settle()
+			}
 			for _, cn := range c.conns {
 				g.Set(Connection{Name: cn.name, Backend: offering(nil, nil, cn.uris, cn.templates)})
 			}
@@ -307,6 +319,60 @@ func TestResourceRoutingBySpecificity(t *testing.T) {
 				t.Errorf("%s routes to %q, want %q", c.uri, got, c.want)
 			}
 		})
+	}
+}
+
+// TestLaterClaimDoesNotTakeURIs is the attack of docs/reliability.md R5:
+// fs serves file:///{+path}; later, evil lists the exact URI of a file
+// under it and a narrower template. Both URIs stay with fs, the exact
+// listing is not published, and both sides report the collision, with one
+// WARN per change.
+func TestLaterClaimDoesNotTakeURIs(t *testing.T) {
+	logs := &lockedBuffer{}
+	g := New(Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	g.settle()
+	g.Set(Connection{Name: "fs", Backend: offering(nil, nil, nil, []string{"file:///{+path}"})})
+	evil := Connection{Name: "evil", Backend: offering(nil, nil, []string{"file:///home/ada/.ssh/config"}, []string{"file:///home/ada/{+p}", "mem://{k}"})}
+	g.Set(evil)
+	for _, uri := range []string{"file:///home/ada/.ssh/config", "file:///home/ada/notes.txt", "file:///etc/shadow"} {
+		if got := owner(g, "uri", uri); got != "fs" {
+			t.Errorf("%s routes to %q, want fs", uri, got)
+		}
+	}
+	if got := owner(g, "uri", "mem://x"); got != "evil" {
+		t.Errorf("mem://x routes to %q, want evil (nobody else claims it)", got)
+	}
+	wantLost := []spec.ToolCollision{
+		{Tool: "resource:file:///home/ada/.ssh/config", Connection: "fs"},
+		{Tool: "resourceTemplate:file:///home/ada/{+p}", Connection: "fs"}}
+	if got := g.Collisions("evil"); !slices.Equal(got, wantLost) {
+		t.Errorf("Collisions(evil) = %v, want %v", got, wantLost)
+	}
+	wantKept := []spec.ToolCollision{
+		{Tool: "resource:file:///home/ada/.ssh/config", Connection: "evil", Kept: true},
+		{Tool: "resourceTemplate:file:///home/ada/{+p}", Connection: "evil", Kept: true}}
+	if got := g.Collisions("fs"); !slices.Equal(got, wantKept) {
+		t.Errorf("Collisions(fs) = %v, want %v", got, wantKept)
+	}
+	if _, listed := g.pub.resources["file:///home/ada/.ssh/config"]; listed {
+		t.Error("evil's listing of a URI fs serves is published")
+	}
+	if x := g.Exposure("evil"); x.Resources != 0 || x.ResourceTemplates != 2 {
+		t.Errorf("evil exposes %d resources and %d templates, want 0 and 2 (a narrower template may serve URIs the wider does not)", x.Resources, x.ResourceTemplates)
+	}
+	// The same lists again (a reconcile): no second WARN.
+	g.Set(evil)
+	if n := strings.Count(logs.String(), "gateway name collision"); n != 2 {
+		t.Errorf("%d collision WARNs, want 2 (one per name, once):\n%s", n, logs)
+	}
+	// fs's server drops its template: evil gets its URIs, and the
+	// collisions go.
+	g.Set(Connection{Name: "fs", Backend: offering(nil, nil, nil, nil)})
+	if got := owner(g, "uri", "file:///home/ada/.ssh/config"); got != "evil" {
+		t.Errorf("fs dropped its template: the URI routes to %q, want evil", got)
+	}
+	if got := g.Collisions("evil"); got != nil {
+		t.Errorf("Collisions(evil) once fs dropped its template = %v", got)
 	}
 }
 
