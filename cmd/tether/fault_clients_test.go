@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -76,6 +77,26 @@ func slowBody(addr string) (net.Conn, error) {
 // --max-connections at a time, so a killed stdio child restarts and its
 // status file is written meanwhile; the body deadline closes every attack
 // connection; then a client initializes and calls at once.
+// stillOpen reads every connection to its end, each for at most wait, and
+// counts those still open then: tether has not closed them.
+func stillOpen(conns []net.Conn, wait time.Duration) int {
+	var wg sync.WaitGroup
+	var open atomic.Int64
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(time.Now().Add(wait))
+			_, err := io.Copy(io.Discard, c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				open.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(open.Load())
+}
+
 func TestFaultSlowBodies(t *testing.T) {
 	const (
 		nofile  = 256 // tether's descriptor limit
@@ -117,23 +138,7 @@ func TestFaultSlowBodies(t *testing.T) {
 	// Every attack connection is closed by tether: a read ends (EOF, or
 	// the answer to the body that never came, then EOF). The bound only
 	// keeps a broken tether from hanging the test.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	open := 0
-	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
-			_, err := io.Copy(io.Discard, c)
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				mu.Lock()
-				open++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	open := stillOpen(conns, 2*time.Minute)
 	if open > 0 {
 		t.Fatalf("%d of %d slow-body connections were never closed by tether", open, attack)
 	}
@@ -191,23 +196,7 @@ func TestFaultSlowBodiesServedDuring(t *testing.T) {
 	// The attack was still on: attack connections tether has not closed
 	// (a read times out rather than ending) were open during the call, as
 	// none is reopened; and no more than the bound of them.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	open := 0
-	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			_, err := io.Copy(io.Discard, c)
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				mu.Lock()
-				open++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	open := stillOpen(conns, 200*time.Millisecond)
 	if open == 0 || open > maxConn {
 		t.Errorf("%d attack connections open after the call, want between 1 and %d (--max-connections)", open, maxConn)
 	}
