@@ -157,7 +157,7 @@ status.`,
 	// Limits on what servers send (docs/contract.md §5a).
 	f.Int64Var(&o.maxMessageBytes, "max-message-bytes", connection.DefaultMaxMessageBytes, "bound on one message a server sends (a stdio frame, an HTTP response body, one SSE event); a server that sends more loses its session and is connected again")
 	// Limits on files (docs/contract.md §5a): status writes paced per file.
-	f.DurationVar(&o.statusWriteInterval, "status-write-interval", statusfile.DefaultWriteInterval, "write each status file at most once per this interval (a change within it is written when it ends; 0: on every change)")
+	f.DurationVar(&o.statusWriteInterval, "status-write-interval", statusfile.DefaultWriteInterval, "write each status file at most once per this interval, after a burst of 4 writes (a change put off is written when its turn comes; 0: on every change)")
 	return cmd
 }
 
@@ -315,6 +315,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	} else {
 		files = statusfile.NewWriter(o.dir, o.statusDir, store.At)
 		files.SetWriteInterval(o.statusWriteInterval)
+		files.SetWriteBurst(statusfile.DefaultWriteBurst)
 		status = files
 		// Before the first status write: what a tether killed while it
 		// wrote one left behind.

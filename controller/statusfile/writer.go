@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/tether-mcp/tether/controller/atomicfile"
 	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/desired"
@@ -37,6 +39,12 @@ func Path(root, statusDir, manifestPath string) string {
 // DefaultWriteInterval is tether run's --status-write-interval: at most
 // four writes a second of one status file (docs/contract.md §5a).
 const DefaultWriteInterval = 250 * time.Millisecond
+
+// DefaultWriteBurst is how many writes of one status file tether run lets
+// go at once before the interval paces them: a reconnect (Reconnecting,
+// then Connected) lands as it happens, while a flapping manifest still
+// costs at most one write per interval once its burst is spent.
+const DefaultWriteBurst = 4
 
 // A write that failed is tried again by the writer itself, since nobody
 // else may (the status of rejected documents, a write put off after the
@@ -64,6 +72,7 @@ type Writer struct {
 	root, statusDir string
 	order           func(manifest string) []string
 	interval        time.Duration
+	burst           int
 
 	mu       sync.Mutex
 	rendered map[string]*document  // connection name → its status document
@@ -77,14 +86,14 @@ type Writer struct {
 
 // fileState paces the writes of one status file.
 type fileState struct {
-	mu       sync.Mutex  // held while the file is rendered and written
-	manifest string      // the manifest the file is the status of
-	last     time.Time   // when it was last written
-	due      *time.Timer // a write put off by the interval, or a retry, while one is
-	gen      uint64      // which timer due is: one that was stopped or replaced finds another gen
-	retry    bool        // due retries a failed write (a caller may write at once)
-	fails    int         // failed writes since the last that landed, for the retry's backoff
-	err      error       // why the last write failed, for the next caller
+	mu       sync.Mutex    // held while the file is rendered and written
+	manifest string        // the manifest the file is the status of
+	pace     *rate.Limiter // writes that landed, one token each; nil: no pacing
+	due      *time.Timer   // a write put off by the interval, or a retry, while one is
+	gen      uint64        // which timer due is: one that was stopped or replaced finds another gen
+	retry    bool          // due retries a failed write (a caller may write at once)
+	fails    int           // failed writes since the last that landed, for the retry's backoff
+	err      error         // why the last write failed, for the next caller
 }
 
 // arm makes f run after d as the file's pending write, in place of any
@@ -131,6 +140,11 @@ func NewWriter(root, statusDir string, order func(manifest string) []string) *Wr
 // content is then: the last state is always written. Close writes what is
 // still due at once. Call it before the first Put.
 func (w *Writer) SetWriteInterval(d time.Duration) { w.interval = d }
+
+// SetWriteBurst lets n writes of one file go at once before the write
+// interval paces them (a token bucket: one token back per interval; 1,
+// the default, is one write per interval). Call it before the first Put.
+func (w *Writer) SetWriteBurst(n int) { w.burst = max(n, 1) }
 
 // Close writes at once every change still put off by the write interval
 // or by a failed write, and every later one as it comes: the final status at shutdown is not
@@ -361,6 +375,9 @@ func (w *Writer) sync(manifest string, update func(), timer uint64) error {
 	fs := w.state[path]
 	if fs == nil {
 		fs = &fileState{manifest: manifest}
+		if w.interval > 0 {
+			fs.pace = rate.NewLimiter(rate.Every(w.interval), max(w.burst, 1))
+		}
 		w.state[path] = fs
 	}
 	w.mu.Unlock()
@@ -415,12 +432,14 @@ func (w *Writer) sync(manifest string, update func(), timer uint64) error {
 		w.landed(fs, manifest, path, have, false)
 		return nil
 	}
-	// A failed write does not count for the interval (fs.last is the last
-	// that landed): a retry pending finds no wait here, and neither does a
-	// caller who comes before it.
-	if wait := w.interval - time.Since(fs.last); !closed && w.interval > 0 && wait > 0 {
-		fs.arm(wait, false, again)
-		return fs.err
+	// A failed write does not count for the pace (only writes that landed
+	// take a token): a retry pending finds no wait here, and neither does
+	// a caller who comes before it.
+	if fs.pace != nil && !closed {
+		if tokens := fs.pace.TokensAt(time.Now()); tokens < 1 {
+			fs.arm(time.Duration((1-tokens)*float64(w.interval))+time.Millisecond, false, again)
+			return fs.err
+		}
 	}
 	fs.disarm() // a retry pending: this write is it
 	var err error
@@ -453,8 +472,8 @@ func (w *Writer) sync(manifest string, update func(), timer uint64) error {
 // of manifest as rendered, rejected ones included. Called with fs.mu held.
 func (w *Writer) landed(fs *fileState, manifest, path string, data []byte, wrote bool) {
 	fs.disarm()
-	if wrote {
-		fs.last = time.Now()
+	if wrote && fs.pace != nil {
+		fs.pace.Allow()
 	}
 	fs.err = nil
 	fs.fails = 0

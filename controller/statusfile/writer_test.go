@@ -69,6 +69,41 @@ func TestWriterPacesWrites(t *testing.T) {
 	}
 }
 
+// TestWriterBurst: with a burst of n, the first n changes of a file land
+// at once (a reconnect is seen as it happens), the next waits for the
+// interval; Close writes it.
+func TestWriterBurst(t *testing.T) {
+	for _, burst := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint(burst), func(t *testing.T) {
+			w, m := writerFor(t, []string{"flap"})
+			w.SetWriteInterval(time.Hour)
+			w.SetWriteBurst(burst)
+			e := desired.Entry{Name: "flap", Origin: m}
+			path := w.Path(m)
+			for i := range burst {
+				if err := w.Put(e, attemptStatus(i)); err != nil {
+					t.Fatal(err)
+				}
+				if n, _ := attemptOnDisk(t, path, "flap"); n != i {
+					t.Fatalf("write %d of a burst of %d was put off: attempt %d on disk", i+1, burst, n)
+				}
+			}
+			if err := w.Put(e, attemptStatus(burst)); err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := attemptOnDisk(t, path, "flap"); n != burst-1 {
+				t.Fatalf("the write after a burst of %d landed at once: attempt %d on disk, want %d", burst, n, burst-1)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := attemptOnDisk(t, path, "flap"); n != burst {
+				t.Fatalf("after Close: attempt %d, want %d", n, burst)
+			}
+		})
+	}
+}
+
 // TestWriterWritesLastStateWhenIntervalEnds: a change put off by the
 // interval lands once it has passed, with the last content, without
 // another Put.
