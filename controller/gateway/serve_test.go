@@ -214,7 +214,10 @@ func TestDefaultBodyLimit(t *testing.T) {
 // Shutdown ends open sessions (whose standalone SSE streams would otherwise
 // hold it until the timeout) and returns within the bound.
 func TestServeShutdown(t *testing.T) {
-	g := New(Options{Logger: testLogger(t), ShutdownTimeout: 3 * time.Second})
+	// The bound is long and the test asks for well under half of it: a
+	// loaded machine can take seconds to end sessions (it took 3.0 s of a
+	// 3 s bound once), which proves nothing about holding on to a stream.
+	g := New(Options{Logger: testLogger(t), ShutdownTimeout: 30 * time.Second})
 	url, stop := serveOn(t, g, "127.0.0.1:0", "")
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -228,8 +231,8 @@ func TestServeShutdown(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Errorf("Serve returned %v after ctx was done, want nil", err)
 	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Errorf("shutdown took %v with an idle session open, want well under the 3s bound", el)
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("shutdown took %v with an idle session open, want well under the 30s bound", el)
 	}
 	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(strings.TrimSuffix(url, Path), "http://"), time.Second); err == nil {
 		t.Error("still accepting connections after Serve returned")
