@@ -429,17 +429,19 @@ func (w *Writer) sync(manifest string, update func(), timer uint64) error {
 		}
 	}
 	if len(want) == 0 && known && have == nil || len(want) > 0 && have != nil && bytes.Equal(have, want) {
-		w.landed(fs, manifest, path, have, false)
+		w.landed(fs, manifest, path, have)
 		return nil
 	}
-	// A failed write does not count for the pace (only writes that landed
-	// take a token): a retry pending finds no wait here, and neither does
-	// a caller who comes before it.
+	// Every attempt takes a token, one that fails too: a status directory
+	// that cannot be written (read-only, a full disk) costs no more tries
+	// than the pace allows, however many connections change meanwhile.
 	if fs.pace != nil && !closed {
-		if tokens := fs.pace.TokensAt(time.Now()); tokens < 1 {
+		now := time.Now()
+		if tokens := fs.pace.TokensAt(now); tokens < 1 {
 			fs.arm(time.Duration((1-tokens)*float64(w.interval))+time.Millisecond, false, again)
 			return fs.err
 		}
+		fs.pace.AllowN(now, 1)
 	}
 	fs.disarm() // a retry pending: this write is it
 	var err error
@@ -464,17 +466,14 @@ func (w *Writer) sync(manifest string, update func(), timer uint64) error {
 		}
 		return err
 	}
-	w.landed(fs, manifest, path, want, true)
+	w.landed(fs, manifest, path, want)
 	return nil
 }
 
 // landed records that the status file at path holds data: the documents
 // of manifest as rendered, rejected ones included. Called with fs.mu held.
-func (w *Writer) landed(fs *fileState, manifest, path string, data []byte, wrote bool) {
+func (w *Writer) landed(fs *fileState, manifest, path string, data []byte) {
 	fs.disarm()
-	if wrote && fs.pace != nil {
-		fs.pace.Allow()
-	}
 	fs.err = nil
 	fs.fails = 0
 	w.mu.Lock()

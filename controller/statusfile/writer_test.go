@@ -299,33 +299,44 @@ func TestCut(t *testing.T) {
 	}
 }
 
-// TestWriterFailedWriteIsNotPaced: a write that fails is returned to every
-// Put until one lands, and each Put tries it at once (the caller retries
-// with its backoff); it does not start an interval that would turn the
-// next failures into nil, nor does the writer's own retry make a Put wait.
-func TestWriterFailedWriteIsNotPaced(t *testing.T) {
-	root := t.TempDir()
-	blocker := filepath.Join(t.TempDir(), "status")
-	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := filepath.Join(root, "m.yaml")
-	w := NewWriter(root, blocker, func(string) []string { return []string{"x"} })
-	w.SetWriteInterval(time.Hour)
-	e := desired.Entry{Name: "x", Origin: m}
-	for i := range 3 {
-		if err := w.Put(e, attemptStatus(i)); err == nil {
-			t.Fatalf("Put %d: no error, with the status directory a file", i)
-		}
-	}
-	if err := os.Remove(blocker); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Put(e, attemptStatus(3)); err != nil {
-		t.Fatal(err)
-	}
-	if n, ok := attemptOnDisk(t, w.Path(m), "x"); !ok || n != 3 {
-		t.Fatalf("after the directory came back: attempt %d (found %v), want 3 written at once", n, ok)
+// TestWriterFailedWritesArePaced: every attempt takes a token of the pace,
+// one that fails too, so a status directory that cannot be written costs
+// no more tries than the pace allows; the change put off still lands.
+func TestWriterFailedWritesArePaced(t *testing.T) {
+	for _, burst := range []int{1, 3} {
+		t.Run(fmt.Sprint(burst), func(t *testing.T) {
+			root := t.TempDir()
+			blocker := filepath.Join(t.TempDir(), "status")
+			if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m := filepath.Join(root, "m.yaml")
+			w := NewWriter(root, blocker, func(string) []string { return []string{"x"} })
+			w.SetWriteInterval(time.Hour)
+			w.SetWriteBurst(burst)
+			e := desired.Entry{Name: "x", Origin: m}
+			for i := range burst {
+				if err := w.Put(e, attemptStatus(i)); err == nil {
+					t.Fatalf("Put %d: no error, with the status directory a file", i)
+				}
+			}
+			if err := os.Remove(blocker); err != nil {
+				t.Fatal(err)
+			}
+			// The burst was spent on failed attempts: this change waits.
+			if err := w.Put(e, attemptStatus(burst)); err == nil {
+				t.Fatal("a change put off after failed writes returned no error: it should carry the last failure")
+			}
+			if _, ok := attemptOnDisk(t, w.Path(m), "x"); ok {
+				t.Fatal("a write went out past the pace: failed attempts did not take its tokens")
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n, ok := attemptOnDisk(t, w.Path(m), "x"); !ok || n != burst {
+				t.Fatalf("after Close: attempt %d (found %v), want the last change, %d", n, ok, burst)
+			}
+		})
 	}
 }
 
@@ -546,6 +557,7 @@ func TestWriterRejectedSentAgainAfterFailedWrite(t *testing.T) {
 	var names []string
 	w, m, unblock := blockedWriter(t, &names, &mu)
 	w.SetWriteInterval(time.Hour) // the writer's own retry: retryMax away
+	w.SetWriteBurst(2)            // a token left for the second attempt: the failed one took one
 	byFile := map[string][]manifest.Rejected{m: dup}
 	if err := w.SetRejected(byFile, time.Now()); err == nil {
 		t.Fatal("SetRejected: no error, with the status directory a file")
