@@ -246,7 +246,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		}
 	}
 	// The handshake takes one of its endpoint's slots until the first
-	// tools/list is answered (see handshakesPerEndpoint).
+	// lists are answered (see handshakesPerEndpoint).
 	release := func() {}
 	if sp.HTTP != nil {
 		if release, err = handshakes.acquire(ctx, s.transport+" "+sp.HTTP.URL, handshakesPerEndpoint); err != nil {
@@ -268,11 +268,12 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		s.red.live.keep(id)
 	}
 	learned(s.Server().ProtocolVersion, false)
-	_, err = s.refreshTools(ctx)
+	// The first lists go out together: a connect takes one round trip
+	// after initialize, not one per list.
+	err = together(ctx,
+		func(ctx context.Context) error { _, err := s.refreshTools(ctx); return err },
+		func(ctx context.Context) error { _, err := s.refreshCatalog(ctx); return err })
 	release()
-	if err == nil {
-		_, err = s.refreshCatalog(ctx)
-	}
 	if err != nil {
 		return nil, s.failConnect(err)
 	}
