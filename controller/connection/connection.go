@@ -141,7 +141,8 @@ type Session struct {
 	wg       sync.WaitGroup
 }
 
-// Connect opens one session and lists the server's tools. ctx bounds the
+// Connect opens one session and lists the server's tools, prompts,
+// resources and templates (sent together). ctx bounds the
 // whole attempt. On failure nothing is left running; the error is redacted,
 // wraps its cause and, for stdio, carries the child's facts (see spec.ProcessOf).
 func Connect(ctx context.Context, req Request) (*Session, error) {
