@@ -141,7 +141,8 @@ type Session struct {
 	wg       sync.WaitGroup
 }
 
-// Connect opens one session and lists the server's tools. ctx bounds the
+// Connect opens one session and lists the server's tools, prompts,
+// resources and templates (sent together). ctx bounds the
 // whole attempt. On failure nothing is left running; the error is redacted,
 // wraps its cause and, for stdio, carries the child's facts (see spec.ProcessOf).
 func Connect(ctx context.Context, req Request) (*Session, error) {
@@ -246,7 +247,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		}
 	}
 	// The handshake takes one of its endpoint's slots until the first
-	// tools/list is answered (see handshakesPerEndpoint).
+	// lists are answered (see handshakesPerEndpoint).
 	release := func() {}
 	if sp.HTTP != nil {
 		if release, err = handshakes.acquire(ctx, s.transport+" "+sp.HTTP.URL, handshakesPerEndpoint); err != nil {
@@ -268,11 +269,12 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		s.red.live.keep(id)
 	}
 	learned(s.Server().ProtocolVersion, false)
-	_, err = s.refreshTools(ctx)
+	// The first lists go out together: a connect takes one round trip
+	// after initialize, not one per list.
+	err = together(ctx,
+		func(ctx context.Context) error { _, err := s.refreshTools(ctx); return err },
+		func(ctx context.Context) error { _, err := s.refreshCatalog(ctx); return err })
 	release()
-	if err == nil {
-		_, err = s.refreshCatalog(ctx)
-	}
 	if err != nil {
 		return nil, s.failConnect(err)
 	}

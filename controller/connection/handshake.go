@@ -7,7 +7,7 @@ import (
 )
 
 // handshakesPerEndpoint bounds the handshakes (initialize, then the first
-// tools/list) in flight to one HTTP endpoint (its URL); the others wait
+// lists of tools, prompts, resources and templates) in flight to one HTTP endpoint (its URL); the others wait
 // their turn within their connect timeout. tether starting with 1,000
 // manifests would otherwise open 1,000 handshakes at once: a server behind
 // many manifests gets them as one burst, and tether dials a connection for

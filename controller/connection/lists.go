@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -307,4 +308,30 @@ func (s *Session) refreshAfterListChanged() {
 		}
 		s.refreshMu.Unlock()
 	}
+}
+
+// together runs fs at once and waits for them all. It returns the first
+// error in time; once one fails, the ctx the others run with is cancelled,
+// so that they end soon and their echoes of that cancellation are not the
+// error reported.
+func together(ctx context.Context, fs ...func(context.Context) error) error {
+	if len(fs) == 1 {
+		return fs[0](ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for _, f := range fs {
+		wg.Go(func() {
+			if err := f(ctx); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }

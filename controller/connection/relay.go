@@ -87,24 +87,32 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 		}
 		return s.callErr(op, ctx, err)
 	}
+	// The lists go out together, each following its own cursors; each
+	// goroutine writes only its own field of next.
+	var lists []func(context.Context) error
 	if caps.Prompts != nil {
-		if next.prompts, err = listAll(s.cs.Prompts(callCtx, nil)); err != nil {
-			if err = refused("prompts/list", err); err != nil {
-				return false, err
+		lists = append(lists, func(ctx context.Context) (err error) {
+			if next.prompts, err = listAll(s.cs.Prompts(ctx, nil)); err != nil {
+				return refused("prompts/list", err)
 			}
-		}
+			return nil
+		})
 	}
 	if caps.Resources != nil {
-		if next.resources, err = listAll(s.cs.Resources(callCtx, nil)); err != nil {
-			if err = refused("resources/list", err); err != nil {
-				return false, err
+		lists = append(lists, func(ctx context.Context) (err error) {
+			if next.resources, err = listAll(s.cs.Resources(ctx, nil)); err != nil {
+				return refused("resources/list", err)
 			}
-		}
-		if next.templates, err = listAll(s.cs.ResourceTemplates(callCtx, nil)); err != nil {
-			if err = refused("resources/templates/list", err); err != nil {
-				return false, err
+			return nil
+		}, func(ctx context.Context) (err error) {
+			if next.templates, err = listAll(s.cs.ResourceTemplates(ctx, nil)); err != nil {
+				return refused("resources/templates/list", err)
 			}
-		}
+			return nil
+		})
+	}
+	if err := together(callCtx, lists...); err != nil {
+		return false, err
 	}
 	b, err := json.Marshal([]any{next.prompts, next.resources, next.templates})
 	if err != nil {
