@@ -65,9 +65,9 @@ func (s *Session) catalogOf() *catalog {
 }
 
 // refreshCatalog lists the prompts, resources and templates the server
-// declared, and reports whether any changed. A list the server refuses is
-// kept as it was (and logged): prompts and resources are extras, the
-// session does not fail over them.
+// declared, and reports whether any changed. A list the server refuses
+// (method not found) counts as empty (and is logged): prompts and
+// resources are extras, the session does not fail over them.
 func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) {
 	res := s.cs.InitializeResult()
 	if res == nil || res.Capabilities == nil {
