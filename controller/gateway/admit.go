@@ -283,12 +283,6 @@ type sessionCapture struct {
 	refused  string        // the id of the session refused, closed by end
 }
 
-func (c *sessionCapture) capture() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.captureLocked()
-}
-
 func (c *sessionCapture) captureLocked() {
 	if c.captured {
 		return
