@@ -198,6 +198,13 @@ func TestSessionsBounded(t *testing.T) {
 			t.Errorf("a busy session answered %d after a refused one", got)
 		}
 	}
+	// The go-sdk created the refused session: it is closed when its
+	// request ends.
+	for deadline := time.Now().Add(10 * time.Second); sessionCount(g) > 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused session was never closed: the gateway holds %d sessions", sessionCount(g))
+		}
+	}
 }
 
 // TestSessionsPerClientBounded: the bound of one client, 429 when every
@@ -708,5 +715,25 @@ func TestPanicLeaksNoSessionCount(t *testing.T) {
 		if n != 0 || m != 0 {
 			t.Errorf("issued %v: after 3 panics the table counts %d sessions of the client, tracks %d; want none", issue, n, m)
 		}
+	}
+}
+
+// TestSessionIssuedUnwritten: a session id the go-sdk issued but never
+// wrote (its client went away first) is admitted when the request ends:
+// at the bound, with every session busy, it is refused, not left
+// uncounted.
+func TestSessionIssuedUnwritten(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxSessions: 1})
+	if e, _, full := g.sessions.admit("", "busy"); e == nil || full != nil {
+		t.Fatalf("first session: %v %v", e, full)
+	}
+	h := g.admitSessions(func(*http.Request) string { return "" }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(sessionIDHeader, "unwritten")
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(initializeBody))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get(sessionIDHeader) != "" {
+		t.Fatalf("an issued session past the bound: %d, id %q; want 503 and no id", rec.Code, rec.Header().Get(sessionIDHeader))
 	}
 }
