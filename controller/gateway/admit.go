@@ -1,15 +1,12 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,8 +133,7 @@ type sessionTable struct {
 
 	mu       sync.Mutex
 	m        map[string]*sessionEntry
-	clients  map[string]int // sessions and pending creations by client
-	pending  int            // creations admitted whose session id is not known yet
+	clients  map[string]int // sessions by client
 	evicted  atomic.Int64   // sessions closed to make room (tests, logs)
 	warnedAt time.Time      // when the last eviction was logged
 }
@@ -182,56 +178,46 @@ type errSessionsFull struct {
 	msg    string
 }
 
-// reserve admits the creation of a session by client, choosing the idle
-// sessions to close for it (the caller closes them, outside the lock).
-func (t *sessionTable) reserve(client string) (victims []*sessionEntry, full *errSessionsFull) {
+// admit counts the session id the go-sdk has just issued to client, with
+// the request that created it in flight (the caller ends it with done),
+// and chooses the idle sessions to close for it (the caller closes them,
+// outside the lock). The session is counted under the lock, in flight, or
+// a creation running meanwhile could take it for an idle one and close it.
+// When a bound is reached and nothing can be closed, the new session is
+// refused (full) and not counted: the caller closes it. An empty or known
+// id is no new session: nothing to count.
+func (t *sessionTable) admit(client, id string) (e *sessionEntry, victims []*sessionEntry, full *errSessionsFull) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
 		t.m = make(map[string]*sessionEntry)
 		t.clients = make(map[string]int)
 	}
+	if id == "" || t.m[id] != nil {
+		return nil, nil, nil
+	}
 	if t.clients[client] >= t.perClient {
 		v := t.lruIdle(client, true)
 		if v == nil {
-			return nil, &errSessionsFull{http.StatusTooManyRequests, fmt.Sprintf(
+			return nil, nil, &errSessionsFull{http.StatusTooManyRequests, fmt.Sprintf(
 				"tether: this client holds %d gateway sessions, each with a request in flight (--max-sessions-per-client); end one (DELETE) or retry later", t.perClient)}
 		}
 		victims = append(victims, t.drop(v))
 	}
-	if len(t.m)+t.pending >= t.max {
+	if len(t.m) >= t.max {
 		v := t.lruIdle("", false)
 		if v == nil {
 			for _, v := range victims { // not closed after all
 				t.add(v)
 			}
-			return nil, &errSessionsFull{http.StatusServiceUnavailable, fmt.Sprintf(
+			return nil, nil, &errSessionsFull{http.StatusServiceUnavailable, fmt.Sprintf(
 				"tether: the gateway holds %d sessions, each with a request in flight (--max-sessions); retry later", t.max)}
 		}
 		victims = append(victims, t.drop(v))
 	}
-	t.pending++
-	t.clients[client]++
-	return victims, nil
-}
-
-// settle ends a reservation: the session it created (id; "" if none) is
-// tracked from now on, with the request that created it in flight (the
-// caller ends it with done).
-func (t *sessionTable) settle(client, id string) *sessionEntry {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.pending--
-	if id == "" || t.m[id] != nil {
-		t.clients[client]--
-		return nil
-	}
-	// The request that created it is in flight on it: counted here, under
-	// the lock, or a reservation running meanwhile could take the session
-	// being created for an idle one and close it.
-	e := &sessionEntry{id: id, client: client, inflight: 1, lastUsed: time.Now()}
-	t.m[id] = e
-	return e
+	e = &sessionEntry{id: id, client: client, inflight: 1, lastUsed: time.Now()}
+	t.add(e)
+	return e, victims, nil
 }
 
 // remove forgets a session that ended.
@@ -272,31 +258,99 @@ func (t *sessionTable) lruIdle(client string, mine bool) *sessionEntry {
 	return best
 }
 
-// sessionCapture learns the id of the session a request creates from the
-// response header the go-sdk sets, before the first byte goes out: the
-// client may use the id at once.
+// sessionCapture admits the session a POST without a session id creates,
+// by the id the go-sdk issues in the response header (it sets one only for
+// an initialize it accepted), before the first byte goes out: the client
+// may use the id at once, and only then are idle sessions closed for it.
+// Tracking never guesses from the body what the go-sdk will make of it: a
+// POST the go-sdk refuses, or serves on a session it closes when the
+// request ends, issues no id and closes nothing.
+//
+// A session refused (every session of the scope busy) is refused before
+// its response is committed: the client gets the 503 or 429 with the
+// JSON-RPC error in place of the go-sdk's answer (and no session id), and
+// the session, never announced, is closed when the request ends. The
+// go-sdk may write from another goroutine than the handler's: mu orders
+// the two.
 type sessionCapture struct {
 	http.ResponseWriter
-	once  bool
-	learn func(id string)
+	g      *Gateway
+	client string
+
+	mu       sync.Mutex
+	captured bool
+	e        *sessionEntry // the session counted, in flight until end
+	refused  string        // the id of the session refused, closed by end
 }
 
-func (c *sessionCapture) capture() {
-	if !c.once {
-		c.once = true
-		c.learn(c.Header().Get(sessionIDHeader))
+func (c *sessionCapture) captureLocked() {
+	if c.captured {
+		return
+	}
+	c.captured = true
+	id := c.Header().Get(sessionIDHeader)
+	e, victims, full := c.g.sessions.admit(c.client, id)
+	if full != nil {
+		c.refused = id
+		h := c.Header()
+		for k := range h {
+			delete(h, k)
+		}
+		writeRPCError(c.ResponseWriter, full.status, full.msg)
+		return
+	}
+	c.e = e
+	// Closed before the new id goes out: by then the new session counts.
+	c.g.evict(victims)
+}
+
+func (c *sessionCapture) WriteHeader(code int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.captureLocked()
+	if c.refused == "" {
+		c.ResponseWriter.WriteHeader(code)
 	}
 }
 
-func (c *sessionCapture) WriteHeader(code int) { c.capture(); c.ResponseWriter.WriteHeader(code) }
-
-func (c *sessionCapture) Write(p []byte) (int, error) { c.capture(); return c.ResponseWriter.Write(p) }
+func (c *sessionCapture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.captureLocked()
+	if c.refused != "" {
+		return len(p), nil // the refusal was written instead
+	}
+	return c.ResponseWriter.Write(p)
+}
 
 func (c *sessionCapture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (c *sessionCapture) Flush() {
-	c.capture()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.captureLocked()
 	_ = http.NewResponseController(c.ResponseWriter).Flush()
+}
+
+// end runs when the request ends, normally or by a panic: a session whose
+// id was issued but never written (the client went away first) is admitted
+// or refused now; the one counted is watched, the one refused closed.
+func (c *sessionCapture) end() {
+	c.mu.Lock()
+	c.captureLocked()
+	e, refused := c.e, c.refused
+	c.mu.Unlock()
+	if refused != "" {
+		for s := range c.g.server.Sessions() {
+			if s.ID() == refused {
+				s.Close()
+			}
+		}
+	}
+	if e != nil {
+		c.g.sessions.done(e)
+		c.g.watchSession(e)
+	}
 }
 
 // admitSessions puts the session table in front of next. client names the
@@ -317,73 +371,15 @@ func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Han
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.Method != http.MethodPost || !g.createsSession(r) {
-			// The go-sdk refuses it, or serves it on a session of its own
-			// that it closes when the request ends: no session stays, so
-			// none is closed to make room for it.
-			next.ServeHTTP(w, r)
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r) // the go-sdk creates sessions only on POST
 			return
 		}
-		victims, full := g.sessions.reserve(who)
-		g.evict(victims)
-		if full != nil {
-			writeRPCError(w, full.status, full.msg)
-			return
-		}
-		var e *sessionEntry
-		settled := false
-		cw := &sessionCapture{ResponseWriter: w, learn: func(id string) {
-			settled = true
-			e = g.sessions.settle(who, id)
-		}}
+		cw := &sessionCapture{ResponseWriter: w, g: g, client: who}
+		defer cw.end()
 		next.ServeHTTP(cw, r)
-		if !settled {
-			cw.learn("")
-		}
-		if e == nil {
-			return
-		}
-		g.sessions.done(e)
-		g.watchSession(e)
 	})
 }
-
-// createsSession reports whether a POST without a session id would leave a
-// session behind: the go-sdk keeps one only for a request it accepts (JSON,
-// an Accept of JSON and event streams) that initializes (it closes the
-// session of any other request when the request ends). Only such a request
-// may close another's idle session to make room: a POST the go-sdk refuses
-// with 400 closed a legitimate client's session for nothing. The body, read
-// here (an initialize is small, and bounded as every body is), is passed on
-// whole.
-func (g *Gateway) createsSession(r *http.Request) bool {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
-	}
-	if !acceptsBoth(r.Header.Values("Accept")) || r.Body == nil {
-		return false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-	if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes {
-		return false // the go-sdk fails to read it
-	}
-	type message struct {
-		Method string `json:"method"`
-	}
-	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
-		var batch []message
-		if json.Unmarshal(trimmed, &batch) != nil {
-			return false
-		}
-		return slices.ContainsFunc(batch, func(m message) bool { return m.Method == methodInitialize })
-	}
-	var m message
-	return json.Unmarshal(body, &m) == nil && m.Method == methodInitialize
-}
-
-// methodInitialize is the request that creates an MCP session.
-const methodInitialize = "initialize"
 
 // watchSession forgets e once its session ends, by whoever (DELETE, idle
 // timeout, eviction, a failed initialize, shutdown).

@@ -198,6 +198,13 @@ func TestSessionsBounded(t *testing.T) {
 			t.Errorf("a busy session answered %d after a refused one", got)
 		}
 	}
+	// The go-sdk created the refused session: it is closed when its
+	// request ends.
+	for deadline := time.Now().Add(10 * time.Second); sessionCount(g) > 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused session was never closed: the gateway holds %d sessions", sessionCount(g))
+		}
+	}
 }
 
 // TestSessionsPerClientBounded: the bound of one client, 429 when every
@@ -518,22 +525,19 @@ func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
 // created could be closed).
 func TestSettledSessionIsBusy(t *testing.T) {
 	tab := &sessionTable{max: 1, perClient: 10}
-	if victims, full := tab.reserve(""); full != nil || len(victims) != 0 {
-		t.Fatalf("first reservation: victims %v, refused %v", victims, full)
+	e, victims, full := tab.admit("", "new")
+	if full != nil || len(victims) != 0 || e == nil {
+		t.Fatalf("first session: tracked %v, victims %v, refused %v", e, victims, full)
 	}
-	e := tab.settle("", "new")
-	if e == nil {
-		t.Fatal("settle with an id tracked no session")
-	}
-	victims, full := tab.reserve("")
-	if len(victims) != 0 {
-		t.Fatalf("a reservation took the session being created (%s) for an idle one", victims[0].id)
+	e2, victims, full := tab.admit("", "newer")
+	if len(victims) != 0 || e2 != nil {
+		t.Fatalf("a creation took the session being created (%s) for an idle one", victims[0].id)
 	}
 	if full == nil || full.status != http.StatusServiceUnavailable {
 		t.Fatalf("at the bound with the only session busy: refused %v, want 503", full)
 	}
 	tab.done(e)
-	if victims, full := tab.reserve(""); full != nil || len(victims) != 1 || victims[0] != e {
+	if _, victims, full := tab.admit("", "newest"); full != nil || len(victims) != 1 || victims[0] != e {
 		t.Fatalf("once its request ended: victims %v, refused %v; want the session closed for the new one", victims, full)
 	}
 }
@@ -624,5 +628,112 @@ func TestSessionlessPostEvictsNothing(t *testing.T) {
 	initSession(t, url, nil) // one of a and b makes room for it
 	if n := g.sessions.evicted.Load(); n != 1 {
 		t.Fatalf("an initialize at the bound closed %d sessions, want 1", n)
+	}
+}
+
+// TestSessionsBoundedWhateverTheBody: the go-sdk parses a body otherwise
+// than encoding/json (keys case-sensitively, the first of duplicate keys,
+// trailing data ignored); bodies it takes for an initialize and a guess
+// from the body did not were never counted, and past --max-sessions 2 five
+// of them left 7 sessions. The session the go-sdk issues is counted.
+func TestSessionsBoundedWhateverTheBody(t *testing.T) {
+	for _, body := range []string{
+		initializeBody + " x",
+		strings.TrimSuffix(initializeBody, "}") + `,"Method":"x"}`,
+	} {
+		g := New(Options{Logger: testLogger(t), MaxSessions: 2})
+		url, _ := serveOn(t, g, "127.0.0.1:0", "")
+		initSession(t, url, nil)
+		initSession(t, url, nil)
+		for range 5 {
+			resp, got := do(t, http.MethodPost, url, body, nil)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get(sessionIDHeader) == "" {
+				t.Errorf("%s: the go-sdk did not take it for an initialize: %d %s", body, resp.StatusCode, got)
+			}
+		}
+		if n := sessionCount(g); n > 2 {
+			t.Errorf("%s: the gateway holds %d sessions, over --max-sessions 2", body, n)
+		}
+	}
+}
+
+// TestRefusedPostEvictsNothing: at the bound, POSTs the go-sdk refuses
+// with 400 close no idle session, whatever their body looks like.
+func TestRefusedPostEvictsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		header     map[string]string
+	}{
+		{"an unsupported protocol version", initializeBody, map[string]string{protocolVersionHeader: "1999-01-01"}},
+		{"a Last-Event-ID on a POST", initializeBody, map[string]string{"Last-Event-ID": "1_1"}},
+		{"a batch with an initialize", "[" + initializeBody + "]", nil},
+		{"an initialize without id", strings.Replace(initializeBody, `"id":1,`, "", 1), nil},
+	} {
+		g := New(Options{Logger: testLogger(t), MaxSessions: 2})
+		url, _ := serveOn(t, g, "127.0.0.1:0", "")
+		a, b := initSession(t, url, nil), initSession(t, url, nil)
+		resp, body := do(t, http.MethodPost, url, tc.body, tc.header)
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: answered %d %s, want the go-sdk's 400", tc.name, resp.StatusCode, body)
+		}
+		for _, id := range []string{a, b} {
+			if got := ping(t, url, id, nil); got != http.StatusOK {
+				t.Errorf("after %s: an idle session answered %d, want 200", tc.name, got)
+			}
+		}
+		if n := g.sessions.evicted.Load(); n != 0 {
+			t.Errorf("after %s: %d sessions were closed to make room, want none", tc.name, n)
+		}
+	}
+}
+
+// TestPanicLeaksNoSessionCount: a handler that panics (net/http recovers
+// it) leaves no count behind; counts leaked would refuse every new session
+// for good once they reached the bound.
+func TestPanicLeaksNoSessionCount(t *testing.T) {
+	for _, issue := range []bool{false, true} {
+		g := New(Options{Logger: testLogger(t), MaxSessions: 2})
+		h := g.admitSessions(func(*http.Request) string { return "" }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if issue { // a session id issued, the response begun
+				w.Header().Set(sessionIDHeader, "issued")
+				w.WriteHeader(http.StatusOK)
+			}
+			panic(http.ErrAbortHandler)
+		}))
+		for range 3 {
+			func() {
+				defer func() { _ = recover() }()
+				req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(initializeBody))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				h.ServeHTTP(httptest.NewRecorder(), req)
+			}()
+		}
+		g.sessions.mu.Lock()
+		n, m := g.sessions.clients[""], len(g.sessions.m)
+		g.sessions.mu.Unlock()
+		if n != 0 || m != 0 {
+			t.Errorf("issued %v: after 3 panics the table counts %d sessions of the client, tracks %d; want none", issue, n, m)
+		}
+	}
+}
+
+// TestSessionIssuedUnwritten: a session id the go-sdk issued but never
+// wrote (its client went away first) is admitted when the request ends:
+// at the bound, with every session busy, it is refused, not left
+// uncounted.
+func TestSessionIssuedUnwritten(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxSessions: 1})
+	if e, _, full := g.sessions.admit("", "busy"); e == nil || full != nil {
+		t.Fatalf("first session: %v %v", e, full)
+	}
+	h := g.admitSessions(func(*http.Request) string { return "" }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(sessionIDHeader, "unwritten")
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(initializeBody))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get(sessionIDHeader) != "" {
+		t.Fatalf("an issued session past the bound: %d, id %q; want 503 and no id", rec.Code, rec.Header().Get(sessionIDHeader))
 	}
 }
