@@ -666,14 +666,31 @@ func (st *connState) nameWarningsLocked() []spec.NameWarning {
 	return out
 }
 
-// warnNamesLocked logs the name warnings of a connection that are new.
+// warnNamesLocked logs the name warnings of a connection that are new: one
+// line per change, with how many and the first few (a server can offer
+// 100,000 names; the status file lists them, cut: docs/contract.md §5a).
 func (g *Gateway) warnNamesLocked(conn string, old, cur []spec.NameWarning) {
+	seen := make(map[spec.NameWarning]struct{}, len(old))
+	for _, w := range old {
+		seen[w] = struct{}{}
+	}
+	var first []string
+	n := 0
 	for _, w := range cur {
-		if !slices.Contains(old, w) {
-			g.log.Warn("gateway does not serve a name as the server offers it", "connection", conn, "name", w.Name, "warning", w.Warning)
+		if _, ok := seen[w]; ok {
+			continue
+		}
+		if n++; len(first) < shownNameWarnings {
+			first = append(first, w.Name+": "+w.Warning)
 		}
 	}
+	if n > 0 {
+		g.log.Warn("gateway does not serve names as the server offers them", "connection", conn, "count", n, "first", first)
+	}
 }
+
+// shownNameWarnings is how many new name warnings a log line names.
+const shownNameWarnings = 3
 
 func (st *connState) collisionsLocked() []spec.ToolCollision {
 	if len(st.lost)+len(st.lostOther) == 0 {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -481,15 +482,43 @@ func TestHostileNamesNotExposed(t *testing.T) {
 
 	// The same lists again, as new slices (a reconcile), and after a
 	// reconnect: no new WARN.
-	before := strings.Count(logs.String(), "does not serve a name")
+	before := strings.Count(logs.String(), "does not serve names")
 	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, names, nil, nil)})
 	g.SetUnavailable("h", "p", "down")
 	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, names, nil, nil)})
 	if got := len(g.Exposure("h").NameWarnings); got != 14 {
 		t.Errorf("%d name warnings after a reconnect, want 14", got)
 	}
-	if after := strings.Count(logs.String(), "does not serve a name"); after != before || before != 14 {
-		t.Errorf("WARN lines: %d, then %d after an identical Set; want 14 and 14", before, after)
+	// One line for the tools, one for the catalog, each counting its 7.
+	if after := strings.Count(logs.String(), "does not serve names"); after != before || before != 2 || strings.Count(logs.String(), "count=7") != 2 {
+		t.Errorf("WARN lines: %d, then %d after an identical Set; want 2 and 2, each count=7:\n%s", before, after, logs)
+	}
+}
+
+// TestManyNameWarningsOneLogLine: a server offering 20,000 names the
+// gateway does not serve as offered costs one WARN line per change, which
+// counts them and names the first few.
+func TestManyNameWarningsOneLogLine(t *testing.T) {
+	logs := &lockedBuffer{}
+	g := New(Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	var names []string
+	for i := range 20000 {
+		names = append(names, fmt.Sprintf("bad\x1b%05d", i))
+	}
+	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, nil, nil, nil)})
+	if got := len(g.Exposure("h").NameWarnings); got != 20000 {
+		t.Fatalf("%d name warnings, want 20000", got)
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "count=20000") {
+		t.Errorf("%d log lines, want one with count=20000:\n%.2000s", n, logs)
+	}
+	// Half of them change: one more line, counting the new ones.
+	for i := range 10000 {
+		names[i] = fmt.Sprintf("worse\x1b%05d", i)
+	}
+	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, nil, nil, nil)})
+	if n := strings.Count(logs.String(), "\n"); n != 2 || !strings.Contains(logs.String(), "count=10000") {
+		t.Errorf("%d log lines, want two, the second with count=10000:\n%.2000s", n, logs)
 	}
 }
 
