@@ -123,6 +123,11 @@ type Options struct {
 	// MaxNameLength bounds an exposed tool or prompt name, in characters:
 	// a longer one is not exposed (names.go). 0 means DefaultMaxNameLength.
 	MaxNameLength int
+	// MaxCatchAllTemplates bounds the resource templates of one connection
+	// that do not fix the URI scheme: each is tried on every URI (catalog.go,
+	// templateIndex); the ones past it are not exposed. 0 means
+	// DefaultMaxCatchAllTemplates.
+	MaxCatchAllTemplates int
 	// MaxRequestBodyBytes bounds an HTTP request body; 0 means 4 MiB.
 	MaxRequestBodyBytes int64
 	// ShutdownTimeout bounds the graceful part of Serve's shutdown; 0 means 5s.
@@ -185,6 +190,9 @@ type Gateway struct {
 	sdk     *mcp.StreamableHTTPHandler
 	handler http.Handler
 	downs   downSessions
+	// templateMatches counts the URI-against-template matches the catalog
+	// tries (catTable.match), for tests of how that work grows.
+	templateMatches atomic.Int64
 	// sessions admits HTTP sessions and binds them to their client
 	// (admit.go).
 	sessions sessionTable
@@ -349,6 +357,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.MaxNameLength <= 0 {
 		opts.MaxNameLength = DefaultMaxNameLength
+	}
+	if opts.MaxCatchAllTemplates <= 0 {
+		opts.MaxCatchAllTemplates = DefaultMaxCatchAllTemplates
 	}
 	if opts.RequestReadTimeout <= 0 {
 		opts.RequestReadTimeout = DefaultRequestReadTimeout
