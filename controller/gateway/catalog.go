@@ -326,6 +326,13 @@ func templateRegexp(tmpl string) (re *regexp.Regexp) {
 // take any URI, not thousands (each is tried on every URI).
 const DefaultMaxCatchAllTemplates = 16
 
+// DefaultMaxTemplatesPerPrefix is the default of
+// Options.MaxTemplatesPerPrefix: the index (templateIndex) tries on a URI
+// every template whose literal prefix starts it, so templates sharing one
+// prefix ("x:/{a}/t1", "x:/{a}/t2", …) would each be tried on every URI
+// under it.
+const DefaultMaxTemplatesPerPrefix = 64
+
 // catchAllWarning is the status note of a template that matches URIs of
 // any scheme.
 const catchAllWarning = "matches URIs of any scheme: it gets only URIs no other connection lists or matches with a template that fixes the scheme"
@@ -453,7 +460,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				offer("r:"+r.URI, catOffer{resource: r})
 			}
 		}
-		catchAlls := 0
+		catchAlls, perPrefix := 0, map[string]int{}
 		for _, t := range st.templates {
 			if t == nil {
 				continue
@@ -467,6 +474,13 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 					}
 				}
 				warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate, catchAllWarning))
+			} else if _, twice := seqs["t:"+t.URITemplate]; !twice {
+				p := literalPrefix(t.URITemplate)
+				if perPrefix[p]++; perPrefix[p] > g.opts.MaxTemplatesPerPrefix {
+					warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate,
+						fmt.Sprintf("not exposed: the connection has more than %d templates with the literal prefix %s (--max-templates-per-prefix)", g.opts.MaxTemplatesPerPrefix, shownName("", p))))
+					continue
+				}
 			}
 			offer("t:"+t.URITemplate, catOffer{template: t})
 		}

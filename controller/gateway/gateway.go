@@ -128,6 +128,10 @@ type Options struct {
 	// templateIndex); the ones past it are not exposed. 0 means
 	// DefaultMaxCatchAllTemplates.
 	MaxCatchAllTemplates int
+	// MaxTemplatesPerPrefix bounds the resource templates of one connection
+	// that share a literal prefix (catalog.go, templateIndex); the ones past
+	// it are not exposed. 0 means DefaultMaxTemplatesPerPrefix.
+	MaxTemplatesPerPrefix int
 	// MaxRequestBodyBytes bounds an HTTP request body; 0 means 4 MiB.
 	MaxRequestBodyBytes int64
 	// ShutdownTimeout bounds the graceful part of Serve's shutdown; 0 means 5s.
@@ -360,6 +364,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.MaxCatchAllTemplates <= 0 {
 		opts.MaxCatchAllTemplates = DefaultMaxCatchAllTemplates
+	}
+	if opts.MaxTemplatesPerPrefix <= 0 {
+		opts.MaxTemplatesPerPrefix = DefaultMaxTemplatesPerPrefix
 	}
 	if opts.RequestReadTimeout <= 0 {
 		opts.RequestReadTimeout = DefaultRequestReadTimeout

@@ -725,3 +725,37 @@ func TestCatchAllTemplatesCapped(t *testing.T) {
 		t.Errorf("%d templates reported as over the cap, want 2: %v", capped, g.Exposure("h").NameWarnings)
 	}
 }
+
+// TestTemplatesPerPrefixCapped: templates that share a literal prefix are
+// each tried on every URI under it; a connection exposes at most
+// MaxTemplatesPerPrefix of them, so 20,000 URIs against another
+// connection's 20,000 templates "x:/{a}/tN" still cost a bounded number
+// of matches per URI.
+func TestTemplatesPerPrefixCapped(t *testing.T) {
+	const n, perPrefix = 20000, 8
+	g := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxTemplatesPerPrefix: perPrefix})
+	var uris, tmpls []string
+	for i := range n {
+		uris = append(uris, fmt.Sprintf("x:/u/%05d", i))
+		tmpls = append(tmpls, fmt.Sprintf("x:/{a}/t%05d", i))
+	}
+	g.Set(Connection{Name: "a", Backend: offering(nil, nil, uris, nil)})
+	g.templateMatches.Store(0)
+	g.Set(Connection{Name: "b", Backend: offering(nil, nil, nil, append(tmpls, "y:/{a}"))})
+	if got := g.templateMatches.Load(); got > 2*perPrefix*n {
+		t.Errorf("%d template matches for %d URIs, want at most %d", got, n, 2*perPrefix*n)
+	}
+	x := g.Exposure("b")
+	if x.ResourceTemplates != perPrefix+1 {
+		t.Errorf("b exposes %d templates, want %d (the first %d under x:/, and y:/{a})", x.ResourceTemplates, perPrefix+1, perPrefix)
+	}
+	capped := 0
+	for _, w := range x.NameWarnings {
+		if strings.Contains(w.Warning, "more than 8 templates with the literal prefix x:/ (--max-templates-per-prefix)") {
+			capped++
+		}
+	}
+	if capped != n-perPrefix {
+		t.Errorf("%d templates reported over the cap, want %d", capped, n-perPrefix)
+	}
+}
