@@ -62,8 +62,10 @@ type runOptions struct {
 	leaderElect   bool
 	lease         kubernetes.LeaderElectionOptions
 
-	maxStateFile  int64 // Limits on files (docs/contract.md)
-	maxNameLength int
+	maxStateFile          int64 // Limits on files (docs/contract.md)
+	maxNameLength         int
+	maxCatchAllTemplates  int
+	maxTemplatesPerPrefix int
 	// Limits on what clients send (docs/contract.md §5a).
 	requestReadTimeout time.Duration
 	maxConnections     int
@@ -158,6 +160,9 @@ status.`,
 	f.Int64Var(&o.maxMessageBytes, "max-message-bytes", connection.DefaultMaxMessageBytes, "bound on one message a server sends (a stdio frame, an HTTP response body, one SSE event); a server that sends more loses its session and is connected again")
 	// Limits on files (docs/contract.md §5a): status writes paced per file.
 	f.DurationVar(&o.statusWriteInterval, "status-write-interval", statusfile.DefaultWriteInterval, "write each status file at most once per this interval, after a burst of 4 writes (a change put off is written when its turn comes; 0: on every change)")
+	// Routing by ownership (docs/contract.md §5a): templates a URI is tried against.
+	f.IntVar(&o.maxCatchAllTemplates, "max-catch-all-templates", gateway.DefaultMaxCatchAllTemplates, "the most resource templates that match URIs of any scheme one connection exposes; the others are not exposed and are reported in its connection's status")
+	f.IntVar(&o.maxTemplatesPerPrefix, "max-templates-per-prefix", gateway.DefaultMaxTemplatesPerPrefix, "the most resource templates with one literal prefix (the text before the first {expression}) one connection exposes; the others are not exposed and are reported in its connection's status")
 	return cmd
 }
 
@@ -202,6 +207,12 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	if o.maxNameLength < 1 {
 		return errors.New("--max-name-length must be at least 1")
+	}
+	if o.maxCatchAllTemplates < 1 {
+		return errors.New("--max-catch-all-templates must be at least 1")
+	}
+	if o.maxTemplatesPerPrefix < 1 {
+		return errors.New("--max-templates-per-prefix must be at least 1")
 	}
 	if o.maxMessageBytes < minMaxMessageBytes {
 		return fmt.Errorf("--max-message-bytes must be at least %d (an MCP handshake does not fit in less)", minMaxMessageBytes)
@@ -265,8 +276,10 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return ctrl.Wake(ctx, name)
 		},
-		Version:       version,
-		MaxNameLength: o.maxNameLength,
+		Version:               version,
+		MaxNameLength:         o.maxNameLength,
+		MaxCatchAllTemplates:  o.maxCatchAllTemplates,
+		MaxTemplatesPerPrefix: o.maxTemplatesPerPrefix,
 		// Limits on what clients send.
 		RequestReadTimeout:      o.requestReadTimeout,
 		MaxConnections:          maxConns,

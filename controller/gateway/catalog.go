@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -56,6 +57,108 @@ type catTable struct {
 	// Connected: "connection X is not connected" (URI and template claims
 	// carry their own downTarget).
 	downPrompts map[string]*downTarget
+	// index finds the templates that may match a URI (candidates).
+	index templateIndex
+	// matches counts the URI-against-template matches tried, so that a
+	// test can tell how the work grows with the lists (nil: not counted).
+	matches *atomic.Int64
+}
+
+// templateIndex finds the templates that may match a URI without trying
+// each: a template's regexp matches only URIs that start with its literal
+// prefix (uritemplate quotes literals as they are), and the literal
+// prefixes that start a given string are found by walking a sorted list
+// (candidates). A server may list 100,000 URIs and another 100,000
+// templates: trying every template on every URI held the gateway's lock
+// for minutes. Catch-all templates (no scheme in the prefix) are tried on
+// every URI; a connection keeps at most maxCatchAllTemplates of them.
+type templateIndex struct {
+	prefixes []string         // the distinct literal prefixes of scheme-fixing templates, sorted
+	byPrefix map[string][]int // prefix → its templates (indexes into catTable.templates)
+	catchAll []int
+	byName   map[string]int // template → its index
+}
+
+// buildIndex indexes c.templates; nil regexps (refused templates) match
+// nothing and are left out.
+func (c *catTable) buildIndex() {
+	ix := templateIndex{byPrefix: map[string][]int{}, byName: make(map[string]int, len(c.templates))}
+	for i, tr := range c.templates {
+		if _, ok := ix.byName[tr.template]; !ok {
+			ix.byName[tr.template] = i
+		}
+		switch {
+		case tr.re == nil:
+		case tr.spec.catchAll:
+			ix.catchAll = append(ix.catchAll, i)
+		default:
+			p := literalPrefix(tr.template)
+			if ix.byPrefix[p] == nil {
+				ix.prefixes = append(ix.prefixes, p)
+			}
+			ix.byPrefix[p] = append(ix.byPrefix[p], i)
+		}
+	}
+	slices.Sort(ix.prefixes)
+	c.index = ix
+}
+
+// prefixesOf calls visit with the templates of every indexed literal
+// prefix that s starts with, the longest first. Each step of the walk
+// shortens what is left to look for, so it takes at most len(s)+1 binary
+// searches whatever the number of templates.
+func (ix *templateIndex) prefixesOf(s string, visit func(i int) bool) bool {
+	q := s
+	for {
+		// The largest prefix ≤ q: any indexed prefix of q sorts between
+		// it and q, so it starts with it too.
+		j, found := slices.BinarySearch(ix.prefixes, q)
+		if !found {
+			j--
+		}
+		if j < 0 {
+			return true
+		}
+		p := ix.prefixes[j]
+		if strings.HasPrefix(q, p) {
+			for _, i := range ix.byPrefix[p] {
+				if !visit(i) {
+					return false
+				}
+			}
+			if p == "" {
+				return true
+			}
+			q = p[:len(p)-1]
+			continue
+		}
+		// p > every prefix of q left: look below their common part.
+		n := 0
+		for n < len(p) && n < len(q) && p[n] == q[n] {
+			n++
+		}
+		q = q[:n]
+	}
+}
+
+// candidates calls visit with every template that may match uri: the
+// catch-alls and those whose literal prefix uri starts with. It stops when
+// visit returns false.
+func (c *catTable) candidates(uri string, visit func(tr *templateRoute) bool) {
+	for _, i := range c.index.catchAll {
+		if !visit(&c.templates[i]) {
+			return
+		}
+	}
+	c.index.prefixesOf(uri, func(i int) bool { return visit(&c.templates[i]) })
+}
+
+// match reports whether tr matches uri, counting the try.
+func (c *catTable) match(tr *templateRoute, uri string) bool {
+	if c.matches != nil {
+		c.matches.Add(1)
+	}
+	return tr.re != nil && tr.re.MatchString(uri)
 }
 
 // uriClaim is one connection's claim on a URI: its exact listing of it, or
@@ -218,6 +321,18 @@ func templateRegexp(tmpl string) (re *regexp.Regexp) {
 	return parsed.Regexp()
 }
 
+// DefaultMaxCatchAllTemplates is the default of
+// Options.MaxCatchAllTemplates: a server needs one or two templates that
+// take any URI, not thousands (each is tried on every URI).
+const DefaultMaxCatchAllTemplates = 16
+
+// DefaultMaxTemplatesPerPrefix is the default of
+// Options.MaxTemplatesPerPrefix: the index (templateIndex) tries on a URI
+// every template whose literal prefix starts it, so templates sharing one
+// prefix ("x:/{a}/t1", "x:/{a}/t2", …) would each be tried on every URI
+// under it.
+const DefaultMaxTemplatesPerPrefix = 64
+
 // catchAllWarning is the status note of a template that matches URIs of
 // any scheme.
 const catchAllWarning = "matches URIs of any scheme: it gets only URIs no other connection lists or matches with a template that fixes the scheme"
@@ -229,11 +344,12 @@ func (c *catTable) claimsOn(uri string) []uriClaim {
 	if e, ok := c.uris[uri]; ok {
 		claims = append(claims, e)
 	}
-	for _, tr := range c.templates {
-		if tr.re != nil && tr.re.MatchString(uri) {
+	c.candidates(uri, func(tr *templateRoute) bool {
+		if c.match(tr, uri) {
 			claims = append(claims, tr.claim())
 		}
-	}
+		return true
+	})
 	return claims
 }
 
@@ -259,10 +375,8 @@ func (c *catTable) resourceOwner(uri string) *target {
 }
 
 func (c *catTable) templateByName(tmpl string) (*target, *downTarget) {
-	for _, tr := range c.templates {
-		if tr.template == tmpl {
-			return tr.target, tr.down
-		}
+	if i, ok := c.index.byName[tmpl]; ok {
+		return c.templates[i].target, c.templates[i].down
 	}
 	return nil, nil
 }
@@ -346,12 +460,27 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				offer("r:"+r.URI, catOffer{resource: r})
 			}
 		}
+		catchAlls, perPrefix := 0, map[string]int{}
 		for _, t := range st.templates {
 			if t == nil {
 				continue
 			}
 			if templateSpecificity(t.URITemplate).catchAll {
+				if _, twice := seqs["t:"+t.URITemplate]; !twice {
+					if catchAlls++; catchAlls > g.opts.MaxCatchAllTemplates {
+						warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate,
+							fmt.Sprintf("not exposed: matches URIs of any scheme, and the connection has more than %d such templates (--max-catch-all-templates)", g.opts.MaxCatchAllTemplates)))
+						continue
+					}
+				}
 				warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate, catchAllWarning))
+			} else if _, twice := seqs["t:"+t.URITemplate]; !twice {
+				p := literalPrefix(t.URITemplate)
+				if perPrefix[p]++; perPrefix[p] > g.opts.MaxTemplatesPerPrefix {
+					warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate,
+						fmt.Sprintf("not exposed: the connection has more than %d templates with the literal prefix %s (--max-templates-per-prefix)", g.opts.MaxTemplatesPerPrefix, shownName("", p))))
+					continue
+				}
 			}
 			offer("t:"+t.URITemplate, catOffer{template: t})
 		}
@@ -442,18 +571,8 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 		lost[l] = append(lost[l], c)
 		lost[w] = append(lost[w], spec.ToolCollision{Tool: shown, Connection: loser, Kept: true})
 	}
-	// Templates by connection: the checks below compare only claims of
-	// different connections, so that a server listing many URIs and
-	// templates does not cost the square of its own lists.
-	var tmplConns []string
-	tmplsOf := map[string][]templateRoute{}
-	for _, tr := range next.templates {
-		if tmplsOf[tr.conn] == nil {
-			tmplConns = append(tmplConns, tr.conn)
-		}
-		tmplsOf[tr.conn] = append(tmplsOf[tr.conn], tr)
-	}
-	slices.Sort(tmplConns)
+	next.matches = &g.templateMatches
+	next.buildIndex()
 	// An exact URI: every claim on it is known, so every connection that
 	// loses it is reported. The listing is published only if its
 	// connection serves the URI.
@@ -464,13 +583,11 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 		}
 		uri := key[2:]
 		contested := len(bids) > 1
-		for _, c := range tmplConns {
-			if contested {
-				break
-			}
-			if c != bids[0].st.name {
-				contested = slices.ContainsFunc(tmplsOf[c], func(tr templateRoute) bool { return tr.re != nil && tr.re.MatchString(uri) })
-			}
+		if !contested {
+			next.candidates(uri, func(tr *templateRoute) bool {
+				contested = tr.conn != bids[0].st.name && next.match(tr, uri)
+				return !contested
+			})
 		}
 		win := next.uris[uri]
 		if contested {
@@ -497,22 +614,32 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 	// connection) is reported as losing to it. Both stay published: the
 	// later may still serve URIs the earlier does not match, and each read
 	// goes by resourceRoute.
-	for i, ca := range tmplConns {
-		for _, cb := range tmplConns[i+1:] {
-			for _, a := range tmplsOf[ca] {
-				for _, b := range tmplsOf[cb] {
-					if a.re == nil || b.re == nil || a.spec.catchAll != b.spec.catchAll {
-						continue
-					}
-					first, later := a, b
-					if claimRank(b.claim(), a.claim()) < 0 {
-						first, later = b, a
-					}
-					if strings.HasPrefix(literalPrefix(later.template), literalPrefix(first.template)) {
-						report(collisionTemplate+later.template, later.conn, first.conn)
-					}
-				}
-			}
+	// The templates whose literal prefix starts b's are found in the index,
+	// not by trying every pair; catch-alls (a few per connection) pairwise.
+	overlap := func(a, b *templateRoute) {
+		if a == b || a.conn == b.conn {
+			return
+		}
+		first, later := a, b
+		if claimRank(b.claim(), a.claim()) < 0 {
+			first, later = b, a
+		}
+		if later == b && strings.HasPrefix(literalPrefix(later.template), literalPrefix(first.template)) {
+			report(collisionTemplate+later.template, later.conn, first.conn)
+		}
+	}
+	for _, bi := range next.index.catchAll {
+		for _, ai := range next.index.catchAll {
+			overlap(&next.templates[ai], &next.templates[bi])
+		}
+	}
+	for _, p := range next.index.prefixes {
+		for _, bi := range next.index.byPrefix[p] {
+			b := &next.templates[bi]
+			next.index.prefixesOf(p, func(ai int) bool {
+				overlap(&next.templates[ai], b)
+				return true
+			})
 		}
 	}
 	for _, st := range conns {

@@ -123,6 +123,15 @@ type Options struct {
 	// MaxNameLength bounds an exposed tool or prompt name, in characters:
 	// a longer one is not exposed (names.go). 0 means DefaultMaxNameLength.
 	MaxNameLength int
+	// MaxCatchAllTemplates bounds the resource templates of one connection
+	// that do not fix the URI scheme: each is tried on every URI (catalog.go,
+	// templateIndex); the ones past it are not exposed. 0 means
+	// DefaultMaxCatchAllTemplates.
+	MaxCatchAllTemplates int
+	// MaxTemplatesPerPrefix bounds the resource templates of one connection
+	// that share a literal prefix (catalog.go, templateIndex); the ones past
+	// it are not exposed. 0 means DefaultMaxTemplatesPerPrefix.
+	MaxTemplatesPerPrefix int
 	// MaxRequestBodyBytes bounds an HTTP request body; 0 means 4 MiB.
 	MaxRequestBodyBytes int64
 	// ShutdownTimeout bounds the graceful part of Serve's shutdown; 0 means 5s.
@@ -185,6 +194,9 @@ type Gateway struct {
 	sdk     *mcp.StreamableHTTPHandler
 	handler http.Handler
 	downs   downSessions
+	// templateMatches counts the URI-against-template matches the catalog
+	// tries (catTable.match), for tests of how that work grows.
+	templateMatches atomic.Int64
 	// sessions admits HTTP sessions and binds them to their client
 	// (admit.go).
 	sessions sessionTable
@@ -349,6 +361,12 @@ func New(opts Options) *Gateway {
 	}
 	if opts.MaxNameLength <= 0 {
 		opts.MaxNameLength = DefaultMaxNameLength
+	}
+	if opts.MaxCatchAllTemplates <= 0 {
+		opts.MaxCatchAllTemplates = DefaultMaxCatchAllTemplates
+	}
+	if opts.MaxTemplatesPerPrefix <= 0 {
+		opts.MaxTemplatesPerPrefix = DefaultMaxTemplatesPerPrefix
 	}
 	if opts.RequestReadTimeout <= 0 {
 		opts.RequestReadTimeout = DefaultRequestReadTimeout
@@ -666,14 +684,31 @@ func (st *connState) nameWarningsLocked() []spec.NameWarning {
 	return out
 }
 
-// warnNamesLocked logs the name warnings of a connection that are new.
+// warnNamesLocked logs the name warnings of a connection that are new: one
+// line per change, with how many and the first few (a server can offer
+// 100,000 names; the status file lists them, cut: docs/contract.md §5a).
 func (g *Gateway) warnNamesLocked(conn string, old, cur []spec.NameWarning) {
+	seen := make(map[spec.NameWarning]struct{}, len(old))
+	for _, w := range old {
+		seen[w] = struct{}{}
+	}
+	var first []string
+	n := 0
 	for _, w := range cur {
-		if !slices.Contains(old, w) {
-			g.log.Warn("gateway does not serve a name as the server offers it", "connection", conn, "name", w.Name, "warning", w.Warning)
+		if _, ok := seen[w]; ok {
+			continue
+		}
+		if n++; len(first) < shownNameWarnings {
+			first = append(first, w.Name+": "+w.Warning)
 		}
 	}
+	if n > 0 {
+		g.log.Warn("gateway does not serve names as the server offers them", "connection", conn, "count", n, "first", first)
+	}
 }
+
+// shownNameWarnings is how many new name warnings a log line names.
+const shownNameWarnings = 3
 
 func (st *connState) collisionsLocked() []spec.ToolCollision {
 	if len(st.lost)+len(st.lostOther) == 0 {

@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -481,15 +484,43 @@ func TestHostileNamesNotExposed(t *testing.T) {
 
 	// The same lists again, as new slices (a reconcile), and after a
 	// reconnect: no new WARN.
-	before := strings.Count(logs.String(), "does not serve a name")
+	before := strings.Count(logs.String(), "does not serve names")
 	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, names, nil, nil)})
 	g.SetUnavailable("h", "p", "down")
 	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, names, nil, nil)})
 	if got := len(g.Exposure("h").NameWarnings); got != 14 {
 		t.Errorf("%d name warnings after a reconnect, want 14", got)
 	}
-	if after := strings.Count(logs.String(), "does not serve a name"); after != before || before != 14 {
-		t.Errorf("WARN lines: %d, then %d after an identical Set; want 14 and 14", before, after)
+	// One line for the tools, one for the catalog, each counting its 7.
+	if after := strings.Count(logs.String(), "does not serve names"); after != before || before != 2 || strings.Count(logs.String(), "count=7") != 2 {
+		t.Errorf("WARN lines: %d, then %d after an identical Set; want 2 and 2, each count=7:\n%s", before, after, logs)
+	}
+}
+
+// TestManyNameWarningsOneLogLine: a server offering 20,000 names the
+// gateway does not serve as offered costs one WARN line per change, which
+// counts them and names the first few.
+func TestManyNameWarningsOneLogLine(t *testing.T) {
+	logs := &lockedBuffer{}
+	g := New(Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	var names []string
+	for i := range 20000 {
+		names = append(names, fmt.Sprintf("bad\x1b%05d", i))
+	}
+	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, nil, nil, nil)})
+	if got := len(g.Exposure("h").NameWarnings); got != 20000 {
+		t.Fatalf("%d name warnings, want 20000", got)
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "count=20000") {
+		t.Errorf("%d log lines, want one with count=20000:\n%.2000s", n, logs)
+	}
+	// Half of them change: one more line, counting the new ones.
+	for i := range 10000 {
+		names[i] = fmt.Sprintf("worse\x1b%05d", i)
+	}
+	g.Set(Connection{Name: "h", Prefix: "p", Backend: offering(names, nil, nil, nil)})
+	if n := strings.Count(logs.String(), "\n"); n != 2 || !strings.Contains(logs.String(), "count=10000") {
+		t.Errorf("%d log lines, want two, the second with count=10000:\n%.2000s", n, logs)
 	}
 }
 
@@ -584,5 +615,147 @@ func TestMaxNameLength(t *testing.T) {
 	x := g.Exposure("c")
 	if x.Tools != 1 || x.Prompts != 1 || len(x.NameWarnings) != 2 || !strings.Contains(x.NameWarnings[1].Warning, "11 characters, over the limit of 10") {
 		t.Errorf("Exposure = %+v, want c_12345678 exposed and c_123456789 reported", x)
+	}
+}
+
+// TestManyURIsAndTemplatesLinear: one connection lists 20,000 URIs and
+// another 20,000 templates; a catalog change tries a number of template
+// matches that grows with the lists, not with their product (it held the
+// gateway's lock for minutes at 100,000 each). Overlaps are still found:
+// b's x:/u/{n} matches every URI of a, and its y:/a/{+p} extends a's y:/{+p}.
+func TestManyURIsAndTemplatesLinear(t *testing.T) {
+	const n = 20000
+	g := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var uris, tmpls []string
+	for i := range n {
+		uris = append(uris, fmt.Sprintf("x:/u/%05d", i))
+		tmpls = append(tmpls, fmt.Sprintf("x:/t%05d/{id}", i))
+	}
+	g.settle() // claims numbered: a's come first
+	g.Set(Connection{Name: "a", Backend: offering(nil, nil, uris, []string{"y:/{+p}"})})
+	g.templateMatches.Store(0)
+	g.Set(Connection{Name: "b", Backend: offering(nil, nil, nil, append(tmpls, "x:/u/{n}", "y:/a/{+p}"))})
+	// Each URI: the one template whose prefix starts it, to find it
+	// contested and again to rank its claims.
+	if got := g.templateMatches.Load(); got > 4*n {
+		t.Errorf("%d template matches for %d URIs against %d templates, want at most %d", got, n, n, 4*n)
+	}
+	if got := owner(g, "uri", "x:/u/00042"); got != "a" {
+		t.Errorf("x:/u/00042 goes to %q, want a (listed first)", got)
+	}
+	if got := owner(g, "uri", "x:/t00042/z"); got != "b" {
+		t.Errorf("x:/t00042/z goes to %q, want b", got)
+	}
+	var resources, templates int
+	for _, c := range g.Collisions("b") {
+		switch {
+		case strings.HasPrefix(c.Tool, collisionResource) && !c.Kept:
+			resources++
+		case c.Tool == collisionTemplate+"y:/a/{+p}" && !c.Kept && c.Connection == "a":
+			templates++
+		}
+	}
+	if resources != n || templates != 1 {
+		t.Errorf("b lost %d URIs and %d templates, want %d and 1", resources, templates, n)
+	}
+}
+
+// TestTemplateIndexFindsEveryMatch: the index tries only templates whose
+// literal prefix starts the URI; it finds every template that matches, as
+// trying each would, on prefixes that nest, share and differ.
+func TestTemplateIndexFindsEveryMatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	word := func() string {
+		b := make([]byte, r.IntN(4))
+		for i := range b {
+			b[i] = "ab/:"[r.IntN(4)]
+		}
+		return string(b)
+	}
+	for range 200 {
+		c := &catTable{}
+		for range 30 {
+			tm := "s:" + word()
+			if r.IntN(5) == 0 {
+				tm = word() // catch-all
+			}
+			tm += []string{"{x}", "{+x}", "", "{x}" + word()}[r.IntN(4)]
+			c.templates = append(c.templates, templateRoute{template: tm, re: templateRegexp(tm), spec: templateSpecificity(tm), conn: tm})
+		}
+		c.buildIndex()
+		for range 50 {
+			uri := word() + "s:" + word() + word()
+			if r.IntN(2) == 0 {
+				uri = "s:" + word() + word()
+			}
+			var want, got []string
+			for _, tr := range c.templates {
+				if tr.re != nil && tr.re.MatchString(uri) {
+					want = append(want, tr.template)
+				}
+			}
+			for _, cl := range c.claimsOn(uri) {
+				got = append(got, cl.tmpl)
+			}
+			slices.Sort(want)
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("claims on %q: %q, want %q (templates %v)", uri, got, want, c.templates)
+			}
+		}
+	}
+}
+
+// TestCatchAllTemplatesCapped: a connection exposes at most
+// MaxCatchAllTemplates templates that match URIs of any scheme (each is
+// tried on every URI); the rest are reported, not exposed.
+func TestCatchAllTemplatesCapped(t *testing.T) {
+	g := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxCatchAllTemplates: 2})
+	g.Set(Connection{Name: "h", Backend: offering(nil, nil, nil, []string{"{a}", "{b}", "{c}", "{d}", "s:{e}"})})
+	if x := g.Exposure("h"); x.ResourceTemplates != 3 {
+		t.Errorf("exposed %d templates, want 3 (two catch-alls and s:{e})", x.ResourceTemplates)
+	}
+	capped := 0
+	for _, w := range g.Exposure("h").NameWarnings {
+		if strings.Contains(w.Warning, "more than 2 such templates (--max-catch-all-templates)") {
+			capped++
+		}
+	}
+	if capped != 2 {
+		t.Errorf("%d templates reported as over the cap, want 2: %v", capped, g.Exposure("h").NameWarnings)
+	}
+}
+
+// TestTemplatesPerPrefixCapped: templates that share a literal prefix are
+// each tried on every URI under it; a connection exposes at most
+// MaxTemplatesPerPrefix of them, so 20,000 URIs against another
+// connection's 20,000 templates "x:/{a}/tN" still cost a bounded number
+// of matches per URI.
+func TestTemplatesPerPrefixCapped(t *testing.T) {
+	const n, perPrefix = 20000, 8
+	g := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxTemplatesPerPrefix: perPrefix})
+	var uris, tmpls []string
+	for i := range n {
+		uris = append(uris, fmt.Sprintf("x:/u/%05d", i))
+		tmpls = append(tmpls, fmt.Sprintf("x:/{a}/t%05d", i))
+	}
+	g.Set(Connection{Name: "a", Backend: offering(nil, nil, uris, nil)})
+	g.templateMatches.Store(0)
+	g.Set(Connection{Name: "b", Backend: offering(nil, nil, nil, append(tmpls, "y:/{a}"))})
+	if got := g.templateMatches.Load(); got > 2*perPrefix*n {
+		t.Errorf("%d template matches for %d URIs, want at most %d", got, n, 2*perPrefix*n)
+	}
+	x := g.Exposure("b")
+	if x.ResourceTemplates != perPrefix+1 {
+		t.Errorf("b exposes %d templates, want %d (the first %d under x:/, and y:/{a})", x.ResourceTemplates, perPrefix+1, perPrefix)
+	}
+	capped := 0
+	for _, w := range x.NameWarnings {
+		if strings.Contains(w.Warning, "more than 8 templates with the literal prefix x:/ (--max-templates-per-prefix)") {
+			capped++
+		}
+	}
+	if capped != n-perPrefix {
+		t.Errorf("%d templates reported over the cap, want %d", capped, n-perPrefix)
 	}
 }

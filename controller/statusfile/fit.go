@@ -1,6 +1,8 @@
 package statusfile
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"unicode/utf8"
 
@@ -27,7 +29,43 @@ type document struct {
 }
 
 func newDocument(doc spec.StatusDocument) *document {
+	doc.Status.NameWarnings = cutWarnings(doc.Status.NameWarnings, maxNameWarnings, math.MaxInt)
 	return &document{doc: doc, levels: [][]byte{render(&doc)}}
+}
+
+// maxNameWarnings is how many name warnings a status document shows in
+// full; the rest are counted in one last entry (docs/contract.md §5a). A
+// server can offer 100,000 names the gateway does not serve as offered:
+// listed one by one they would outgrow MaxFileSize at any shrink level.
+const maxNameWarnings = 100
+
+// moreWarnings is the name of the last entry of a cut list of name
+// warnings, whose warning counts the entries left out.
+const moreWarnings = "…"
+
+// cutWarnings keeps the first n of ws, each cut to str bytes, and counts
+// the rest in one last entry.
+func cutWarnings(ws []spec.NameWarning, n, str int) []spec.NameWarning {
+	if len(ws) == 0 {
+		return nil
+	}
+	left := len(ws)
+	if k := len(ws) - 1; ws[k].Name == moreWarnings {
+		// Cut before (newDocument's cap): its count stands for more.
+		var more int
+		if _, err := fmt.Sscanf(ws[k].Warning, "and %d more", &more); err == nil {
+			left += more - 1
+			ws = ws[:k]
+		}
+	}
+	out := make([]spec.NameWarning, 0, min(len(ws), n)+1)
+	for _, w := range ws[:min(len(ws), n)] {
+		out = append(out, spec.NameWarning{Name: cut(w.Name, str), Warning: cut(w.Warning, str)})
+	}
+	if more := left - len(out); more > 0 {
+		out = append(out, spec.NameWarning{Name: moreWarnings, Warning: fmt.Sprintf("and %d more", more)})
+	}
+	return out
 }
 
 // within returns the fullest rendering of d that takes at most limit bytes,
@@ -144,6 +182,9 @@ func shrink(st spec.ConnectionStatus, l shrinkLevel) spec.ConnectionStatus {
 	if len(st.Collisions) == 0 {
 		st.Collisions = nil
 	}
+	// Cut like Collisions, but never dropped: the last entry counts what
+	// is left out, so that even the bare form says how many there are.
+	st.NameWarnings = cutWarnings(st.NameWarnings, l.list, l.str)
 	if l.bare {
 		st.Server, st.Catalog, st.ConnectedSince = nil, nil, nil
 		st.Prompts, st.Resources, st.ResourceTemplates = nil, nil, nil

@@ -702,3 +702,38 @@ func TestRetryDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestFitManyNameWarnings: a server can offer 100,000 names the gateway
+// does not serve as offered; the status file still reads back (at most
+// maxNameWarnings listed, the rest counted), and the smallest form of the
+// document still fits a file's even share.
+func TestFitManyNameWarnings(t *testing.T) {
+	st := hugeStatus(spec.PhaseConnected)
+	for i := range 20000 {
+		st.NameWarnings = append(st.NameWarnings, spec.NameWarning{Name: fmt.Sprintf("tool:%s%05d", strings.Repeat("w", 70), i), Warning: strings.Repeat("x", 200)})
+	}
+	floor := (MaxFileSize - len(separator)*(spec.MaxDocuments-1)) / spec.MaxDocuments
+	d := newDocument(spec.StatusDocument{APIVersion: spec.APIVersion, Kind: spec.Kind, Metadata: spec.ObjectMeta{Name: "many"}, Status: st})
+	if b := d.within(0); len(b) > floor {
+		t.Fatalf("the smallest form of a document is %d bytes, over a file's even share of %d", len(b), floor)
+	}
+	w, m := writerFor(t, []string{"many"})
+	if err := w.Put(desired.Entry{Name: "many", Origin: m}, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := Read(w.Path(m))
+	if err != nil {
+		t.Fatalf("the status file does not read back: %v", err)
+	}
+	got := docs["many"].Status.NameWarnings
+	if len(got) == 0 || len(got) > maxNameWarnings+1 {
+		t.Fatalf("%d name warnings read back, want 1 to %d", len(got), maxNameWarnings+1)
+	}
+	last := got[len(got)-1]
+	if want := fmt.Sprintf("and %d more", 20000-(len(got)-1)); last.Name != moreWarnings || last.Warning != want {
+		t.Fatalf("last name warning %+v, want %q counting the rest", last, want)
+	}
+}
