@@ -179,8 +179,10 @@ func (s *Session) routeProgress(p *mcp.ProgressNotificationParams) {
 	route := v.(*progressRoute)
 	if route.waiting() {
 		// Progress for a request tether still waits on: the server works
-		// on it, even if it answers nothing else meanwhile (liveness.go).
-		s.seen.mark()
+		// on it, even if it answers nothing else meanwhile; it counts as
+		// long as the server's last answer is within its callTimeout
+		// (liveness.go).
+		s.seen.progressed()
 	}
 	out := *p
 	out.ProgressToken = nil
@@ -201,7 +203,9 @@ type progressRoute struct {
 
 	// call is the call's ctx: it ends at the call's deadline (the gateway's
 	// callTimeout). Once the call returned the route is gone, but for the
-	// linger of an answered call, whose answer proved life already.
+	// linger of an answered call, whose answer proved life already. Calls
+	// keep coming, so this alone bounds nothing: liveness also wants an
+	// answer within one callTimeout.
 	call context.Context
 }
 

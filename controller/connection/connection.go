@@ -91,7 +91,7 @@ type Session struct {
 	client *mcp.Client
 	cs     *mcp.ClientSession
 	proc   *process // nil for HTTP
-	seen   liveness // when the server last answered a request or sent progress for one
+	seen   liveness // when the server last answered a request, and sent progress for one
 	limit  *messageLimit
 
 	// For streamable HTTP: the go-sdk transport's client (manifest headers,
@@ -192,6 +192,8 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	if maxMessage <= 0 {
 		maxMessage = DefaultMaxMessageBytes
 	}
+	// Progress proves life only while an answer is this recent (liveness).
+	s.seen.window = sp.CallTimeoutDuration()
 	s.limit = &messageLimit{conn: req.Name, max: maxMessage, stdio: sp.Stdio != nil, onHit: s.limitHit}
 	// Until Connect returns, the caller's ctx bounds what runs on the
 	// lifetime ctx too (the SSE stream, the child's handshake).

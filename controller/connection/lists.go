@@ -184,8 +184,9 @@ func (s *Session) Probe(ctx context.Context) error {
 	}
 	if err != nil && ctx.Err() != nil && s.Err() == nil && s.seen.since(start) {
 		// Timed out, but the server sent other answers, or progress for a
-		// call that waits, meanwhile: the probe waited in line behind
-		// work, the server is alive.
+		// call that waits (while its last answer is within callTimeout),
+		// meanwhile: the probe waited in line behind work, the server is
+		// alive.
 		s.log.Debug("probe timed out behind other traffic: server alive", "method", method)
 		return nil
 	}

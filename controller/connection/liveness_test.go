@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
 )
 
 // busyServer is a streamable HTTP MCP server whose probes (ping,
@@ -226,9 +229,12 @@ func TestProbeProgressOfAWaitingCallIsLife(t *testing.T) {
 
 // TestProgressProvesLifeWhileItsCallWaits: progress counts for a token of a
 // call that waits, within the call's deadline; not for an unknown token, a
-// call whose ctx ended (its callTimeout) or a call that returned.
+// call whose ctx ended (its callTimeout) or a call that returned; and not
+// once the server's last answer is older than its callTimeout.
 func TestProgressProvesLifeWhileItsCallWaits(t *testing.T) {
 	s := &Session{red: newRedactor(nil, nil)}
+	s.seen.window = time.Hour
+	s.seen.answered() // as Connect's answers do
 	sent := func(token string) bool {
 		start := time.Now()
 		for !time.Now().After(start) { // a clock step past start
@@ -241,6 +247,11 @@ func TestProgressProvesLifeWhileItsCallWaits(t *testing.T) {
 	if !sent(token) {
 		t.Error("progress for a waiting call proved nothing")
 	}
+	s.seen.window = time.Nanosecond // the last answer is older than that
+	if sent(token) {
+		t.Error("progress for a waiting call proved life though the server answered nothing for longer than its callTimeout")
+	}
+	s.seen.window = time.Hour
 	if sent("tether-0") {
 		t.Error("progress for a token nobody waits on proved life")
 	}
@@ -251,5 +262,102 @@ func TestProgressProvesLifeWhileItsCallWaits(t *testing.T) {
 	done(false)
 	if sent(token) {
 		t.Error("progress for a call that returned proved life")
+	}
+}
+
+// TestProbeProgressWithoutAnswersIsNoLife: a server that answers nothing,
+// not its probes and not its calls, but sends progress for every call
+// tether waits on, while calls keep coming, goes down once its last answer
+// is older than its callTimeout: probe after probe fails although progress
+// of a waiting call arrives during each (docs/reliability.md, "Hostile
+// servers", H2). Progress alone would keep it up for ever: each call's
+// progress counts until that call's deadline, and the next call is there.
+func TestProbeProgressWithoutAnswersIsNoLife(t *testing.T) {
+	const callTimeout = 500 * time.Millisecond
+	// gone ends the handlers when the test does: a request whose client
+	// gave up may never see its ctx end, and hs.Close waits for them.
+	connected, gone := make(chan struct{}), make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hung", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "hang", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			for i := 1; ; i++ {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i)})
+				select {
+				case <-time.After(25 * time.Millisecond):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-gone:
+					return nil, context.Canceled
+				}
+			}
+		})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			select {
+			case <-connected: // after the session's own first tools/list
+				if method == "ping" || method == "tools/list" {
+					select { // answers no probe
+					case <-ctx.Done():
+					case <-gone:
+					}
+					return nil, context.Canceled
+				}
+			default:
+			}
+			return next(ctx, method, req)
+		}
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // no standalone stream: no traffic but progress
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(gone) }) // before hs.Close
+	sp := httpSpec(hs.URL, "")
+	sp.CallTimeout = &spec.Duration{Duration: callTimeout}
+	s := connect(t, Request{Spec: sp})
+	close(connected)
+
+	// Calls keep coming, each bounded by the callTimeout as the gateway
+	// bounds them; none is answered.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var progress atomic.Int64
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+				_, err := s.CallTool(callCtx, &mcp.CallToolParams{Name: "hang"}, func(*mcp.ProgressNotificationParams) { progress.Add(1) })
+				cancel()
+				if err == nil {
+					t.Error("the hung server answered a call")
+				}
+			}
+		}()
+	}
+	defer func() { stop(); wg.Wait() }()
+
+	// Each probe that fails while progress arrives counts; one that
+	// passes starts the count over. Early probes may pass: Connect's
+	// answers are recent then.
+	failed := 0
+	for i := 0; i < 40 && failed < 3; i++ {
+		before := progress.Load()
+		err := probe(s)
+		switch {
+		case err == nil:
+			failed = 0
+		case progress.Load() > before:
+			failed++
+		}
+	}
+	if failed < 3 {
+		t.Errorf("probes of a server that answers nothing kept passing on the progress of calls that keep coming")
 	}
 }

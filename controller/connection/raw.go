@@ -470,7 +470,7 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 			return nil, nil
 		}
 		// The answer to tether's request: the server answers (liveness.go).
-		x.s.seen.mark()
+		x.s.seen.answered()
 		x.answered = true
 		if m.Error != nil {
 			return nil, m.Error
