@@ -6,9 +6,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/tether-mcp/tether/controller/boundedfile/boundedfiletest"
 
 	"github.com/tether-mcp/tether/spec"
 )
@@ -18,18 +18,7 @@ import (
 // held the connection in Connecting, /dev/zero had no end.
 func TestValueFromFileRefusesWhatIsNotASecretFile(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big")
-	if err := os.WriteFile(big, []byte(strings.Repeat("s", MaxSecretFileSize+1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	fifo, zero, big := boundedfiletest.Hostile(t, dir, MaxSecretFileSize)
 	for file, want := range map[string]string{
 		fifo: "valueFrom.file: open " + fifo + ": not a regular file (a named pipe)",
 		zero: "valueFrom.file: open " + zero + ": not a regular file (a device)",

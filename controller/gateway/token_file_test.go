@@ -3,29 +3,16 @@
 package gateway
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/tether-mcp/tether/controller/boundedfile/boundedfiletest"
 )
 
 // An auth token file that is a FIFO, a device or too big is refused at
 // once with an error naming it: start-up must not hang on it.
 func TestReadTokenRefusesWhatIsNotATokenFile(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big")
-	if err := os.WriteFile(big, []byte(strings.Repeat("t", maxTokenFileSize+1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	fifo, zero, big := boundedfiletest.Hostile(t, dir, maxTokenFileSize)
 	for file, want := range map[string]string{
 		fifo: "gateway: auth token file: open " + fifo + ": not a regular file (a named pipe)",
 		zero: "gateway: auth token file: open " + zero + ": not a regular file (a device)",
