@@ -126,11 +126,18 @@ func startTetherWithEnv(t *testing.T, dir string, env []string, extra ...string)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
+	tt := startCmd(t, cmd, dir)
+	return tt
+}
+
+// startCmd starts cmd, a tether run on dir, with its output kept for the
+// test; it is stopped (SIGTERM) when the test ends, and its log printed if
+// the test failed.
+func startCmd(t *testing.T, cmd *exec.Cmd, dir string) *tether {
+	t.Helper()
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	must(t, cmd.Start())
 	tt := &tether{t: t, cmd: cmd, dir: dir, logs: logs, done: make(chan struct{})}
 	go func() { tt.err = cmd.Wait(); close(tt.done) }()
 	t.Cleanup(func() {

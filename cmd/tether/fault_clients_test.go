@@ -36,17 +36,7 @@ func startTetherNofile(t *testing.T, dir string, nofile int, extra ...string) (*
 		"run", "--dir", dir, "--log-level", "debug",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp)}, extra...)
 	cmd := exec.Command("/bin/sh", args...)
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	must(t, cmd.Start())
-	tt := &tether{t: t, cmd: cmd, dir: dir, logs: logs, done: make(chan struct{})}
-	go func() { tt.err = cmd.Wait(); close(tt.done) }()
-	t.Cleanup(func() {
-		tt.stop()
-		if t.Failed() {
-			t.Logf("tether logs:\n%s", logs.String())
-		}
-	})
+	tt := startCmd(t, cmd, dir)
 	waitTCP(t, gw, 20*time.Second)
 	waitTCP(t, mp, 20*time.Second)
 	return tt, endpoints{

@@ -54,17 +54,7 @@ func startTetherAs(t *testing.T, cred *syscall.Credential, dir string, extra ...
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	must(t, cmd.Start())
-	tt := &tether{t: t, cmd: cmd, dir: dir, logs: logs, done: make(chan struct{})}
-	go func() { tt.err = cmd.Wait(); close(tt.done) }()
-	t.Cleanup(func() {
-		tt.stop()
-		if t.Failed() {
-			t.Logf("tether logs:\n%s", logs.String())
-		}
-	})
+	tt := startCmd(t, cmd, dir)
 	return tt
 }
 
