@@ -1,0 +1,266 @@
+package main
+
+// The container image (the Dockerfile, built by hack/build-image.sh as `make
+// image` builds it) run under a real Docker daemon: docs/deploy.md.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// imageBinaries builds tether and the example server with `make build`, as
+// `make image` does (both static), with version stamped, into a directory of
+// the test's.
+func imageBinaries(t *testing.T, version string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("make", "--no-print-directory", "build", "BIN="+dir, "VERSION="+version)
+	cmd.Dir = repoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// buildImage runs hack/build-image.sh for target on base scratch (no
+// registry is needed) with the binaries of bin, and removes the image at the
+// end when the daemon is not the test's own.
+func buildImage(t *testing.T, d *dockerd, bin, tag, target string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repoRoot(t), "hack", "build-image.sh"))
+	cmd.Env = append(d.env(), "IMAGE="+tag, "BASE=scratch", "TARGET="+target, "BIN_DIR="+bin, "CONTEXT="+filepath.Join(t.TempDir(), "context"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/build-image.sh (%s, target %s): %v\n%s", tag, target, err, out)
+	}
+	t.Cleanup(func() { _, _ = d.try("image", "rm", "--force", tag) })
+}
+
+// TestImage builds the image with base scratch and runs it: `version` prints
+// the stamped version; tether in a container watches a mounted manifest
+// directory, connects to the example server in a second container over
+// streamable HTTP, writes the status file back to the mount as user 65532
+// readable by the host's users, serves /readyz and the gateway (with its
+// bearer token) on published ports, and stops cleanly on `docker stop`.
+func TestImage(t *testing.T) {
+	d := startDocker(t)
+	suffix := randomSuffix(t)
+	version := "v0.0.0-e2e." + suffix
+	bin := imageBinaries(t, version)
+	tag := "tether-e2e-" + suffix + ":dev"
+	examplesTag := "tether-e2e-" + suffix + ":examples"
+	buildImage(t, d, bin, tag, "tether")
+	buildImage(t, d, bin, examplesTag, "examples")
+
+	size, err := strconv.ParseInt(d.run(t, "image", "inspect", "--format", "{{.Size}}", tag), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image %s (base scratch): %.1f MB", tag, float64(size)/1e6)
+	if user := d.run(t, "image", "inspect", "--format", "{{.Config.User}}", tag); user != "65532:65532" {
+		t.Errorf("the image runs as %q, want 65532:65532", user)
+	}
+
+	t.Run("version", func(t *testing.T) {
+		out := d.run(t, "run", "--rm", tag, "version")
+		if !strings.Contains(out, version) {
+			t.Errorf("docker run %s version printed %q, want the stamped version %s", tag, out, version)
+		}
+	})
+
+	t.Run("run", func(t *testing.T) {
+		network := "tether-e2e-" + suffix
+		d.run(t, "network", "create", network)
+		t.Cleanup(func() { _, _ = d.try("network", "rm", network) })
+
+		// The example server from the examples image, on the network
+		// only: tether reaches it by its container name.
+		server := "tether-e2e-server-" + suffix
+		d.run(t, "run", "--detach", "--name", server, "--network", network,
+			"--entrypoint", "tether-example-server", examplesTag, "-http", "0.0.0.0:8080")
+		t.Cleanup(func() { _, _ = d.try("rm", "--force", server) })
+
+		// The manifest tree, mounted at /manifests and made the image's
+		// user's so that tether writes the status files beside the
+		// manifests.
+		manifests := t.TempDir()
+		manifest := filepath.Join(manifests, "example.yaml")
+		writeFile(t, manifest, httpManifest("example", "http://"+server+":8080/mcp", "streamable", ""))
+		if err := os.Chown(manifests, 65532, 65532); err != nil {
+			t.Fatalf("giving the manifest directory to the image's user: %v", err)
+		}
+		token := "e2e-token-" + suffix
+		secrets := t.TempDir()
+		writeFile(t, filepath.Join(secrets, "token"), token+"\n")
+		if err := os.Chmod(filepath.Join(secrets, "token"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+
+		// The image's default command: --dir /manifests, the gateway on
+		// :8808 with the token of /run/secrets/tether/token, metrics on
+		// :9464.
+		name := "tether-e2e-" + suffix
+		d.run(t, "run", "--detach", "--name", name, "--network", network,
+			"--publish", "127.0.0.1::8808", "--publish", "127.0.0.1::9464",
+			"--volume", manifests+":/manifests",
+			"--volume", secrets+":/run/secrets/tether:ro",
+			tag)
+		t.Cleanup(func() {
+			if t.Failed() {
+				// tether logs to standard error: CombinedOutput.
+				out, _ := d.command(context.Background(), "logs", name).CombinedOutput()
+				t.Logf("container %s logs:\n%s", name, out)
+			}
+			_, _ = d.try("rm", "--force", "--volumes", name)
+		})
+		gateway := "http://" + publishedAddr(t, d, name, "8808/tcp") + "/mcp"
+		metrics := "http://" + publishedAddr(t, d, name, "9464/tcp")
+
+		st := waitStatus(t, manifest, "example", 60*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+		if st.Server == nil || st.Server.Name != "tether-example-server" {
+			t.Errorf("status names server %+v, want tether-example-server", st.Server)
+		}
+		statusFile := filepath.Join(manifests, "example.status.yaml")
+		fi, err := os.Stat(statusFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys, ok := fi.Sys().(*syscall.Stat_t); !ok || sys.Uid != 65532 || sys.Gid != 65532 {
+			t.Errorf("%s is owned by %+v, want the image's user 65532:65532", statusFile, fi.Sys())
+		}
+		if fi.Mode().Perm()&0o044 != 0o044 {
+			t.Errorf("%s has mode %v: the host's users cannot read it", statusFile, fi.Mode())
+		}
+
+		waitHTTP(t, metrics+"/readyz", http.StatusOK, 30*time.Second)
+
+		// A real MCP call through the gateway on its published port,
+		// with the bearer token; without it the gateway refuses.
+		if code := httpStatus(t, gateway, ""); code != http.StatusUnauthorized {
+			t.Errorf("POST %s without the token: %d, want 401", gateway, code)
+		}
+		gc := connectGateway(t, &mcp.StreamableClientTransport{
+			Endpoint:   gateway,
+			HTTPClient: &http.Client{Transport: bearer{token: token}},
+		})
+		res, err := call(gc.session, 20*time.Second, "example_echo", map[string]any{"text": "through the container"})
+		if err != nil {
+			t.Fatalf("example_echo through the container's gateway: %v", err)
+		}
+		if got := textOf(res); got != "through the container" {
+			t.Errorf("example_echo answered %q", got)
+		}
+		gc.session.Close()
+
+		// docker stop sends SIGTERM and kills after the timeout: exit
+		// status 0 means tether stopped by itself within it.
+		d.run(t, "stop", "--time", "30", name)
+		if code := d.run(t, "inspect", "--format", "{{.State.ExitCode}}", name); code != "0" {
+			t.Errorf("tether exited with status %s on docker stop, want 0", code)
+		}
+		st, _ = readStatus(t, manifest, "example")
+		if st.Phase != spec.PhasePending || !strings.Contains(conditionMessage(st, spec.ConditionReady), "tether stopped") {
+			t.Errorf("status after docker stop: phase %s, Ready %q; want Pending, \"tether stopped\"", st.Phase, conditionMessage(st, spec.ConditionReady))
+		}
+	})
+}
+
+// publishedAddr is the host address that docker published a container's
+// port on (127.0.0.1:PORT).
+func publishedAddr(t *testing.T, d *dockerd, container, port string) string {
+	t.Helper()
+	out := d.run(t, "port", container, port)
+	// One line per published address; the test published on 127.0.0.1 only.
+	addr, _, _ := strings.Cut(out, "\n")
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("docker port %s %s: %q, want 127.0.0.1:PORT", container, port, out)
+	}
+	return addr
+}
+
+// waitHTTP waits until GET url answers want.
+func waitHTTP(t *testing.T, url string, want int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("GET %s never answered %d within %v; last: %s", url, want, timeout, last)
+}
+
+// httpStatus POSTs an MCP initialize to url with token (none when empty)
+// and returns the status code.
+func httpStatus(t *testing.T, url, token string) int {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// conditionMessage is the message of the condition of type typ, empty when
+// there is none.
+func conditionMessage(st spec.ConnectionStatus, typ string) string {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// randomSuffix names the test's images, containers and network apart from
+// any other run's on a shared daemon.
+func randomSuffix(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
