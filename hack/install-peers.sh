@@ -11,6 +11,8 @@
 #   - the test control plane (kube-apiserver, etcd, kubectl) in
 #     _output/controlplane/bin, by hack/install-controlplane.sh: minutes the
 #     first time, then skipped while hack/controlplane/go.mod is unchanged
+#   - helm in _output/helm/bin, by hack/install-helm.sh (from its own tool
+#     module, hack/helm), for the tests of the Helm chart
 #   - under CI=true, Debian's docker.io when no Docker daemon answers and
 #     there is no dockerd: the image's tests (cmd/tether/image_e2e_test.go)
 #     start a dockerd of their own (as root) or use the one that answers
@@ -43,6 +45,7 @@ go build -o bin/everything-server github.com/modelcontextprotocol/go-sdk/conform
 go build -o bin/tether-example-server ./examples/server
 
 hack/install-controlplane.sh
+hack/install-helm.sh
 
 # The image's tests need a docker CLI and either a daemon that answers or a
 # dockerd they can start. Only under CI=true is anything installed (a

@@ -4,9 +4,12 @@ package main
 // image` builds it) run under a real Docker daemon: docs/deploy.md.
 
 import (
+	"archive/tar"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -56,6 +59,8 @@ func buildImage(t *testing.T, d *dockerd, bin, tag, target string) {
 // readable by the host's users, serves /readyz and the gateway (with its
 // bearer token) on published ports, and stops cleanly on `docker stop`.
 func TestImage(t *testing.T) {
+	root := repoRoot(t)
+	dependsOn(t, filepath.Join(root, "Dockerfile"), filepath.Join(root, "hack", "build-image.sh"), filepath.Join(root, "Makefile"))
 	d := startDocker(t)
 	suffix := randomSuffix(t)
 	version := "v0.0.0-e2e." + suffix
@@ -73,6 +78,25 @@ func TestImage(t *testing.T) {
 	if user := d.run(t, "image", "inspect", "--format", "{{.Config.User}}", tag); user != "65532:65532" {
 		t.Errorf("the image runs as %q, want 65532:65532", user)
 	}
+
+	// The CA certificates that HTTPS servers and OAuth need, on scratch
+	// too: the image's bundle holds certificates Go can load.
+	t.Run("CA certificates", func(t *testing.T) {
+		cid := d.run(t, "create", tag)
+		t.Cleanup(func() { _, _ = d.try("rm", cid) })
+		// docker cp writes a tar archive of the one file.
+		tr := tar.NewReader(strings.NewReader(d.run(t, "cp", cid+":/etc/ssl/certs/ca-certificates.crt", "-")))
+		if _, err := tr.Next(); err != nil {
+			t.Fatalf("docker cp of the CA bundle: %v", err)
+		}
+		bundle, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(bundle) {
+			t.Errorf("/etc/ssl/certs/ca-certificates.crt of %s holds no PEM certificate", tag)
+		}
+	})
 
 	t.Run("version", func(t *testing.T) {
 		out := d.run(t, "run", "--rm", tag, "version")
@@ -139,7 +163,7 @@ func TestImage(t *testing.T) {
 			t.Fatal(err)
 		}
 		if sys, ok := fi.Sys().(*syscall.Stat_t); !ok || sys.Uid != 65532 || sys.Gid != 65532 {
-			t.Errorf("%s is owned by %+v, want the image's user 65532:65532", statusFile, fi.Sys())
+			t.Errorf("%s is owned by %d:%d, want the image's user 65532:65532", statusFile, sys.Uid, sys.Gid)
 		}
 		if fi.Mode().Perm()&0o044 != 0o044 {
 			t.Errorf("%s has mode %v: the host's users cannot read it", statusFile, fi.Mode())
