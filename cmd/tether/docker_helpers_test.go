@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Helpers for the container image's end-to-end tests: a real Docker daemon,

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The container image (the Dockerfile, built by hack/build-image.sh as `make
@@ -9,6 +11,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -57,7 +60,8 @@ func buildImage(t *testing.T, d *dockerd, bin, tag, target string) {
 // directory, connects to the example server in a second container over
 // streamable HTTP, writes the status file back to the mount as user 65532
 // readable by the host's users, serves /readyz and the gateway (with its
-// bearer token) on published ports, and stops cleanly on `docker stop`.
+// bearer token) on published ports, and stops cleanly on `docker stop`;
+// run with --user, the status files are that user's.
 func TestImage(t *testing.T) {
 	root := repoRoot(t)
 	dependsOn(t, filepath.Join(root, "Dockerfile"), filepath.Join(root, "hack", "build-image.sh"), filepath.Join(root, "Makefile"))
@@ -105,51 +109,43 @@ func TestImage(t *testing.T) {
 		}
 	})
 
+	// The example server from the examples image, on a network of the
+	// test's only: tether reaches it by its container name.
+	network := "tether-e2e-" + suffix
+	d.run(t, "network", "create", network)
+	t.Cleanup(func() { _, _ = d.try("network", "rm", network) })
+	server := "tether-e2e-server-" + suffix
+	d.run(t, "run", "--detach", "--name", server, "--network", network,
+		"--entrypoint", "tether-example-server", examplesTag, "-http", "0.0.0.0:8080")
+	t.Cleanup(func() { _, _ = d.try("rm", "--force", server) })
+	serverURL := "http://" + server + ":8080/mcp"
+
+	// The gateway's token, readable by any user the container runs as.
+	token := "e2e-token-" + suffix
+	secrets := t.TempDir()
+	writeFile(t, filepath.Join(secrets, "token"), token+"\n")
+	if err := os.Chmod(filepath.Join(secrets, "token"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	t.Run("run", func(t *testing.T) {
-		network := "tether-e2e-" + suffix
-		d.run(t, "network", "create", network)
-		t.Cleanup(func() { _, _ = d.try("network", "rm", network) })
-
-		// The example server from the examples image, on the network
-		// only: tether reaches it by its container name.
-		server := "tether-e2e-server-" + suffix
-		d.run(t, "run", "--detach", "--name", server, "--network", network,
-			"--entrypoint", "tether-example-server", examplesTag, "-http", "0.0.0.0:8080")
-		t.Cleanup(func() { _, _ = d.try("rm", "--force", server) })
-
 		// The manifest tree, mounted at /manifests and made the image's
 		// user's so that tether writes the status files beside the
 		// manifests.
 		manifests := t.TempDir()
 		manifest := filepath.Join(manifests, "example.yaml")
-		writeFile(t, manifest, httpManifest("example", "http://"+server+":8080/mcp", "streamable", ""))
-		if err := os.Chown(manifests, 65532, 65532); err != nil {
-			t.Fatalf("giving the manifest directory to the image's user: %v", err)
-		}
-		token := "e2e-token-" + suffix
-		secrets := t.TempDir()
-		writeFile(t, filepath.Join(secrets, "token"), token+"\n")
-		if err := os.Chmod(filepath.Join(secrets, "token"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, manifest, httpManifest("example", serverURL, "streamable", ""))
+		chown(t, manifests, 65532)
 
 		// The image's default command: --dir /manifests, the gateway on
 		// :8808 with the token of /run/secrets/tether/token, metrics on
 		// :9464.
 		name := "tether-e2e-" + suffix
-		d.run(t, "run", "--detach", "--name", name, "--network", network,
+		runContainer(t, d, name, "--network", network,
 			"--publish", "127.0.0.1::8808", "--publish", "127.0.0.1::9464",
 			"--volume", manifests+":/manifests",
 			"--volume", secrets+":/run/secrets/tether:ro",
 			tag)
-		t.Cleanup(func() {
-			if t.Failed() {
-				// tether logs to standard error: CombinedOutput.
-				out, _ := d.command(context.Background(), "logs", name).CombinedOutput()
-				t.Logf("container %s logs:\n%s", name, out)
-			}
-			_, _ = d.try("rm", "--force", "--volumes", name)
-		})
 		gateway := "http://" + publishedAddr(t, d, name, "8808/tcp") + "/mcp"
 		metrics := "http://" + publishedAddr(t, d, name, "9464/tcp")
 
@@ -157,17 +153,7 @@ func TestImage(t *testing.T) {
 		if st.Server == nil || st.Server.Name != "tether-example-server" {
 			t.Errorf("status names server %+v, want tether-example-server", st.Server)
 		}
-		statusFile := filepath.Join(manifests, "example.status.yaml")
-		fi, err := os.Stat(statusFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sys, ok := fi.Sys().(*syscall.Stat_t); !ok || sys.Uid != 65532 || sys.Gid != 65532 {
-			t.Errorf("%s is owned by %d:%d, want the image's user 65532:65532", statusFile, sys.Uid, sys.Gid)
-		}
-		if fi.Mode().Perm()&0o044 != 0o044 {
-			t.Errorf("%s has mode %v: the host's users cannot read it", statusFile, fi.Mode())
-		}
+		checkOwner(t, filepath.Join(manifests, "example.status.yaml"), 65532)
 
 		waitHTTP(t, metrics+"/readyz", http.StatusOK, 30*time.Second)
 
@@ -189,17 +175,90 @@ func TestImage(t *testing.T) {
 		}
 		gc.session.Close()
 
-		// docker stop sends SIGTERM and kills after the timeout: exit
-		// status 0 means tether stopped by itself within it.
-		d.run(t, "stop", "--time", "30", name)
-		if code := d.run(t, "inspect", "--format", "{{.State.ExitCode}}", name); code != "0" {
-			t.Errorf("tether exited with status %s on docker stop, want 0", code)
-		}
-		st, _ = readStatus(t, manifest, "example")
-		if st.Phase != spec.PhasePending || !strings.Contains(conditionMessage(st, spec.ConditionReady), "tether stopped") {
-			t.Errorf("status after docker stop: phase %s, Ready %q; want Pending, \"tether stopped\"", st.Phase, conditionMessage(st, spec.ConditionReady))
-		}
+		stopContainer(t, d, name, manifest)
 	})
+
+	// As docs/deploy.md says: with --user the status files are that
+	// user's, given a state directory of that user's at /var/lib/tether.
+	t.Run("run as the host's user", func(t *testing.T) {
+		const uid = 4321
+		manifests := t.TempDir()
+		manifest := filepath.Join(manifests, "example.yaml")
+		writeFile(t, manifest, httpManifest("example", serverURL, "streamable", ""))
+		chown(t, manifests, uid)
+		state := t.TempDir()
+		chown(t, state, uid)
+
+		name := "tether-e2e-user-" + suffix
+		runContainer(t, d, name, "--network", network, "--user", fmt.Sprintf("%d:%d", uid, uid),
+			"--volume", manifests+":/manifests",
+			"--volume", state+":/var/lib/tether",
+			"--volume", secrets+":/run/secrets/tether:ro",
+			tag)
+		waitStatus(t, manifest, "example", 60*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+		checkOwner(t, filepath.Join(manifests, "example.status.yaml"), uid)
+		stopContainer(t, d, name, manifest)
+	})
+}
+
+// runContainer runs a detached container named name with args (docker run
+// flags, the image, its arguments), removed with its volumes at the end;
+// its log is printed when the test fails.
+func runContainer(t *testing.T, d *dockerd, name string, args ...string) {
+	t.Helper()
+	d.run(t, append([]string{"run", "--detach", "--name", name}, args...)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			// tether logs to standard error: CombinedOutput.
+			out, _ := d.command(context.Background(), "logs", name).CombinedOutput()
+			t.Logf("container %s logs:\n%s", name, out)
+		}
+		_, _ = d.try("rm", "--force", "--volumes", name)
+	})
+}
+
+// stopContainer runs docker stop on a tether container and checks that
+// tether stopped by itself (exit status 0: docker kills after the timeout)
+// and wrote the status of the manifest's connection "example" on its way
+// out.
+func stopContainer(t *testing.T, d *dockerd, name, manifest string) {
+	t.Helper()
+	d.run(t, "stop", "--time", "30", name)
+	if code := d.run(t, "inspect", "--format", "{{.State.ExitCode}}", name); code != "0" {
+		t.Errorf("tether exited with status %s on docker stop, want 0", code)
+	}
+	st, _ := readStatus(t, manifest, "example")
+	if st.Phase != spec.PhasePending || !strings.Contains(conditionMessage(st, spec.ConditionReady), "tether stopped") {
+		t.Errorf("status after docker stop: phase %s, Ready %q; want Pending, \"tether stopped\"", st.Phase, conditionMessage(st, spec.ConditionReady))
+	}
+}
+
+// chown gives path to uid (and the group of that number).
+func chown(t *testing.T, path string, uid int) {
+	t.Helper()
+	if err := os.Chown(path, uid, uid); err != nil {
+		t.Fatalf("giving %s to %d: %v", path, uid, err)
+	}
+}
+
+// checkOwner checks that the status file path belongs to uid:uid and that
+// every user of the host may read it.
+func checkOwner(t *testing.T, path string, uid uint32) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		t.Fatalf("%s: no owner in %T", path, fi.Sys())
+	}
+	if sys.Uid != uid || sys.Gid != uid {
+		t.Errorf("%s is owned by %d:%d, want %d:%d", path, sys.Uid, sys.Gid, uid, uid)
+	}
+	if fi.Mode().Perm()&0o044 != 0o044 {
+		t.Errorf("%s has mode %v: the host's users cannot read it", path, fi.Mode())
+	}
 }
 
 // publishedAddr is the host address that docker published a container's
