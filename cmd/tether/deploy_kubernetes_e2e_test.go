@@ -283,6 +283,11 @@ func TestHelmChart(t *testing.T) {
 		if len(token) < 40 {
 			t.Errorf("the gateway token Secret holds %q, want a random token", token)
 		}
+		// An upgrade keeps it: the agents that hold it keep working.
+		h.run(t, "upgrade", "plain", chart, "--namespace", "plain")
+		if again := cp.Kubectl(t, "get", "secret", "-n", "plain", "plain-tether-gateway-token", "-o", "jsonpath={.data.token}"); again != token {
+			t.Errorf("helm upgrade changed the gateway token")
+		}
 	})
 
 	t.Run("install with the Prometheus Operator", func(t *testing.T) {
@@ -361,3 +366,199 @@ func dependsOn(t *testing.T, paths ...string) {
 		}
 	}
 }
+
+// rendered is one object `helm template` printed, decoded.
+type rendered struct {
+	object
+	doc  map[string]any
+	text string
+}
+
+// render runs helm template on the chart with sets (key=value) and decodes
+// every object; it returns helm's error instead when helm fails.
+func render(t *testing.T, h helmRunner, chart string, sets ...string) ([]rendered, error) {
+	t.Helper()
+	args := []string{"template", "tether", chart, "--namespace", "ns"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, err := h.command(t, "", args...)
+	if err != nil {
+		return nil, err
+	}
+	var objs []rendered
+	for i, o := range objects(t, out) {
+		r := rendered{object: o, text: documents(out)[i]}
+		if err := yaml.Unmarshal([]byte(r.text), &r.doc); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, r)
+	}
+	return objs, nil
+}
+
+// find is the rendered object of kind and name; nil when there is none.
+func find(objs []rendered, kind, name string) *rendered {
+	for i := range objs {
+		if objs[i].Kind == kind && objs[i].Metadata.Name == name {
+			return &objs[i]
+		}
+	}
+	return nil
+}
+
+// containerArgs is the tether container's args in the Deployment.
+func containerArgs(t *testing.T, objs []rendered) []string {
+	t.Helper()
+	d := find(objs, "Deployment", "tether")
+	if d == nil {
+		t.Fatal("no Deployment tether rendered")
+	}
+	var dep struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args []string `json:"args"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(d.text), &dep); err != nil || len(dep.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("the Deployment has not one container (%v):\n%s", err, d.text)
+	}
+	return dep.Spec.Template.Spec.Containers[0].Args
+}
+
+// TestHelmChartValues renders the chart with the values docs/deploy.md lists
+// and checks what each changes.
+func TestHelmChartValues(t *testing.T) {
+	h := helmRunner{bin: helmBinary(t)}
+	chart := filepath.Join(repoRoot(t), "examples", "helm", "tether")
+	dependsOn(t, chart)
+
+	t.Run("defaults", func(t *testing.T) {
+		objs, err := render(t, h, chart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := containerArgs(t, objs)
+		for _, want := range []string{"--kubernetes", "--namespace=ns", "--leader-elect", "--leader-elect-lease-name=tether", "--listen=:8808", "--auth-token-file=/run/secrets/tether/token", "--metrics-addr=:9464"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("args %v lack %s", args, want)
+			}
+		}
+		if d := find(objs, "Deployment", "tether"); !strings.Contains(d.text, "image: \"tether:dev\"") || !strings.Contains(d.text, "replicas: 2\n") {
+			t.Errorf("the Deployment does not run 2 replicas of tether:dev:\n%s", d.text)
+		}
+		if find(objs, "Secret", "tether-gateway-token") == nil || find(objs, "PodDisruptionBudget", "tether") == nil ||
+			find(objs, "Role", "tether-leader-election") == nil {
+			t.Errorf("no token Secret, PodDisruptionBudget or leader-election Role: %v", kindsOf(objs))
+		}
+		if r := find(objs, "Role", "tether"); r == nil || strings.Contains(r.text, "secrets") {
+			t.Errorf("the Role reads Secrets though watch.secretNames is empty")
+		}
+	})
+
+	t.Run("image, resources and extra args", func(t *testing.T) {
+		objs, err := render(t, h, chart, "image.repository=registry.example.com/tether", "image.tag=v1.2.3",
+			"resources.limits.memory=1Gi", "extraArgs={--connect-timeout=20s}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := find(objs, "Deployment", "tether")
+		for _, want := range []string{`image: "registry.example.com/tether:v1.2.3"`, "memory: 1Gi"} {
+			if !strings.Contains(d.text, want) {
+				t.Errorf("the Deployment lacks %s:\n%s", want, d.text)
+			}
+		}
+		if !slices.Contains(containerArgs(t, objs), "--connect-timeout=20s") {
+			t.Errorf("extraArgs did not reach the args: %v", containerArgs(t, objs))
+		}
+	})
+
+	t.Run("every namespace", func(t *testing.T) {
+		objs, err := render(t, h, chart, "watch.allNamespaces=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(containerArgs(t, objs), "--all-namespaces") || slices.Contains(containerArgs(t, objs), "--namespace=ns") {
+			t.Errorf("args %v: want --all-namespaces and no --namespace", containerArgs(t, objs))
+		}
+		if find(objs, "ClusterRole", "tether") == nil || find(objs, "ClusterRoleBinding", "tether") == nil || find(objs, "Role", "tether") != nil {
+			t.Errorf("want a ClusterRole and its binding instead of a Role: %v", kindsOf(objs))
+		}
+		if r := find(objs, "Role", "tether-leader-election"); r == nil || r.Metadata.Namespace != "ns" {
+			t.Errorf("the Lease's Role is not in the release's namespace: %+v", r)
+		}
+	})
+
+	t.Run("another namespace", func(t *testing.T) {
+		objs, err := render(t, h, chart, "watch.namespace=agents")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(containerArgs(t, objs), "--namespace=agents") {
+			t.Errorf("args %v lack --namespace=agents", containerArgs(t, objs))
+		}
+		for _, name := range []string{"tether", "tether-leader-election"} {
+			if r := find(objs, "Role", name); r == nil || r.Metadata.Namespace != "agents" {
+				t.Errorf("Role %s is not in the watched namespace agents: %+v", name, r)
+			}
+		}
+	})
+
+	t.Run("Secrets named", func(t *testing.T) {
+		objs, err := render(t, h, chart, "watch.secretNames={github-mcp,slack}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := find(objs, "Role", "tether"); r == nil || !strings.Contains(r.text, `resourceNames: ["github-mcp","slack"]`) {
+			t.Errorf("the Role does not name the Secrets:\n%v", r)
+		}
+	})
+
+	t.Run("a token Secret of yours", func(t *testing.T) {
+		objs, err := render(t, h, chart, "gateway.auth.existingSecret=mine")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(kinds(objectsOf(objs)), "Secret") {
+			t.Errorf("the chart made a Secret though existingSecret names one")
+		}
+		if d := find(objs, "Deployment", "tether"); !strings.Contains(d.text, "secretName: mine\n") {
+			t.Errorf("the Deployment does not mount Secret mine:\n%s", d.text)
+		}
+	})
+
+	t.Run("one replica without leader election", func(t *testing.T) {
+		objs, err := render(t, h, chart, "replicaCount=1", "leaderElection.enabled=false")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(containerArgs(t, objs), "--leader-elect") {
+			t.Errorf("args %v hold --leader-elect", containerArgs(t, objs))
+		}
+		if find(objs, "PodDisruptionBudget", "tether") != nil || find(objs, "Role", "tether-leader-election") != nil {
+			t.Errorf("a PodDisruptionBudget or a Lease Role for one replica without election: %v", kindsOf(objs))
+		}
+	})
+
+	t.Run("replicas without leader election are refused", func(t *testing.T) {
+		_, err := render(t, h, chart, "replicaCount=3", "leaderElection.enabled=false")
+		if err == nil || !strings.Contains(err.Error(), "needs leaderElection.enabled") {
+			t.Errorf("helm template with 3 replicas and no election: %v, want the chart's refusal", err)
+		}
+	})
+}
+
+func objectsOf(rs []rendered) []object {
+	var objs []object
+	for _, r := range rs {
+		objs = append(objs, r.object)
+	}
+	return objs
+}
+
+func kindsOf(rs []rendered) []string { return kinds(objectsOf(rs)) }
