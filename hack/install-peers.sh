@@ -51,7 +51,8 @@ hack/install-helm.sh
 # The image's tests need a docker CLI and either a daemon that answers or a
 # dockerd they can start. Only under CI=true is anything installed (a
 # developer's machine is left as it is; the tests skip there instead).
-if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+# (timeout: a DOCKER_HOST that does not answer must not hang the install.)
+if command -v docker >/dev/null 2>&1 && timeout 30 docker info >/dev/null 2>&1; then
 	log "a Docker daemon answers: the image's tests use it"
 elif command -v dockerd >/dev/null 2>&1 && command -v docker >/dev/null 2>&1; then
 	log "dockerd is installed: the image's tests start their own"
