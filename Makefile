@@ -9,6 +9,13 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 LDFLAGS := -X main.version=$(VERSION)
 
+# What `make image` builds: the image's tag, its base (empty: the
+# Dockerfile's default, distroless static nonroot) and its target (tether,
+# or examples for an image that also holds the example server).
+IMAGE  ?= tether:dev
+BASE   ?=
+TARGET ?= tether
+
 # The manifests `make run` uses: a stdio connection to the example server.
 MANIFESTS ?= examples/manifests
 
@@ -22,14 +29,22 @@ help: ## List the targets
 .PHONY: build
 # tether is built static (no cgo), as Go daemons ship: it runs on any Linux
 # without libc, and not mapping libc and the dynamic loader takes ~1.5 MB off
-# its idle RSS. hack/bench builds it the same way.
-build: ## Build bin/tether (static) and bin/tether-example-server
+# its idle RSS. hack/bench builds it the same way. The example server is
+# static too, so that it runs in the container image (which has no libc).
+build: ## Build bin/tether and bin/tether-example-server (both static)
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tether ./cmd/tether
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tether-example-server ./examples/server
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tether-example-server ./examples/server
 
 .PHONY: run
 run: build ## Build, then run tether on examples/manifests until Ctrl-C (MANIFESTS=DIR for another tree)
 	$(RUN_CMD)
+
+.PHONY: image
+# The image copies the static binaries of `make build` and the build
+# machine's CA certificates (hack/build-image.sh, docs/deploy.md); BASE is
+# the final stage's base image (default: distroless static, nonroot).
+image: build ## Build the container image (IMAGE=tether:dev; BASE=scratch needs no registry; TARGET=examples adds the example server)
+	IMAGE="$(IMAGE)" BASE="$(BASE)" TARGET="$(TARGET)" hack/build-image.sh
 
 .PHONY: test
 test: ## gofmt, go vet, staticcheck, the package graph and generated files, install the test peers, then go test -race ./...

@@ -193,3 +193,14 @@ func TestValidateStatusFileClash(t *testing.T) {
 		t.Errorf("problems = %v", v.problems)
 	}
 }
+
+// TestValidateExamplesTree: `tether validate examples`, the README's
+// command, finds every manifest valid; the tree's other YAML (Prometheus
+// rules, Kubernetes objects, the Helm chart) is kept out by
+// examples/.tetherignore.
+func TestValidateExamplesTree(t *testing.T) {
+	out := runCommand(t, "validate", filepath.Join("..", "..", "examples"))
+	if !strings.Contains(string(out), "all valid") {
+		t.Errorf("tether validate examples: %s", out)
+	}
+}
