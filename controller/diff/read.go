@@ -106,6 +106,10 @@ func ReadRevision(ctx context.Context, dir, rev string) ([]manifest.File, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not in a git work tree: %w", dir, err)
 	}
+	top, err := git("rev-parse", "--show-toplevel")
+	if err != nil {
+		return nil, fmt.Errorf("%s is not in a git work tree: %w", dir, err)
+	}
 	if _, err := git("rev-parse", "--verify", "--quiet", rev+"^{commit}"); err != nil {
 		return nil, fmt.Errorf("--against %s: not a revision of the repository of %s", rev, dir)
 	}
@@ -115,7 +119,9 @@ func ReadRevision(ctx context.Context, dir, rev string) ([]manifest.File, error)
 	}
 	defer os.RemoveAll(tmp)
 	treeish := rev + ":" + strings.TrimSuffix(strings.TrimSpace(string(prefix)), "/")
-	cmd := exec.CommandContext(ctx, "git", "-C", dir, "archive", "--format=tar", treeish)
+	// From the top: in a subdirectory, git archive keeps only that
+	// subdirectory's path of the tree it is given.
+	cmd := exec.CommandContext(ctx, "git", "-C", strings.TrimSpace(string(top)), "archive", "--format=tar", treeish)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
