@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -151,7 +152,9 @@ func newTree(o *diffOptions, args []string) ([]manifest.File, error) {
 func baseState(ctx context.Context, o *diffOptions, havePaths bool) (diff.Base, error) {
 	if o.against != "" {
 		if fi, err := os.Stat(o.against); err == nil && fi.IsDir() {
-			files, _, err := manifest.ListFiles(o.against)
+			// Another version of the tree under --dir: named as its files,
+			// so that only what differs in them shows.
+			files, _, err := manifest.ListFilesAs(o.against, filepath.Clean(o.dir))
 			if err != nil {
 				return diff.Base{}, fmt.Errorf("listing %s: %w", o.against, err)
 			}

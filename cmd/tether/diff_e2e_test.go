@@ -256,3 +256,45 @@ func TestDiffPredictsWhatTetherDoes(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestDiffAgainstDirectoryAndStdin: with no tether running, a directory is
+// compared with another version of itself (--against DIR), and a manifest
+// read from stdin with the directory's manifests; exit 0 when nothing
+// changes, 1 when something does, 2 without anything to compare with.
+func TestDiffAgainstDirectoryAndStdin(t *testing.T) {
+	root := t.TempDir()
+	old, cur := filepath.Join(root, "old"), filepath.Join(root, "cur")
+	a := stdioManifest("a", "./srv", nil, "")
+	writeFile(t, filepath.Join(old, "a.yaml"), a)
+	writeFile(t, filepath.Join(old, "b.yaml"), stdioManifest("b", "./srv", nil, ""))
+	writeFile(t, filepath.Join(cur, "a.yaml"), stdioManifest("a", "./srv", []string{"-v"}, ""))
+	out, stderr, code := runDiffCmd(t, []string{"NO_COLOR=1"}, "--dir", cur, "--against", old)
+	if code != 1 || !strings.Contains(out, "~ reconnect  a") || !strings.Contains(out, "reconnects for: spec.stdio.args") || !strings.Contains(out, "- removed    b") {
+		t.Fatalf("--against DIR: exit %d\n%s%s", code, out, stderr)
+	}
+	// The other directory is a version of --dir: the same file there is
+	// unchanged, not moved.
+	writeFile(t, filepath.Join(cur, "b.yaml"), stdioManifest("b", "./srv", nil, ""))
+	if out, stderr, code := runDiffCmd(t, nil, "--dir", cur, "--against", old); code != 1 || !strings.Contains(out, "  unchanged  b") {
+		t.Fatalf("--against DIR, b the same: exit %d\n%s%s", code, out, stderr)
+	}
+	if out, stderr, code := runDiffCmd(t, nil, "--dir", old, "--against", old); code != 0 || !strings.Contains(out, "0 added, 0 removed, 0 reconnect, 0 in place, 2 unchanged; 0 invalid") {
+		t.Fatalf("no change: exit %d\n%s%s", code, out, stderr)
+	}
+	// stdin: the new state is that one file, placed in --dir.
+	cmd := exec.Command(filepath.Join(builtBinaries(t), "tether"), "diff", "--dir", old, "-o", "yaml", "-")
+	cmd.Stdin = strings.NewReader(stdioManifest("a", "./srv", nil, "  toolPrefix: z\n"))
+	outb, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("stdin: %v\n%s", err, outb)
+	}
+	for _, want := range []string{"kind: Diff", "change: in place", "spec.toolPrefix", "change: removed"} {
+		if !strings.Contains(string(outb), want) {
+			t.Errorf("stdin: no %q in\n%s", want, outb)
+		}
+	}
+	if _, stderr, code := runDiffCmd(t, nil, "--dir", old); code != 2 || !strings.Contains(stderr, "no tether has run") {
+		t.Errorf("nothing to compare with: exit %d, %s", code, stderr)
+	}
+}
