@@ -299,14 +299,15 @@ func exposed(entries map[string]desired.Entry, catalogs map[string]*Catalog, own
 			names[conn][key] = n.kind
 		}
 	}
+	var before map[string][]string
+	if prev != nil {
+		before = claimsByKey(prev, catalogs, opts)
+	}
 	out := served{byConn: map[string][kinds][]string{}}
 	for key, cl := range claims {
-		var claimedBefore map[string]bool
-		if prev != nil {
-			claimedBefore = map[string]bool{}
-			for _, c := range claimsOf(key, prev, catalogs, opts) {
-				claimedBefore[c] = true
-			}
+		claimedBefore := map[string]bool{}
+		for _, c := range before[key] {
+			claimedBefore[c] = true
 		}
 		for i := range cl {
 			switch {
@@ -341,19 +342,17 @@ func exposed(entries map[string]desired.Entry, catalogs map[string]*Catalog, own
 	return out
 }
 
-// claimsOf lists the connections of entries that claim key.
-func claimsOf(key string, entries map[string]desired.Entry, catalogs map[string]*Catalog, opts Options) []string {
-	var out []string
+// claimsByKey lists, for each name, the connections of entries that claim it.
+func claimsByKey(entries map[string]desired.Entry, catalogs map[string]*Catalog, opts Options) map[string][]string {
+	out := map[string][]string{}
 	for conn, e := range entries {
 		cat := catalogs[conn]
 		if e.Conn == nil || cat == nil {
 			continue
 		}
 		for _, n := range claimedNames(e.Conn, cat, opts) {
-			if n.kind.key(n.name) == key {
-				out = append(out, conn)
-				break
-			}
+			key := n.kind.key(n.name)
+			out[key] = append(out[key], conn)
 		}
 	}
 	return out
@@ -416,9 +415,13 @@ func minus(after, before []string) *Names {
 }
 
 func collisionsMinus(a, b []Collision) []Collision {
+	in := make(map[Collision]bool, len(b))
+	for _, c := range b {
+		in[c] = true
+	}
 	var out []Collision
 	for _, c := range a {
-		if !slices.Contains(b, c) {
+		if !in[c] {
 			out = append(out, c)
 		}
 	}

@@ -2,6 +2,7 @@ package diff
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -205,5 +206,26 @@ func TestFromStateWritesNothing(t *testing.T) {
 	b, problems, err := FromState(filepath.Join(dir, state.DirName), dir, "", 0)
 	if err != nil || len(problems) > 0 || b.Entries["a"].Conn == nil {
 		t.Fatalf("%v %v %+v", err, problems, b.Entries)
+	}
+}
+
+// BenchmarkCompute1000: a diff of 1,000 connections of 5 tools each, every
+// one changing its prefix.
+func BenchmarkCompute1000(b *testing.B) {
+	files := map[string]string{}
+	next := map[string]string{}
+	cats := map[string]*Catalog{}
+	for i := range 1000 {
+		n := fmt.Sprintf("c%d", i)
+		files[n+".yaml"] = doc(n, "  stdio: {command: srv}\n")
+		next[n+".yaml"] = doc(n, "  stdio: {command: srv}\n  toolPrefix: p\n")
+		cats[n] = tools5
+	}
+	base0, _, _ := manifest.Resolve(nil, decoded("/srv/m", files))
+	base := Base{Entries: base0, Catalogs: cats}
+	nf := decoded("/srv/m", next)
+	b.ResetTimer()
+	for b.Loop() {
+		Compute(base, nf, Options{})
 	}
 }
