@@ -84,10 +84,12 @@ func Text(w io.Writer, r *Result, color bool) error {
 			}
 		}
 		if c.Catalog != "known" && c.Change != Unchanged && !c.Invalid {
-			switch c.Catalog {
-			case "unknown":
+			switch {
+			case c.Catalog == "unknown" && c.Change == Removed:
+				p.line("", "    (what its server offered is not known: names it stops exposing are not shown)")
+			case c.Catalog == "unknown":
 				p.line("", "    (what its server offers is not known yet: names it will expose are not shown)")
-			case "partial":
+			case c.Catalog == "partial":
 				p.line("", "    (tether knows part of what its server offers: names its filter hides now, or its resources, are not shown)")
 			}
 		}
