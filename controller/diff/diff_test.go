@@ -229,3 +229,20 @@ func BenchmarkCompute1000(b *testing.B) {
 		Compute(base, nf, Options{})
 	}
 }
+
+// TestTextSaysWhatIsNotKnown: names diff cannot know are said to be missing,
+// in the words of the change.
+func TestTextSaysWhatIsNotKnown(t *testing.T) {
+	stdio := "  stdio: {command: srv}\n"
+	base := Base{Entries: entries(t, "/srv/m", map[string]string{"r.yaml": doc("r", stdio)})}
+	r := Compute(base, decoded("/srv/m", map[string]string{"n.yaml": doc("n", stdio)}), Options{})
+	var out bytes.Buffer
+	if err := Text(&out, r, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"- removed    r", "names it stops exposing are not shown", "+ added      n", "names it will expose are not shown"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, out.String())
+		}
+	}
+}
