@@ -126,11 +126,11 @@ func TestCIScript(t *testing.T) {
 func TestCIPreCommitHook(t *testing.T) {
 	hook := filepath.Join(repoRoot(t), "examples", "ci", "pre-commit")
 	g := newGitRepo(t)
-	g.write("manifests/a.yaml", ciManifestA)
-	g.commit("base")
 	data, err := os.ReadFile(hook)
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(g.work, ".git", "hooks", "pre-commit"), data, 0o755))
+	g.write("manifests/a.yaml", ciManifestA)
+	g.commit("base") // the first commit: nothing to compare with, validated
 
 	g.write("manifests/bad.yaml", strings.ReplaceAll(ciManifestA, "name: a", "name: bad")+"  bogus: 1\n")
 	g.run(g.work, "git", "add", "-A")
