@@ -240,9 +240,82 @@ func TestTextSaysWhatIsNotKnown(t *testing.T) {
 	if err := Text(&out, r, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"- removed    r", "names it stops exposing are not shown", "+ added      n", "names it will expose are not shown"} {
+	for _, want := range []string{"- removed    r  (/srv/m/r.yaml)", "names it stops exposing are not shown", "+ added      n  (/srv/m/n.yaml)", "names it will expose are not shown",
+		"1 added, 1 removed, 0 reconnect, 0 in place, 0 unchanged; 0 invalid"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in\n%s", want, out.String())
 		}
+	}
+	// Headings of what there is none of are left out.
+	for _, none := range []string{"reconnects for", "in place:", "collisions made", "collisions resolved", "invalid documents"} {
+		if strings.Contains(out.String(), none) {
+			t.Errorf("%q in\n%s", none, out.String())
+		}
+	}
+}
+
+// TestComputeEdges: a document invalid before and after changes nothing, one
+// that turns valid starts; a manifest directory named relatively or
+// absolutely is the same directory; Changed counts every change but
+// unchanged.
+func TestComputeEdges(t *testing.T) {
+	stdio := "  stdio: {command: srv}\n"
+	bad := doc("x", stdio+"  bogus: 1\n")
+	base := FromFiles("test", decoded("/srv/m", map[string]string{"x.yaml": bad, "y.yaml": bad}), "", "")
+	r := Compute(base, decoded("/srv/m", map[string]string{"x.yaml": bad, "y.yaml": doc("y", stdio)}), Options{})
+	if r.Connections[0].Change != Unchanged || !r.Connections[0].Invalid || r.Connections[1].Change != Added || r.Connections[1].Invalid {
+		t.Errorf("invalid before: %+v", r.Connections)
+	}
+	if r.Summary != (Summary{Added: 1, Unchanged: 1, Invalid: 1}) {
+		t.Errorf("summary %+v", r.Summary)
+	}
+
+	t.Chdir(t.TempDir())
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := Base{Entries: entries(t, "m", map[string]string{"a.yaml": doc("a", stdio)})}
+	r = Compute(rel, decoded(filepath.Join(wd, "m"), map[string]string{"a.yaml": doc("a", stdio)}), Options{})
+	if r.Connections[0].Change != Unchanged || r.Changed() {
+		t.Errorf("m and %s/m: %+v", wd, r.Connections[0])
+	}
+
+	for _, s := range []Summary{{Added: 1}, {Removed: 1}, {Reconnect: 1}, {InPlace: 1}} {
+		if !(&Result{Summary: s}).Changed() {
+			t.Errorf("%+v is no change", s)
+		}
+	}
+	if (&Result{Summary: Summary{Unchanged: 3, Invalid: 1}}).Changed() {
+		t.Error("unchanged and invalid is a change")
+	}
+}
+
+// TestReadPathsNames: a file in --dir keeps its place there, one outside
+// is placed in it, a directory's files are named as --dir's.
+func TestReadPathsNames(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	for _, p := range []string{filepath.Join(dir, "sub", "a.yaml"), filepath.Join(other, "b.yaml"), filepath.Join(other, "tree", "deep", "c.yaml")} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(doc(strings.TrimSuffix(filepath.Base(p), ".yaml"), "  stdio: {command: srv}\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := ReadPaths([]string{filepath.Join(dir, "sub", "a.yaml"), filepath.Join(other, "b.yaml"), filepath.Join(other, "tree")}, nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, f.Path)
+	}
+	want := []string{filepath.Join(dir, "sub", "a.yaml"), filepath.Join(dir, "b.yaml"), filepath.Join(dir, "deep", "c.yaml")}
+	if !slices.Equal(got, want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+	if _, err := ReadPaths([]string{filepath.Join(other, "missing.yaml")}, nil, dir); err == nil {
+		t.Error("a missing path is no error")
 	}
 }

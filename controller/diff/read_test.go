@@ -47,7 +47,11 @@ func TestReadRevision(t *testing.T) {
 	}
 	must(os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(doc("a", "  stdio: {command: srv}\n")), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "big.yaml"), []byte(strings.Repeat("#", spec.MaxFileSize+10)), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "exact.yaml"), []byte(strings.Repeat("#", spec.MaxFileSize)), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "notes.txt"), []byte(strings.Repeat("x", 1<<20)), 0o644))
+	must(os.WriteFile(filepath.Join(dir, ".tetherignore"), []byte("drafts/\n"), 0o644))
+	must(os.MkdirAll(filepath.Join(dir, "drafts"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "drafts", "x.yaml"), []byte("not: a manifest\n"), 0o644))
 	git(t, repo, "add", "-A")
 	git(t, repo, "commit", "--quiet", "-m", "one")
 	must(os.RemoveAll(dir)) // the work tree changes nothing of the revision
@@ -57,12 +61,15 @@ func TestReadRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 2 || files[0].Path != filepath.Join(dir, "a.yaml") || files[0].Docs[0].Conn == nil {
+	if len(files) != 3 || files[0].Path != filepath.Join(dir, "a.yaml") || files[0].Docs[0].Conn == nil {
 		t.Fatalf("files %+v", files)
 	}
 	if e := files[1].Docs[0].Errors; files[1].Path != filepath.Join(dir, "big.yaml") || len(e) == 0 ||
 		!strings.Contains(e[0].Error(), "1048586 bytes, over the limit") {
 		t.Errorf("big.yaml: %v", e)
+	}
+	if f := files[2]; f.Path != filepath.Join(dir, "exact.yaml") || f.Err != nil || len(f.Docs) != 0 {
+		t.Errorf("a manifest of exactly the limit (comments only): %+v", f)
 	}
 
 	other := filepath.Join(repo, "other")
