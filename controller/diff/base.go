@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/catalog"
+	"github.com/tether-mcp/tether/controller/exposure"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
@@ -138,9 +140,15 @@ func (b *Base) AddListing(l Listing) {
 		}
 		return c
 	}
+	names := slices.Sorted(maps.Keys(b.Entries))
+	// owner finds whose an exposed name is: the holder the status names,
+	// else the connection whose prefix and filter make it, the longest
+	// prefix first, then by name (a name only one of two such connections
+	// offers cannot be told apart by its listing).
 	owner := func(key, exposed string, tool bool) (string, string) {
 		best, raw := "", ""
-		for name, e := range b.Entries {
+		for _, name := range names {
+			e := b.Entries[name]
 			if e.Conn == nil || b.Catalogs[name] != nil {
 				continue
 			}
@@ -161,12 +169,28 @@ func (b *Base) AddListing(l Listing) {
 		}
 		return best, raw
 	}
+	// Names of connections whose catalog is known already (OnDemand ones)
+	// are theirs.
+	known := map[string]bool{}
+	for name, c := range b.Catalogs {
+		if e := b.Entries[name]; e.Conn != nil {
+			for _, n := range claimedNames(e.Conn, c, Options{MaxNameLength: exposure.DefaultMaxNameLength}) {
+				known[n.kind.key(n.name)] = true
+			}
+		}
+	}
 	for _, t := range l.Tools {
+		if known[kindTool.key(t)] {
+			continue
+		}
 		if conn, raw := owner(kindTool.key(t), t, true); conn != "" {
 			get(conn).Tools = append(get(conn).Tools, raw)
 		}
 	}
 	for _, p := range l.Prompts {
+		if known[kindPrompt.key(p)] {
+			continue
+		}
 		if conn, raw := owner(kindPrompt.key(p), p, false); conn != "" {
 			get(conn).Prompts = append(get(conn).Prompts, raw)
 		}
