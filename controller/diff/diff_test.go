@@ -319,3 +319,14 @@ func TestReadPathsNames(t *testing.T) {
 		t.Error("a missing path is no error")
 	}
 }
+
+// TestComputePrefixMove: a prefix change gains the new names and loses the
+// old ones in one line.
+func TestComputePrefixMove(t *testing.T) {
+	stdio := "  stdio: {command: srv}\n"
+	base := Base{Entries: entries(t, "/srv/m", map[string]string{"a.yaml": doc("a", stdio)}), Catalogs: map[string]*Catalog{"a": {Tools: []string{"echo"}, Complete: true}}}
+	r := Compute(base, decoded("/srv/m", map[string]string{"a.yaml": doc("a", stdio+"  toolPrefix: q\n")}), Options{})
+	if n := r.Connections[0].Tools; n == nil || !slices.Equal(n.Added, []string{"q_echo"}) || !slices.Equal(n.Removed, []string{"a_echo"}) {
+		t.Errorf("tools %+v", n)
+	}
+}
