@@ -12,7 +12,7 @@ module=github.com/tether-mcp/tether
 status=0
 
 # The CLI's packages: no go-sdk, OpenTelemetry or client-go.
-for pkg in controller/statusview controller/importer controller/manifest controller/statusfile controller/desired spec; do
+for pkg in controller/statusview controller/importer controller/manifest controller/statusfile controller/desired controller/exposure spec; do
 	heavy=$(go list -deps "./${pkg}" | grep -E '^(github.com/modelcontextprotocol/go-sdk|go.opentelemetry.io|k8s.io/client-go)(/|$)' || true)
 	if [[ -n ${heavy} ]]; then
 		log "${pkg} links the daemon's dependencies:"
@@ -42,6 +42,21 @@ for pkg in $(go list ./controller/... | grep -v "^${module}/controller\$"); do
 		status=1
 	fi
 done
+
+# tether diff predicts with the daemon's rules, never with its machinery:
+# controller/diff imports none of the packages that run connections or the
+# gateway (the rules it shares live in spec, manifest and exposure).
+imports="$(go list -deps ./controller/diff)"
+for pkg in controller controller/gateway controller/supervisor controller/connection controller/kubernetes controller/oauth; do
+	if grep -qx "${module}/${pkg}" <<<"${imports}"; then
+		log "controller/diff links ${pkg}"
+		status=1
+	fi
+done
+if grep -qE '^(go.opentelemetry.io|k8s.io/client-go)(/|$)' <<<"${imports}"; then
+	log "controller/diff links OpenTelemetry or client-go"
+	status=1
+fi
 
 # spec is the root of the graph: it imports no package of tether's.
 imports="$(go list -f '{{join .Imports "\n"}}' ./spec)"

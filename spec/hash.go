@@ -15,7 +15,11 @@ import (
 // expose them further: whoever can read the hash (status beside the manifest)
 // can read the manifest that holds those values in clear text. Values read
 // through valueFrom are not part of the spec, so only their source counts.
-func (s *Spec) Hash() string {
+func (s *Spec) Hash() string { return digest(s.hashView()) }
+
+// hashView is the spec as Hash sees it: a copy with its defaults applied
+// and the ways of writing nothing made one.
+func (s *Spec) hashView() *Spec {
 	c := s.DeepCopy()
 	c.defaultSpec()
 	if c.Tools != nil && len(c.Tools.Allow) == 0 && len(c.Tools.Deny) == 0 {
@@ -32,25 +36,37 @@ func (s *Spec) Hash() string {
 			l.IdleTimeout = &Duration{DefaultIdleTimeout}
 		}
 	}
-	return digest(c)
+	return c
 }
 
 // ConnectHash covers only what needs a reconnect when it changes: the
 // transport kind, command, args, workingDir, env (names and value sources),
 // url, http transport and headers. A change of anything else (filters,
 // prefix, health, backoff, call timeout, suspend) applies in place.
-func (s *Spec) ConnectHash() string {
-	c := struct {
-		Stdio *StdioSpec `json:"stdio,omitempty"`
-		HTTP  *HTTPSpec  `json:"http,omitempty"`
-	}{Stdio: s.Stdio, HTTP: s.HTTP}
+func (s *Spec) ConnectHash() string { return digest(s.connectView()) }
+
+// connectView is the part of the spec ConnectHash covers.
+type connectView struct {
+	Stdio *StdioSpec `json:"stdio,omitempty"`
+	HTTP  *HTTPSpec  `json:"http,omitempty"`
+}
+
+func (s *Spec) connectView() connectView {
+	c := connectView{Stdio: s.Stdio, HTTP: s.HTTP}
 	if s.HTTP != nil && s.HTTP.Transport == "" {
 		h := *s.HTTP
 		h.Transport = TransportStreamable
 		c.HTTP = &h
 	}
-	return digest(c)
+	return c
 }
+
+// SessionKey is what a live session is kept for: the connect-relevant spec
+// and the directory its relative paths resolve against (a manifest moved
+// to another directory resolves its relative command anew). When it
+// changes, tether run replaces the session (controller/supervisor's Want);
+// tether diff calls it to predict that (docs/contract.md §2).
+func SessionKey(s *Spec, dir string) string { return s.ConnectHash() + "|" + dir }
 
 // digest hashes the JSON encoding of v. encoding/json writes struct fields in
 // declaration order and map keys sorted, and Duration in its canonical

@@ -39,6 +39,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(),
 		newValidateCmd(),
+		newDiffCmd(),
 		newRunCmd(),
 		newGetCmd(),
 		newImportCmd(),

@@ -20,6 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/exposure"
+
 	"github.com/tether-mcp/tether/controller/gateway/wire"
 	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/spec"
@@ -273,10 +275,7 @@ type claim struct {
 // claimBefore orders the claims on one name: the earlier claim first, then
 // connection name.
 func claimBefore(aSeq uint64, aName string, bSeq uint64, bName string) int {
-	if c := cmp.Compare(aSeq, bSeq); c != 0 {
-		return c
-	}
-	return cmp.Compare(aName, bName)
+	return exposure.ClaimBefore(aSeq, aName, bSeq, bName)
 }
 
 // nextSeqLocked numbers a new claim: 0 until the gateway is settled.

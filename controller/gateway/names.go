@@ -1,12 +1,11 @@
 package gateway
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
+	"github.com/tether-mcp/tether/controller/exposure"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -18,44 +17,21 @@ import (
 // thousands of characters is no name; such a tool or prompt is not exposed
 // and is reported instead (docs/contract.md §5).
 
-// DefaultMaxNameLength is the MCP specification's bound on a tool name
-// (2025-11-25, server/tools, "Tool names": 1 to 128 characters), the
-// default of Options.MaxNameLength; the gateway holds exposed prompt names
-// to it too.
-const DefaultMaxNameLength = 128
+// DefaultMaxNameLength is the MCP specification's bound on a tool name, the
+// default of Options.MaxNameLength (controller/exposure, the rules' home).
+const DefaultMaxNameLength = exposure.DefaultMaxNameLength
 
 // shownNameLength bounds a name as status and logs show it.
 const shownNameLength = 80
 
 // nameProblem says why a backend's name orig, exposed as name, must not
-// reach agents; "" when it may. maxLen bounds name in characters.
+// reach agents; "" when it may (exposure.NameProblem, shared with tether diff).
 func nameProblem(orig, name string, maxLen int) string {
-	if orig == "" || name == "" {
-		return "not exposed: an empty name"
-	}
-	if !utf8.ValidString(name) {
-		return "not exposed: the name is not valid UTF-8"
-	}
-	if n := utf8.RuneCountInString(name); n > maxLen {
-		return fmt.Sprintf("not exposed: the name has %d characters, over the limit of %d (--max-name-length)", n, maxLen)
-	}
-	for _, r := range name {
-		switch {
-		case isBidiControl(r):
-			return fmt.Sprintf("not exposed: the name holds the bidirectional control U+%04X", r)
-		case unicode.IsControl(r):
-			return fmt.Sprintf("not exposed: the name holds the control character U+%04X", r)
-		}
-	}
-	return ""
+	return exposure.NameProblem(orig, name, maxLen)
 }
 
-// isBidiControl reports the Unicode Bidi_Control characters: the embeddings
-// and overrides U+202A–U+202E, the isolates U+2066–U+2069 and the marks
-// U+061C, U+200E, U+200F.
-func isBidiControl(r rune) bool {
-	return r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
-}
+// isBidiControl reports the Unicode Bidi_Control characters.
+func isBidiControl(r rune) bool { return exposure.IsBidiControl(r) }
 
 // cleanText returns a description or title without bidirectional controls
 // and control characters other than newline and tab: a description is

@@ -8,15 +8,12 @@ import (
 	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/exposure"
 )
 
 // exposedName is the name a backend tool gets on the gateway.
-func exposedName(prefix, tool string) string {
-	if prefix == "" {
-		return tool
-	}
-	return prefix + "_" + tool
-}
+func exposedName(prefix, tool string) string { return exposure.Name(prefix, tool) }
 
 // exposedTool is one backend tool as the gateway would publish it.
 type exposedTool struct {

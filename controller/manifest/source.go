@@ -15,7 +15,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -351,16 +350,10 @@ func (s *Source) sync() ([]string, error) {
 		return s.lastDirs, err
 	}
 	s.reportBadIgnoreFiles(tree.BadIgnoreFiles)
-	files := make([]File, 0, len(tree.Files))
+	files := loadFiles(tree.Files, s.load)
 	seen := make(map[string]bool, len(tree.Files))
-	statusOwners := StatusOwners{}
 	for _, path := range tree.Files {
 		seen[path] = true
-		if err := statusOwners.Claim(path); err != nil {
-			files = append(files, File{Path: path, Err: fmt.Errorf("%s: %w", path, err)})
-			continue
-		}
-		files = append(files, s.load(path))
 	}
 	// Files known before under a directory that cannot be read now keep
 	// their connections, with the error, as an unreadable file does.
@@ -420,21 +413,16 @@ func (s *Source) sync() ([]string, error) {
 
 // load reads one file, reusing the last decode when its bytes did not change.
 func (s *Source) load(path string) File {
-	data, _, err := boundedfile.Read(path, spec.MaxFileSize)
-	var tooLarge *boundedfile.TooLargeError
-	if errors.As(err, &tooLarge) {
+	data, bad := readManifest(path, path)
+	if bad != nil {
 		delete(s.cache, path)
-		return File{Path: path, Docs: spec.OversizedFile(path, tooLarge.Size)}
-	}
-	if err != nil {
-		delete(s.cache, path)
-		return File{Path: path, Err: fmt.Errorf("%s: %w", path, ErrorReason(err))}
+		return *bad
 	}
 	sum := sha256.Sum256(data)
 	if c, ok := s.cache[path]; ok && c.sum == sum {
 		return File{Path: path, Docs: c.docs}
 	}
-	docs := RejectSecretKeyRefs(path, spec.DecodeFile(path, data))
+	docs := DecodeData(path, data)
 	if s.opts.Selector != nil {
 		kept := docs[:0:0]
 		for _, d := range docs {

@@ -104,6 +104,25 @@ func Open(path string, maxFile int64) (*Dir, error) {
 	return &Dir{path: path, root: root, maxFile: maxFile}, nil
 }
 
+// OpenReadOnly opens an existing state directory for reading only, with
+// Open's checks, creating and writing nothing: what tether diff reads of a
+// running tether. A missing directory is an error that wraps
+// fs.ErrNotExist.
+func OpenReadOnly(path string, maxFile int64) (*Dir, error) {
+	root, err := os.OpenRoot(path)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", path, err)
+	}
+	if err := checkOpened(root, path); err != nil {
+		root.Close()
+		return nil, err
+	}
+	if maxFile <= 0 {
+		maxFile = DefaultMaxFileSize
+	}
+	return &Dir{path: path, root: root, maxFile: maxFile}, nil
+}
+
 // checkOpened checks the opened directory, the directories tether keeps in
 // it (found from it, a symlink refused) and the directories above it.
 func checkOpened(root *os.Root, path string) error {

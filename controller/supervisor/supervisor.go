@@ -85,7 +85,7 @@ type Want struct {
 func (w Want) hash() string { return w.specHash() + "|" + w.SecretsVersion }
 
 // specHash is hash without the Secrets' version.
-func (w Want) specHash() string { return w.Conn.Spec.ConnectHash() + "|" + w.Dir }
+func (w Want) specHash() string { return spec.SessionKey(&w.Conn.Spec, w.Dir) }
 
 // Supervisor keeps one connection. All methods are safe for concurrent use.
 type Supervisor struct {

@@ -1,0 +1,233 @@
+package diff
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tether-mcp/tether/controller/catalog"
+	"github.com/tether-mcp/tether/controller/exposure"
+	"github.com/tether-mcp/tether/controller/manifest"
+	"github.com/tether-mcp/tether/controller/state"
+	"github.com/tether-mcp/tether/controller/statusfile"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// ErrNoState is wrapped by FromState's error when there is no state
+// directory: no tether ran on the directory.
+var ErrNoState = errors.New("no state directory")
+
+// FromState is what the tether running on root (or the last one that ran)
+// has: the last valid spec of each connection from its state directory,
+// the catalogs it keeps there (OnDemand servers'), and, from the status
+// files under root (or statusDir), who holds each contested name. It
+// creates and writes nothing. A saved spec or catalog that cannot be used
+// is skipped and reported in problems.
+func FromState(stateDir, root, statusDir string, maxStateFile int64) (b Base, problems []error, err error) {
+	d, err := state.OpenReadOnly(stateDir, maxStateFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Base{}, nil, fmt.Errorf("%s: %w", stateDir, ErrNoState)
+	}
+	if err != nil {
+		return Base{}, nil, err
+	}
+	defer d.Close()
+	entries, problems := d.LoadSpecs()
+	b = Base{Against: "the running tether (state directory " + stateDir + ")", Entries: entries, Catalogs: map[string]*Catalog{}}
+	for name := range entries {
+		c, err := d.LoadCatalog(name)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if c != nil {
+			b.Catalogs[name] = fromSaved(c)
+		}
+	}
+	b.readStatus(root, statusDir)
+	return b, problems, nil
+}
+
+// FromFiles is the desired state files would give a tether that starts on
+// them, with who holds each contested name as the status files under root
+// (or statusDir) say, when there are any.
+func FromFiles(against string, files []manifest.File, root, statusDir string) Base {
+	entries, _, _ := manifest.Resolve(nil, files)
+	b := Base{Against: against, Entries: entries, Catalogs: map[string]*Catalog{}}
+	if root != "" {
+		b.readStatus(root, statusDir)
+	}
+	return b
+}
+
+func fromSaved(c *catalog.Catalog) *Catalog {
+	out := &Catalog{Complete: true}
+	for _, t := range c.Tools {
+		out.Tools = append(out.Tools, t.Name)
+	}
+	for _, p := range c.Prompts {
+		out.Prompts = append(out.Prompts, p.Name)
+	}
+	for _, r := range c.Resources {
+		out.Resources = append(out.Resources, r.URI)
+	}
+	for _, t := range c.ResourceTemplates {
+		out.Templates = append(out.Templates, t.URITemplate)
+	}
+	return out
+}
+
+// status is what Base keeps of a connection's status document.
+type status struct {
+	tools, prompts, resources, templates *spec.Counts
+	collisions                           []spec.ToolCollision
+}
+
+// readStatus reads the status of every entry, and from their collisions
+// who holds each contested name now.
+func (b *Base) readStatus(root, statusDir string) {
+	byFile := map[string]map[string]spec.StatusDocument{}
+	b.status = map[string]status{}
+	b.Owners = map[string]string{}
+	for name, e := range b.Entries {
+		p := statusfile.Path(root, statusDir, e.Origin)
+		docs, ok := byFile[p]
+		if !ok {
+			docs, _ = statusfile.Read(p) // none or unreadable: nothing known
+			byFile[p] = docs
+		}
+		doc, ok := docs[name]
+		if !ok {
+			continue
+		}
+		st := doc.Status
+		b.status[name] = status{tools: st.Tools, prompts: st.Prompts, resources: st.Resources, templates: st.ResourceTemplates, collisions: st.Collisions}
+		for _, c := range st.Collisions {
+			if c.Kept {
+				b.Owners[c.Tool] = name
+			} else {
+				b.Owners[c.Tool] = c.Connection
+			}
+		}
+	}
+}
+
+// Listing is what a running gateway lists: exposed tool and prompt names,
+// resource URIs and templates.
+type Listing struct {
+	Tools, Prompts, Resources, Templates []string
+}
+
+// AddListing learns the catalogs of the connections tether keeps none of
+// (those that are not OnDemand) from what its gateway lists now: a tool or
+// prompt is its owner's, found by prefix and filter (the longest prefix
+// wins where two could make the name, unless the status says who holds
+// it), plus the names each lost to others (its status' collisions). A
+// catalog is complete when that accounts for every tool and prompt its
+// status counts and its server lists no resources; resources cannot be
+// told apart by connection from a listing, so a server that lists some
+// has a partial catalog.
+func (b *Base) AddListing(l Listing) {
+	learnt := map[string]*Catalog{}
+	get := func(conn string) *Catalog {
+		c := learnt[conn]
+		if c == nil {
+			c = &Catalog{}
+			learnt[conn] = c
+		}
+		return c
+	}
+	names := slices.Sorted(maps.Keys(b.Entries))
+	// owner finds whose an exposed name is: the holder the status names,
+	// else the connection whose prefix and filter make it, the longest
+	// prefix first, then by name (a name only one of two such connections
+	// offers cannot be told apart by its listing).
+	owner := func(key, exposed string, tool bool) (string, string) {
+		best, raw := "", ""
+		for _, name := range names {
+			e := b.Entries[name]
+			if e.Conn == nil || b.Catalogs[name] != nil {
+				continue
+			}
+			p := e.Conn.ToolPrefix()
+			r, ok := exposed, true
+			if p != "" {
+				r, ok = strings.CutPrefix(exposed, p+"_")
+			}
+			if !ok || (tool && !e.Conn.Spec.Tools.Allows(r)) {
+				continue
+			}
+			if o := b.Owners[key]; o == name {
+				return name, r
+			}
+			if best == "" || len(p) > len(b.Entries[best].Conn.ToolPrefix()) {
+				best, raw = name, r
+			}
+		}
+		return best, raw
+	}
+	// Names of connections whose catalog is known already (OnDemand ones)
+	// are theirs.
+	known := map[string]bool{}
+	for name, c := range b.Catalogs {
+		if e := b.Entries[name]; e.Conn != nil {
+			for _, n := range claimedNames(e.Conn, c, Options{MaxNameLength: exposure.DefaultMaxNameLength}) {
+				known[n.kind.key(n.name)] = true
+			}
+		}
+	}
+	for _, t := range l.Tools {
+		if known[kindTool.key(t)] {
+			continue
+		}
+		if conn, raw := owner(kindTool.key(t), t, true); conn != "" {
+			get(conn).Tools = append(get(conn).Tools, raw)
+		}
+	}
+	for _, p := range l.Prompts {
+		if known[kindPrompt.key(p)] {
+			continue
+		}
+		if conn, raw := owner(kindPrompt.key(p), p, false); conn != "" {
+			get(conn).Prompts = append(get(conn).Prompts, raw)
+		}
+	}
+	for name, e := range b.Entries {
+		if e.Conn == nil || b.Catalogs[name] != nil {
+			continue
+		}
+		st, ok := b.status[name]
+		if !ok {
+			continue
+		}
+		c := get(name)
+		p := e.Conn.ToolPrefix()
+		strip := func(n string) string {
+			if p == "" {
+				return n
+			}
+			return strings.TrimPrefix(n, p+"_")
+		}
+		for _, col := range st.collisions {
+			if col.Kept {
+				continue
+			}
+			if n, ok := strings.CutPrefix(col.Tool, "prompt:"); ok {
+				c.Prompts = append(c.Prompts, strip(n))
+			} else if !strings.Contains(col.Tool, ":") {
+				c.Tools = append(c.Tools, strip(col.Tool))
+			}
+		}
+		slices.Sort(c.Tools)
+		c.Tools = slices.Compact(c.Tools)
+		slices.Sort(c.Prompts)
+		c.Prompts = slices.Compact(c.Prompts)
+		c.Complete = st.tools != nil && st.tools.Count == len(c.Tools) &&
+			(st.prompts == nil && len(c.Prompts) == 0 || st.prompts != nil && st.prompts.Count == len(c.Prompts)) &&
+			st.resources == nil && st.templates == nil
+		b.Catalogs[name] = c
+	}
+}
