@@ -300,8 +300,7 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 		return 0 // started by the next Demand
 	}
 	if wait := s.backoffLeft(st); wait > 0 {
-		s.to(Backoff, EvWait)
-		return wait
+		return s.waitBackoff(st, wait)
 	}
 	s.startAttemptLocked(ctx, want, st.hash)
 	return 0
@@ -447,14 +446,18 @@ func (s *Supervisor) backoffLeft(st step) time.Duration {
 	if s.demanded {
 		s.nextRetry = time.Time{} // a call waits: no backoff delay
 	}
-	wait := s.nextRetry.Sub(st.now)
-	if wait > 0 {
-		wctx := st.ctx
-		if s.backoffSpan != nil {
-			wctx = trace.ContextWithSpan(st.ctx, s.backoffSpan)
-		}
-		s.log.DebugContext(wctx, "waiting before the next attempt", "attempt", s.failures+1, "delay", wait.Round(time.Millisecond))
+	return s.nextRetry.Sub(st.now)
+}
+
+// waitBackoff waits out the backoff delay (Backoff): the next look comes
+// when it is over.
+func (s *Supervisor) waitBackoff(st step, wait time.Duration) time.Duration {
+	wctx := st.ctx
+	if s.backoffSpan != nil {
+		wctx = trace.ContextWithSpan(st.ctx, s.backoffSpan)
 	}
+	s.log.DebugContext(wctx, "waiting before the next attempt", "attempt", s.failures+1, "delay", wait.Round(time.Millisecond))
+	s.to(Backoff, EvWait)
 	return wait
 }
 
