@@ -119,3 +119,49 @@ func TestRunFindsRecreatedRoot(t *testing.T) {
 	}
 	waitDesired(t, d, "b in the recreated root", func() bool { _, ok := d.Get("b"); return ok })
 }
+
+// recordingLastValid is a lastValid that also writes its saves into the
+// events of a test, in order with the other calls.
+type recordingLastValid struct {
+	*lastValid
+	events *[]string
+}
+
+func (l recordingLastValid) SaveSpec(e desired.Entry) error {
+	*l.events = append(*l.events, "save "+e.Name)
+	return l.lastValid.SaveSpec(e)
+}
+
+// TestRunSavesAfterTellingChanges: the first listing's last valid specs are
+// saved after its changes are told, and a later listing's after its own:
+// reconciles do not wait for the state directory's writes.
+func TestRunSavesAfterTellingChanges(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "a.yaml"), []byte(manifest("a", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	store := recordingLastValid{lastValid: &lastValid{specs: map[string]desired.Entry{}}, events: &events}
+	src := NewSource(SourceOptions{Root: root, Resync: time.Hour, LastValid: store}, desired.NewStore())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Run makes and tells its first listing, then returns
+	changed := func(names []string) { events = append(events, "changed "+strings.Join(names, " ")) }
+	if err := src.Run(ctx, changed, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"changed a", "save a"}; !reflect.DeepEqual(events, want) {
+		t.Errorf("first listing: events = %q, want %q", events, want)
+	}
+
+	events = nil
+	if err := os.WriteFile(filepath.Join(root, "b.yaml"), []byte(manifest("b", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src.opts.OnChange = changed
+	if _, err := src.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"changed b", "save b"}; !reflect.DeepEqual(events, want) {
+		t.Errorf("next listing: events = %q, want %q", events, want)
+	}
+}
