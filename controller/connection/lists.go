@@ -120,7 +120,10 @@ func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
 			return nil, fmt.Errorf("unexpected result %T", res)
 		}
 		for _, t := range lr.Tools {
-			if t != nil { // as the go-sdk does: a null entry is no tool
+			// A null entry is no tool: the go-sdk's ListTools drops it too,
+			// and tether cannot call ListTools here (see above: it
+			// re-decodes every schema), so it keeps the same rule.
+			if t != nil {
 				tools = append(tools, t)
 			}
 		}
