@@ -84,19 +84,15 @@ type Source struct {
 	log     *slog.Logger
 
 	// owned by the Run goroutine
-	cache    map[string]cachedFile
-	watched  map[string]fileID // directory → the directory it named when its watch was added
-	lastDirs []string          // the directories of the last full listing
-	prevErr  map[string]string
-	counted  map[string]int        // files reported to ManifestErrors → their count
-	problems Problems              // of the last listing
-	rejected map[string][]Rejected // of the last listing
-	saved    map[string]savedRef   // what LastValid holds; nil until loaded
-	// holdSaves is set during the first listing, whose last valid specs
-	// (held) are saved once its changes are told.
-	holdSaves bool
-	held      map[string]desired.Entry
-	badIgnore map[string]string // ignore files that cannot be used → why, as logged
+	cache     map[string]cachedFile
+	watched   map[string]fileID // directory → the directory it named when its watch was added
+	lastDirs  []string          // the directories of the last full listing
+	prevErr   map[string]string
+	counted   map[string]int        // files reported to ManifestErrors → their count
+	problems  Problems              // of the last listing
+	rejected  map[string][]Rejected // of the last listing
+	saved     map[string]savedRef   // what LastValid holds; nil until loaded
+	badIgnore map[string]string     // ignore files that cannot be used → why, as logged
 
 	// afterList, if set (tests), runs between a listing and its watches.
 	afterList func(dirs []string)
@@ -161,14 +157,11 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	}
 	// The first listing's changes are told after OnSynced, so that what
 	// OnSynced does (pruning status files) comes before any reconcile.
-	// Its last valid specs are saved after that too (saveLastValid).
 	notify := s.opts.OnChange
 	var firstChanges []string
 	s.opts.OnChange = func(names []string) { firstChanges = append(firstChanges, names...) }
-	s.holdSaves = true
 	rootOK, growing := s.relist(w)
 	s.opts.OnChange = notify
-	s.holdSaves = false
 	if s.opts.OnSynced != nil {
 		s.opts.OnSynced(s.files())
 	}
@@ -177,10 +170,6 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	}
 	if len(firstChanges) > 0 && notify != nil {
 		notify(firstChanges)
-	}
-	if s.held != nil {
-		s.saveLastValid(s.held)
-		s.held = nil
 	}
 
 	resync := time.NewTicker(s.opts.Resync)
@@ -416,6 +405,7 @@ func (s *Source) sync() ([]string, error) {
 		}
 	}
 	changed := s.desired.Replace(next)
+	s.saveLastValid(next)
 	s.problems = problems
 	if s.opts.OnRejected != nil && !reflect.DeepEqual(rejected, s.rejected) {
 		s.opts.OnRejected(rejected)
@@ -425,10 +415,6 @@ func (s *Source) sync() ([]string, error) {
 	if len(changed) > 0 && s.opts.OnChange != nil {
 		s.opts.OnChange(changed)
 	}
-	// After the changes are told: reconciles need not wait for the state
-	// directory's writes (1,000 new manifests: ~0.7 s of a core in
-	// CreateTemp, hack/bench -pprof).
-	s.saveLastValid(next)
 	return tree.Dirs, err
 }
 
@@ -539,10 +525,6 @@ func (s *Source) files() map[string]bool {
 // A write that fails is logged and tried again at the next listing.
 func (s *Source) saveLastValid(next map[string]desired.Entry) {
 	if s.opts.LastValid == nil {
-		return
-	}
-	if s.holdSaves {
-		s.held = next // the first listing's: saved once its changes are told
 		return
 	}
 	for name, e := range next {
