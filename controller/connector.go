@@ -18,6 +18,9 @@ var (
 
 // SDKConnector opens real sessions with the go-sdk (controller/connection).
 type SDKConnector struct {
+	// Connector is what the sessions share; tether run makes one. Nil
+	// gives each session a Connector of its own (tests).
+	Connector *connection.Connector
 	// Version is tether's version, sent to servers as the client's.
 	Version string
 	// Secrets returns what reads valueFrom.secretKeyRef for a connection
@@ -38,7 +41,11 @@ func (k SDKConnector) Connect(ctx context.Context, req supervisor.ConnectRequest
 	if k.Secrets != nil {
 		secrets = k.Secrets(req.Name)
 	}
-	s, err := connection.Connect(ctx, connection.Request{
+	connect := connection.Connect
+	if k.Connector != nil {
+		connect = k.Connector.Connect
+	}
+	s, err := connect(ctx, connection.Request{
 		Secrets:         secrets,
 		Name:            req.Name,
 		Spec:            &req.Conn.Spec,

@@ -303,9 +303,12 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
 			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
 		}
-		connection.SetGroupLedger(ledger)
-		defer connection.SetGroupLedger(nil)
 	}
+	// What every session shares (handshake gates, protocol-version memory,
+	// the HTTP connection pool, tool definitions, the ledger): one value,
+	// made once, in either mode.
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger})
+	defer connector.Close()
 	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {
 		subreaper = false
@@ -372,7 +375,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		Source:          source,
 		Status:          status,
 		Workers:         o.workers,
-		Connector:       controller.SDKConnector{Version: version, Secrets: secrets, Tokens: tokens, MaxMessageBytes: o.maxMessageBytes},
+		Connector:       controller.SDKConnector{Connector: connector, Version: version, Secrets: secrets, Tokens: tokens, MaxMessageBytes: o.maxMessageBytes},
 		Catalogs:        catalogs,
 		Exposer:         controller.GatewayExposer{G: gw},
 		Metrics:         m,

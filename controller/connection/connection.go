@@ -80,6 +80,7 @@ const protocol2026 = "2026-07-28"
 // concurrent use. Always Close a session, also after Done: Close waits for
 // the goroutines the session owns.
 type Session struct {
+	conn           *Connector // what it shares with the other sessions
 	name           string
 	log            *slog.Logger
 	red            *redactor
@@ -145,7 +146,7 @@ type Session struct {
 // resources and templates (sent together). ctx bounds the
 // whole attempt. On failure nothing is left running; the error is redacted,
 // wraps its cause and, for stdio, carries the child's facts (see spec.ProcessOf).
-func Connect(ctx context.Context, req Request) (*Session, error) {
+func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) {
 	sp := req.Spec
 	if sp == nil {
 		return nil, errors.New("connection: no spec")
@@ -177,6 +178,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	}
 	lifetime, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	s := &Session{
+		conn:           c,
 		name:           req.Name,
 		endpoint:       red.String(tracing.EndpointOf(sp)),
 		log:            newRedactingLogger(req.Logger, red),
@@ -227,7 +229,7 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 		s.transport = "stdio"
 		transport, err = s.startStdio(sp.Stdio, req.ManifestDir, envVals)
 	} else {
-		transport, s.transport, err = httpTransport(sp.HTTP, headerVals, lifetime, s.limit)
+		transport, s.transport, err = httpTransport(c.transport, sp.HTTP, headerVals, lifetime, s.limit)
 		if err == nil && sp.HTTP.OAuth != nil {
 			err = s.useOAuth(ctx, req, src, transport) // oauth.go
 		}
@@ -243,16 +245,16 @@ func Connect(ctx context.Context, req Request) (*Session, error) {
 	learned := func(string, bool) {}
 	if sp.HTTP != nil {
 		var v string
-		v, learned = versions.versionFor(ctx, s.transport+" "+sp.HTTP.URL)
+		v, learned = c.versions.versionFor(ctx, s.transport+" "+sp.HTTP.URL)
 		if v != "" {
 			sessOpts = &mcp.ClientSessionOptions{ProtocolVersion: v}
 		}
 	}
 	// The handshake takes one of its endpoint's slots until the first
-	// lists are answered (see handshakesPerEndpoint).
+	// lists are answered (see DefaultHandshakesPerEndpoint).
 	release := func() {}
 	if sp.HTTP != nil {
-		if release, err = handshakes.acquire(ctx, s.transport+" "+sp.HTTP.URL, handshakesPerEndpoint); err != nil {
+		if release, err = c.handshakes.acquire(ctx, s.transport+" "+sp.HTTP.URL, c.perEndpoint); err != nil {
 			// The server was not asked: what the endpoint's version memory
 			// knows still holds (a learner leaves the learning to others).
 			learned("", false)
@@ -308,7 +310,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	if dir != "" && !filepath.IsAbs(dir) {
 		dir = filepath.Join(manifestDir, dir)
 	}
-	proc, err := startProcess(st.Command, path, st.Args, dir, env, newStderrTail(s.red), s.log)
+	proc, err := startProcess(st.Command, path, st.Args, dir, env, newStderrTail(s.red), s.log, s.conn.ledger)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", st.Command, err)
 	}

@@ -5,6 +5,17 @@
 // through a Session. This package keeps no table of sessions and never
 // retries: one Connect is one attempt.
 //
+// # What sessions share
+//
+// Sessions share only what a [Connector] holds: per HTTP endpoint, the gate
+// of handshakes in flight and the memory of the protocol version it agreed
+// to; the HTTP transport (one connection pool); the table of tool
+// definitions; the ledger of process groups. The daemon makes one Connector
+// and opens every session through it; the package-level [Connect] gives the
+// session a Connector of its own. There is no other process-wide state but
+// the id counter of raw requests (rawSeq: ids only need to be unique) and a
+// sync.Pool of read buffers (a cache, not state).
+//
 // # Secrets
 //
 // Every env value and header value of the manifest (plain value,

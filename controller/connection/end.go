@@ -47,6 +47,9 @@ func (s *Session) Redact(str string) string { return s.red.String(str) }
 func (s *Session) Close() error {
 	s.end(ErrClosed)
 	s.wg.Wait()
+	if s.conn.ownedBySoleSession {
+		s.conn.Close()
+	}
 	return s.closeErr
 }
 

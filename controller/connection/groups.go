@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -103,25 +102,6 @@ func NewGroupLedger(files LedgerFiles, log *slog.Logger) *GroupLedger {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &GroupLedger{dir: files.Path(), files: files, log: log}
-}
-
-var (
-	ledgerMu sync.Mutex
-	ledger   *GroupLedger
-)
-
-// SetGroupLedger makes l record every child started from now on (nil: none).
-// Process groups are the process's: one ledger serves every session.
-func SetGroupLedger(l *GroupLedger) {
-	ledgerMu.Lock()
-	ledger = l
-	ledgerMu.Unlock()
-}
-
-func currentLedger() *GroupLedger {
-	ledgerMu.Lock()
-	defer ledgerMu.Unlock()
-	return ledger
 }
 
 func (l *GroupLedger) path(pgid int) string {

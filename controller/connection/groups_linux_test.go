@@ -147,9 +147,7 @@ func TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver(t *testing.T) {
 // is recorded until its group is stopped.
 func TestLedgerRecordsAndForgetsAChild(t *testing.T) {
 	files := ledgerFiles(t)
-	SetGroupLedger(NewGroupLedger(files, nil))
-	t.Cleanup(func() { SetGroupLedger(nil) })
-	p, err := startProcess("sleep", sleepPath(t), []string{"300"}, "", nil, newStderrTail(nil), slog.New(slog.DiscardHandler))
+	p, err := startProcess("sleep", sleepPath(t), []string{"300"}, "", nil, newStderrTail(nil), slog.New(slog.DiscardHandler), NewGroupLedger(files, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,5 +213,27 @@ func TestStopLeftoversIgnoresUntrustedRecords(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("untrusted records left: %v", entries)
+	}
+}
+
+// TestConnectorLedgerRecordsItsChildren: a stdio session of a Connector
+// with a ledger has its child's group recorded while it runs, and
+// forgotten once it is closed; a Connector without one records nothing.
+func TestConnectorLedgerRecordsItsChildren(t *testing.T) {
+	files := ledgerFiles(t)
+	c := NewConnector(ConnectorOptions{Ledger: NewGroupLedger(files, nil)})
+	t.Cleanup(c.Close)
+	s := connectWith(t, c, Request{Spec: stdioSpec(goEverything(t))})
+	recs := NewGroupLedger(files, nil).Records()
+	if len(recs) != 1 || recs[0].PGID != s.proc.pid {
+		t.Fatalf("records = %+v, want the child's group %d", recs, s.proc.pid)
+	}
+	_ = s.Close()
+	if recs := NewGroupLedger(files, nil).Records(); len(recs) != 0 {
+		t.Errorf("records after the close = %+v", recs)
+	}
+	connect(t, Request{Spec: stdioSpec(goEverything(t))})
+	if recs := NewGroupLedger(files, nil).Records(); len(recs) != 0 {
+		t.Errorf("a session of a Connector without a ledger was recorded: %+v", recs)
 	}
 }

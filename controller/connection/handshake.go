@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// handshakesPerEndpoint bounds the handshakes (initialize, then the first
+// DefaultHandshakesPerEndpoint bounds the handshakes (initialize, then the first
 // lists of tools, prompts, resources and templates) in flight to one HTTP endpoint (its URL); the others wait
 // their turn within their connect timeout. tether starting with 1,000
 // manifests would otherwise open 1,000 handshakes at once: a server behind
@@ -18,12 +18,10 @@ import (
 // ms away come up in 4 waves instead of 1. The key is the URL, not the
 // host, so that one hung endpoint of an MCP hub does not hold up the
 // hub's other paths.
-var handshakesPerEndpoint = 16
+const DefaultHandshakesPerEndpoint = 16
 
-// handshakes holds the gates of the endpoints with a handshake in flight
-// or waiting.
-var handshakes = &endpointGates{gates: map[string]*endpointGate{}}
-
+// endpointGates holds the gates of the endpoints with a handshake in flight
+// or waiting (Connector.handshakes).
 type endpointGates struct {
 	mu    sync.Mutex
 	gates map[string]*endpointGate

@@ -72,11 +72,15 @@ func TestEndpointGates(t *testing.T) {
 	}
 }
 
-// Connects to one endpoint beyond handshakesPerEndpoint wait for a slot:
+// Connects to one endpoint beyond DefaultHandshakesPerEndpoint wait for a slot:
 // the server never sees more handshakes at once, and every session comes
 // up.
 func TestConnectHandshakesPerEndpoint(t *testing.T) {
-	limit := handshakesPerEndpoint
+	conn := newConnector(t)
+	limit := conn.perEndpoint
+	if limit != DefaultHandshakesPerEndpoint {
+		t.Fatalf("a Connector's gate is %d per endpoint, want the default %d", limit, DefaultHandshakesPerEndpoint)
+	}
 	n := limit + 4
 	srv := mcp.NewServer(&mcp.Implementation{Name: "gated", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`)},
@@ -111,7 +115,7 @@ func TestConnectHandshakesPerEndpoint(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			s, err := Connect(ctx, Request{Name: "gated", Spec: httpSpec(hs.URL, ""), Logger: testLogger(t)})
+			s, err := conn.Connect(ctx, Request{Name: "gated", Spec: httpSpec(hs.URL, ""), Logger: testLogger(t)})
 			if err != nil {
 				t.Errorf("Connect: %v", err)
 				return
@@ -120,7 +124,7 @@ func TestConnectHandshakesPerEndpoint(t *testing.T) {
 		})
 	}
 	waitUntil(t, "the endpoint's slots full and the rest waiting", func() bool {
-		hold, wait := handshakes.inFlight(key)
+		hold, wait := conn.handshakes.inFlight(key)
 		return hold == limit && wait == n-limit && int(active.Load()) == limit
 	})
 	close(unblock)
@@ -137,7 +141,7 @@ func TestConnectHandshakesPerEndpoint(t *testing.T) {
 	if p := int(peak.Load()); p != limit {
 		t.Errorf("the server saw %d handshakes at once, want %d", p, limit)
 	}
-	if hold, wait := handshakes.inFlight(key); hold != 0 || wait != 0 {
+	if hold, wait := conn.handshakes.inFlight(key); hold != 0 || wait != 0 {
 		t.Errorf("after the handshakes: %d in flight, %d waiting", hold, wait)
 	}
 }
@@ -160,18 +164,19 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 func TestHandshakeGateFailures(t *testing.T) {
 	url, sent := methodServer(t, false)
 	key := "streamable " + url
-	connect(t, Request{Spec: httpSpec(url, "")}) // learns the version
+	conn := newConnector(t)
+	connectWith(t, conn, Request{Spec: httpSpec(url, "")}) // learns the version
 
 	var held []func()
-	for range handshakesPerEndpoint {
-		r, err := handshakes.acquire(context.Background(), key, handshakesPerEndpoint)
+	for range conn.perEndpoint {
+		r, err := conn.handshakes.acquire(context.Background(), key, conn.perEndpoint)
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, r)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, err := Connect(ctx, Request{Name: "queued", Spec: httpSpec(url, ""), Logger: testLogger(t)})
+	_, err := conn.Connect(ctx, Request{Name: "queued", Spec: httpSpec(url, ""), Logger: testLogger(t)})
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "waiting to connect") {
 		t.Fatalf("Connect with every slot taken = %v, want a wait error", err)
@@ -179,13 +184,13 @@ func TestHandshakeGateFailures(t *testing.T) {
 	for _, r := range held {
 		r()
 	}
-	versions.mu.Lock()
-	_, known := versions.m[key]
-	versions.mu.Unlock()
+	conn.versions.mu.Lock()
+	_, known := conn.versions.m[key]
+	conn.versions.mu.Unlock()
 	if !known {
 		t.Error("a connect that never reached the server dropped the endpoint's version memory")
 	}
-	connect(t, Request{Spec: httpSpec(url, "")})
+	connectWith(t, conn, Request{Spec: httpSpec(url, "")})
 	if n := len(sent("server/discover")); n != 1 {
 		t.Errorf("server/discover sent %d times, want 1 (the memory was used)", n)
 	}
@@ -197,10 +202,10 @@ func TestHandshakeGateFailures(t *testing.T) {
 	t.Cleanup(dead.Close)
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := Connect(ctx, Request{Name: "dead", Spec: httpSpec(dead.URL, ""), Logger: testLogger(t)}); err == nil {
+	if _, err := conn.Connect(ctx, Request{Name: "dead", Spec: httpSpec(dead.URL, ""), Logger: testLogger(t)}); err == nil {
 		t.Fatal("Connect to a server that answers 500 succeeded")
 	}
-	if hold, wait := handshakes.inFlight("streamable " + dead.URL); hold != 0 || wait != 0 {
+	if hold, wait := conn.handshakes.inFlight("streamable " + dead.URL); hold != 0 || wait != 0 {
 		t.Errorf("after a failed handshake: %d in flight, %d waiting", hold, wait)
 	}
 }

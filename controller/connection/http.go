@@ -21,11 +21,10 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
-// sharedHTTPTransport carries every HTTP session: one connection pool for all
-// of them, so that 1,000 sessions to one host reuse connections instead of
-// each owning a pool. Per-session headers are added by headerRoundTripper.
-var sharedHTTPTransport = newSharedHTTPTransport()
-
+// newSharedHTTPTransport makes the transport that carries every HTTP
+// session of a Connector: one connection pool for all of them, so that
+// 1,000 sessions to one host reuse connections instead of each owning a
+// pool. Per-session headers are added by headerRoundTripper.
 func newSharedHTTPTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 0 // no global cap: the per-host cap below bounds it
@@ -192,7 +191,7 @@ func refusesSession(body []byte) bool {
 // Every response body is bounded by limit (limit.go), which also bounds the
 // go-sdk's events: its own event bound is turned off, so that an event over
 // the limit fails with the limit's error, which names the flag.
-func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit) (mcp.Transport, string, error) {
+func httpTransport(base *http.Transport, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit) (mcp.Transport, string, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.url: %w", err)
@@ -200,7 +199,7 @@ func httpTransport(h *spec.HTTPSpec, headers []namedValue, lifetime context.Cont
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: sharedHTTPTransport, headers: headers, origin: origin(u), limit: limit}}
+	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, spec.TransportStreamable, nil

@@ -14,9 +14,8 @@ import (
 // each distinct definition, shared by every session that lists it, for as
 // long as one of them does: at 1,000 connections to one kind of server the
 // decoded schemas were ~12 MB of a ~55 MB live heap. Sessions only read
-// their tools, so a shared definition is never modified.
-var sharedTools = internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])}
-
+// their tools, so a shared definition is never modified. The table is the
+// Connector's (Connector.tools): the sessions of one tether share it.
 type internTable struct {
 	mu sync.Mutex
 	m  map[[sha256.Size]byte]weak.Pointer[mcp.Tool]

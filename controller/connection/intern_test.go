@@ -31,9 +31,10 @@ func toolServer(t *testing.T, desc string) string {
 // definition is its own; and a definition no session holds any more is
 // forgotten.
 func TestSharedToolDefinitions(t *testing.T) {
-	a := connect(t, Request{Spec: httpSpec(toolServer(t, "same"), "")})
-	b := connect(t, Request{Spec: httpSpec(toolServer(t, "same"), "")})
-	c := connect(t, Request{Spec: httpSpec(toolServer(t, "different"), "")})
+	shared := newConnector(t)
+	a := connectWith(t, shared, Request{Spec: httpSpec(toolServer(t, "same"), "")})
+	b := connectWith(t, shared, Request{Spec: httpSpec(toolServer(t, "same"), "")})
+	c := connectWith(t, shared, Request{Spec: httpSpec(toolServer(t, "different"), "")})
 	ta, tb, tc := a.Tools(), b.Tools(), c.Tools()
 	if len(ta) != 1 || len(tb) != 1 || len(tc) != 1 {
 		t.Fatalf("tools: %d %d %d, want 1 each", len(ta), len(tb), len(tc))
@@ -58,13 +59,14 @@ func TestSharedToolDefinitions(t *testing.T) {
 
 // A definition no session holds any more leaves the table.
 func TestSharedToolForgotten(t *testing.T) {
-	sum := internEphemeral(t)
+	table := newConnector(t).tools
+	sum := internEphemeral(t, table)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		runtime.GC()
-		sharedTools.mu.Lock()
-		_, held := sharedTools.m[sum]
-		sharedTools.mu.Unlock()
+		table.mu.Lock()
+		_, held := table.m[sum]
+		table.mu.Unlock()
 		if !held {
 			return
 		}
@@ -78,17 +80,17 @@ func TestSharedToolForgotten(t *testing.T) {
 
 // internEphemeral holds a definition in the table and drops every reference
 // to it but the table's.
-func internEphemeral(t *testing.T) [sha256.Size]byte {
+func internEphemeral(t *testing.T, table *internTable) [sha256.Size]byte {
 	tool := &mcp.Tool{Name: "ephemeral", Description: t.Name(), InputSchema: map[string]any{"type": "object"}}
 	raw, err := json.Marshal(tool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(raw)
-	if got := sharedTools.intern(sum, tool); got != tool {
+	if got := table.intern(sum, tool); got != tool {
 		t.Fatal("the first definition of its kind was not held as it is")
 	}
-	if got := sharedTools.intern(sum, &mcp.Tool{Name: "ephemeral"}); got != tool {
+	if got := table.intern(sum, &mcp.Tool{Name: "ephemeral"}); got != tool {
 		t.Fatal("a second copy was not replaced by the held one")
 	}
 	return sum

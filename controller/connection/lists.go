@@ -43,7 +43,7 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	if err != nil {
 		return false, s.callErr("tools/list", ctx, err)
 	}
-	sum, bindsHeaders, err := digestTools(tools)
+	sum, bindsHeaders, err := s.conn.tools.digest(tools)
 	if err != nil {
 		return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
 	}
@@ -58,7 +58,7 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 			}
 			tools = append(tools, t)
 		}
-		if sum, _, err = digestTools(tools); err != nil {
+		if sum, _, err = s.conn.tools.digest(tools); err != nil {
 			return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
 		}
 	}
@@ -69,10 +69,10 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	return changed, nil
 }
 
-// digestTools replaces each tool by the definition already held for its
-// JSON (see sharedTools), and returns the SHA-256 of the list (a real change
+// digest replaces each tool by the definition already held for its
+// JSON (see internTable), and returns the SHA-256 of the list (a real change
 // or a repeated notification) and whether a tool binds parameters to headers.
-func digestTools(tools []*mcp.Tool) (sum [sha256.Size]byte, bindsHeaders bool, err error) {
+func (it *internTable) digest(tools []*mcp.Tool) (sum [sha256.Size]byte, bindsHeaders bool, err error) {
 	h := sha256.New()
 	for i, t := range tools {
 		b, err := json.Marshal(t)
@@ -81,7 +81,7 @@ func digestTools(tools []*mcp.Tool) (sum [sha256.Size]byte, bindsHeaders bool, e
 		}
 		ts := sha256.Sum256(b)
 		h.Write(ts[:])
-		tools[i] = sharedTools.intern(ts, t)
+		tools[i] = it.intern(ts, t)
 		bindsHeaders = bindsHeaders || bytes.Contains(b, []byte(`"x-mcp-header"`))
 	}
 	h.Sum(sum[:0])
@@ -120,7 +120,10 @@ func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
 			return nil, fmt.Errorf("unexpected result %T", res)
 		}
 		for _, t := range lr.Tools {
-			if t != nil { // as the go-sdk does: a null entry is no tool
+			// A null entry is no tool: the go-sdk's ListTools drops it too,
+			// and tether cannot call ListTools here (see above: it
+			// re-decodes every schema), so it keeps the same rule.
+			if t != nil {
 				tools = append(tools, t)
 			}
 		}

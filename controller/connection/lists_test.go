@@ -34,6 +34,7 @@ func TestConnectListsTogether(t *testing.T) {
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "rt", URITemplate: "file:///{x}"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{}, nil
 	})
+	c := newConnector(t)
 	lists := map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true, "resources/templates/list": true}
 	var (
 		mu       sync.Mutex
@@ -49,7 +50,7 @@ func TestConnectListsTogether(t *testing.T) {
 				return next(ctx, method, req)
 			}
 			mu.Lock()
-			if hold, _ := handshakes.inFlight(key); hold == 0 {
+			if hold, _ := c.handshakes.inFlight(key); hold == 0 {
 				slotFree = append(slotFree, method)
 			}
 			inFlight++
@@ -73,7 +74,7 @@ func TestConnectListsTogether(t *testing.T) {
 	t.Cleanup(hs.Close)
 	key = "streamable " + hs.URL
 
-	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	s := connectWith(t, c, Request{Spec: httpSpec(hs.URL, "")})
 	if len(s.Tools()) != 1 || len(s.Prompts()) != 1 || len(s.Resources()) != 1 || len(s.ResourceTemplates()) != 1 {
 		t.Errorf("lists: %d tools, %d prompts, %d resources, %d templates; want one each",
 			len(s.Tools()), len(s.Prompts()), len(s.Resources()), len(s.ResourceTemplates()))
@@ -86,7 +87,7 @@ func TestConnectListsTogether(t *testing.T) {
 	if len(slotFree) != 0 {
 		t.Errorf("%v arrived after the handshake slot was given back, want it held until all lists are in", slotFree)
 	}
-	if hold, wait := handshakes.inFlight(key); hold != 0 || wait != 0 {
+	if hold, wait := c.handshakes.inFlight(key); hold != 0 || wait != 0 {
 		t.Errorf("after connect: %d handshakes in flight, %d waiting", hold, wait)
 	}
 }

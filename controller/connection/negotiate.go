@@ -24,9 +24,8 @@ const versionMemoTTL = 10 * time.Minute
 // the same endpoint before it negotiates on its own.
 const versionLearnWait = 2 * time.Second
 
-// versions is the process-wide memory; sessions to one endpoint share it.
-var versions = versionMemo{m: make(map[string]*endpointVersion)}
-
+// versionMemo is that memory (Connector.versions); the sessions of one
+// Connector to one endpoint share it.
 type versionMemo struct {
 	mu sync.Mutex
 	m  map[string]*endpointVersion

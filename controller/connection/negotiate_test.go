@@ -129,9 +129,10 @@ func methodServer(t *testing.T, stateless bool) (url string, sent func(method st
 func TestVersionRemembered(t *testing.T) {
 	t.Run("refuses discover", func(t *testing.T) {
 		url, sent := methodServer(t, false)
+		c := newConnector(t)
 		var first string
 		for i := range 3 {
-			s := connect(t, Request{Spec: httpSpec(url, "")})
+			s := connectWith(t, c, Request{Spec: httpSpec(url, "")})
 			if i == 0 {
 				first = s.Server().ProtocolVersion
 			} else if v := s.Server().ProtocolVersion; v != first {
@@ -147,8 +148,9 @@ func TestVersionRemembered(t *testing.T) {
 	})
 	t.Run("2026-07-28", func(t *testing.T) {
 		url, sent := methodServer(t, true)
+		c := newConnector(t)
 		for range 2 {
-			if v := connect(t, Request{Spec: httpSpec(url, "")}).Server().ProtocolVersion; v < protocol2026 {
+			if v := connectWith(t, c, Request{Spec: httpSpec(url, "")}).Server().ProtocolVersion; v < protocol2026 {
 				t.Fatalf("negotiated %s with a stateless go-sdk server", v)
 			}
 		}

@@ -148,6 +148,21 @@ func strptr(s string) *string { return &s }
 // connect opens a session with a 20 s bound and closes it when the test ends.
 func connect(t testing.TB, req Request) *Session {
 	t.Helper()
+	return connectWith(t, nil, req)
+}
+
+// newConnector is a Connector of the test's own, closed at its end.
+func newConnector(t testing.TB) *Connector {
+	c := NewConnector(ConnectorOptions{})
+	t.Cleanup(c.Close)
+	return c
+}
+
+// connectWith is connect through c, which shares its gates, version memory,
+// transport and tool table with the test's other sessions through c; nil
+// connects with a Connector of the session's own.
+func connectWith(t testing.TB, c *Connector, req Request) *Session {
+	t.Helper()
 	if req.Logger == nil {
 		req.Logger = testLogger(t)
 	}
@@ -156,7 +171,11 @@ func connect(t testing.TB, req Request) *Session {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := Connect(ctx, req)
+	connect := Connect
+	if c != nil {
+		connect = c.Connect
+	}
+	s, err := connect(ctx, req)
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}

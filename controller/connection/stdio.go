@@ -125,6 +125,9 @@ type process struct {
 	pid  int
 	tail *stderrTail
 	log  *slog.Logger
+	// ledger recorded the child's process group (the Connector's); nil
+	// when none does.
+	ledger *GroupLedger
 
 	stdin   *os.File // write end; closing it asks the server to exit
 	stdout  *os.File // read end
@@ -143,7 +146,7 @@ type process struct {
 // startProcess starts path with args in dir and env, in its own process
 // group. The child's stdin/stdout are pipes the caller gets as p.stdin and
 // p.stdout; stderr goes to tail.
-func startProcess(argv0, path string, args []string, dir string, env []string, tail *stderrTail, log *slog.Logger) (p *process, err error) {
+func startProcess(argv0, path string, args []string, dir string, env []string, tail *stderrTail, log *slog.Logger, ledger *GroupLedger) (p *process, err error) {
 	var files []*os.File // every pipe end, closed on failure
 	defer func() {
 		if err != nil {
@@ -200,8 +203,9 @@ func startProcess(argv0, path string, args []string, dir string, env []string, t
 		return nil, err
 	}
 	p.pid = cmd.Process.Pid
-	if l := currentLedger(); l != nil {
-		l.record(p.pid)
+	if ledger != nil {
+		p.ledger = ledger
+		ledger.record(p.pid)
 	}
 	// The child has its copies; ours would keep the pipes open after it exits.
 	_ = stdinR.Close()
@@ -302,8 +306,8 @@ func (p *process) doStop(stdinWait, termWait time.Duration) {
 			}
 		}
 	}
-	if l := currentLedger(); l != nil && gone {
-		l.forget(p.pid) // one left running stays recorded for the next start
+	if p.ledger != nil && gone {
+		p.ledger.forget(p.pid) // one left running stays recorded for the next start
 	}
 	// With the whole group gone, stderr reaches EOF at once; a process that
 	// left the group (setsid) may still hold it, so do not wait for that.

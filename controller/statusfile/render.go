@@ -162,7 +162,9 @@ func render(doc *spec.StatusDocument) []byte {
 			b.WriteByte('\n')
 		}
 	}
-	return b.Bytes()
+	// Kept for as long as the connection lives (Writer.rendered): a copy
+	// of its exact size, not the buffer's doubled capacity.
+	return bytes.Clone(b.Bytes())
 }
 
 // timestamp writes t as the quoted RFC 3339 string encoding/json gives it.

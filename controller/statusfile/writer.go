@@ -409,17 +409,10 @@ func (w *Writer) sync(manifest string, update func(), timer uint64) error {
 	for _, r := range w.rejected[manifest] {
 		docs = append(docs, r.doc)
 	}
-	var buf bytes.Buffer
-	for i, b := range fitDocuments(docs, MaxFileSize) {
-		if i > 0 {
-			buf.WriteString(separator)
-		}
-		buf.Write(b)
-	}
+	want := joinDocuments(fitDocuments(docs, MaxFileSize))
 	have, known := w.files[path]
 	w.mu.Unlock()
 
-	want := buf.Bytes()
 	if !known {
 		// First touch since start: compare with what a previous run left.
 		// Bounded: a FIFO or a link to /dev/zero planted as the status
@@ -493,4 +486,29 @@ func (w *Writer) retryDelay(fails int) time.Duration {
 		d *= 2
 	}
 	return min(d, retryMax)
+}
+
+// joinDocuments is a status file's content. A file of one document is that
+// document's rendering itself: what the writer keeps of each file (files)
+// then costs no second copy (1,000 manifests of one connection each: ~2 MB,
+// hack/bench -pprof). Neither is ever modified.
+func joinDocuments(docs [][]byte) []byte {
+	switch len(docs) {
+	case 0:
+		return nil
+	case 1:
+		return docs[0]
+	}
+	n := len(separator) * max(len(docs)-1, 0)
+	for _, b := range docs {
+		n += len(b)
+	}
+	out := make([]byte, 0, n)
+	for i, b := range docs {
+		if i > 0 {
+			out = append(out, separator...)
+		}
+		out = append(out, b...)
+	}
+	return out
 }

@@ -3,6 +3,8 @@
 // session of that one connection, behind a lock of its own. The reconciler
 // (package controller) tells it what is wanted (Step, Suspend, Stop, Close)
 // and reads an immutable Snapshot back; it never reaches into its fields.
+// Where a connection is (Idle, Connecting, Connected, Backoff, Dormant, …)
+// is one State, moved only along the Transitions table (state.go).
 //
 // A Supervisor never blocks its caller on the network: attempts, probes and
 // closes run in goroutines it owns (Wait waits for them), and each reports

@@ -19,6 +19,8 @@ type Snapshot struct {
 	Server                                       spec.ServerInfo
 	Tools, Prompts, Resources, ResourceTemplates int
 	ConnectedAt                                  time.Time
+	// State is where the connection's machine is (state.go).
+	State State
 	// Connecting is true while an attempt runs or its outcome is not taken
 	// in yet.
 	Connecting bool
@@ -56,12 +58,13 @@ func (s *Supervisor) Snapshot() Snapshot {
 		Session:        s.session,
 		Running:        s.sessionSpec,
 		ConnectedAt:    s.connectedAt,
-		Connecting:     s.attempting || s.result != nil,
-		Attempting:     s.attempting,
+		State:          s.state,
+		Connecting:     s.attempt != nil || s.state == Reported,
+		Attempting:     s.attempt != nil,
 		Failures:       s.failures,
 		LastError:      s.lastError,
 		NextRetry:      s.nextRetry,
-		Idle:           s.dormant && s.session == nil && !s.attempting && s.result == nil && !s.demanded,
+		Idle:           s.state == Dormant && !s.demanded,
 		HealthFailures: s.health.failures,
 		HealthError:    s.health.lastErr,
 		Starts:         s.starts,

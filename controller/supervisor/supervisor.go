@@ -98,7 +98,7 @@ type Supervisor struct {
 
 	mu sync.Mutex
 	// Everything below is guarded by mu.
-	closed bool
+	state State // moved only by to, along Transitions
 
 	session     Session
 	sessionHash string
@@ -109,10 +109,8 @@ type Supervisor struct {
 	stopMonitor     context.CancelFunc
 	connectedAt     time.Time
 
-	attempting    bool
-	attemptHash   string
-	cancelAttempt context.CancelFunc
-	result        *attemptResult // a finished attempt not yet taken in
+	attempt *attempt       // the attempt running: in Connecting, or winding down after a stop
+	result  *attemptResult // Reported: the finished attempt's outcome
 
 	failures    int // failed attempts since the last success (status.attempt)
 	backoffStep int // position in the backoff sequence; reset once stable
@@ -129,11 +127,10 @@ type Supervisor struct {
 
 	health healthState
 
-	// demanded: a Demand waits for a session; the next step starts an
-	// attempt at once, whatever the backoff or dormancy says.
+	// The callers waiting in Demand, which are not the connection's
+	// state: demanded says one waits for a session, so the next step
+	// starts an attempt at once, whatever the backoff or dormancy says.
 	demanded bool
-	// dormant is the last Want's Dormant.
-	dormant bool
 	// taken counts the attempts whose outcome Step took in; changed is
 	// closed (and replaced) whenever one is, or the session goes: what
 	// Demand waits on.
@@ -150,6 +147,12 @@ type Supervisor struct {
 	process      *spec.ProcessStatus // last known facts of the child
 
 	out effects // what to tell others once mu is released
+}
+
+// attempt is a connect attempt in flight.
+type attempt struct {
+	hash   string // the want it runs
+	cancel context.CancelFunc
 }
 
 type attemptResult struct {
@@ -263,139 +266,199 @@ func (s *Supervisor) unlock() {
 	}
 }
 
-// Step brings the connection one step toward want: it takes in a finished
-// attempt, watches the live session (a session that ended or failed its
-// health checks is dropped), reconnects after a spec change, and starts an
-// attempt once the backoff allows. It returns how long to wait before the
-// next look when a backoff delay is running (0 otherwise: the supervisor
-// asks for the next look itself). ctx carries the reconcile's span, the
-// parent of the spans Step starts.
+// Step brings the connection one step toward want, as an ordered list of
+// named sub-steps (each a move of the machine in state.go): take in a
+// finished attempt, watch the live session (a session that ended or failed
+// its health checks is dropped; a spec change lets it go; an idle OnDemand
+// server stops), wait for the attempt in flight, then decide whether an
+// attempt starts now. It returns how long to wait before the next look when
+// a backoff delay is running, or when an OnDemand server may turn idle (0
+// otherwise: the supervisor asks for the next look itself). ctx carries the
+// reconcile's span, the parent of the spans Step starts.
 func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration) {
 	s.lock()
 	defer s.unlock()
-	if s.closed {
+	if s.state == Closed {
 		return 0
 	}
-	wantHash := want.hash()
-	now := s.opts.Now()
-	s.dormant = want.Dormant
-
-	// Take in a finished attempt.
-	if res := s.result; res != nil {
-		s.result = nil
-		s.out.attempts = append(s.out.attempts, res.err == nil)
-		if res.process != nil {
-			s.process = res.process
-			if res.process.LastExitCode != nil {
-				s.lastExitCode = res.process.LastExitCode
-			}
-		}
-		switch {
-		case res.err != nil:
-			s.failedLocked(ctx, res.err, want.Conn, res.hash, now, res.span)
-		case res.hash != wantHash:
-			// Connected with a spec that is no longer wanted.
-			s.out.closes = append(s.out.closes, res.session)
-		default:
-			s.adoptLocked(trace.ContextWithSpanContext(ctx, res.span), res, now)
-		}
-		s.taken++
-		s.broadcastLocked()
+	st := step{ctx: ctx, want: want, hash: want.hash(), now: s.opts.Now()}
+	s.takeInOutcome(st)
+	if wait, done := s.watchSession(st); done {
+		return wait
 	}
-
-	// Watch the live session.
-	if ss := s.session; ss != nil {
-		var down error
-		select {
-		case <-ss.Done():
-			down = ss.Err()
-			if down == nil {
-				down = errors.New("session closed")
-			}
-			if p := ss.Process(); p != nil {
-				s.process = p
-				if p.LastExitCode != nil {
-					s.lastExitCode = p.LastExitCode
-				}
-			}
-			down = fmt.Errorf("connection lost: %w", down)
-		default:
-			if s.health.down != nil {
-				down = s.health.down
-			}
-		}
-		switch {
-		case down != nil:
-			s.log.WarnContext(ctx, "connection lost; reconnecting", "err", down)
-			ran := s.sessionHash
-			s.dropLocked(down.Error())
-			if now.Sub(s.connectedAt) >= StableAfter {
-				s.backoffStep = 0
-			}
-			s.failedLocked(ctx, down, want.Conn, ran, now, trace.SpanContext{})
-		case s.sessionHash != wantHash:
-			what := "spec"
-			if s.sessionSpecHash == want.specHash() {
-				what = "referenced Secret"
-			}
-			s.log.InfoContext(ctx, what+" changed; reconnecting")
-			s.dropLocked("reconnecting after a " + what + " change")
-			s.nextRetry = time.Time{}
-			s.backoffStep = 0 // a new spec starts its backoff afresh
-		case want.Conn.Spec.OnDemand():
-			// Prefix, filters and health settings apply in place; an
-			// OnDemand server that nobody used for idleTimeout stops.
-			s.sessionSpec = want.Conn
-			idleFor, busy := idleness(ss, s.connectedAt, now)
-			left := want.Conn.Spec.IdleTimeout() - idleFor
-			switch {
-			case busy || s.demanded:
-				// Serving: look again at most idleTimeout (30 s at the most)
-				// from now; its last activity sets the deadline then.
-				return min(want.Conn.Spec.IdleTimeout(), 30*time.Second)
-			case left > 0:
-				return left // look again when it may be idle
-			}
-			s.log.InfoContext(ctx, "stopping an idle server; it starts again at the next call", "idleFor", idleFor.Round(time.Second))
-			s.dropIdleLocked(fmt.Sprintf("idle for %s", idleFor.Round(time.Second)))
-			return 0
-		default:
-			// Connected: prefix, filters and health settings apply in place.
-			s.sessionSpec = want.Conn
-			return 0
-		}
-	}
-
-	if s.attempting {
-		if s.attemptHash != wantHash {
-			s.cancelAttempt() // it reports back; the next step starts afresh
-		}
+	if s.attempt != nil {
+		s.cancelStaleAttempt(st)
 		return 0
 	}
-	if a := s.auth; a != nil && a.hash != wantHash {
-		// A new spec (another client, other scopes, another server) may
-		// well be what was needed: try it now.
-		s.auth, s.nextRetry, s.backoffStep = nil, time.Time{}, 0
-	}
-	if a := s.auth; a != nil && a.login && !a.released {
+	s.forgetAuthForNewSpec(st)
+	if s.awaitingLogin() {
+		s.to(AuthRequired, EvAwaitLogin)
 		return 0 // waits for new tokens (RetryNow), not for a timer
 	}
 	if want.Dormant && !s.demanded {
-		return 0 // Idle: started by the next Demand
+		s.to(Dormant, EvSleep)
+		return 0 // started by the next Demand
 	}
+	if wait := s.backoffLeft(st); wait > 0 {
+		return s.waitBackoff(st, wait)
+	}
+	s.startAttemptLocked(ctx, want, st.hash)
+	return 0
+}
+
+// step is what one Step works from.
+type step struct {
+	ctx  context.Context
+	want Want
+	hash string // want.hash()
+	now  time.Time
+}
+
+// takeInOutcome takes in a finished attempt (Reported): the new session is
+// adopted, a failure starts the backoff, a session made for a spec no longer
+// wanted is closed.
+func (s *Supervisor) takeInOutcome(st step) {
+	res := s.result
+	if s.state != Reported {
+		return
+	}
+	s.result = nil
+	s.out.attempts = append(s.out.attempts, res.err == nil)
+	if res.process != nil {
+		s.process = res.process
+		if res.process.LastExitCode != nil {
+			s.lastExitCode = res.process.LastExitCode
+		}
+	}
+	switch {
+	case res.err != nil:
+		s.failedLocked(st.ctx, res.err, st.want.Conn, res.hash, st.now, res.span)
+	case res.hash != st.hash:
+		s.out.closes = append(s.out.closes, res.session)
+		s.to(Idle, EvStale)
+	default:
+		s.adoptLocked(trace.ContextWithSpanContext(st.ctx, res.span), res, st.now)
+	}
+	s.taken++
+	s.broadcastLocked()
+}
+
+// watchSession looks at the live session (Connected): one that ended or
+// failed its health checks is dropped and counted as a failure; one whose
+// spec or Secrets changed is let go (the attempt for the new spec follows
+// in this step); an OnDemand server nobody used for idleTimeout stops. A
+// session that stays says how long until the next look (done true).
+func (s *Supervisor) watchSession(st step) (wait time.Duration, done bool) {
+	ss := s.session
+	if s.state != Connected {
+		return 0, false
+	}
+	if down := s.sessionDown(ss); down != nil {
+		s.log.WarnContext(st.ctx, "connection lost; reconnecting", "err", down)
+		ran := s.sessionHash
+		s.dropLocked(down.Error())
+		if st.now.Sub(s.connectedAt) >= StableAfter {
+			s.backoffStep = 0
+		}
+		s.failedLocked(st.ctx, down, st.want.Conn, ran, st.now, trace.SpanContext{})
+		return 0, false
+	}
+	if s.sessionHash != st.hash {
+		what := "spec"
+		if s.sessionSpecHash == st.want.specHash() {
+			what = "referenced Secret"
+		}
+		s.log.InfoContext(st.ctx, what+" changed; reconnecting")
+		s.dropLocked("reconnecting after a " + what + " change")
+		s.nextRetry = time.Time{}
+		s.backoffStep = 0 // a new spec starts its backoff afresh
+		s.to(Idle, EvRespec)
+		return 0, false
+	}
+	// Prefix, filters and health settings apply in place.
+	s.sessionSpec = st.want.Conn
+	if !st.want.Conn.Spec.OnDemand() {
+		return 0, true
+	}
+	// An OnDemand server that nobody used for idleTimeout stops.
+	idleFor, busy := idleness(ss, s.connectedAt, st.now)
+	left := st.want.Conn.Spec.IdleTimeout() - idleFor
+	switch {
+	case busy || s.demanded:
+		// Serving: look again at most idleTimeout (30 s at the most) from
+		// now; its last activity sets the deadline then.
+		return min(st.want.Conn.Spec.IdleTimeout(), 30*time.Second), true
+	case left > 0:
+		return left, true // look again when it may be idle
+	}
+	s.log.InfoContext(st.ctx, "stopping an idle server; it starts again at the next call", "idleFor", idleFor.Round(time.Second))
+	s.dropIdleLocked(fmt.Sprintf("idle for %s", idleFor.Round(time.Second)))
+	s.to(Dormant, EvIdle)
+	return 0, true
+}
+
+// sessionDown says why the live session is down: it ended, or failed
+// failureThreshold probes in a row; nil while it serves.
+func (s *Supervisor) sessionDown(ss Session) error {
+	select {
+	case <-ss.Done():
+	default:
+		return s.health.down
+	}
+	down := ss.Err()
+	if down == nil {
+		down = errors.New("session closed")
+	}
+	if p := ss.Process(); p != nil {
+		s.process = p
+		if p.LastExitCode != nil {
+			s.lastExitCode = p.LastExitCode
+		}
+	}
+	return fmt.Errorf("connection lost: %w", down)
+}
+
+// cancelStaleAttempt cancels the attempt in flight when it runs a spec no
+// longer wanted; it reports back, and the next step starts afresh.
+func (s *Supervisor) cancelStaleAttempt(st step) {
+	if s.attempt.hash != st.hash {
+		s.attempt.cancel()
+	}
+}
+
+// forgetAuthForNewSpec forgets an authorization failure of another spec:
+// a new spec (another client, other scopes, another server) may well be
+// what was needed, so it is tried now.
+func (s *Supervisor) forgetAuthForNewSpec(st step) {
+	if a := s.auth; a != nil && a.hash != st.hash {
+		s.auth, s.nextRetry, s.backoffStep = nil, time.Time{}, 0
+	}
+}
+
+// awaitingLogin reports whether only new tokens let an attempt start.
+func (s *Supervisor) awaitingLogin() bool {
+	a := s.auth
+	return a != nil && a.login && !a.released
+}
+
+// backoffLeft is what is left of the backoff delay; a Demand skips it.
+func (s *Supervisor) backoffLeft(st step) time.Duration {
 	if s.demanded {
 		s.nextRetry = time.Time{} // a call waits: no backoff delay
 	}
-	if wait := s.nextRetry.Sub(now); wait > 0 {
-		wctx := ctx
-		if s.backoffSpan != nil {
-			wctx = trace.ContextWithSpan(ctx, s.backoffSpan)
-		}
-		s.log.DebugContext(wctx, "waiting before the next attempt", "attempt", s.failures+1, "delay", wait.Round(time.Millisecond))
-		return wait
+	return s.nextRetry.Sub(st.now)
+}
+
+// waitBackoff waits out the backoff delay (Backoff): the next look comes
+// when it is over.
+func (s *Supervisor) waitBackoff(st step, wait time.Duration) time.Duration {
+	wctx := st.ctx
+	if s.backoffSpan != nil {
+		wctx = trace.ContextWithSpan(st.ctx, s.backoffSpan)
 	}
-	s.startAttemptLocked(ctx, want, wantHash)
-	return 0
+	s.log.DebugContext(wctx, "waiting before the next attempt", "attempt", s.failures+1, "delay", wait.Round(time.Millisecond))
+	s.to(Backoff, EvWait)
+	return wait
 }
 
 // Suspend ends the session and any attempt, and forgets the backoff: a
@@ -403,11 +466,15 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 func (s *Supervisor) Suspend(ctx context.Context) {
 	s.lock()
 	defer s.unlock()
-	if s.session != nil || s.attempting {
+	if s.state == Closed {
+		return
+	}
+	if s.session != nil || s.attempt != nil {
 		s.log.InfoContext(ctx, "connection suspended")
 	}
 	s.stopLocked("suspended")
 	s.failures, s.backoffStep, s.nextRetry, s.auth = 0, 0, time.Time{}, nil
+	s.to(Suspended, EvSuspend)
 }
 
 // Stop ends the session and any attempt, saying why (a manifest that is
@@ -415,7 +482,11 @@ func (s *Supervisor) Suspend(ctx context.Context) {
 func (s *Supervisor) Stop(why string) {
 	s.lock()
 	defer s.unlock()
+	if s.state == Closed {
+		return
+	}
 	s.stopLocked(why)
+	s.to(Stopped, EvStop)
 }
 
 // Close stops for good (the connection was removed): what is running is
@@ -425,7 +496,7 @@ func (s *Supervisor) Close(why string) {
 	s.lock()
 	defer s.unlock()
 	s.stopLocked(why)
-	s.closed = true
+	s.to(Closed, EvClose)
 	s.cancel()
 	s.broadcastLocked()
 }
@@ -446,7 +517,7 @@ func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 	// An attempt already running is the one this demand waits for. A
 	// session that ended is dropped by the next step, which then starts an
 	// attempt at once.
-	if !s.attempting && s.result == nil {
+	if s.attempt == nil && s.state != Reported {
 		s.demanded = true
 	}
 	s.unlock()
@@ -467,7 +538,7 @@ func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 			why := s.refusedBy
 			s.mu.Unlock()
 			return nil, fmt.Errorf("the connection was stopped: %s", why)
-		case s.taken > start && !s.attempting && !s.demanded:
+		case s.taken > start && s.attempt == nil && !s.demanded:
 			// The attempt this demand waited for failed.
 			msg := s.lastError
 			s.mu.Unlock()
@@ -487,11 +558,11 @@ func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 // session, or why there will be none (removed, or waiting for a login).
 func (s *Supervisor) demandAnswerLocked() (ss Session, done bool, err error) {
 	switch {
-	case s.closed:
+	case s.state == Closed:
 		return nil, true, errors.New("the connection was removed")
 	case s.session != nil && !ended(s.session):
 		return s.session, true, nil
-	case s.auth != nil && s.auth.login && !s.auth.released:
+	case s.awaitingLogin():
 		return nil, true, errors.New(s.auth.msg)
 	}
 	return nil, false, nil
@@ -544,9 +615,10 @@ func (s *Supervisor) RetryNow() {
 
 // failedLocked takes in a failed attempt or a lost session (failed is the
 // attempt's span context, invalid for a lost session; hash the want it ran
-// with) and starts the backoff wait, as a child of ctx's reconcile span. A
-// failure that needs a login waits for new tokens instead; refused client
-// credentials wait the backoff's longest delay.
+// with) and starts the backoff wait (Backoff), as a child of ctx's
+// reconcile span. A failure that needs a login waits for new tokens instead
+// (AuthRequired); refused client credentials wait the backoff's longest
+// delay.
 func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.McpConnection, hash string, now time.Time, failed trace.SpanContext) {
 	msg := cause.Error()
 	s.failures++
@@ -562,6 +634,7 @@ func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.M
 			s.nextRetry = time.Time{}
 			s.endBackoff("superseded")
 			s.log.WarnContext(lctx, "connection needs a login; waiting for new tokens", "attempt", s.failures, "err", msg)
+			s.to(AuthRequired, EvFail)
 			return
 		}
 		s.backoffStep = capSteps
@@ -569,6 +642,7 @@ func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.M
 	delay := s.backoff(want, s.backoffStep)
 	s.backoffStep++
 	s.nextRetry = now.Add(delay)
+	s.to(Backoff, EvFail)
 	s.log.WarnContext(lctx, "connection attempt failed; will retry", "attempt", s.failures, "err", msg, "retryIn", delay.Round(time.Millisecond))
 
 	s.endBackoff("superseded") // none is open here; never leak one
@@ -622,6 +696,7 @@ func (s *Supervisor) adoptLocked(ctx context.Context, res *attemptResult, now ti
 	s.lastError = ""
 	s.auth = nil
 	s.health = healthState{}
+	s.to(Connected, EvAdopt)
 	if p := res.session.Process(); p != nil {
 		s.process = p
 	}
@@ -660,19 +735,19 @@ func (s *Supervisor) broadcastLocked() {
 	s.changed = make(chan struct{})
 }
 
-// stopLocked ends the session and any attempt, and the demands waiting.
-// What it stopped is no longer dormant: it serves nothing until a step says
-// otherwise.
+// stopLocked ends the session and any attempt, and the demands waiting;
+// the caller moves the machine to Stopped, Suspended or Closed. A cancelled
+// attempt winds down in its goroutine; its outcome is discarded.
 func (s *Supervisor) stopLocked(why string) {
-	s.demanded, s.dormant = false, false
+	s.demanded = false
 	if s.waiters > 0 {
 		s.refused++
 		s.refusedBy = why
 		s.broadcastLocked()
 	}
 	s.endBackoff(why)
-	if s.attempting {
-		s.cancelAttempt()
+	if s.attempt != nil {
+		s.attempt.cancel()
 	}
 	if s.session != nil {
 		s.log.Info("disconnecting", "reason", why)
@@ -710,14 +785,14 @@ func (s *Supervisor) closeAsync(ss Session) {
 // child of the reconcile in rctx and outlives it; the attempt itself runs on
 // the supervisor's lifetime, not on rctx.
 func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash string) {
-	attempt := s.failures + 1
+	n := s.failures + 1
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
 			tracing.Server.String(s.opts.Name),
 			tracing.Endpoint.String(tracing.EndpointOf(&want.Conn.Spec)),
 			tracing.Transport.String(want.Conn.Spec.TransportName()),
-			tracing.Attempt.Int(attempt),
+			tracing.Attempt.Int(n),
 		),
 	}
 	if waited := s.endBackoff("retry"); waited.IsValid() {
@@ -726,12 +801,13 @@ func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash st
 	_, span := s.opts.Tracer.Start(rctx, tracing.SpanConnectAttempt, opts...)
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.ConnectTimeout)
 	ctx = trace.ContextWithSpan(ctx, span)
-	s.attempting, s.attemptHash, s.cancelAttempt = true, hash, cancel
+	s.attempt = &attempt{hash: hash, cancel: cancel}
+	s.to(Connecting, EvStart)
 	s.demanded = false // this is the attempt that was asked for
 	if want.Conn.Spec.Stdio != nil {
 		s.starts++
 	}
-	s.log.InfoContext(ctx, "connecting", "attempt", attempt, "transport", want.Conn.Spec.TransportName())
+	s.log.InfoContext(ctx, "connecting", "attempt", n, "transport", want.Conn.Spec.TransportName())
 	req := ConnectRequest{
 		Name:        s.opts.Name,
 		Conn:        want.Conn,
@@ -762,17 +838,23 @@ func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash st
 			}
 		}
 		s.mu.Lock()
+		s.attempt = nil
 		// An attempt we cancelled (suspend, spec change, removal) is no
-		// failure of the server's: drop its outcome.
-		abandoned := s.closed || errors.Is(ctx.Err(), context.Canceled)
-		s.attempting, s.cancelAttempt = false, nil
-		if !abandoned {
+		// failure of the server's: drop its outcome. A stop moved the
+		// machine on already.
+		abandoned := s.state != Connecting || errors.Is(ctx.Err(), context.Canceled)
+		switch {
+		case !abandoned:
 			s.result = res
-		} else if s.waiters > 0 && !s.closed {
-			// Cancelled for a new spec: the demands still wait, for the
-			// next attempt (a stop refused them already).
-			s.demanded = true
-			s.broadcastLocked()
+			s.to(Reported, EvReport)
+		case s.state == Connecting:
+			// Cancelled for a new spec: the next step starts afresh, and
+			// the demands still wait, for that attempt.
+			s.to(Idle, EvAbandon)
+			if s.waiters > 0 {
+				s.demanded = true
+				s.broadcastLocked()
+			}
 		}
 		s.mu.Unlock()
 		endAttemptSpan(span, res.err, abandoned)

@@ -23,15 +23,21 @@ type session struct {
 	once            sync.Once
 	closed          atomic.Bool
 	onEnd           func()
+	err             error // the cause of its end; EOF when nil
 }
 
 func newSession() *session { return &session{done: make(chan struct{})} }
 
-func (s *session) Server() spec.ServerInfo            { return spec.ServerInfo{Name: "fake", Version: "1"} }
-func (s *session) Tools() []*mcp.Tool                 { return []*mcp.Tool{{Name: "echo"}} }
-func (s *session) Probe(context.Context) error        { return nil }
-func (s *session) Done() <-chan struct{}              { return s.done }
-func (s *session) Err() error                         { return errors.New("EOF") }
+func (s *session) Server() spec.ServerInfo     { return spec.ServerInfo{Name: "fake", Version: "1"} }
+func (s *session) Tools() []*mcp.Tool          { return []*mcp.Tool{{Name: "echo"}} }
+func (s *session) Probe(context.Context) error { return nil }
+func (s *session) Done() <-chan struct{}       { return s.done }
+func (s *session) Err() error {
+	if s.err != nil {
+		return s.err
+	}
+	return errors.New("EOF")
+}
 func (s *session) Process() *spec.ProcessStatus       { return nil }
 func (s *session) Activity() (bool, time.Time)        { return false, time.Time{} }
 func (s *session) Close() error                       { s.closed.Store(true); s.end(); return nil }

@@ -1,0 +1,71 @@
+package connection
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"weak"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Connector is what the sessions of one tether share: the handshake gate
+// and the protocol-version memory of each HTTP endpoint, the HTTP transport
+// (one connection pool), the table of tool definitions they all hold, and
+// the ledger of the process groups their children run in. The daemon makes
+// one and passes it where sessions are opened; a test makes its own, so
+// that nothing it does reaches another test's sessions.
+type Connector struct {
+	handshakes         *endpointGates
+	perEndpoint        int // handshakes in flight per endpoint
+	versions           *versionMemo
+	transport          *http.Transport
+	tools              *internTable
+	ledger             *GroupLedger // nil: children are not recorded
+	ownedBySoleSession bool         // made by Connect for one session, which lets it go on Close
+}
+
+// ConnectorOptions configure a Connector; the zero value is a Connector
+// without a ledger.
+type ConnectorOptions struct {
+	// Ledger records the process group of every stdio child started
+	// (tether run, with a state directory); nil records none.
+	Ledger *GroupLedger
+	// HandshakesPerEndpoint bounds the handshakes in flight to one HTTP
+	// endpoint (0: DefaultHandshakesPerEndpoint).
+	HandshakesPerEndpoint int
+}
+
+// NewConnector returns a Connector whose sessions share what o says and
+// what it makes: its own gates, memory, transport and tool table.
+func NewConnector(o ConnectorOptions) *Connector {
+	per := o.HandshakesPerEndpoint
+	if per <= 0 {
+		per = DefaultHandshakesPerEndpoint
+	}
+	return &Connector{
+		handshakes:  &endpointGates{gates: map[string]*endpointGate{}},
+		perEndpoint: per,
+		versions:    &versionMemo{m: make(map[string]*endpointVersion)},
+		transport:   newSharedHTTPTransport(),
+		tools:       &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
+		ledger:      o.Ledger,
+	}
+}
+
+// Close closes the transport's idle connections. Sessions still open keep
+// working; it is for the end of the daemon or of a test.
+func (c *Connector) Close() { c.transport.CloseIdleConnections() }
+
+// Connect opens one session with a Connector of its own, which its Close
+// lets go: for a one-off session (tether login, tests). Sessions that share
+// a tether's gates, memory and connection pool come from Connector.Connect.
+func Connect(ctx context.Context, req Request) (*Session, error) {
+	c := NewConnector(ConnectorOptions{})
+	c.ownedBySoleSession = true
+	s, err := c.Connect(ctx, req)
+	if err != nil {
+		c.Close()
+	}
+	return s, err
+}

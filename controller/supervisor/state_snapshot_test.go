@@ -1,0 +1,125 @@
+package supervisor
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSnapshotOfEachState: what a Snapshot says in each state (the flags
+// ComputeStatus reads).
+func TestSnapshotOfEachState(t *testing.T) {
+	for _, tc := range []struct {
+		st                           State
+		connecting, attempting, idle bool
+		session                      bool
+	}{
+		{st: Idle},
+		{st: Connecting, connecting: true, attempting: true},
+		{st: Reported, connecting: true},
+		{st: Connected, session: true},
+		{st: Backoff},
+		{st: AuthRequired},
+		{st: Dormant, idle: true},
+		{st: Stopped},
+		{st: Suspended},
+	} {
+		t.Run(tc.st.String(), func(t *testing.T) {
+			m := newMachine(t)
+			reach[tc.st](m)
+			sn := m.sup.Snapshot()
+			if sn.State != tc.st || sn.Connecting != tc.connecting || sn.Attempting != tc.attempting ||
+				sn.Idle != tc.idle || (sn.Session != nil) != tc.session {
+				t.Errorf("snapshot: state %s connecting %v attempting %v idle %v session %v",
+					sn.State, sn.Connecting, sn.Attempting, sn.Idle, sn.Session != nil)
+			}
+		})
+	}
+}
+
+// TestStopEndsTheLiveSession: a Stop of a connected supervisor hides and
+// closes its session.
+func TestStopEndsTheLiveSession(t *testing.T) {
+	m := newMachine(t)
+	reach[Connected](m)
+	ss := m.sup.Snapshot().Session.(*session)
+	m.sup.Stop("test")
+	if sn := m.sup.Snapshot(); sn.Session != nil {
+		t.Error("the session outlived the Stop")
+	}
+	deadline := time.After(10 * time.Second)
+	for !ss.closed.Load() {
+		select {
+		case <-deadline:
+			t.Fatal("the stopped session was not closed")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// TestStableSessionRestartsBackoff: a session lost StableAfter or more after
+// it connected starts the backoff from its first delay; one lost sooner
+// goes on where the last failure left it.
+func TestStableSessionRestartsBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		up   time.Duration
+		want time.Duration
+	}{
+		{StableAfter - time.Millisecond, 200 * time.Millisecond},
+		{StableAfter, 100 * time.Millisecond},
+	} {
+		m := newMachine(t)
+		m.report(refused)
+		m.step() // backoff step 1 is next
+		m.sup.RetryNow()
+		m.report(connected())
+		m.step()
+		m.advance(tc.up)
+		m.sup.Snapshot().Session.(*session).end()
+		if got := m.sup.Step(context.Background(), m.want); got != tc.want {
+			t.Errorf("lost after %v: wait %v, want %v", tc.up, got, tc.want)
+		}
+	}
+}
+
+// TestBackoffJitter: the delay is scaled down by up to a fifth.
+func TestBackoffJitter(t *testing.T) {
+	sup := New(context.Background(), Options{Name: "j", Jitter: func() float64 { return 0.5 }})
+	c := lazyConn()
+	if got, want := sup.backoff(c, 0), 90*time.Millisecond; got != want {
+		t.Errorf("jittered by half: %v, want %v", got, want)
+	}
+}
+
+// TestConnectTimeoutSaysSo: an attempt that ran out of its connect timeout
+// says so in the error.
+func TestConnectTimeoutSaysSo(t *testing.T) {
+	notified := make(chan struct{}, 10)
+	sup := New(context.Background(), Options{Name: "slow", Connector: &blockingConnector{started: make(chan struct{}, 1)},
+		ConnectTimeout: 20 * time.Millisecond, Notify: func() { notified <- struct{}{} }})
+	t.Cleanup(func() { sup.Close("over"); _ = sup.Wait(context.Background()) })
+	want := Want{Conn: lazyConn()}
+	sup.Step(context.Background(), want)
+	for sup.Snapshot().State != Reported {
+		<-notified
+	}
+	sup.Step(context.Background(), want)
+	if msg := sup.Snapshot().LastError; !strings.Contains(msg, "connect timed out after 20ms") {
+		t.Errorf("LastError = %q", msg)
+	}
+}
+
+// TestAbandonWithoutWaitersDemandsNothing: an attempt abandoned for a new
+// spec with no Demand waiting leaves nothing demanded: a dormant want
+// sleeps.
+func TestAbandonWithoutWaitersDemandsNothing(t *testing.T) {
+	m := newMachine(t)
+	reach[Connecting](m)
+	fire[Transition{Connecting, EvAbandon, Idle}](m)
+	m.dormant(true)
+	m.step()
+	if got := m.state(); got != Dormant {
+		t.Errorf("state %s, want Dormant", got)
+	}
+}
