@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,7 +20,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/gateway/wire"
-	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -262,49 +259,6 @@ func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession,
 	sdk.ServeHTTP(w, r)
 }
 
-// fastHeaders checks what the go-sdk checks of a POST before it reads the
-// body (a foreign Host on a loopback listener, the media types) and what
-// the fast path needs (a classic protocol version, no resumption): a
-// request that fails is left to the go-sdk, which answers it.
-func fastHeaders(r *http.Request) bool {
-	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
-		if httpguard.IsLoopbackHost(local.String()) && !httpguard.IsLoopbackHost(r.Host) {
-			return false
-		}
-	}
-	v := r.Header.Get(protocolVersionHeader)
-	if v == "" || v >= protocolSessionless {
-		return false
-	}
-	if len(r.Header.Values("Last-Event-ID")) > 0 || r.Header.Get("Mcp-Method") != "" || r.Header.Get("Mcp-Name") != "" {
-		return false
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
-	}
-	return acceptsBoth(r.Header.Values("Accept"))
-}
-
-// acceptsBoth reports whether Accept admits application/json and
-// text/event-stream, as the go-sdk requires of a POST.
-func acceptsBoth(values []string) bool {
-	var jsonOK, streamOK bool
-	for _, value := range values {
-		for token := range strings.SplitSeq(value, ",") {
-			base, _, _ := strings.Cut(token, ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK && streamOK
-}
-
 // fastRequest is what the fast path keeps of a caller's tools/call.
 type fastRequest struct {
 	id     json.RawMessage // the caller's, verbatim
@@ -435,24 +389,11 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 	if v, ok := t.backend.RawProtocolVersion(); !ok || v != r.Header.Get(protocolVersionHeader) {
 		return false
 	}
-	if st := g.sessionTimeout(); st > 0 {
-		// The go-sdk's idle timer started at the last POST it saw at the
-		// earliest; this call must end well before it can fire, or go
-		// through the go-sdk, which restarts it.
-		idle := time.Since(time.Unix(0, ds.lastSDK.Load()))
-		if idle+t.timeout >= st/2 {
-			return false
-		}
+	if !g.idleTimerAllows(ds, t.timeout) {
+		return false
 	}
 	g.fastCall(w, r, ds, req, rt)
 	return true
-}
-
-func (g *Gateway) sessionTimeout() time.Duration {
-	if g.opts.SessionTimeout == 0 {
-		return DefaultSessionTimeout
-	}
-	return max(g.opts.SessionTimeout, 0)
 }
 
 // cancelFast acts on a caller's notifications/cancelled for a fast call.

@@ -213,7 +213,7 @@ type Gateway struct {
 	fastCalls  atomic.Int64
 	noFastPath atomic.Bool
 	// notices are the session POSTs in flight on the go-sdk path
-	// (notices.go).
+	// (sdkgaps.go).
 	notices streamNotices
 
 	// routes is what the call path reads: an immutable snapshot, replaced on

@@ -217,7 +217,7 @@ type sdkCaller struct {
 	ss  *mcp.ServerSession
 	ctx context.Context // the client's request
 	// notices counts the cancellations written on the request's stream;
-	// nil where the request has none of its own (notices.go).
+	// nil where the request has none of its own (sdkgaps.go).
 	notices *cancelNotices
 }
 
@@ -232,7 +232,7 @@ func (g *Gateway) withCaller(ctx context.Context, ss *mcp.ServerSession, extra *
 
 // relayed runs a request relayed to the client; when it is given up (its
 // ctx ended), it returns once the go-sdk's notice of that reached the
-// request's stream (see notices.go).
+// request's stream (see sdkgaps.go).
 func relayed[R any](c *sdkCaller, ctx context.Context, send func(context.Context) (R, error)) (R, error) {
 	res, err := send(ctx)
 	if err != nil && ctx.Err() != nil && c.notices != nil {

@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestNoticeWriterCountsOnlyCancelNotices: the writer that tells a relay
+// given up that the go-sdk's notifications/cancelled reached the stream
+// reads the event's method. A log message or a tool result that carries the
+// text "notifications/cancelled" (here as structured data, so the quoted
+// method name appears verbatim in the bytes) is not a notice: counted as
+// one, it let a relay return before its real notice was written, and the
+// client's request stayed open.
+func TestNoticeWriterCountsOnlyCancelNotices(t *testing.T) {
+	events := []struct {
+		name   string
+		event  string
+		notice bool
+	}{
+		{"log message with the method as data", "event: message\ndata: " +
+			`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"method":"notifications/cancelled"}}}` + "\n\n", false},
+		{"tool result with the method as content", "event: message\nid: 0_3\ndata: " +
+			`{"jsonrpc":"2.0","id":7,"result":{"content":[],"structuredContent":{"method":"notifications/cancelled"}}}` + "\n\n", false},
+		{"request named like it", "event: message\ndata: " +
+			`{"jsonrpc":"2.0","id":"x","method":"notifications/cancelled","params":{}}` + "\n\n", false},
+		{"the go-sdk's notice", "event: message\ndata: " +
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"context canceled","requestId":3}}` + "\n\n", true},
+		{"the notice with an event id", "event: message\nid: 1_4\ndata: " +
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}` + "\n\n", true},
+	}
+	for _, e := range events {
+		t.Run(e.name, func(t *testing.T) {
+			cn := newCancelNotices()
+			w := noticeWriter{ResponseWriter: httptest.NewRecorder(), notices: cn}
+			if _, err := w.Write([]byte(e.event)); err != nil {
+				t.Fatal(err)
+			}
+			cn.mu.Lock()
+			n := cn.n
+			cn.mu.Unlock()
+			if want := map[bool]int{false: 0, true: 1}[e.notice]; n != want {
+				t.Errorf("notices counted for %q: %d, want %d", e.event, n, want)
+			}
+		})
+	}
+}
+
+// TestGoSDKNoticeOnTheRequestStream is the canary of what sdkgaps.go
+// relies on in the go-sdk: a server request given up during a client's
+// request is followed by a notifications/cancelled on that request's own
+// response stream, written as one event that noticeWriter recognises. A
+// go-sdk that frames or routes it otherwise fails here (and relays given up
+// would then wait noticeWait for nothing).
+func TestGoSDKNoticeOnTheRequestStream(t *testing.T) {
+	seen := make(chan struct{})
+	var seenOnce sync.Once
+	srv := mcp.NewServer(&mcp.Implementation{Name: "canary", Version: "0"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			_, err := req.Session.CreateMessage(rctx, &mcp.CreateMessageParams{MaxTokens: 1,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "x"}}}})
+			// Hold the answer until the notice is out: the stream closes
+			// with it.
+			select {
+			case <-seen:
+			case <-time.After(waitTimeout): // a failed test: let the server close
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(err)}}}, nil
+		})
+	var s streamNotices
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w, forget := s.watch(w, r)
+		defer forget()
+		if cn := s.of(&mcp.RequestExtra{Header: r.Header}); cn != nil && r.Method == http.MethodPost {
+			go func() {
+				if cn.await(0, waitTimeout) {
+					seenOnce.Do(func() { close(seen) })
+				}
+			}()
+		}
+		sdk.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "0"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(ctx context.Context, _ *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			<-ctx.Done() // never answers
+			return nil, ctx.Err()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask"})
+		done <- err
+	}()
+	select {
+	case <-seen:
+	case <-ctx.Done():
+		t.Fatal("no notifications/cancelled counted on the call's stream: the go-sdk no longer writes the notice there as one event (sdkgaps.go)")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
