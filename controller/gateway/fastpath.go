@@ -441,41 +441,35 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	name := req.name
 	ctx, span := startCallSpan(ctx, req.trace, r.Header, name)
 	defer span.End()
-	t := rt.target
 	annotateCallSpan(span, rt)
-	start := time.Now()
-	callCtx, done := t.callContext(ctx)
 	var progress func(*mcp.ProgressNotificationParams)
 	if req.token != nil {
 		progress = out.progress
 	}
-	callCtx = wire.WithCaller(callCtx, &fastCaller{g: g, ds: ds, out: out})
-	res, isError, err := t.backend.CallToolRaw(callCtx, rt.tool, req.params, progress)
-	callErr := callCtx.Err()
-	done()
-	if r2, ok := g.reroute(ctx, t, name, err); ok {
-		// Sent again on the new session (see reroute) when it speaks the
-		// caller's protocol version, as bytes; when it does not (the
-		// restarted server negotiated another), the call fails as it came.
-		t = r2.target
-		if v, raw := t.backend.RawProtocolVersion(); raw && v == r.Header.Get(protocolVersionHeader) {
-			callCtx, done = t.callContext(ctx)
-			callCtx = wire.WithCaller(callCtx, &fastCaller{g: g, ds: ds, out: out})
-			res, isError, err = t.backend.CallToolRaw(callCtx, r2.tool, req.params, progress)
-			callErr = callCtx.Err()
-			done()
+	ctx = wire.WithCaller(ctx, &caller{g: g, ss: ds.ss, out: fastStream{g: g, ds: ds, out: out}})
+	version := r.Header.Get(protocolVersionHeader)
+	var res json.RawMessage
+	var lastErr error
+	err := g.roundTrip(ctx, rt, name, time.Now(), func(callCtx context.Context, rt route) (answered, isError bool, err error) {
+		if v, raw := rt.target.backend.RawProtocolVersion(); lastErr != nil && (!raw || v != version) {
+			// Sent again (see reroute) on a new session that does not
+			// speak the caller's protocol version (the restarted server
+			// negotiated another): the call fails as it came.
+			return false, false, lastErr
 		}
-	}
-	d := time.Since(start)
-	if err == nil && res != nil && inTime(callErr) {
-		if res, err = dropHopMetaJSON(res); err == nil {
-			g.callAnswered(ctx, t, name, isError, d)
-			out.result(res)
-			return
+		res, isError, err = rt.target.backend.CallToolRaw(callCtx, rt.tool, req.params, progress)
+		if lastErr = err; err != nil || res == nil {
+			return false, false, err
 		}
-		err = fmt.Errorf("invalid result: %w", err)
+		if res, err = dropHopMetaJSON(res); err != nil {
+			return false, false, fmt.Errorf("invalid result: %w", err)
+		}
+		return true, isError, nil
+	})
+	if err == nil {
+		out.result(res)
+		return
 	}
-	err = g.callFailed(ctx, t, name, err, callErr, d)
 	var je *jsonrpc.Error
 	if !errors.As(err, &je) {
 		je = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
@@ -676,20 +670,17 @@ func (f *fastWriter) answer(status int, msg []byte) {
 	_, _ = f.w.Write(msg)
 }
 
-// fastCaller is the client of a fast call, for what the backend sends while
-// it serves the call: log messages (at the level the client set) and the
-// backend's requests go out on the call's own stream, as the backend sent
-// them; the client's answers come back as POSTs that the fast path takes
-// (answerRelay).
-type fastCaller struct {
+// fastStream reaches the client of a fast call on the call's own stream:
+// log messages (at the level the client set) and the backend's requests go
+// out there as the backend sent them; the client's answers come back as
+// POSTs that the fast path takes (answerRelay).
+type fastStream struct {
 	g   *Gateway
 	ds  *downSession
 	out *fastWriter
 }
 
-func (c *fastCaller) Client() any { return c.ds.ss }
-
-func (c *fastCaller) Log(p *mcp.LoggingMessageParams) {
+func (c fastStream) log(p *mcp.LoggingMessageParams) {
 	lvl := c.g.level(c.ds.ss)
 	if lvl == "" || levelRank(p.Level) < levelRank(lvl) {
 		return
@@ -697,24 +688,17 @@ func (c *fastCaller) Log(p *mcp.LoggingMessageParams) {
 	c.out.notify("notifications/message", p)
 }
 
-func (c *fastCaller) LogLevel() mcp.LoggingLevel { return c.g.level(c.ds.ss) }
-
-func (c *fastCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ds.ss) }
-
-func (c *fastCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+func (c fastStream) createMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
 	var res mcp.CreateMessageWithToolsResult
 	return &res, c.request(ctx, "sampling/createMessage", p, &res)
 }
 
-func (c *fastCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+func (c fastStream) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	var res mcp.ElicitResult
 	return &res, c.request(ctx, "elicitation/create", p, &res)
 }
 
-func (c *fastCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	if p == nil {
-		p = &mcp.ListRootsParams{}
-	}
+func (c fastStream) listRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
 	var res mcp.ListRootsResult
 	return &res, c.request(ctx, "roots/list", p, &res)
 }
@@ -726,7 +710,7 @@ var relaySeq atomic.Uint64
 // stream (where the backend sent it, and where every client reads) and
 // waits for the client's answer, which comes as a POST (answerRelay). When
 // ctx ends first the client is told the request is cancelled.
-func (c *fastCaller) request(ctx context.Context, method string, params, result any) error {
+func (c fastStream) request(ctx context.Context, method string, params, result any) error {
 	id := "tether-relay-" + strconv.FormatUint(relaySeq.Add(1), 10)
 	msg, err := json.Marshal(&struct {
 		JSONRPC string `json:"jsonrpc"`
