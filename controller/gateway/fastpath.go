@@ -368,10 +368,12 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 		w.WriteHeader(http.StatusAccepted)
 		return true
 	}
+	if bytes.Contains(body, cancelledMethod) {
+		// cancelFast reads the method: a call whose arguments carry the
+		// text is no notice, and a notice whose reason names tools/call is.
+		g.cancelFast(ds, body)
+	}
 	if !bytes.Contains(body, []byte(`"`+methodCallTool+`"`)) {
-		if bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
-			g.cancelFast(ds, body)
-		}
 		return false
 	}
 	if g.noFastPath.Load() {
