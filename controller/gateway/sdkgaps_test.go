@@ -120,3 +120,60 @@ func TestGoSDKNoticeOnTheRequestStream(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPayloadNamingCancelIsNotMisread: a backend's log message, a tool
+// result and a relayed request whose payloads carry the text
+// "notifications/cancelled" pass through on both paths as they were sent:
+// the log message reaches the client, the sampling request is answered,
+// the result is the result.
+func TestPayloadNamingCancelIsNotMisread(t *testing.T) {
+	a := newRichBackend(t, "a")
+	mimic := map[string]any{"method": "notifications/cancelled", "params": map[string]any{"requestId": 1}}
+	a.srv.AddTool(&mcp.Tool{Name: "mimic", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: mimic})
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: `"notifications/cancelled"`}}}})
+			if err != nil {
+				return nil, fmt.Errorf("sampling failed: %w", err)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{res.Content}, StructuredContent: mimic}, nil
+		})
+	g := New(Options{Logger: testLogger(t)})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	g.Set(Connection{Name: "a", Prefix: "pa", Backend: a.connect(t), CallTimeout: waitTimeout})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	defer cancel()
+	for _, sdkPath := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fast", true: "sdk"}[sdkPath], func(t *testing.T) {
+			g.noFastPath.Store(sdkPath)
+			defer g.noFastPath.Store(false)
+			fast := g.fastCalls.Load()
+			rc := dialRich(t, url, "", nil)
+			if err := rc.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_mimic"})
+			if err != nil {
+				t.Fatalf("call: %v", err)
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; got != `answer to "notifications/cancelled"` {
+				t.Errorf("result text %q, want the sampling answer", got)
+			}
+			if b, _ := json.Marshal(res.StructuredContent); string(b) != `{"method":"notifications/cancelled","params":{"requestId":1}}` {
+				t.Errorf("structured content %s, want it as the backend sent it", b)
+			}
+			select {
+			case l := <-rc.logs:
+				if b, _ := json.Marshal(l.Data); string(b) != `{"method":"notifications/cancelled","params":{"requestId":1}}` {
+					t.Errorf("log data %s, want it as the backend sent it", b)
+				}
+			case <-ctx.Done():
+				t.Fatal("the backend's log message never reached the client")
+			}
+			if took := g.fastCalls.Load() > fast; took == sdkPath {
+				t.Errorf("fast path taken: %v, want %v", took, !sdkPath)
+			}
+		})
+	}
+}
