@@ -73,7 +73,8 @@ type relayAnswer struct {
 }
 
 // errSessionClosed ends the fast calls of a session that closed (DELETE,
-// idle timeout, shutdown), as the go-sdk ends the calls of a closed session.
+// idle timeout, shutdown), as the go-sdk ends the calls of a closed session:
+// it cannot end these, which it never saw.
 var errSessionClosed = errors.New("the gateway session closed")
 
 func (ds *downSession) touch() { ds.lastSDK.Store(time.Now().UnixNano()) }
@@ -364,7 +365,8 @@ func idKey(raw json.RawMessage) (string, bool) {
 func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSession, body []byte) bool {
 	if ds.nRelays.Load() > 0 && ds.answerRelay(body) {
 		// The client's answer to a request relayed on a fast call's
-		// stream: as the go-sdk acknowledges a response.
+		// stream: as the go-sdk acknowledges a response (it would not
+		// know the id: the fast path wrote the request).
 		w.WriteHeader(http.StatusAccepted)
 		return true
 	}
@@ -428,12 +430,14 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	defer g.calls.release(1)
 	ok, closed := ds.start(req.key, cancel)
 	if closed {
-		// As the go-sdk answers a request of a session that is gone.
+		// As the go-sdk answers a request of a session that is gone
+		// (the call does not reach it to answer).
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
 	if !ok {
-		// As the go-sdk answers a call whose id is in flight.
+		// As the go-sdk answers a call whose id is in flight (the
+		// call does not reach it to answer).
 		out.error(http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("duplicate in-flight request ID %s", idText(req.id))})
 		return
@@ -488,7 +492,8 @@ func idText(id json.RawMessage) string {
 }
 
 // dropHopMetaJSON is dropHopMeta for a result as JSON, and makes an absent
-// content an empty list as the go-sdk server does. A result that needs
+// content an empty list as the go-sdk server does (the fast path never
+// decodes the result into the go-sdk's types). A result that needs
 // neither is returned as it is.
 func dropHopMetaJSON(res json.RawMessage) (json.RawMessage, error) {
 	var head struct {
@@ -536,9 +541,9 @@ func dropHopMetaJSON(res json.RawMessage) (json.RawMessage, error) {
 }
 
 // fastWriter answers one fast call: application/json when the answer is all
-// there is, an event stream (framed as the go-sdk frames it, without event
-// ids: the gateway keeps no event store) once a progress notification must
-// go out before it. Its methods are called one at a time: progress from the
+// there is, an event stream once a progress notification must go out before
+// it (framed as the go-sdk frames it, whose stream writer is not exported;
+// without event ids: the gateway keeps no event store). Its methods are called one at a time: progress from the
 // session's delivery goroutine, which CallToolRaw waits for before it
 // returns, then the answer.
 type fastWriter struct {

@@ -40,7 +40,8 @@ type levels struct {
 }
 
 // level returns a client session's level; "" when it set none (then it
-// gets no log messages, as the go-sdk server does).
+// gets no log messages, as the go-sdk server does; the fast path, which
+// writes them without the go-sdk, needs the level to do the same).
 func (g *Gateway) level(ss *mcp.ServerSession) mcp.LoggingLevel {
 	g.levels.mu.Lock()
 	defer g.levels.mu.Unlock()
