@@ -556,22 +556,11 @@ type fastWriter struct {
 }
 
 func (f *fastWriter) progress(p *mcp.ProgressNotificationParams) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if p == nil || f.gone {
-		return
+	if p != nil {
+		f.notify("notifications/progress", &mcp.ProgressNotificationParams{
+			ProgressToken: f.token, Progress: p.Progress, Total: p.Total, Message: p.Message,
+		})
 	}
-	msg, err := json.Marshal(&struct {
-		JSONRPC string                          `json:"jsonrpc"`
-		Method  string                          `json:"method"`
-		Params  *mcp.ProgressNotificationParams `json:"params"`
-	}{"2.0", "notifications/progress", &mcp.ProgressNotificationParams{
-		ProgressToken: f.token, Progress: p.Progress, Total: p.Total, Message: p.Message,
-	}})
-	if err != nil {
-		return
-	}
-	f.event(msg)
 }
 
 func (f *fastWriter) event(msg []byte) {
