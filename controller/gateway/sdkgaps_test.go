@@ -179,3 +179,50 @@ func TestPayloadNamingCancelIsNotMisread(t *testing.T) {
 		})
 	}
 }
+
+// TestGoSDKIdleTimerRestartsOnPOST is the canary of what idleTimerAllows
+// relies on in the go-sdk: its session idle timer is restarted by the POSTs
+// it serves (so a session whose client keeps posting stays open, however
+// long it lives), and it does close a session nobody posts to. A go-sdk
+// whose timer runs otherwise fails here, and the fast path's rule must be
+// revisited.
+func TestGoSDKIdleTimerRestartsOnPOST(t *testing.T) {
+	const timeout = 2 * time.Second
+	srv := mcp.NewServer(&mcp.Implementation{Name: "canary", Version: "0"}, nil)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{SessionTimeout: timeout}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var ss *mcp.ServerSession
+	for s := range srv.Sessions() {
+		ss = s
+	}
+	if ss == nil {
+		t.Fatal("no server session")
+	}
+	ended := make(chan struct{})
+	go func() { _ = ss.Wait(); close(ended) }()
+	// Three timeouts' worth of POSTs, one every tenth of it.
+	for deadline := time.Now().Add(3 * timeout); time.Now().Before(deadline); {
+		if err := cs.Ping(ctx, nil); err != nil {
+			t.Fatalf("ping while the client keeps posting: %v (the go-sdk's POSTs no longer keep its session open)", err)
+		}
+		select {
+		case <-ended:
+			t.Fatal("the go-sdk closed a session whose client posts every tenth of its idle timeout")
+		case <-time.After(timeout / 10):
+		}
+	}
+	select {
+	case <-ended:
+	case <-time.After(waitTimeout):
+		t.Fatal("the go-sdk never closed a session left idle past its SessionTimeout: its idle timer is gone, and the fast path's rule with it")
+	}
+}
