@@ -253,7 +253,8 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 		if err != nil || x.answered {
 			return result, err
 		}
-		// The stream ended before the answer. Like the go-sdk, resume it
+		// The stream ended before the answer. Like the go-sdk client
+		// (whose transport does not carry a call held as bytes), resume it
 		// when the server numbered its events, else give up; a stream that
 		// brought new events since the last resume starts the count again
 		// (servers that poll close the stream between progress events).
@@ -294,7 +295,8 @@ func (x *rawExchange) newRequest(ctx context.Context, method string, body []byte
 	return req, nil
 }
 
-// post sends one message and checks the answer's status as the go-sdk does.
+// post sends one message and checks the answer's status as the go-sdk
+// client does, so that a raw call fails as CallTool would.
 func (x *rawExchange) post(ctx context.Context, body []byte) (*http.Response, error) {
 	req, err := x.newRequest(ctx, http.MethodPost, body)
 	if err != nil {
@@ -413,7 +415,8 @@ func (x *rawExchange) readEvents(ctx context.Context, body io.Reader) (result js
 					return nil, "", 0, ctx.Err()
 				}
 				// The stream ended (or broke) before the answer; an
-				// incomplete last event is dropped, as the go-sdk does.
+				// incomplete last event is dropped, as the go-sdk client
+				// does with the same stream.
 				return nil, lastEventID, retry, nil
 			}
 			break
@@ -490,7 +493,8 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 		res, err := x.s.relayRequest(ctx, x.flight, m.Method, m.Params)
 		x.s.sendRaw(ctx, relayAnswer(m.ID, res, err))
 	case m.Method != "" && isID:
-		// Anything else (ping): answer as tether's go-sdk client does.
+		// Anything else (ping): answer as tether's go-sdk client does;
+		// it does not see this stream, so it cannot answer itself.
 		x.s.sendRaw(ctx, clientAnswer(m.ID, m.Method))
 	case m.Method == "notifications/message":
 		var p mcp.LoggingMessageParams
@@ -508,8 +512,9 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 		}
 	case m.Method == "notifications/tools/list_changed", m.Method == "notifications/prompts/list_changed",
 		m.Method == "notifications/resources/list_changed":
-		// As the go-sdk client's handlers do (servers usually send them on
-		// the standalone stream, which the go-sdk client reads).
+		// As the go-sdk client's handlers do, which do not see this
+		// stream (servers usually send them on the standalone stream,
+		// which the go-sdk client reads).
 		x.s.toolsChangedUpstream()
 	case m.Method != "":
 		x.s.log.Debug("raw tools/call: notification on the call's stream ignored", "method", m.Method)

@@ -490,42 +490,61 @@ func (s *Session) relayTo(ctx context.Context, to *flight, method string) (*flig
 	return to, rctx, func() { stop(); cancel(); to.endRelay() }, nil
 }
 
-// relayRequest relays one server request (method, params as JSON) to the
-// client of to (nil: the related flight) and returns the client's answer
-// as JSON. Its errors are what the server gets back.
+// relayRequest relays one server request (method, params as JSON) that
+// came on a raw call's stream to the client of to (nil: the related flight)
+// and returns the client's answer as JSON. Its errors are what the server
+// gets back.
 func (s *Session) relayRequest(ctx context.Context, to *flight, method string, params json.RawMessage) (json.RawMessage, error) {
-	f, rctx, done, err := s.relayTo(ctx, to, method)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	var res any
+	var err error
 	switch method {
 	case methodCreateMessage:
-		var p mcp.CreateMessageWithToolsParams
-		if err := unmarshalParams(params, &p); err != nil {
-			return nil, err
-		}
-		res, err = f.caller.CreateMessage(rctx, &p)
+		res, err = relayDecoded(s, ctx, to, method, params, wire.Caller.CreateMessage)
 	case methodElicit:
-		var p mcp.ElicitParams
-		if err := unmarshalParams(params, &p); err != nil {
-			return nil, err
-		}
-		res, err = f.caller.Elicit(rctx, &p)
+		res, err = relayDecoded(s, ctx, to, method, params, wire.Caller.Elicit)
 	case methodListRoots:
-		var p mcp.ListRootsParams
-		if err := unmarshalParams(params, &p); err != nil {
-			return nil, err
-		}
-		res, err = f.caller.ListRoots(rctx, &p)
+		res, err = relayDecoded(s, ctx, to, method, params, wire.Caller.ListRoots)
 	default:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
 	}
 	if err != nil {
-		return nil, s.relayFailed(rctx, method, err)
+		return nil, err
 	}
 	return json.Marshal(res)
+}
+
+// relayDecoded is relay for params still as JSON, decoded once the request
+// is known to have a client to go to.
+func relayDecoded[P, R any](s *Session, ctx context.Context, to *flight, method string, raw json.RawMessage,
+	ask func(wire.Caller, context.Context, *P) (R, error)) (R, error) {
+	return relay(s, ctx, to, method, raw, func(c wire.Caller, ctx context.Context, raw json.RawMessage) (R, error) {
+		var p P
+		if err := unmarshalParams(raw, &p); err != nil {
+			var zero R
+			return zero, err // an InvalidParams error: relayFailed passes it on
+		}
+		return ask(c, ctx, &p)
+	})
+}
+
+// relay is the one relay of a server's request to a client, whether it
+// came through the go-sdk client's handlers or on a raw call's stream: to
+// the client of to (nil: the related flight), bounded as relayTo says,
+// with ask the Caller's method for it. Its errors are what the server gets
+// back.
+func relay[P, R any](s *Session, ctx context.Context, to *flight, method string, p P,
+	ask func(wire.Caller, context.Context, P) (R, error)) (R, error) {
+	var zero R
+	f, rctx, done, err := s.relayTo(ctx, to, method)
+	if err != nil {
+		return zero, err
+	}
+	defer done()
+	res, err := ask(f.caller, rctx, p)
+	if err != nil {
+		return zero, s.relayFailed(rctx, method, err)
+	}
+	return res, nil
 }
 
 // relayFailed is the error a server gets when the client did not answer
@@ -564,14 +583,9 @@ func (s *Session) relayRoots(next mcp.MethodHandler) mcp.MethodHandler {
 		if r, ok := req.(*mcp.ListRootsRequest); ok {
 			p = r.Params
 		}
-		f, rctx, done, err := s.relayTo(ctx, nil, method)
+		res, err := relay(s, ctx, nil, method, p, wire.Caller.ListRoots)
 		if err != nil {
-			return nil, err
-		}
-		defer done()
-		res, err := f.caller.ListRoots(rctx, p)
-		if err != nil {
-			return nil, s.relayFailed(rctx, method, err)
+			return nil, err // not a typed nil in the Result
 		}
 		return res, nil
 	}
@@ -581,28 +595,10 @@ func (s *Session) relayRoots(next mcp.MethodHandler) mcp.MethodHandler {
 // sends a client, set in Connect.
 func (s *Session) clientHandlers(opts *mcp.ClientOptions) {
 	opts.CreateMessageWithToolsHandler = func(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
-		f, rctx, done, err := s.relayTo(ctx, callerFlight(ctx), methodCreateMessage)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-		res, err := f.caller.CreateMessage(rctx, req.Params)
-		if err != nil {
-			return nil, s.relayFailed(rctx, methodCreateMessage, err)
-		}
-		return res, nil
+		return relay(s, ctx, callerFlight(ctx), methodCreateMessage, req.Params, wire.Caller.CreateMessage)
 	}
 	opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-		f, rctx, done, err := s.relayTo(ctx, callerFlight(ctx), methodElicit)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-		res, err := f.caller.Elicit(rctx, req.Params)
-		if err != nil {
-			return nil, s.relayFailed(rctx, methodElicit, err)
-		}
-		return res, nil
+		return relay(s, ctx, callerFlight(ctx), methodElicit, req.Params, wire.Caller.Elicit)
 	}
 	opts.LoggingMessageHandler = func(_ context.Context, req *mcp.LoggingMessageRequest) {
 		s.relayLog(nil, req.Params)

@@ -361,7 +361,8 @@ func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Han
 		if sid := r.Header.Get(sessionIDHeader); sid != "" {
 			e, ok := g.sessions.use(sid, who)
 			if !ok {
-				// As the go-sdk answers an id it never issued.
+				// As the go-sdk answers an id it never issued: the session
+				// is refused here, before the go-sdk handler that would.
 				http.Error(w, "session not found", http.StatusNotFound)
 				return
 			}

@@ -112,8 +112,6 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if !inRounds {
 		ctx = g.withCaller(ctx, req.Session, req.Extra)
 	}
-	callCtx, done := t.callContext(ctx)
-
 	// Only the call itself travels upstream: arguments, and the answers of a
 	// multi-round-trip call. The caller's _meta stays here: it carries keys
 	// of the caller's protocol version that an older backend rejects; the
@@ -127,33 +125,69 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		progress = forwardProgress(ctx, req.Session, tok)
 	}
 
-	var res *mcp.CallToolResult
-	var err, callErr error
 	if inRounds {
-		done()
-		res, t, err, callErr = g.callInRounds(ctx, req.Session, t, name, p, progress)
-	} else {
-		res, err = t.backend.CallTool(callCtx, p, progress)
+		res, t, err, callErr := g.callInRounds(ctx, req.Session, t, name, p, progress)
+		d := time.Since(start)
+		if err == nil && res != nil && inTime(callErr) {
+			g.callAnswered(ctx, t, name, res.IsError, d)
+			dropHopMeta(res.Meta)
+			return res, nil
+		}
+		return nil, g.callFailed(ctx, t, name, err, callErr, d)
+	}
+	var res *mcp.CallToolResult
+	err := g.roundTrip(ctx, r, name, start, func(callCtx context.Context, r route) (answered, isError bool, err error) {
+		p.Name = r.tool
+		if res, err = r.target.backend.CallTool(callCtx, p, progress); err != nil || res == nil {
+			return false, false, err
+		}
+		dropHopMeta(res.Meta)
+		return true, res.IsError, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// roundTrip is the one road of a routed tools/call, whichever path carries
+// it: the call is sent (sendCall) and its outcome recorded (callAnswered,
+// callFailed); a failure is returned as the error the caller gets. start
+// is when the call began.
+func (g *Gateway) roundTrip(ctx context.Context, r route, name string, start time.Time, send sendFunc) error {
+	t, answered, isError, err, callErr := g.sendCall(ctx, r, name, send)
+	d := time.Since(start)
+	if err == nil && answered && inTime(callErr) {
+		g.callAnswered(ctx, t, name, isError, d)
+		return nil
+	}
+	return g.callFailed(ctx, t, name, err, callErr, d)
+}
+
+// sendFunc makes one call on a route, bounded by ctx, and reports whether
+// the backend sent a result (answered) and the result's isError.
+type sendFunc func(ctx context.Context, r route) (answered, isError bool, err error)
+
+// sendCall sends a call on r bounded by its target's callContext; a call
+// whose backend lost its session (reroute) is sent once more on the new
+// one. t is the target that took it last; callErr is the error of that
+// call's own context once it returned.
+func (g *Gateway) sendCall(ctx context.Context, r route, name string, send sendFunc) (t *target, answered, isError bool, err, callErr error) {
+	t = r.target
+	callCtx, done := t.callContext(ctx)
+	answered, isError, err = send(callCtx, r)
+	callErr = callCtx.Err()
+	done()
+	if r2, ok := g.reroute(ctx, t, name, err); ok {
+		// The backend's server lost the session (it restarted): the call
+		// was not delivered. Once more, on the new session.
+		t = r2.target
+		callCtx, done = t.callContext(ctx)
+		answered, isError, err = send(callCtx, r2)
 		callErr = callCtx.Err()
 		done()
-		if r2, ok := g.reroute(ctx, t, name, err); ok {
-			// The backend's server lost the session (it restarted): the
-			// call was not delivered. Once more, on the new session.
-			t, p.Name = r2.target, r2.tool
-			callCtx, done = t.callContext(ctx)
-			res, err = t.backend.CallTool(callCtx, p, progress)
-			callErr = callCtx.Err()
-			done()
-		}
 	}
-	d := time.Since(start)
-
-	if err == nil && res != nil && inTime(callErr) {
-		g.callAnswered(ctx, t, name, res.IsError, d)
-		dropHopMeta(res.Meta)
-		return res, nil
-	}
-	return nil, g.callFailed(ctx, t, name, err, callErr, d)
+	return t, answered, isError, err, callErr
 }
 
 // inTime reports whether a call whose context ended with callErr (nil: it

@@ -390,7 +390,7 @@ type published struct {
 }
 
 // catalogChanged reports whether st's catalog differs from the backend's.
-func catalogChanged(st *connState, b Backend) bool {
+func catalogChanged(st *connState, b Offer) bool {
 	return !slices.Equal(st.prompts, b.Prompts()) || !slices.Equal(st.resources, b.Resources()) ||
 		!slices.Equal(st.templates, b.ResourceTemplates())
 }

@@ -502,7 +502,7 @@ func TestBackendRequestBadCases(t *testing.T) {
 		}
 	})
 	// On both paths: the go-sdk sends the cancellation from a goroutine
-	// (see notices.go); the fast path writes its own.
+	// (see sdkgaps.go); the fast path writes its own.
 	for _, sdkPath := range []bool{false, true} {
 		t.Run(map[bool]string{false: "client never answers", true: "client never answers, go-sdk path"}[sdkPath], func(t *testing.T) {
 			g.noFastPath.Store(sdkPath)

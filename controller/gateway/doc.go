@@ -7,8 +7,9 @@
 // It owns what is exposed, the routing tables and the collision report. It
 // does not connect, health-check or reconnect backends: the reconciler tells
 // it what is connected (Set, SetUnavailable, Remove) and hands it live
-// sessions as Backend, the one interface through which the gateway sees a
-// backend (its catalog, its requests, its raw call for the fast path); the
+// sessions as Backend, through which the gateway sees a backend: five
+// small interfaces, one per consumer (Offer, ToolCalls, Requests,
+// Subscriptions, Relays: its catalog, its calls, its requests); the
 // gateway never looks behind it and does not import controller/connection.
 // The few types both sides need are in the wire subpackage. It creates no
 // Prometheus metrics itself: call outcomes go to Options.ObserveCall.
@@ -17,8 +18,9 @@
 //
 //   - Tools: <toolPrefix>_<tool> after the allow/deny filter, definitions
 //     unchanged; tools/call routed to the owner, bounded by callTimeout,
-//     cancellation and progress passed both ways (fastpath.go: the call as
-//     bytes where protocol versions match).
+//     cancellation and progress passed both ways. A call takes one road
+//     (roundTrip, call.go) whichever way its bytes are framed: through the
+//     go-sdk, or as bytes where protocol versions match (fastpath.go).
 //   - Prompts: <toolPrefix>_<prompt>; prompts/get routed to the owner.
 //   - Resources and templates: URIs unchanged (clients build them from
 //     templates); resources/read routed by the exact URI's owner, else the
@@ -55,7 +57,9 @@
 // While it serves a request of the gateway's (tools/call, prompts/get,
 // resources/read), a backend may ask its client for sampling/createMessage,
 // elicitation/create or roots/list. The gateway puts the client that made the
-// request in the request's context (wire.Caller); the backend session relays
+// request in the request's context (wire.Caller: one implementation for
+// both paths, relay.go's caller, which writes through the client's go-sdk
+// session or on the fast call's own stream); the backend session relays
 // what its server asks to that client and the answer back. The session can
 // tell which request a server's message belongs to when it comes on that
 // request's own HTTP stream; otherwise, when every request in flight on the

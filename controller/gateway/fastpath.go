@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,7 +20,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/gateway/wire"
-	"github.com/tether-mcp/tether/controller/httpguard"
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -76,7 +73,8 @@ type relayAnswer struct {
 }
 
 // errSessionClosed ends the fast calls of a session that closed (DELETE,
-// idle timeout, shutdown), as the go-sdk ends the calls of a closed session.
+// idle timeout, shutdown), as the go-sdk ends the calls of a closed session:
+// it cannot end these, which it never saw.
 var errSessionClosed = errors.New("the gateway session closed")
 
 func (ds *downSession) touch() { ds.lastSDK.Store(time.Now().UnixNano()) }
@@ -262,49 +260,6 @@ func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession,
 	sdk.ServeHTTP(w, r)
 }
 
-// fastHeaders checks what the go-sdk checks of a POST before it reads the
-// body (a foreign Host on a loopback listener, the media types) and what
-// the fast path needs (a classic protocol version, no resumption): a
-// request that fails is left to the go-sdk, which answers it.
-func fastHeaders(r *http.Request) bool {
-	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
-		if httpguard.IsLoopbackHost(local.String()) && !httpguard.IsLoopbackHost(r.Host) {
-			return false
-		}
-	}
-	v := r.Header.Get(protocolVersionHeader)
-	if v == "" || v >= protocolSessionless {
-		return false
-	}
-	if len(r.Header.Values("Last-Event-ID")) > 0 || r.Header.Get("Mcp-Method") != "" || r.Header.Get("Mcp-Name") != "" {
-		return false
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
-	}
-	return acceptsBoth(r.Header.Values("Accept"))
-}
-
-// acceptsBoth reports whether Accept admits application/json and
-// text/event-stream, as the go-sdk requires of a POST.
-func acceptsBoth(values []string) bool {
-	var jsonOK, streamOK bool
-	for _, value := range values {
-		for token := range strings.SplitSeq(value, ",") {
-			base, _, _ := strings.Cut(token, ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK && streamOK
-}
-
 // fastRequest is what the fast path keeps of a caller's tools/call.
 type fastRequest struct {
 	id     json.RawMessage // the caller's, verbatim
@@ -410,14 +365,17 @@ func idKey(raw json.RawMessage) (string, bool) {
 func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSession, body []byte) bool {
 	if ds.nRelays.Load() > 0 && ds.answerRelay(body) {
 		// The client's answer to a request relayed on a fast call's
-		// stream: as the go-sdk acknowledges a response.
+		// stream: as the go-sdk acknowledges a response (it would not
+		// know the id: the fast path wrote the request).
 		w.WriteHeader(http.StatusAccepted)
 		return true
 	}
+	if bytes.Contains(body, cancelledMethod) {
+		// cancelFast reads the method: a call whose arguments carry the
+		// text is no notice, and a notice whose reason names tools/call is.
+		g.cancelFast(ds, body)
+	}
 	if !bytes.Contains(body, []byte(`"`+methodCallTool+`"`)) {
-		if bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
-			g.cancelFast(ds, body)
-		}
 		return false
 	}
 	if g.noFastPath.Load() {
@@ -435,24 +393,11 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 	if v, ok := t.backend.RawProtocolVersion(); !ok || v != r.Header.Get(protocolVersionHeader) {
 		return false
 	}
-	if st := g.sessionTimeout(); st > 0 {
-		// The go-sdk's idle timer started at the last POST it saw at the
-		// earliest; this call must end well before it can fire, or go
-		// through the go-sdk, which restarts it.
-		idle := time.Since(time.Unix(0, ds.lastSDK.Load()))
-		if idle+t.timeout >= st/2 {
-			return false
-		}
+	if !g.idleTimerAllows(ds, t.timeout) {
+		return false
 	}
 	g.fastCall(w, r, ds, req, rt)
 	return true
-}
-
-func (g *Gateway) sessionTimeout() time.Duration {
-	if g.opts.SessionTimeout == 0 {
-		return DefaultSessionTimeout
-	}
-	return max(g.opts.SessionTimeout, 0)
 }
 
 // cancelFast acts on a caller's notifications/cancelled for a fast call.
@@ -485,12 +430,14 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	defer g.calls.release(1)
 	ok, closed := ds.start(req.key, cancel)
 	if closed {
-		// As the go-sdk answers a request of a session that is gone.
+		// As the go-sdk answers a request of a session that is gone
+		// (the call does not reach it to answer).
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
 	if !ok {
-		// As the go-sdk answers a call whose id is in flight.
+		// As the go-sdk answers a call whose id is in flight (the
+		// call does not reach it to answer).
 		out.error(http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("duplicate in-flight request ID %s", idText(req.id))})
 		return
@@ -500,41 +447,35 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	name := req.name
 	ctx, span := startCallSpan(ctx, req.trace, r.Header, name)
 	defer span.End()
-	t := rt.target
 	annotateCallSpan(span, rt)
-	start := time.Now()
-	callCtx, done := t.callContext(ctx)
 	var progress func(*mcp.ProgressNotificationParams)
 	if req.token != nil {
 		progress = out.progress
 	}
-	callCtx = wire.WithCaller(callCtx, &fastCaller{g: g, ds: ds, out: out})
-	res, isError, err := t.backend.CallToolRaw(callCtx, rt.tool, req.params, progress)
-	callErr := callCtx.Err()
-	done()
-	if r2, ok := g.reroute(ctx, t, name, err); ok {
-		// Sent again on the new session (see reroute) when it speaks the
-		// caller's protocol version, as bytes; when it does not (the
-		// restarted server negotiated another), the call fails as it came.
-		t = r2.target
-		if v, raw := t.backend.RawProtocolVersion(); raw && v == r.Header.Get(protocolVersionHeader) {
-			callCtx, done = t.callContext(ctx)
-			callCtx = wire.WithCaller(callCtx, &fastCaller{g: g, ds: ds, out: out})
-			res, isError, err = t.backend.CallToolRaw(callCtx, r2.tool, req.params, progress)
-			callErr = callCtx.Err()
-			done()
+	ctx = wire.WithCaller(ctx, &caller{g: g, ss: ds.ss, out: fastStream{g: g, ds: ds, out: out}})
+	version := r.Header.Get(protocolVersionHeader)
+	var res json.RawMessage
+	var lastErr error
+	err := g.roundTrip(ctx, rt, name, time.Now(), func(callCtx context.Context, rt route) (answered, isError bool, err error) {
+		if v, raw := rt.target.backend.RawProtocolVersion(); lastErr != nil && (!raw || v != version) {
+			// Sent again (see reroute) on a new session that does not
+			// speak the caller's protocol version (the restarted server
+			// negotiated another): the call fails as it came.
+			return false, false, lastErr
 		}
-	}
-	d := time.Since(start)
-	if err == nil && res != nil && inTime(callErr) {
-		if res, err = dropHopMetaJSON(res); err == nil {
-			g.callAnswered(ctx, t, name, isError, d)
-			out.result(res)
-			return
+		res, isError, err = rt.target.backend.CallToolRaw(callCtx, rt.tool, req.params, progress)
+		if lastErr = err; err != nil || res == nil {
+			return false, false, err
 		}
-		err = fmt.Errorf("invalid result: %w", err)
+		if res, err = dropHopMetaJSON(res); err != nil {
+			return false, false, fmt.Errorf("invalid result: %w", err)
+		}
+		return true, isError, nil
+	})
+	if err == nil {
+		out.result(res)
+		return
 	}
-	err = g.callFailed(ctx, t, name, err, callErr, d)
 	var je *jsonrpc.Error
 	if !errors.As(err, &je) {
 		je = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
@@ -551,7 +492,8 @@ func idText(id json.RawMessage) string {
 }
 
 // dropHopMetaJSON is dropHopMeta for a result as JSON, and makes an absent
-// content an empty list as the go-sdk server does. A result that needs
+// content an empty list as the go-sdk server does (the fast path never
+// decodes the result into the go-sdk's types). A result that needs
 // neither is returned as it is.
 func dropHopMetaJSON(res json.RawMessage) (json.RawMessage, error) {
 	var head struct {
@@ -599,9 +541,9 @@ func dropHopMetaJSON(res json.RawMessage) (json.RawMessage, error) {
 }
 
 // fastWriter answers one fast call: application/json when the answer is all
-// there is, an event stream (framed as the go-sdk frames it, without event
-// ids: the gateway keeps no event store) once a progress notification must
-// go out before it. Its methods are called one at a time: progress from the
+// there is, an event stream once a progress notification must go out before
+// it (framed as the go-sdk frames it, whose stream writer is not exported;
+// without event ids: the gateway keeps no event store). Its methods are called one at a time: progress from the
 // session's delivery goroutine, which CallToolRaw waits for before it
 // returns, then the answer.
 type fastWriter struct {
@@ -614,22 +556,11 @@ type fastWriter struct {
 }
 
 func (f *fastWriter) progress(p *mcp.ProgressNotificationParams) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if p == nil || f.gone {
-		return
+	if p != nil {
+		f.notify("notifications/progress", &mcp.ProgressNotificationParams{
+			ProgressToken: f.token, Progress: p.Progress, Total: p.Total, Message: p.Message,
+		})
 	}
-	msg, err := json.Marshal(&struct {
-		JSONRPC string                          `json:"jsonrpc"`
-		Method  string                          `json:"method"`
-		Params  *mcp.ProgressNotificationParams `json:"params"`
-	}{"2.0", "notifications/progress", &mcp.ProgressNotificationParams{
-		ProgressToken: f.token, Progress: p.Progress, Total: p.Total, Message: p.Message,
-	}})
-	if err != nil {
-		return
-	}
-	f.event(msg)
 }
 
 func (f *fastWriter) event(msg []byte) {
@@ -735,20 +666,17 @@ func (f *fastWriter) answer(status int, msg []byte) {
 	_, _ = f.w.Write(msg)
 }
 
-// fastCaller is the client of a fast call, for what the backend sends while
-// it serves the call: log messages (at the level the client set) and the
-// backend's requests go out on the call's own stream, as the backend sent
-// them; the client's answers come back as POSTs that the fast path takes
-// (answerRelay).
-type fastCaller struct {
+// fastStream reaches the client of a fast call on the call's own stream:
+// log messages (at the level the client set) and the backend's requests go
+// out there as the backend sent them; the client's answers come back as
+// POSTs that the fast path takes (answerRelay).
+type fastStream struct {
 	g   *Gateway
 	ds  *downSession
 	out *fastWriter
 }
 
-func (c *fastCaller) Client() any { return c.ds.ss }
-
-func (c *fastCaller) Log(p *mcp.LoggingMessageParams) {
+func (c fastStream) log(p *mcp.LoggingMessageParams) {
 	lvl := c.g.level(c.ds.ss)
 	if lvl == "" || levelRank(p.Level) < levelRank(lvl) {
 		return
@@ -756,24 +684,17 @@ func (c *fastCaller) Log(p *mcp.LoggingMessageParams) {
 	c.out.notify("notifications/message", p)
 }
 
-func (c *fastCaller) LogLevel() mcp.LoggingLevel { return c.g.level(c.ds.ss) }
-
-func (c *fastCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ds.ss) }
-
-func (c *fastCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+func (c fastStream) createMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
 	var res mcp.CreateMessageWithToolsResult
 	return &res, c.request(ctx, "sampling/createMessage", p, &res)
 }
 
-func (c *fastCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+func (c fastStream) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	var res mcp.ElicitResult
 	return &res, c.request(ctx, "elicitation/create", p, &res)
 }
 
-func (c *fastCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	if p == nil {
-		p = &mcp.ListRootsParams{}
-	}
+func (c fastStream) listRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
 	var res mcp.ListRootsResult
 	return &res, c.request(ctx, "roots/list", p, &res)
 }
@@ -785,7 +706,7 @@ var relaySeq atomic.Uint64
 // stream (where the backend sent it, and where every client reads) and
 // waits for the client's answer, which comes as a POST (answerRelay). When
 // ctx ends first the client is told the request is cancelled.
-func (c *fastCaller) request(ctx context.Context, method string, params, result any) error {
+func (c fastStream) request(ctx context.Context, method string, params, result any) error {
 	id := "tether-relay-" + strconv.FormatUint(relaySeq.Add(1), 10)
 	msg, err := json.Marshal(&struct {
 		JSONRPC string `json:"jsonrpc"`

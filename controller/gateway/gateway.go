@@ -28,18 +28,36 @@ import (
 )
 
 // Backend is a live upstream session: everything the gateway knows of and
-// asks of one backend. controller/connection's *Session implements it (the
-// controller asserts so at compile time); the gateway never looks behind
-// it.
+// asks of one backend, in the parts its consumers use (Offer, ToolCalls,
+// Requests, Subscriptions, Relays). controller/connection's *Session
+// implements it (the controller asserts so at compile time); the gateway
+// never looks behind it.
 //
 // Implementations must be comparable (a pointer, typically): the gateway
 // compares backends to tell a reconnect from a filter or prefix edit.
 type Backend interface {
-	// Tools is the backend's full tool list. The slice and the tools are
-	// shared and read-only; a new list is a new slice (the gateway compares
-	// slices to skip a Set that changes nothing).
-	Tools() []*mcp.Tool
+	Offer
+	ToolCalls
+	Requests
+	Subscriptions
+	Relays
+}
 
+// Offer is what a backend offers, read when the gateway (re)builds what it
+// exposes (Set). The slices and their elements are shared and read-only; a
+// new list is a new slice (the gateway compares slices to skip a Set that
+// changes nothing).
+type Offer interface {
+	Tools() []*mcp.Tool
+	Prompts() []*mcp.Prompt
+	Resources() []*mcp.Resource
+	ResourceTemplates() []*mcp.ResourceTemplate
+}
+
+// ToolCalls is what the call path uses: a tools/call held as values (the
+// go-sdk path) or as bytes (the fast path), where the call goes (for its
+// span) and what its error says.
+type ToolCalls interface {
 	// CallTool calls a tool. The progress callback receives the backend's
 	// progress notifications for this call with the backend-side token; the
 	// gateway forwards them to the downstream caller with the caller's
@@ -48,7 +66,6 @@ type Backend interface {
 	// gateway bounds every call with it).
 	CallTool(ctx context.Context, p *mcp.CallToolParams,
 		progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error)
-
 	// RawProtocolVersion is the protocol version the session negotiated when
 	// it can carry a call as bytes (CallToolRaw); ok is false when it cannot
 	// (stdio, SSE, a session that ended): the fast path is then not taken.
@@ -58,37 +75,41 @@ type Backend interface {
 	// back as the backend sent it, with its isError.
 	CallToolRaw(ctx context.Context, name string, params []wire.RawParam,
 		progress func(*mcp.ProgressNotificationParams)) (result json.RawMessage, isError bool, err error)
+	// Endpoint says where the session goes, for traces (no credentials).
+	Endpoint() string
+	// ServerError returns the JSON-RPC error the backend sent that err (an
+	// error of a call or request) carries, redacted, so that the gateway
+	// can forward it with its code; nil when err is a local failure
+	// (transport, timeout, closed session).
+	ServerError(err error) *jsonrpc.Error
+}
 
-	// Prompts, Resources and ResourceTemplates are the rest of what the
-	// backend offers; shared and read-only like Tools, a new list is a new
-	// slice.
-	Prompts() []*mcp.Prompt
-	Resources() []*mcp.Resource
-	ResourceTemplates() []*mcp.ResourceTemplate
-	// GetPrompt, ReadResource, Complete, Subscribe and Unsubscribe send the
-	// request upstream as given; they must return promptly once ctx is done.
-	// ctx carries the client they are made for (wire.WithCaller) where there
-	// is one: what the backend sends while it serves them (log messages,
-	// sampling, elicitation, roots) goes to that client.
+// Requests are the other requests a client's request becomes upstream.
+// They send the request as given and must return promptly once ctx is
+// done. ctx carries the client they are made for (wire.WithCaller) where
+// there is one: what the backend sends while it serves them (log messages,
+// sampling, elicitation, roots) goes to that client.
+type Requests interface {
 	GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error)
 	ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error)
 	Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error)
+}
+
+// Subscriptions are the gateway's resource subscriptions upstream, one per
+// URI however many clients subscribed.
+type Subscriptions interface {
 	Subscribe(ctx context.Context, uri string) error
 	Unsubscribe(ctx context.Context, uri string) error
+}
+
+// Relays is what the backend sends by itself, for the clients.
+type Relays interface {
 	// SetLogLevel asks the backend for log messages from level up (nothing
 	// when it declared no logging).
 	SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error
 	// Listen sets where the backend's messages that belong to no request go
 	// (nil: nowhere): resource updates, and log messages.
 	Listen(l wire.Listener)
-
-	// Endpoint says where the session goes, for traces (no credentials).
-	Endpoint() string
-	// ServerError returns the JSON-RPC error the backend sent that err (an
-	// error of one of the methods above) carries, redacted, so that the
-	// gateway can forward it with its code; nil when err is a local failure
-	// (transport, timeout, closed session).
-	ServerError(err error) *jsonrpc.Error
 }
 
 // Connection is one connected backend as the gateway exposes it. The
@@ -215,7 +236,7 @@ type Gateway struct {
 	fastCalls  atomic.Int64
 	noFastPath atomic.Bool
 	// notices are the session POSTs in flight on the go-sdk path
-	// (notices.go).
+	// (sdkgaps.go).
 	notices streamNotices
 
 	// routes is what the call path reads: an immutable snapshot, replaced on

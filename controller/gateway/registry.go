@@ -65,7 +65,8 @@ func (g *Gateway) serveTools(next mcp.MethodHandler) mcp.MethodHandler {
 				return nil, err
 			}
 			if res.Content == nil {
-				// As the go-sdk server does: "content" is never null.
+				// As the go-sdk server does: "content" is never null. This
+				// middleware answers in its place, so it does it too.
 				cp := *res
 				cp.Content = []mcp.Content{}
 				res = &cp

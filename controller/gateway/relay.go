@@ -40,7 +40,8 @@ type levels struct {
 }
 
 // level returns a client session's level; "" when it set none (then it
-// gets no log messages, as the go-sdk server does).
+// gets no log messages, as the go-sdk server does; the fast path, which
+// writes them without the go-sdk, needs the level to do the same).
 func (g *Gateway) level(ss *mcp.ServerSession) mcp.LoggingLevel {
 	g.levels.mu.Lock()
 	defer g.levels.mu.Unlock()
@@ -209,58 +210,93 @@ func (g *Gateway) relayOut(send func()) {
 // (relayOut).
 const maxRelaysOut = 64
 
-// sdkCaller is the client of a request the go-sdk server handles: what the
-// backend sends it goes out through the client's session, with the
-// request's context, so on the request's own stream.
-type sdkCaller struct {
+// caller is the client of a request the gateway sends a backend
+// (tools/call, prompts/get, resources/read), on either path: the one relay
+// of what the backend sends that client while it serves the request. The
+// paths differ only in how it reaches the client (clientStream).
+type caller struct {
 	g   *Gateway
 	ss  *mcp.ServerSession
-	ctx context.Context // the client's request
-	// notices counts the cancellations written on the request's stream;
-	// nil where the request has none of its own (notices.go).
-	notices *cancelNotices
+	out clientStream
+}
+
+// clientStream writes on the response stream of one client request: the
+// go-sdk's (sdkStream), or the fast call's own (fastStream, fastpath.go).
+// A backend's request goes out there and waits for the client's answer.
+type clientStream interface {
+	// log writes a notifications/message if the client's level admits it.
+	log(p *mcp.LoggingMessageParams)
+	createMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error)
+	elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	listRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
+}
+
+func (c *caller) Client() any                           { return c.ss }
+func (c *caller) Log(p *mcp.LoggingMessageParams)       { c.out.log(p) }
+func (c *caller) LogLevel() mcp.LoggingLevel            { return c.g.level(c.ss) }
+func (c *caller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
+
+func (c *caller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	return c.out.createMessage(ctx, p)
+}
+
+func (c *caller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return c.out.elicit(ctx, p)
+}
+
+func (c *caller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	if p == nil {
+		p = &mcp.ListRootsParams{}
+	}
+	return c.out.listRoots(ctx, p)
 }
 
 // withCaller returns ctx carrying the client session ss as the Caller of
-// the requests sent upstream for it; extra is the request's.
+// the requests sent upstream for it, through the go-sdk; extra is the
+// request's.
 func (g *Gateway) withCaller(ctx context.Context, ss *mcp.ServerSession, extra *mcp.RequestExtra) context.Context {
 	if ss == nil {
 		return ctx
 	}
-	return wire.WithCaller(ctx, &sdkCaller{g: g, ss: ss, ctx: ctx, notices: g.notices.of(extra)})
+	return wire.WithCaller(ctx, &caller{g: g, ss: ss, out: sdkStream{ss: ss, ctx: ctx, notices: g.notices.of(extra)}})
+}
+
+// sdkStream reaches a client through its go-sdk session, with the
+// request's context, so on the request's own stream.
+type sdkStream struct {
+	ss  *mcp.ServerSession
+	ctx context.Context // the client's request
+	// notices counts the cancellations written on the request's stream;
+	// nil where the request has none of its own (sdkgaps.go).
+	notices *cancelNotices
+}
+
+// The go-sdk drops a message the session's level does not admit.
+func (s sdkStream) log(p *mcp.LoggingMessageParams) { _ = s.ss.Log(s.ctx, p) }
+
+func (s sdkStream) createMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	return relayed(s, ctx, func(ctx context.Context) (*mcp.CreateMessageWithToolsResult, error) {
+		return s.ss.CreateMessageWithTools(ctx, p)
+	})
+}
+
+func (s sdkStream) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return relayed(s, ctx, func(ctx context.Context) (*mcp.ElicitResult, error) { return s.ss.Elicit(ctx, p) })
+}
+
+func (s sdkStream) listRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return relayed(s, ctx, func(ctx context.Context) (*mcp.ListRootsResult, error) { return s.ss.ListRoots(ctx, p) })
 }
 
 // relayed runs a request relayed to the client; when it is given up (its
 // ctx ended), it returns once the go-sdk's notice of that reached the
-// request's stream (see notices.go).
-func relayed[R any](c *sdkCaller, ctx context.Context, send func(context.Context) (R, error)) (R, error) {
+// request's stream (see sdkgaps.go).
+func relayed[R any](s sdkStream, ctx context.Context, send func(context.Context) (R, error)) (R, error) {
 	res, err := send(ctx)
-	if err != nil && ctx.Err() != nil && c.notices != nil {
-		c.notices.await(c.notices.owe(), noticeWait)
+	if err != nil && ctx.Err() != nil && s.notices != nil {
+		s.notices.await(s.notices.owe(), noticeWait)
 	}
 	return res, err
-}
-
-func (c *sdkCaller) Client() any { return c.ss }
-
-func (c *sdkCaller) Log(p *mcp.LoggingMessageParams) { _ = c.ss.Log(c.ctx, p) }
-
-func (c *sdkCaller) LogLevel() mcp.LoggingLevel { return c.g.level(c.ss) }
-
-func (c *sdkCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
-
-func (c *sdkCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
-	return relayed(c, ctx, func(ctx context.Context) (*mcp.CreateMessageWithToolsResult, error) {
-		return c.ss.CreateMessageWithTools(ctx, p)
-	})
-}
-
-func (c *sdkCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	return relayed(c, ctx, func(ctx context.Context) (*mcp.ElicitResult, error) { return c.ss.Elicit(ctx, p) })
-}
-
-func (c *sdkCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	return relayed(c, ctx, func(ctx context.Context) (*mcp.ListRootsResult, error) { return c.ss.ListRoots(ctx, p) })
 }
 
 // clientCaps is what a client session declared at initialize.

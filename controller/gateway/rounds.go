@@ -120,21 +120,14 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		go func() {
 			defer close(cr.done)
 			defer cancel()
-			cr.target = t
-			bctx, bdone := t.callContext(rctx)
-			cr.res, cr.err = t.backend.CallTool(bctx, p, progress)
-			cr.callEr = bctx.Err()
-			bdone()
-			if r2, ok := g.reroute(rctx, t, name, cr.err); ok {
-				// Not delivered (see reroute): once more, on the new session.
-				again := *p
-				again.Name = r2.tool
-				cr.target = r2.target
-				bctx, bdone = r2.target.callContext(rctx)
-				cr.res, cr.err = r2.target.backend.CallTool(bctx, &again, progress)
-				cr.callEr = bctx.Err()
-				bdone()
-			}
+			cr.target, _, _, cr.err, cr.callEr = g.sendCall(rctx, route{target: t, tool: p.Name}, name,
+				func(bctx context.Context, r route) (bool, bool, error) {
+					again := *p
+					again.Name = r.tool
+					var err error
+					cr.res, err = r.target.backend.CallTool(bctx, &again, progress)
+					return cr.res != nil, false, err
+				})
 		}()
 	}
 	cr.mu.Lock()
