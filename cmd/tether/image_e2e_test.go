@@ -107,8 +107,8 @@ func containerVolumes(t *testing.T, d *dockerd, container string, volumes *[]str
 
 // TestImage builds the image with base scratch and runs it: `version` prints
 // the stamped version; tether in a container watches a mounted manifest
-// directory, connects to the example server in a second container over
-// streamable HTTP, writes the status file back to the mount as user 65532
+// directory, connects to the example server in a second container (whose
+// network it shares) over streamable HTTP, writes the status file back to the mount as user 65532
 // readable by the host's users, serves /readyz and the gateway (with its
 // bearer token) on published ports, and stops cleanly on `docker stop`;
 // run with --user, the status files are that user's.
