@@ -26,6 +26,12 @@ ARG BASE=gcr.io/distroless/static-debian12:nonroot
 # tether when the status files go beside the manifests; /tmp is for the
 # stdio servers tether starts.
 FROM scratch AS rootfs
+# BUILD_LABEL (hack/build-image.sh's BUILD_LABEL; empty by default) labels
+# every image of every stage dev.tether.build, the intermediate ones of a
+# builder without BuildKit included, so that whoever built them (the tests)
+# can remove them all by that label.
+ARG BUILD_LABEL=""
+LABEL dev.tether.build=${BUILD_LABEL}
 COPY rootfs/ /
 COPY --chown=65532:65532 owned/ /var/lib/tether/
 COPY --chown=65532:65532 owned/ /manifests/
@@ -34,6 +40,8 @@ COPY tether /usr/local/bin/tether
 
 # tether: tether alone.
 FROM ${BASE} AS tether
+ARG BUILD_LABEL=""
+LABEL dev.tether.build=${BUILD_LABEL}
 COPY --from=rootfs / /
 USER 65532:65532
 ENV HOME=/var/lib/tether

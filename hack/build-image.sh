@@ -17,6 +17,9 @@
 #   CA_BUNDLE  the CA certificates copied in (default Debian's,
 #              /etc/ssl/certs/ca-certificates.crt)
 #   DOCKER     the docker command (default docker)
+#   BUILD_LABEL  the value of the label dev.tether.build on every image the
+#              build makes, intermediate ones included (default empty): the
+#              tests prune their images by it
 set -o errexit -o nounset -o pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}"
@@ -58,5 +61,6 @@ for b in "${binaries[@]}"; do
 done
 args=(build --file Dockerfile --target "${target}" --tag "${image}")
 [[ -z "${base}" ]] || args+=(--build-arg "BASE=${base}")
+[[ -z "${BUILD_LABEL:-}" ]] || args+=(--build-arg "BUILD_LABEL=${BUILD_LABEL}")
 log "building ${image} (target ${target}${base:+, base ${base}})"
 "${docker}" "${args[@]}" "${context}"

@@ -6,6 +6,12 @@
 #   examples/schema/mcpconnection.schema.json  `tether schema`, which the
 #                                          examples' yaml-language-server lines name
 #   examples/kubernetes/crd.yaml           `tether crd`
+#   examples/helm/tether/crds/mcpconnections.yaml  a copy of crd.yaml
+#   examples/helm/tether/files/tether-alerts.yaml  a copy of
+#                                          examples/prometheus/tether-alerts.yaml
+# The chart holds copies, not links: a checkout without symbolic links
+# (Windows, core.symlinks=false) would otherwise hold a chart whose CRD and
+# rules are one-line files naming their targets.
 set -o errexit -o nounset -o pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}"
@@ -18,4 +24,6 @@ trap 'rm -rf "${bin}"' EXIT
 go build -o "${bin}/tether" ./cmd/tether
 "${bin}/tether" schema >examples/schema/mcpconnection.schema.json
 "${bin}/tether" crd >examples/kubernetes/crd.yaml
+cp examples/kubernetes/crd.yaml examples/helm/tether/crds/mcpconnections.yaml
+cp examples/prometheus/tether-alerts.yaml examples/helm/tether/files/tether-alerts.yaml
 log "ok"

@@ -27,10 +27,19 @@ check "${tmp}/zz_generated.schema.json" spec/zz_generated.schema.json
 check "${tmp}/zz_generated.status.schema.json" spec/zz_generated.status.schema.json
 check "${tmp}/mcpconnection.schema.json" examples/schema/mcpconnection.schema.json
 check "${tmp}/crd.yaml" examples/kubernetes/crd.yaml
+# The chart's copies (a symbolic link would fail here too: cmp follows it,
+# but the -L test does not let it pass).
+for f in examples/helm/tether/crds/mcpconnections.yaml examples/helm/tether/files/tether-alerts.yaml; do
+	if [[ -L "${f}" ]]; then
+		stale+=("${f} (a symbolic link; the chart needs a copy)")
+	fi
+done
+check "${tmp}/crd.yaml" examples/helm/tether/crds/mcpconnections.yaml
+check examples/prometheus/tether-alerts.yaml examples/helm/tether/files/tether-alerts.yaml
 
 if [[ ${#stale[@]} -gt 0 ]]; then
 	log "these generated files are stale (diffs above, first lines):"
 	printf '  %s\n' "${stale[@]}" >&2
 	die "run hack/update-generated.sh to regenerate them"
 fi
-log "ok (4 files)"
+log "ok (6 files)"

@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -374,12 +375,18 @@ type rendered struct {
 	text string
 }
 
-// render runs helm template on the chart with sets (key=value) and decodes
-// every object; it returns helm's error instead when helm fails.
+// render runs helm template on the chart as release tether in namespace ns
+// with sets (key=value; an argument that begins with -- is passed as it is,
+// a later --namespace included) and decodes every object; it returns helm's
+// error instead when helm fails.
 func render(t *testing.T, h helmRunner, chart string, sets ...string) ([]rendered, error) {
 	t.Helper()
 	args := []string{"template", "tether", chart, "--namespace", "ns"}
 	for _, s := range sets {
+		if strings.HasPrefix(s, "--") {
+			args = append(args, s)
+			continue
+		}
 		args = append(args, "--set", s)
 	}
 	out, err := h.command(t, "", args...)
@@ -486,8 +493,22 @@ func TestHelmChartValues(t *testing.T) {
 		if !slices.Contains(containerArgs(t, objs), "--all-namespaces") || slices.Contains(containerArgs(t, objs), "--namespace=ns") {
 			t.Errorf("args %v: want --all-namespaces and no --namespace", containerArgs(t, objs))
 		}
-		if find(objs, "ClusterRole", "tether") == nil || find(objs, "ClusterRoleBinding", "tether") == nil || find(objs, "Role", "tether") != nil {
-			t.Errorf("want a ClusterRole and its binding instead of a Role: %v", kindsOf(objs))
+		// Cluster-scoped: named with the release's namespace too, so that
+		// a release of the same name in another namespace has its own.
+		if find(objs, "ClusterRole", "tether-ns") == nil || find(objs, "ClusterRoleBinding", "tether-ns") == nil || find(objs, "Role", "tether") != nil {
+			t.Errorf("want a ClusterRole and its binding tether-ns instead of a Role: %v", kindsOf(objs))
+		}
+		other, err := render(t, h, chart, "watch.allNamespaces=true", "--namespace=other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if find(other, "ClusterRole", "tether-other") == nil || find(other, "ClusterRoleBinding", "tether-other") == nil {
+			t.Errorf("the release tether of namespace other has no ClusterRole tether-other: %v", kindsOf(other))
+		}
+		if b := find(objs, "ClusterRoleBinding", "tether-ns"); b != nil {
+			if got := field(t, b.doc, "roleRef", "name"); got != "tether-ns" {
+				t.Errorf("the ClusterRoleBinding binds %v, want the ClusterRole tether-ns", got)
+			}
 		}
 		if r := find(objs, "Role", "tether-leader-election"); r == nil || r.Metadata.Namespace != "ns" {
 			t.Errorf("the Lease's Role is not in the release's namespace: %+v", r)
@@ -551,6 +572,143 @@ func TestHelmChartValues(t *testing.T) {
 			t.Errorf("helm template with 3 replicas and no election: %v, want the chart's refusal", err)
 		}
 	})
+
+	t.Run("ServiceAccount", func(t *testing.T) {
+		objs, err := render(t, h, chart, "serviceAccount.annotations.iam\\.example\\.com/role=tether-reader")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa := find(objs, "ServiceAccount", "tether")
+		if sa == nil {
+			t.Fatalf("no ServiceAccount tether: %v", kindsOf(objs))
+		}
+		if got := field(t, sa.doc, "metadata", "annotations", "iam.example.com/role"); got != "tether-reader" {
+			t.Errorf("the ServiceAccount's annotation is %v, want tether-reader", got)
+		}
+
+		// One of yours: none is made, and the pods and bindings name it.
+		objs, err = render(t, h, chart, "serviceAccount.create=false", "serviceAccount.name=mine")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(kindsOf(objs), "ServiceAccount") {
+			t.Errorf("the chart made a ServiceAccount though serviceAccount.create is false")
+		}
+		checkServiceAccount(t, objs, "mine")
+
+		// Neither made nor named: the namespace's default.
+		objs, err = render(t, h, chart, "serviceAccount.create=false")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkServiceAccount(t, objs, "default")
+	})
+
+	t.Run("name overrides", func(t *testing.T) {
+		objs, err := render(t, h, chart, "nameOverride=mcp-gateway")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := find(objs, "Deployment", "tether-mcp-gateway")
+		if d == nil {
+			t.Fatalf("nameOverride=mcp-gateway: no Deployment tether-mcp-gateway: %v", objectsOf(objs))
+		}
+		if got := field(t, d.doc, "spec", "selector", "matchLabels", "app.kubernetes.io/name"); got != "mcp-gateway" {
+			t.Errorf("the selector's app.kubernetes.io/name is %v, want mcp-gateway", got)
+		}
+
+		objs, err = render(t, h, chart, "fullnameOverride=gw", "--api-versions=monitoring.coreos.com/v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objectsOf(objs) {
+			if !strings.HasPrefix(o.Metadata.Name, "gw") {
+				t.Errorf("fullnameOverride=gw: %s is not named gw…", o)
+			}
+		}
+		for _, k := range []string{"Deployment", "Service", "ServiceAccount", "Role", "RoleBinding", "PodDisruptionBudget", "ServiceMonitor", "PrometheusRule"} {
+			if find(objs, k, "gw") == nil {
+				t.Errorf("fullnameOverride=gw: no %s gw: %v", k, objectsOf(objs))
+			}
+		}
+		// The alert rules match job="tether" whatever the names.
+		if sm := find(objs, "ServiceMonitor", "gw"); sm != nil {
+			want := []any{map[string]any{"action": "replace", "targetLabel": "job", "replacement": "tether"}}
+			if got := field(t, sm.doc, "spec", "endpoints", 0, "relabelings"); !reflect.DeepEqual(got, want) {
+				t.Errorf("the ServiceMonitor's relabelings are %v, want job=tether", got)
+			}
+		}
+	})
+
+	// Every other value of docs/deploy.md's table, and where it lands.
+	for _, c := range []struct {
+		name      string
+		sets      []string
+		kind, obj string
+		path      []any
+		want      string // YAML
+	}{
+		{"gateway.auth.token", []string{"gateway.auth.token=s3cr3t"}, "Secret", "tether-gateway-token", []any{"data", "token"}, `"czNjcjN0"`},
+		{"gateway.port (Service)", []string{"gateway.port=9000"}, "Service", "tether", []any{"spec", "ports", 0}, `{name: mcp, port: 9000, targetPort: mcp}`},
+		{"gateway.port (container)", []string{"gateway.port=9000"}, "Deployment", "tether", []any{"spec", "template", "spec", "containers", 0, "ports", 0}, `{name: mcp, containerPort: 9000}`},
+		{"metrics.port", []string{"metrics.port=9100"}, "Service", "tether", []any{"spec", "ports", 1}, `{name: metrics, port: 9100, targetPort: metrics}`},
+		{"leaderElection.leaseName (Role)", []string{"leaderElection.leaseName=gw"}, "Role", "tether-leader-election", []any{"rules", 1, "resourceNames"}, `[gw]`},
+		{"image.pullPolicy", []string{"image.pullPolicy=Always"}, "Deployment", "tether", []any{"spec", "template", "spec", "containers", 0, "imagePullPolicy"}, `Always`},
+		{"nodeSelector", []string{"nodeSelector.disk=ssd"}, "Deployment", "tether", []any{"spec", "template", "spec", "nodeSelector"}, `{disk: ssd}`},
+		{"tolerations", []string{"tolerations[0].key=mcp", "tolerations[0].operator=Exists"}, "Deployment", "tether", []any{"spec", "template", "spec", "tolerations"}, `[{key: mcp, operator: Exists}]`},
+		{"affinity", []string{"affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=1",
+			"affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].key=zone",
+			"affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].operator=Exists"},
+			"Deployment", "tether", []any{"spec", "template", "spec", "affinity"},
+			`{nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: {matchExpressions: [{key: zone, operator: Exists}]}}]}}`},
+		{"podAnnotations", []string{"podAnnotations.team=agents"}, "Deployment", "tether", []any{"spec", "template", "metadata", "annotations"}, `{team: agents}`},
+		{"imagePullSecrets", []string{"imagePullSecrets[0].name=registry"}, "Deployment", "tether", []any{"spec", "template", "spec", "imagePullSecrets"}, `[{name: registry}]`},
+		{"podDisruptionBudget.minAvailable", []string{"podDisruptionBudget.minAvailable=50%"}, "PodDisruptionBudget", "tether", []any{"spec", "minAvailable"}, `"50%"`},
+		{"metrics.serviceMonitor.interval", []string{"metrics.serviceMonitor.interval=1m", "--api-versions=monitoring.coreos.com/v1"}, "ServiceMonitor", "tether", []any{"spec", "endpoints", 0, "interval"}, `1m`},
+		{"metrics.serviceMonitor.labels", []string{"metrics.serviceMonitor.labels.release=prom", "--api-versions=monitoring.coreos.com/v1"}, "ServiceMonitor", "tether", []any{"metadata", "labels", "release"}, `prom`},
+		{"metrics.prometheusRule.labels", []string{"metrics.prometheusRule.labels.release=prom", "--api-versions=monitoring.coreos.com/v1"}, "PrometheusRule", "tether", []any{"metadata", "labels", "release"}, `prom`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			objs, err := render(t, h, chart, c.sets...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := find(objs, c.kind, c.obj)
+			if o == nil {
+				t.Fatalf("no %s %s rendered: %v", c.kind, c.obj, objectsOf(objs))
+			}
+			var want any
+			if err := yaml.Unmarshal([]byte(c.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got := field(t, o.doc, c.path...); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %s at %v: %v, want %v", c.kind, c.obj, c.path, got, want)
+			}
+		})
+	}
+
+	t.Run("leaderElection.leaseName and logFormat reach the args", func(t *testing.T) {
+		objs, err := render(t, h, chart, "leaderElection.leaseName=gw", "logFormat=text")
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := containerArgs(t, objs)
+		for _, want := range []string{"--leader-elect-lease-name=gw", "--log-format=text"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("args %v lack %s", args, want)
+			}
+		}
+	})
+
+	t.Run("the Prometheus Operator's objects turned off", func(t *testing.T) {
+		objs, err := render(t, h, chart, "metrics.serviceMonitor.enabled=false", "metrics.prometheusRule.enabled=false", "--api-versions=monitoring.coreos.com/v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := kindsOf(objs); slices.Contains(k, "ServiceMonitor") || slices.Contains(k, "PrometheusRule") {
+			t.Errorf("disabled, yet rendered: %v", k)
+		}
+	})
 }
 
 func objectsOf(rs []rendered) []object {
@@ -562,3 +720,243 @@ func objectsOf(rs []rendered) []object {
 }
 
 func kindsOf(rs []rendered) []string { return kinds(objectsOf(rs)) }
+
+// field is the value at path (map keys and slice indexes) in doc; nil when
+// there is none.
+func field(t *testing.T, doc any, path ...any) any {
+	t.Helper()
+	v := doc
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		default:
+			t.Fatalf("path element %v (%T)", p, p)
+		}
+	}
+	return v
+}
+
+// checkServiceAccount checks that the pods run as the ServiceAccount name
+// and that every binding names it.
+func checkServiceAccount(t *testing.T, objs []rendered, name string) {
+	t.Helper()
+	d := find(objs, "Deployment", "tether")
+	if d == nil {
+		t.Fatal("no Deployment tether rendered")
+	}
+	if got := field(t, d.doc, "spec", "template", "spec", "serviceAccountName"); got != name {
+		t.Errorf("the pods run as ServiceAccount %v, want %s", got, name)
+	}
+	for _, o := range objs {
+		if o.Kind != "RoleBinding" && o.Kind != "ClusterRoleBinding" {
+			continue
+		}
+		if got := field(t, o.doc, "subjects", 0, "name"); got != name {
+			t.Errorf("%s binds ServiceAccount %v, want %s", o.object, got, name)
+		}
+	}
+}
+
+// TestHelmChartSchema: the chart's values.schema.json refuses a value of
+// the wrong type or range and a key the chart does not know (a typo would
+// otherwise be ignored), naming where it is.
+func TestHelmChartSchema(t *testing.T) {
+	h := helmRunner{bin: helmBinary(t)}
+	chart := filepath.Join(repoRoot(t), "examples", "helm", "tether")
+	dependsOn(t, chart)
+	for _, c := range []struct{ set, want string }{
+		{"replicaCount=abc", "at '/replicaCount': got string, want integer"},
+		{"replicaCount=-1", "at '/replicaCount': minimum"},
+		{"gateway.port=notaport", "at '/gateway/port': got string, want integer"},
+		{"gateway.port=70000", "at '/gateway/port': maximum"},
+		{"metrics.port=0", "at '/metrics/port': minimum"},
+		{"replicas=5", "additional properties 'replicas' not allowed"},
+		{"gateway.auth.tokn=x", "at '/gateway/auth': additional properties 'tokn' not allowed"},
+		{"watch.allNamespace=true", "at '/watch': additional properties 'allNamespace' not allowed"},
+		{"watch.allNamespaces=yes", "at '/watch/allNamespaces': got string, want boolean"},
+		{"watch.secretNames={Not_A_Name}", "at '/watch/secretNames/0'"},
+		{"logFormat=xml", "at '/logFormat': value must be one of 'text', 'json'"},
+		{"image.pullPolicy=Sometimes", "at '/image/pullPolicy'"},
+		{"metrics.serviceMonitor.interval=soon", "at '/metrics/serviceMonitor/interval'"},
+		{"extraArgs={connect-timeout=20s}", "at '/extraArgs/0'"},
+		{"serviceAccount.create=maybe", "at '/serviceAccount/create': got string, want boolean"},
+	} {
+		t.Run(c.set, func(t *testing.T) {
+			_, err := render(t, h, chart, c.set)
+			if err == nil {
+				t.Fatalf("helm template --set %s rendered; want the schema's refusal", c.set)
+			}
+			if !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("helm template --set %s: %v\nwant the schema's refusal naming %q", c.set, err, c.want)
+			}
+		})
+	}
+	// The defaults, and values of the right kinds, pass.
+	if _, err := render(t, h, chart, "replicaCount=3", "gateway.port=9000", "image.tag=123", "extraArgs={--connect-timeout=20s}",
+		"podDisruptionBudget.minAvailable=50%", "gateway.auth.existingSecret=mine", "serviceAccount.create=false"); err != nil {
+		t.Errorf("values of the right kinds refused: %v", err)
+	}
+}
+
+// TestHelmChartMatchesBase renders the chart as the kustomize base runs
+// tether (release tether in namespace mcp, the Secret github-mcp named) and
+// compares what both write twice: the RBAC rules and the pod's spec (args,
+// probes, security contexts, volumes, mounts, ports, resources), so that
+// neither drifts from the other.
+func TestHelmChartMatchesBase(t *testing.T) {
+	h := helmRunner{bin: helmBinary(t)}
+	root := repoRoot(t)
+	chart := filepath.Join(root, "examples", "helm", "tether")
+	base := filepath.Join(root, "examples", "kubernetes")
+	dependsOn(t, chart, base)
+	objs, err := render(t, h, chart, "--namespace=mcp", "watch.secretNames={github-mcp}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var baseObjs []rendered
+	for _, f := range []string{"rbac.yaml", "deployment.yaml"} {
+		b, err := os.ReadFile(filepath.Join(base, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range objects(t, string(b)) {
+			r := rendered{object: o, text: documents(string(b))[i]}
+			if err := yaml.Unmarshal([]byte(r.text), &r.doc); err != nil {
+				t.Fatal(err)
+			}
+			baseObjs = append(baseObjs, r)
+		}
+	}
+
+	// RBAC: the base's one Role holds the rules of the chart's two (what
+	// tether needs, and the Lease's), all in mcp, bound to tether's
+	// ServiceAccount.
+	rules := func(objs []rendered) []string {
+		var rs []string
+		for _, o := range objs {
+			if o.Kind == "ClusterRole" {
+				t.Errorf("%s: a ClusterRole for one namespace", o.object)
+			}
+			if o.Kind != "Role" {
+				continue
+			}
+			if o.Metadata.Namespace != "mcp" {
+				t.Errorf("%s is not in mcp", o.object)
+			}
+			for _, r := range field(t, o.doc, "rules").([]any) {
+				j, err := json.Marshal(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs = append(rs, string(j))
+			}
+		}
+		sort.Strings(rs)
+		return rs
+	}
+	if got, want := rules(objs), rules(baseObjs); !slices.Equal(got, want) {
+		t.Errorf("the chart's RBAC rules differ from the base's:\nchart: %s\nbase:  %s", strings.Join(got, "\n       "), strings.Join(want, "\n       "))
+	}
+	for _, o := range append(slices.Clone(objs), baseObjs...) {
+		if o.Kind == "RoleBinding" {
+			want := []any{map[string]any{"kind": "ServiceAccount", "name": "tether", "namespace": "mcp"}}
+			if got := field(t, o.doc, "subjects"); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s binds %v, want ServiceAccount mcp/tether", o.object, got)
+			}
+		}
+	}
+
+	// The pod: compared field by field. The chart names two values the base
+	// leaves to tether's defaults (the namespace tether runs in, the Lease
+	// tether): dropped from the chart's args before the comparison.
+	chartDep, baseDep := find(objs, "Deployment", "tether"), find(baseObjs, "Deployment", "tether")
+	if chartDep == nil || baseDep == nil {
+		t.Fatalf("no Deployment tether: chart %v, base %v", objectsOf(objs), objectsOf(baseObjs))
+	}
+	chartArgs := slices.DeleteFunc(containerArgs(t, objs), func(a string) bool {
+		return a == "--namespace=mcp" || a == "--leader-elect-lease-name=tether"
+	})
+	if baseArgs := containerArgs(t, baseObjs); !slices.Equal(chartArgs, baseArgs) {
+		t.Errorf("the chart's args %v differ from the base's %v", chartArgs, baseArgs)
+	}
+	pod := []any{"spec", "template", "spec"}
+	container := append(slices.Clone(pod), "containers", 0)
+	for _, path := range [][]any{
+		append(slices.Clone(pod), "securityContext"),
+		append(slices.Clone(pod), "volumes"),
+		append(slices.Clone(pod), "serviceAccountName"),
+		append(slices.Clone(pod), "terminationGracePeriodSeconds"),
+		append(slices.Clone(container), "name"),
+		append(slices.Clone(container), "ports"),
+		append(slices.Clone(container), "livenessProbe"),
+		append(slices.Clone(container), "readinessProbe"),
+		append(slices.Clone(container), "resources"),
+		append(slices.Clone(container), "securityContext"),
+		append(slices.Clone(container), "volumeMounts"),
+		{"spec", "replicas"},
+	} {
+		got, want := field(t, chartDep.doc, path...), field(t, baseDep.doc, path...)
+		if want == nil {
+			t.Errorf("the base's Deployment has nothing at %v", path)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("the Deployments differ at %v:\nchart: %v\nbase:  %v", path, got, want)
+		}
+	}
+}
+
+// TestHelmDocsKeepTokensOffCommandLines: no command the README, docs/ or
+// examples/ suggest puts a token in a process's arguments (the process list,
+// the shell's history): Secrets are made with --from-file (a file or
+// stdin), and the chart's token is a Secret of yours or a values file,
+// never --set. docs/deploy.md says why the chart's random token needs a
+// Secret of yours when helm template renders it.
+func TestHelmDocsKeepTokensOffCommandLines(t *testing.T) {
+	root := repoRoot(t)
+	files := []string{filepath.Join(root, "README.md")}
+	for _, dir := range []string{"docs", "examples"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files = append(files, path)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, bad := range []string{"--from-literal=token", "--set gateway.auth.token"} {
+				if strings.Contains(line, bad) {
+					rel, _ := filepath.Rel(root, f)
+					t.Errorf("%s:%d suggests a token on a command line (%s): %s", filepath.ToSlash(rel), i+1, bad, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	deploy, err := os.ReadFile(filepath.Join(root, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"`lookup`", "`helm template`", "Argo CD", "`gateway.auth.existingSecret`"} {
+		if !strings.Contains(string(deploy), want) {
+			t.Errorf("docs/deploy.md does not mention %s: it must say why the chart's random token needs a Secret of yours when rendered without the cluster", want)
+		}
+	}
+}

@@ -8,6 +8,15 @@ package main
 // pidfile and socket under a temporary directory) and stops by its pid at
 // the end. hack/install-peers.sh installs Debian's docker.io under CI=true
 // when no daemon answers.
+//
+// The test's own daemon leaves the host as it found it, as far as dockerd
+// allows (docs/deploy.md): no iptables rules or chains (--iptables=false),
+// no change to net.ipv4.ip_forward (--ip-forward=false), no docker0 bridge
+// (--bridge=none; the tests' containers use a network of their own or
+// none). It stops with the test process even when that dies without its
+// cleanup (a go test timeout, SIGKILL): Pdeathsig. A daemon left by a
+// process killed before that could act (or by an older test) is stopped
+// and its directory removed by the next run.
 
 import (
 	"bytes"
@@ -17,6 +26,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,7 +40,15 @@ type dockerd struct {
 	// host is the DOCKER_HOST value for the docker CLI; empty: the CLI's
 	// own default (a daemon that already answered there).
 	host string
+	// pid and dir are the test's own daemon's process and directory; 0
+	// and empty for a daemon that already answered.
+	pid int
+	dir string
 }
+
+// dockerdDirPrefix names the directories of the test's own daemons under
+// os.TempDir(): the next run finds a killed run's there.
+const dockerdDirPrefix = "tether-dockerd-"
 
 // dockerMissing skips the test, or fails it under CI=true where every test
 // must run (hack/install-peers.sh installs docker.io there).
@@ -60,11 +80,24 @@ func startDocker(t *testing.T) *dockerd {
 	if os.Geteuid() != 0 {
 		dockerMissing(t, "no daemon answers and only root can start dockerd")
 	}
+	return startOwnDocker(t, daemon)
+}
+
+// startOwnDocker starts the dockerd at path for the test (as root), after
+// clearing what killed runs left, and stops it when the test ends.
+func startOwnDocker(t *testing.T, daemon string) *dockerd {
+	t.Helper()
+	clearDockerdLeftovers(t)
 
 	// A short path of its own: the socket's path must fit in a sockaddr_un
 	// (108 bytes), which t.TempDir's long names may not.
-	dir, err := os.MkdirTemp("", "tether-dockerd-")
+	dir, err := os.MkdirTemp("", dockerdDirPrefix)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Whose it is: the next run leaves alone the directory of a test
+	// process that still runs.
+	if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "docker.sock")
@@ -75,12 +108,22 @@ func startDocker(t *testing.T) *dockerd {
 		"--exec-root", filepath.Join(dir, "exec"),
 		"--pidfile", filepath.Join(dir, "docker.pid"),
 		"--host", host,
+		// Leave the host's network as it is: see the top of this file.
+		"--iptables=false", "--ip-forward=false", "--bridge=none",
 	)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	// Its own process group, so that a Ctrl-C meant for go test reaches
-	// dockerd only through the cleanup below, in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// dockerd only through the cleanup below, in order. Pdeathsig: dockerd
+	// gets SIGTERM (and stops its containers and containerd) when the
+	// test process dies without that cleanup. The kernel sends it when the
+	// thread that forked dies, not the process: the fork happens on a
+	// thread locked for it, and the Go runtime never ends a thread that
+	// is unlocked again.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	runtime.LockOSThread()
+	err = cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("starting dockerd: %v", err)
 	}
@@ -112,7 +155,121 @@ func startDocker(t *testing.T) *dockerd {
 		}
 		t.Fatalf("dockerd started but never answered docker info: %v\n%s", err, lastLines(logs.String(), 40))
 	}
-	return &dockerd{host: host}
+	return &dockerd{host: host, pid: cmd.Process.Pid, dir: dir}
+}
+
+// clearDockerdLeftovers stops the daemons that killed test runs left and
+// removes their directories: those whose owner (owner.pid) is gone, or,
+// from before owner.pid, whose dockerd is gone or was left to init.
+func clearDockerdLeftovers(t testing.TB) {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), dockerdDirPrefix+"*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		daemon := readPid(filepath.Join(dir, "docker.pid"))
+		if owner := readPid(filepath.Join(dir, "owner.pid")); owner != 0 {
+			// This process's too: another test's daemon, still in use.
+			if alive(owner) {
+				continue
+			}
+		} else if alive(daemon) && parentPid(daemon) != 1 {
+			continue
+		}
+		if alive(daemon) && processName(daemon) == "dockerd" {
+			t.Logf("stopping dockerd (pid %d) that a killed test left in %s", daemon, dir)
+			_ = syscall.Kill(daemon, syscall.SIGTERM)
+			deadline := time.Now().Add(60 * time.Second)
+			for alive(daemon) && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if alive(daemon) {
+				_ = syscall.Kill(daemon, syscall.SIGKILL)
+			}
+		}
+		// A daemon killed outright leaves its mounts (overlays, the
+		// exec root's): unmount them, deepest first, or nothing below
+		// them can be removed.
+		for _, m := range mountsUnder(dir) {
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				t.Logf("unmounting %s: %v", m, err)
+			}
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("removing a killed test's dockerd directory: %v", err)
+		}
+	}
+}
+
+// readPid is the process id in file; 0 when there is none.
+func readPid(file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// procStat is the fields of /proc/PID/stat after the command's name: the
+// state first, then the parent's pid; nil when there is no such process.
+func procStat(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	// The name is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// alive reports whether process pid runs (a zombie does not).
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	st := procStat(pid)
+	return len(st) > 0 && st[0] != "Z" && st[0] != "X"
+}
+
+// parentPid is the parent of process pid; 0 when unknown.
+func parentPid(pid int) int {
+	st := procStat(pid)
+	if len(st) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(st[1])
+	return ppid
+}
+
+// processName is the command name of process pid.
+func processName(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
+
+// mountsUnder is the mount points under dir, deepest first.
+func mountsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var ms []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			ms = append(ms, f[4])
+		}
+	}
+	slices.SortFunc(ms, func(a, b string) int { return len(b) - len(a) })
+	return ms
 }
 
 // dockerInfo waits until `docker info` succeeds with env, for at most

@@ -7,6 +7,7 @@ package main
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/x509"
@@ -42,37 +43,95 @@ func imageBinaries(t *testing.T, version string) string {
 	return dir
 }
 
+// buildLabel is the label that hack/build-image.sh's BUILD_LABEL puts on
+// every image of a build.
+const buildLabel = "dev.tether.build"
+
 // buildImage runs hack/build-image.sh for target on base scratch (no
-// registry is needed) with the binaries of bin, and removes the image at the
-// end when the daemon is not the test's own.
-func buildImage(t *testing.T, d *dockerd, bin, tag, target string) {
+// registry is needed) with the binaries of bin, every image it makes
+// labelled dev.tether.build=label, and removes the image at the end.
+func buildImage(t *testing.T, d *dockerd, bin, tag, target, label string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(repoRoot(t), "hack", "build-image.sh"))
-	cmd.Env = append(d.env(), "IMAGE="+tag, "BASE=scratch", "TARGET="+target, "BIN_DIR="+bin, "CONTEXT="+filepath.Join(t.TempDir(), "context"))
+	cmd.Env = append(d.env(), "IMAGE="+tag, "BASE=scratch", "TARGET="+target, "BIN_DIR="+bin,
+		"CONTEXT="+filepath.Join(t.TempDir(), "context"), "BUILD_LABEL="+label)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/build-image.sh (%s, target %s): %v\n%s", tag, target, err, out)
 	}
 	t.Cleanup(func() { _, _ = d.try("image", "rm", "--force", tag) })
 }
 
+// leavesNothing makes the test check, at its end, that it left nothing on
+// the daemon, which may be shared: after the images it tagged are removed
+// (by the cleanups registered after this one, which run before it), the
+// images its builds labelled with label are pruned, none may be left, and
+// no anonymous volume of its containers (*volumes) may be; on the test's
+// own daemon, no image or volume at all may be. It returns where the
+// test adds the volumes of each container it runs.
+func leavesNothing(t *testing.T, d *dockerd, label string) *[]string {
+	t.Helper()
+	volumes := new([]string)
+	t.Cleanup(func() {
+		filter := "label=" + buildLabel + "=" + label
+		if _, err := d.try("image", "prune", "--all", "--force", "--filter", filter); err != nil {
+			t.Errorf("pruning the test's images: %v", err)
+		}
+		if left, err := d.try("image", "ls", "--all", "--quiet", "--filter", filter); err != nil || left != "" {
+			t.Errorf("images labelled %s left on the daemon (%v): %s", filter, err, left)
+		}
+		for _, v := range *volumes {
+			if _, err := d.try("volume", "inspect", v); err == nil {
+				t.Errorf("volume %s of a test container left on the daemon", v)
+				_, _ = d.try("volume", "rm", v)
+			}
+		}
+		if d.pid == 0 {
+			return
+		}
+		// The test's own daemon held nothing before the test.
+		for _, what := range [][]string{{"image", "ls", "--all", "--quiet"}, {"volume", "ls", "--quiet"}, {"container", "ls", "--all", "--quiet"}} {
+			if left, err := d.try(what...); err != nil || left != "" {
+				t.Errorf("docker %s: the test left %q (%v)", strings.Join(what, " "), left, err)
+			}
+		}
+	})
+	return volumes
+}
+
+// containerVolumes adds the names of container's volumes to *volumes.
+func containerVolumes(t *testing.T, d *dockerd, container string, volumes *[]string) {
+	t.Helper()
+	out := d.run(t, "container", "inspect", "--format", `{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}`, container)
+	*volumes = append(*volumes, strings.Fields(out)...)
+}
+
 // TestImage builds the image with base scratch and runs it: `version` prints
 // the stamped version; tether in a container watches a mounted manifest
-// directory, connects to the example server in a second container over
-// streamable HTTP, writes the status file back to the mount as user 65532
+// directory, connects to the example server in a second container (whose
+// network it shares) over streamable HTTP, writes the status file back to the mount as user 65532
 // readable by the host's users, serves /readyz and the gateway (with its
 // bearer token) on published ports, and stops cleanly on `docker stop`;
 // run with --user, the status files are that user's.
 func TestImage(t *testing.T) {
 	root := repoRoot(t)
 	dependsOn(t, filepath.Join(root, "Dockerfile"), filepath.Join(root, "hack", "build-image.sh"), filepath.Join(root, "Makefile"))
+	// The test gives its mounted directories to the image's user and to
+	// another (chown), which takes root, whoever's daemon answers.
+	if os.Geteuid() != 0 {
+		dockerMissing(t, "the test gives its mounted directories to users 65532 and 4321, which needs root")
+	}
 	d := startDocker(t)
 	suffix := randomSuffix(t)
+	volumes := leavesNothing(t, d, suffix)
 	version := "v0.0.0-e2e." + suffix
 	bin := imageBinaries(t, version)
 	tag := "tether-e2e-" + suffix + ":dev"
 	examplesTag := "tether-e2e-" + suffix + ":examples"
-	buildImage(t, d, bin, tag, "tether")
-	buildImage(t, d, bin, examplesTag, "examples")
+	buildImage(t, d, bin, tag, "tether", suffix)
+	buildImage(t, d, bin, examplesTag, "examples", suffix)
+	if got := d.run(t, "image", "inspect", "--format", "{{index .Config.Labels \""+buildLabel+"\"}}", tag); got != suffix {
+		t.Errorf("the image's label %s is %q, want the build's %q", buildLabel, got, suffix)
+	}
 
 	size, err := strconv.ParseInt(d.run(t, "image", "inspect", "--format", "{{.Size}}", tag), 10, 64)
 	if err != nil {
@@ -86,8 +145,10 @@ func TestImage(t *testing.T) {
 	// The CA certificates that HTTPS servers and OAuth need, on scratch
 	// too: the image's bundle holds certificates Go can load.
 	t.Run("CA certificates", func(t *testing.T) {
-		cid := d.run(t, "create", tag)
-		t.Cleanup(func() { _, _ = d.try("rm", cid) })
+		// No network: the test's own daemon has no default bridge.
+		cid := d.run(t, "create", "--network", "none", tag)
+		t.Cleanup(func() { _, _ = d.try("rm", "--volumes", cid) })
+		containerVolumes(t, d, cid, volumes)
 		// docker cp writes a tar archive of the one file.
 		tr := tar.NewReader(strings.NewReader(d.run(t, "cp", cid+":/etc/ssl/certs/ca-certificates.crt", "-")))
 		if _, err := tr.Next(); err != nil {
@@ -103,22 +164,36 @@ func TestImage(t *testing.T) {
 	})
 
 	t.Run("version", func(t *testing.T) {
-		out := d.run(t, "run", "--rm", tag, "version")
+		// --rm removes the image's anonymous volumes with the container.
+		out := d.run(t, "run", "--rm", "--network", "none", tag, "version")
 		if !strings.Contains(out, version) {
 			t.Errorf("docker run %s version printed %q, want the stamped version %s", tag, out, version)
 		}
 	})
 
 	// The example server from the examples image, on a network of the
-	// test's only: tether reaches it by its container name.
+	// test's only, with the ports tether serves published: the tether
+	// containers join its network namespace and reach it on localhost.
+	// Not by its name over the bridge: the test's own daemon writes no
+	// iptables rules, and on a host whose FORWARD policy is DROP with
+	// bridge netfilter on (what an earlier Docker leaves), traffic between
+	// two containers of a bridge is dropped. docker-proxy's published
+	// ports need no rule.
 	network := "tether-e2e-" + suffix
-	d.run(t, "network", "create", network)
+	networkID := d.run(t, "network", "create", network)
 	t.Cleanup(func() { _, _ = d.try("network", "rm", network) })
+	if d.pid != 0 {
+		checkHostNetworkUntouched(t, d, networkID)
+	}
 	server := "tether-e2e-server-" + suffix
 	d.run(t, "run", "--detach", "--name", server, "--network", network,
-		"--entrypoint", "tether-example-server", examplesTag, "-http", "0.0.0.0:8080")
-	t.Cleanup(func() { _, _ = d.try("rm", "--force", server) })
-	serverURL := "http://" + server + ":8080/mcp"
+		"--publish", "127.0.0.1::8808", "--publish", "127.0.0.1::9464",
+		"--entrypoint", "tether-example-server", examplesTag, "-http", "127.0.0.1:8080")
+	t.Cleanup(func() { _, _ = d.try("rm", "--force", "--volumes", server) })
+	containerVolumes(t, d, server, volumes)
+	serverURL := "http://127.0.0.1:8080/mcp"
+	gateway := "http://" + publishedAddr(t, d, server, "8808/tcp") + "/mcp"
+	metrics := "http://" + publishedAddr(t, d, server, "9464/tcp")
 
 	// The gateway's token, readable by any user the container runs as.
 	token := "e2e-token-" + suffix
@@ -139,15 +214,13 @@ func TestImage(t *testing.T) {
 
 		// The image's default command: --dir /manifests, the gateway on
 		// :8808 with the token of /run/secrets/tether/token, metrics on
-		// :9464.
+		// :9464 (published by the server's container, whose network
+		// tether shares).
 		name := "tether-e2e-" + suffix
-		runContainer(t, d, name, "--network", network,
-			"--publish", "127.0.0.1::8808", "--publish", "127.0.0.1::9464",
+		runContainer(t, d, volumes, name, "--network", "container:"+server,
 			"--volume", manifests+":/manifests",
 			"--volume", secrets+":/run/secrets/tether:ro",
 			tag)
-		gateway := "http://" + publishedAddr(t, d, name, "8808/tcp") + "/mcp"
-		metrics := "http://" + publishedAddr(t, d, name, "9464/tcp")
 
 		st := waitStatus(t, manifest, "example", 60*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 		if st.Server == nil || st.Server.Name != "tether-example-server" {
@@ -190,7 +263,7 @@ func TestImage(t *testing.T) {
 		chown(t, state, uid)
 
 		name := "tether-e2e-user-" + suffix
-		runContainer(t, d, name, "--network", network, "--user", fmt.Sprintf("%d:%d", uid, uid),
+		runContainer(t, d, volumes, name, "--network", "container:"+server, "--user", fmt.Sprintf("%d:%d", uid, uid),
 			"--volume", manifests+":/manifests",
 			"--volume", state+":/var/lib/tether",
 			"--volume", secrets+":/run/secrets/tether:ro",
@@ -204,9 +277,10 @@ func TestImage(t *testing.T) {
 // runContainer runs a detached container named name with args (docker run
 // flags, the image, its arguments), removed with its volumes at the end;
 // its log is printed when the test fails.
-func runContainer(t *testing.T, d *dockerd, name string, args ...string) {
+func runContainer(t *testing.T, d *dockerd, volumes *[]string, name string, args ...string) {
 	t.Helper()
 	d.run(t, append([]string{"run", "--detach", "--name", name}, args...)...)
+	containerVolumes(t, d, name, volumes)
 	t.Cleanup(func() {
 		if t.Failed() {
 			// tether logs to standard error: CombinedOutput.
@@ -215,6 +289,35 @@ func runContainer(t *testing.T, d *dockerd, name string, args ...string) {
 		}
 		_, _ = d.try("rm", "--force", "--volumes", name)
 	})
+}
+
+// checkHostNetworkUntouched checks what the test's own daemon must not do
+// to the host (docker_helpers_test.go): make a default bridge, or write
+// iptables rules for the test's network (bridge br-<ID>).
+func checkHostNetworkUntouched(t *testing.T, d *dockerd, networkID string) {
+	t.Helper()
+	if _, err := d.try("network", "inspect", "bridge"); err == nil {
+		t.Errorf("the test's dockerd made its default bridge network (docker0): want --bridge=none")
+	}
+	iptables, err := exec.LookPath("iptables")
+	if err != nil {
+		t.Logf("no iptables on PATH: the daemon's rules are not checked")
+		return
+	}
+	if len(networkID) < 12 {
+		t.Fatalf("network create printed %q, not an ID", networkID)
+	}
+	bridge := "br-" + networkID[:12]
+	for _, table := range []string{"filter", "nat"} {
+		out, err := exec.Command(iptables, "-t", table, "-S").CombinedOutput()
+		if err != nil {
+			t.Logf("iptables -t %s -S: %v: %s", table, err, out)
+			continue
+		}
+		if strings.Contains(string(out), bridge) {
+			t.Errorf("the test's dockerd wrote iptables rules (table %s) for its network's bridge %s: want --iptables=false\n%s", table, bridge, out)
+		}
+	}
 }
 
 // stopContainer runs docker stop on a tether container and checks that
@@ -346,4 +449,98 @@ func randomSuffix(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// dockerdHelperEnv makes TestImageDockerdStopsWithTheTest, run again by
+// itself in a child process, start its own dockerd and wait to be killed.
+const dockerdHelperEnv = "TETHER_E2E_DOCKERD_HELPER"
+
+// TestImageDockerdStopsWithTheTest kills (SIGKILL: no cleanup runs, as
+// after a go test timeout) a test process that started its own dockerd:
+// the daemon and its containerd stop all the same (Pdeathsig), and the next
+// run's start removes the directory the killed one left.
+func TestImageDockerdStopsWithTheTest(t *testing.T) {
+	if os.Getenv(dockerdHelperEnv) != "" {
+		daemon, err := exec.LookPath("dockerd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := startOwnDocker(t, daemon)
+		fmt.Printf("dockerd %d %s\n", d.pid, d.dir)
+		select {} // until the parent kills this process
+	}
+	if _, err := exec.LookPath("dockerd"); err != nil {
+		dockerMissing(t, "no dockerd on PATH")
+	}
+	if os.Geteuid() != 0 {
+		dockerMissing(t, "only root can start dockerd")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestImageDockerdStopsWithTheTest$", "-test.v")
+	child.Env = append(os.Environ(), dockerdHelperEnv+"=1")
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	child.Stderr = logs
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	var dir string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if n, _ := fmt.Sscanf(sc.Text(), "dockerd %d %s", &pid, &dir); n == 2 {
+			break
+		}
+	}
+	if pid == 0 {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		t.Fatalf("the child test never started its dockerd:\n%s", logs.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	containerd := processesNaming(dir, pid)
+	t.Logf("the child's dockerd: pid %d, in %s; processes of that directory besides it: %v", pid, dir, containerd)
+
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for (alive(pid) || len(processesNaming(dir, 0)) > 0) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if left := processesNaming(dir, 0); alive(pid) || len(left) > 0 {
+		t.Errorf("dockerd (pid %d; alive %v) or processes of its directory %v outlived the killed test by 60 s", pid, alive(pid), left)
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the killed test's directory %s: %v (it cannot have removed it)", dir, err)
+	}
+	clearDockerdLeftovers(t)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the next run left the killed test's directory %s in place (%v)", dir, err)
+	}
+}
+
+// processesNaming is the processes, but except, whose command line names
+// dir (dockerd's containerd and shims).
+func processesNaming(dir string, except int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == except || pid == os.Getpid() || !alive(pid) {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(b), dir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
