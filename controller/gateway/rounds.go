@@ -46,26 +46,12 @@ type callRound struct {
 	asks   chan *roundAsk
 	done   chan struct{} // closed when the backend call returned
 	res    *mcp.CallToolResult
-	err    error
-	callEr error   // the call ctx's error once it returned
-	target *target // the backend that answered (another after a reroute)
+	sent   sent // the outcome, once done
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	ctx     context.Context // the client request waiting now, for log messages
 	pending map[string]*roundAsk
-}
-
-// usedOr is the target that answered, once the call returned; t before.
-func (cr *callRound) usedOr(t *target) *target {
-	select {
-	case <-cr.done:
-		if cr.target != nil {
-			return cr.target
-		}
-	default:
-	}
-	return t
 }
 
 // roundAsk is one backend request waiting for the client's answer.
@@ -90,10 +76,11 @@ func roundsClient(ss *mcp.ServerSession) bool {
 // callInRounds runs (or resumes, when p's requestState is one of the
 // gateway's) the backend call of a tools/call of a 2026-07-28 client.
 //
-// used is the target that answered: t, or the one a reroute sent the call
-// to; outcomes are reported against it.
+// The outcome is reported against the target that answered (t, or the one
+// a reroute sent the call to); a round that asks the client a question is
+// an answer.
 func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *target, name string, p *mcp.CallToolParams,
-	progress func(*mcp.ProgressNotificationParams)) (res *mcp.CallToolResult, used *target, err, callErr error) {
+	progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, sent) {
 	var cr *callRound
 	if strings.HasPrefix(p.RequestState, roundStatePrefix) {
 		g.rounds.mu.Lock()
@@ -101,7 +88,7 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		delete(g.rounds.m, p.RequestState)
 		g.rounds.mu.Unlock()
 		if cr == nil {
-			return nil, t, callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState)), nil
+			return nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
 		}
 		cr.mu.Lock()
 		for id, resp := range p.InputResponses {
@@ -120,13 +107,15 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		go func() {
 			defer close(cr.done)
 			defer cancel()
-			cr.target, _, _, cr.err, cr.callEr = g.sendCall(rctx, route{target: t, tool: p.Name}, name,
+			cr.sent = g.sendCall(rctx, route{target: t, tool: p.Name}, name,
 				func(bctx context.Context, r route) (bool, bool, error) {
 					again := *p
 					again.Name = r.tool
 					var err error
-					cr.res, err = r.target.backend.CallTool(bctx, &again, progress)
-					return cr.res != nil, false, err
+					if cr.res, err = r.target.backend.CallTool(bctx, &again, progress); cr.res == nil {
+						return false, false, err
+					}
+					return true, cr.res.IsError, err
 				})
 		}()
 	}
@@ -135,7 +124,7 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 	cr.mu.Unlock()
 	select {
 	case <-cr.done:
-		return cr.res, cr.usedOr(t), cr.err, cr.callEr
+		return cr.res, cr.sent
 	case a := <-cr.asks:
 		id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
 		state := roundStatePrefix + strconv.FormatUint(g.rounds.seq.Add(1), 10)
@@ -158,11 +147,11 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 			})
 		}()
 		res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
-		return res, t, err, nil
+		return res, sent{t: t, answered: err == nil, err: err}
 	case <-ctx.Done():
 		cr.cancel()
 		<-cr.done
-		return nil, cr.usedOr(t), ctx.Err(), cr.callEr
+		return nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
 	}
 }
 
