@@ -102,7 +102,7 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}}
 		// The call outlives this request (a question ends it), bounded by
 		// callTimeout and the backend's life; cr.cancel ends it.
-		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), &roundCaller{g: g, ss: ss, cr: cr}))
+		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), &caller{g: g, ss: ss, out: roundStream{ss: ss, cr: cr}}))
 		cr.cancel = cancel
 		go func() {
 			defer close(cr.done)
@@ -173,76 +173,54 @@ func inputRequired(reqs mcp.InputRequestMap, state string) (*mcp.CallToolResult,
 	return &res, nil
 }
 
-// roundCaller is the Caller of a call in rounds: the backend's requests
-// become the next round's questions.
-type roundCaller struct {
-	g  *Gateway
+// roundStream reaches a client of a call in rounds: the backend's requests
+// become the next round's questions, and its log messages go on the
+// client's request waiting now (none between rounds).
+type roundStream struct {
 	ss *mcp.ServerSession
 	cr *callRound
 }
 
-func (c *roundCaller) Client() any                           { return c.ss }
-func (c *roundCaller) LogLevel() mcp.LoggingLevel            { return c.g.level(c.ss) }
-func (c *roundCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
-
-func (c *roundCaller) Log(p *mcp.LoggingMessageParams) {
-	c.cr.mu.Lock()
-	ctx := c.cr.ctx
-	c.cr.mu.Unlock()
+func (s roundStream) log(p *mcp.LoggingMessageParams) {
+	s.cr.mu.Lock()
+	ctx := s.cr.ctx
+	s.cr.mu.Unlock()
 	if ctx != nil {
-		_ = c.ss.Log(ctx, p)
+		_ = s.ss.Log(ctx, p)
 	}
 }
 
-func (c *roundCaller) ask(ctx context.Context, ir mcp.InputRequest) (mcp.InputResponse, error) {
-	a := &roundAsk{params: ir, answer: make(chan mcp.InputResponse, 1)}
-	select {
-	case c.cr.asks <- a:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select {
-	case resp := <-a.answer:
-		return resp, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+func (s roundStream) createMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	return askRound[*mcp.CreateMessageWithToolsResult](ctx, s.cr, p)
+}
+
+func (s roundStream) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return askRound[*mcp.ElicitResult](ctx, s.cr, p)
+}
+
+func (s roundStream) listRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return askRound[*mcp.ListRootsResult](ctx, s.cr, p)
 }
 
 var errWrongAnswer = errors.New("the client answered with another kind of result")
 
-func (c *roundCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
-	resp, err := c.ask(ctx, p)
-	if err != nil {
-		return nil, err
+// askRound hands a backend's request to the client's next round and waits
+// for its answer, of type R.
+func askRound[R mcp.InputResponse](ctx context.Context, cr *callRound, ir mcp.InputRequest) (R, error) {
+	var zero R
+	a := &roundAsk{params: ir, answer: make(chan mcp.InputResponse, 1)}
+	select {
+	case cr.asks <- a:
+	case <-ctx.Done():
+		return zero, ctx.Err()
 	}
-	if r, ok := resp.(*mcp.CreateMessageWithToolsResult); ok {
-		return r, nil
+	select {
+	case resp := <-a.answer:
+		if r, ok := resp.(R); ok {
+			return r, nil
+		}
+		return zero, errWrongAnswer
+	case <-ctx.Done():
+		return zero, ctx.Err()
 	}
-	return nil, errWrongAnswer
-}
-
-func (c *roundCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	resp, err := c.ask(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if r, ok := resp.(*mcp.ElicitResult); ok {
-		return r, nil
-	}
-	return nil, errWrongAnswer
-}
-
-func (c *roundCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	if p == nil {
-		p = &mcp.ListRootsParams{}
-	}
-	resp, err := c.ask(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if r, ok := resp.(*mcp.ListRootsResult); ok {
-		return r, nil
-	}
-	return nil, errWrongAnswer
 }
