@@ -479,7 +479,7 @@ func checkAgainstModel(t *testing.T, g *Gateway, m *model, probe []string, where
 			t.Errorf("%s: %q live = %v, want %v", where, name, live, wantLive)
 		case live && (r.target.name != want[0] || r.tool != want[1]):
 			t.Errorf("%s: %q routes to %s/%s, want %s/%s", where, name, r.target.name, r.tool, want[0], want[1])
-		case live && r.target.backend != m.conns[want[0]].c.Backend:
+		case live && r.target.backend.ToolCalls != m.conns[want[0]].c.Backend:
 			t.Errorf("%s: %q routes to a stale backend", where, name)
 		case !live:
 			got := ""
@@ -524,7 +524,7 @@ func checkAgainstModel(t *testing.T, g *Gateway, m *model, probe []string, where
 		switch tg, d := cat.resourceRoute(u); {
 		case tg != nil:
 			gotConn, gotLive = tg.name, true
-			if tg.backend != m.conns[tg.name].c.Backend {
+			if tg.backend.ToolCalls != m.conns[tg.name].c.Backend {
 				t.Errorf("%s: %s routes to a stale backend of %s", where, u, tg.name)
 			}
 		case d != nil:

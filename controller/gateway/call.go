@@ -126,23 +126,28 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 
 	if inRounds {
-		res, t, err, callErr := g.callInRounds(ctx, req.Session, t, name, p, progress)
-		d := time.Since(start)
-		if err == nil && res != nil && inTime(callErr) {
-			g.callAnswered(ctx, t, name, res.IsError, d)
-			dropHopMeta(res.Meta)
-			return res, nil
-		}
-		return nil, g.callFailed(ctx, t, name, err, callErr, d)
-	}
-	var res *mcp.CallToolResult
-	err := g.roundTrip(ctx, r, name, start, func(callCtx context.Context, r route) (answered, isError bool, err error) {
-		p.Name = r.tool
-		if res, err = r.target.backend.CallTool(callCtx, p, progress); err != nil || res == nil {
-			return false, false, err
+		var res *mcp.CallToolResult
+		err := g.roundTrip(ctx, name, start, func() sent {
+			var s sent
+			res, s = g.callInRounds(ctx, req.Session, t, name, p, progress)
+			return s
+		})
+		if err != nil {
+			return nil, err
 		}
 		dropHopMeta(res.Meta)
-		return true, res.IsError, nil
+		return res, nil
+	}
+	var res *mcp.CallToolResult
+	err := g.roundTrip(ctx, name, start, func() sent {
+		return g.sendCall(ctx, r, name, func(callCtx context.Context, r route) (answered, isError bool, err error) {
+			p.Name = r.tool
+			if res, err = r.target.backend.CallTool(callCtx, p, progress); err != nil || res == nil {
+				return false, false, err
+			}
+			dropHopMeta(res.Meta)
+			return true, res.IsError, nil
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -151,17 +156,28 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 }
 
 // roundTrip is the one road of a routed tools/call, whichever path carries
-// it: the call is sent (sendCall) and its outcome recorded (callAnswered,
-// callFailed); a failure is returned as the error the caller gets. start
-// is when the call began.
-func (g *Gateway) roundTrip(ctx context.Context, r route, name string, start time.Time, send sendFunc) error {
-	t, answered, isError, err, callErr := g.sendCall(ctx, r, name, send)
+// it: carry sends the call (sendCall, at once or across a 2026-07-28
+// client's rounds, rounds.go) and roundTrip records its outcome
+// (callAnswered, callFailed); a failure is returned as the error the
+// caller gets. start is when the call began.
+func (g *Gateway) roundTrip(ctx context.Context, name string, start time.Time, carry func() sent) error {
+	s := carry()
 	d := time.Since(start)
-	if err == nil && answered && inTime(callErr) {
-		g.callAnswered(ctx, t, name, isError, d)
+	if s.err == nil && s.answered && inTime(s.callErr) {
+		g.callAnswered(ctx, s.t, name, s.isError, d)
 		return nil
 	}
-	return g.callFailed(ctx, t, name, err, callErr, d)
+	return g.callFailed(ctx, s.t, name, s.err, s.callErr, d)
+}
+
+// sent is what became of a call: t is the target that took it last,
+// answered whether the backend sent a result and isError the result's;
+// err is what the backend call returned, callErr the error of the call's
+// own context once it returned.
+type sent struct {
+	t                 *target
+	answered, isError bool
+	err, callErr      error
 }
 
 // sendFunc makes one call on a route, bounded by ctx, and reports whether
@@ -170,24 +186,23 @@ type sendFunc func(ctx context.Context, r route) (answered, isError bool, err er
 
 // sendCall sends a call on r bounded by its target's callContext; a call
 // whose backend lost its session (reroute) is sent once more on the new
-// one. t is the target that took it last; callErr is the error of that
-// call's own context once it returned.
-func (g *Gateway) sendCall(ctx context.Context, r route, name string, send sendFunc) (t *target, answered, isError bool, err, callErr error) {
-	t = r.target
-	callCtx, done := t.callContext(ctx)
-	answered, isError, err = send(callCtx, r)
-	callErr = callCtx.Err()
+// one.
+func (g *Gateway) sendCall(ctx context.Context, r route, name string, send sendFunc) sent {
+	s := sent{t: r.target}
+	callCtx, done := s.t.callContext(ctx)
+	s.answered, s.isError, s.err = send(callCtx, r)
+	s.callErr = callCtx.Err()
 	done()
-	if r2, ok := g.reroute(ctx, t, name, err); ok {
+	if r2, ok := g.reroute(ctx, s.t, name, s.err); ok {
 		// The backend's server lost the session (it restarted): the call
 		// was not delivered. Once more, on the new session.
-		t = r2.target
-		callCtx, done = t.callContext(ctx)
-		answered, isError, err = send(callCtx, r2)
-		callErr = callCtx.Err()
+		s.t = r2.target
+		callCtx, done = s.t.callContext(ctx)
+		s.answered, s.isError, s.err = send(callCtx, r2)
+		s.callErr = callCtx.Err()
 		done()
 	}
-	return t, answered, isError, err, callErr
+	return s
 }
 
 // inTime reports whether a call whose context ended with callErr (nil: it

@@ -7,9 +7,10 @@
 // It owns what is exposed, the routing tables and the collision report. It
 // does not connect, health-check or reconnect backends: the reconciler tells
 // it what is connected (Set, SetUnavailable, Remove) and hands it live
-// sessions as Backend, through which the gateway sees a backend: five
-// small interfaces, one per consumer (Offer, ToolCalls, Requests,
-// Subscriptions, Relays: its catalog, its calls, its requests); the
+// sessions as Backend, through which the gateway sees a backend: the union
+// of five small interfaces (Offer, ToolCalls, Requests, Subscriptions,
+// Relays: its catalog, its calls, its requests); Set reads the catalog, and
+// a routing entry keeps only the parts routed requests call; the
 // gateway never looks behind it and does not import controller/connection.
 // The few types both sides need are in the wire subpackage. It creates no
 // Prometheus metrics itself: call outcomes go to Options.ObserveCall.
@@ -19,8 +20,10 @@
 //   - Tools: <toolPrefix>_<tool> after the allow/deny filter, definitions
 //     unchanged; tools/call routed to the owner, bounded by callTimeout,
 //     cancellation and progress passed both ways. A call takes one road
-//     (roundTrip, call.go) whichever way its bytes are framed: through the
-//     go-sdk, or as bytes where protocol versions match (fastpath.go).
+//     (sendCall, then roundTrip records its outcome, call.go) whichever way
+//     its bytes are framed: through the go-sdk, or as bytes where protocol
+//     versions match (fastpath.go), and however many rounds it takes a
+//     2026-07-28 client (rounds.go).
 //   - Prompts: <toolPrefix>_<prompt>; prompts/get routed to the owner.
 //   - Resources and templates: URIs unchanged (clients build them from
 //     templates); resources/read routed by the exact URI's owner, else the

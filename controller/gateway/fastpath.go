@@ -456,7 +456,7 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	version := r.Header.Get(protocolVersionHeader)
 	var res json.RawMessage
 	var lastErr error
-	err := g.roundTrip(ctx, rt, name, time.Now(), func(callCtx context.Context, rt route) (answered, isError bool, err error) {
+	send := func(callCtx context.Context, rt route) (answered, isError bool, err error) {
 		if v, raw := rt.target.backend.RawProtocolVersion(); lastErr != nil && (!raw || v != version) {
 			// Sent again (see reroute) on a new session that does not
 			// speak the caller's protocol version (the restarted server
@@ -471,7 +471,8 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 			return false, false, fmt.Errorf("invalid result: %w", err)
 		}
 		return true, isError, nil
-	})
+	}
+	err := g.roundTrip(ctx, name, time.Now(), func() sent { return g.sendCall(ctx, rt, name, send) })
 	if err == nil {
 		out.result(res)
 		return

@@ -513,7 +513,8 @@ func (g *Gateway) Set(c Connection) {
 	st.timeout = timeout
 	st.tools = tools
 	st.backend = c.Backend
-	st.target = &target{name: st.name, backend: st.backend, timeout: st.timeout, life: st.life}
+	b := st.backend
+	st.target = &target{name: st.name, backend: routed{ToolCalls: b, Requests: b, Subscriptions: b, Relays: b}, timeout: st.timeout, life: st.life}
 	touched = g.claimLocked(st, touched)
 	// Only a connection that was unavailable leaves the "not connected"
 	// answers; a new one was never among them.

@@ -73,16 +73,8 @@ func (g *Gateway) interceptSetLevel(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 			}
 			if ss != nil {
-				if l, ok := meta[mcp.MetaKeyLogLevel].(string); ok && levelRank(mcp.LoggingLevel(l)) >= 0 {
-					if g.level(ss) != mcp.LoggingLevel(l) {
-						g.levels.mu.Lock()
-						if g.levels.m == nil {
-							g.levels.m = map[*mcp.ServerSession]mcp.LoggingLevel{}
-						}
-						g.levels.m[ss] = mcp.LoggingLevel(l)
-						g.levels.mu.Unlock()
-						g.sendLevel()
-					}
+				if l, ok := meta[mcp.MetaKeyLogLevel].(string); ok && levelRank(mcp.LoggingLevel(l)) >= 0 && g.level(ss) != mcp.LoggingLevel(l) {
+					g.setLevel(ss, mcp.LoggingLevel(l))
 				}
 			}
 			return next(ctx, method, req)
@@ -95,15 +87,21 @@ func (g *Gateway) interceptSetLevel(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || r.Params == nil || r.Session == nil {
 			return res, err
 		}
-		g.levels.mu.Lock()
-		if g.levels.m == nil {
-			g.levels.m = map[*mcp.ServerSession]mcp.LoggingLevel{}
-		}
-		g.levels.m[r.Session] = r.Params.Level
-		g.levels.mu.Unlock()
-		g.sendLevel()
+		g.setLevel(r.Session, r.Params.Level)
 		return res, err
 	}
+}
+
+// setLevel records a client session's level and asks the backends for the
+// level the clients now want.
+func (g *Gateway) setLevel(ss *mcp.ServerSession, l mcp.LoggingLevel) {
+	g.levels.mu.Lock()
+	if g.levels.m == nil {
+		g.levels.m = map[*mcp.ServerSession]mcp.LoggingLevel{}
+	}
+	g.levels.m[ss] = l
+	g.levels.mu.Unlock()
+	g.sendLevel()
 }
 
 // wantedLevel is the most verbose level of the live client sessions.

@@ -46,26 +46,12 @@ type callRound struct {
 	asks   chan *roundAsk
 	done   chan struct{} // closed when the backend call returned
 	res    *mcp.CallToolResult
-	err    error
-	callEr error   // the call ctx's error once it returned
-	target *target // the backend that answered (another after a reroute)
+	sent   sent // the outcome, once done
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	ctx     context.Context // the client request waiting now, for log messages
 	pending map[string]*roundAsk
-}
-
-// usedOr is the target that answered, once the call returned; t before.
-func (cr *callRound) usedOr(t *target) *target {
-	select {
-	case <-cr.done:
-		if cr.target != nil {
-			return cr.target
-		}
-	default:
-	}
-	return t
 }
 
 // roundAsk is one backend request waiting for the client's answer.
@@ -90,10 +76,11 @@ func roundsClient(ss *mcp.ServerSession) bool {
 // callInRounds runs (or resumes, when p's requestState is one of the
 // gateway's) the backend call of a tools/call of a 2026-07-28 client.
 //
-// used is the target that answered: t, or the one a reroute sent the call
-// to; outcomes are reported against it.
+// The outcome is reported against the target that answered (t, or the one
+// a reroute sent the call to); a round that asks the client a question is
+// an answer.
 func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *target, name string, p *mcp.CallToolParams,
-	progress func(*mcp.ProgressNotificationParams)) (res *mcp.CallToolResult, used *target, err, callErr error) {
+	progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, sent) {
 	var cr *callRound
 	if strings.HasPrefix(p.RequestState, roundStatePrefix) {
 		g.rounds.mu.Lock()
@@ -101,7 +88,7 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		delete(g.rounds.m, p.RequestState)
 		g.rounds.mu.Unlock()
 		if cr == nil {
-			return nil, t, callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState)), nil
+			return nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
 		}
 		cr.mu.Lock()
 		for id, resp := range p.InputResponses {
@@ -115,18 +102,20 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}}
 		// The call outlives this request (a question ends it), bounded by
 		// callTimeout and the backend's life; cr.cancel ends it.
-		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), &roundCaller{g: g, ss: ss, cr: cr}))
+		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), &caller{g: g, ss: ss, out: roundStream{ss: ss, cr: cr}}))
 		cr.cancel = cancel
 		go func() {
 			defer close(cr.done)
 			defer cancel()
-			cr.target, _, _, cr.err, cr.callEr = g.sendCall(rctx, route{target: t, tool: p.Name}, name,
+			cr.sent = g.sendCall(rctx, route{target: t, tool: p.Name}, name,
 				func(bctx context.Context, r route) (bool, bool, error) {
 					again := *p
 					again.Name = r.tool
 					var err error
-					cr.res, err = r.target.backend.CallTool(bctx, &again, progress)
-					return cr.res != nil, false, err
+					if cr.res, err = r.target.backend.CallTool(bctx, &again, progress); cr.res == nil {
+						return false, false, err
+					}
+					return true, cr.res.IsError, err
 				})
 		}()
 	}
@@ -135,7 +124,7 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 	cr.mu.Unlock()
 	select {
 	case <-cr.done:
-		return cr.res, cr.usedOr(t), cr.err, cr.callEr
+		return cr.res, cr.sent
 	case a := <-cr.asks:
 		id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
 		state := roundStatePrefix + strconv.FormatUint(g.rounds.seq.Add(1), 10)
@@ -158,11 +147,11 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 			})
 		}()
 		res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
-		return res, t, err, nil
+		return res, sent{t: t, answered: err == nil, err: err}
 	case <-ctx.Done():
 		cr.cancel()
 		<-cr.done
-		return nil, cr.usedOr(t), ctx.Err(), cr.callEr
+		return nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
 	}
 }
 
@@ -184,76 +173,54 @@ func inputRequired(reqs mcp.InputRequestMap, state string) (*mcp.CallToolResult,
 	return &res, nil
 }
 
-// roundCaller is the Caller of a call in rounds: the backend's requests
-// become the next round's questions.
-type roundCaller struct {
-	g  *Gateway
+// roundStream reaches a client of a call in rounds: the backend's requests
+// become the next round's questions, and its log messages go on the
+// client's request waiting now (none between rounds).
+type roundStream struct {
 	ss *mcp.ServerSession
 	cr *callRound
 }
 
-func (c *roundCaller) Client() any                           { return c.ss }
-func (c *roundCaller) LogLevel() mcp.LoggingLevel            { return c.g.level(c.ss) }
-func (c *roundCaller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
-
-func (c *roundCaller) Log(p *mcp.LoggingMessageParams) {
-	c.cr.mu.Lock()
-	ctx := c.cr.ctx
-	c.cr.mu.Unlock()
+func (s roundStream) log(p *mcp.LoggingMessageParams) {
+	s.cr.mu.Lock()
+	ctx := s.cr.ctx
+	s.cr.mu.Unlock()
 	if ctx != nil {
-		_ = c.ss.Log(ctx, p)
+		_ = s.ss.Log(ctx, p)
 	}
 }
 
-func (c *roundCaller) ask(ctx context.Context, ir mcp.InputRequest) (mcp.InputResponse, error) {
-	a := &roundAsk{params: ir, answer: make(chan mcp.InputResponse, 1)}
-	select {
-	case c.cr.asks <- a:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select {
-	case resp := <-a.answer:
-		return resp, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+func (s roundStream) createMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	return askRound[*mcp.CreateMessageWithToolsResult](ctx, s.cr, p)
+}
+
+func (s roundStream) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return askRound[*mcp.ElicitResult](ctx, s.cr, p)
+}
+
+func (s roundStream) listRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return askRound[*mcp.ListRootsResult](ctx, s.cr, p)
 }
 
 var errWrongAnswer = errors.New("the client answered with another kind of result")
 
-func (c *roundCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
-	resp, err := c.ask(ctx, p)
-	if err != nil {
-		return nil, err
+// askRound hands a backend's request to the client's next round and waits
+// for its answer, of type R.
+func askRound[R mcp.InputResponse](ctx context.Context, cr *callRound, ir mcp.InputRequest) (R, error) {
+	var zero R
+	a := &roundAsk{params: ir, answer: make(chan mcp.InputResponse, 1)}
+	select {
+	case cr.asks <- a:
+	case <-ctx.Done():
+		return zero, ctx.Err()
 	}
-	if r, ok := resp.(*mcp.CreateMessageWithToolsResult); ok {
-		return r, nil
+	select {
+	case resp := <-a.answer:
+		if r, ok := resp.(R); ok {
+			return r, nil
+		}
+		return zero, errWrongAnswer
+	case <-ctx.Done():
+		return zero, ctx.Err()
 	}
-	return nil, errWrongAnswer
-}
-
-func (c *roundCaller) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	resp, err := c.ask(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if r, ok := resp.(*mcp.ElicitResult); ok {
-		return r, nil
-	}
-	return nil, errWrongAnswer
-}
-
-func (c *roundCaller) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	if p == nil {
-		p = &mcp.ListRootsParams{}
-	}
-	resp, err := c.ask(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if r, ok := resp.(*mcp.ListRootsResult); ok {
-		return r, nil
-	}
-	return nil, errWrongAnswer
 }

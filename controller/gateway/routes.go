@@ -41,12 +41,23 @@ type route struct {
 	tool   string // the backend's own tool name
 }
 
-// target is what a call needs of its connection; immutable.
+// target is what a request routed to a connection needs of it; immutable.
 type target struct {
 	name    string
-	backend Backend
+	backend routed
 	timeout time.Duration
 	life    context.Context
+}
+
+// routed holds the parts of a Backend that routed requests call: tools/call
+// (ToolCalls), the other requests (Requests), subscriptions, and the
+// logging level (Relays). What it offers (Offer) is read by Set alone and
+// is not kept here.
+type routed struct {
+	ToolCalls
+	Requests
+	Subscriptions
+	Relays
 }
 
 type downTarget struct {

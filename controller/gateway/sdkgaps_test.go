@@ -3,11 +3,15 @@ package gateway
 //lint:file-ignore SA1019 relaying sampling, roots and logging (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,41 +61,36 @@ func TestNoticeWriterCountsOnlyCancelNotices(t *testing.T) {
 }
 
 // TestGoSDKNoticeOnTheRequestStream is the canary of what sdkgaps.go
-// relies on in the go-sdk: a server request given up during a client's
-// request is followed by a notifications/cancelled on that request's own
-// response stream, written as one event that noticeWriter recognises. A
-// go-sdk that frames or routes it otherwise fails here (and relays given up
-// would then wait noticeWait for nothing).
+// relies on in the go-sdk: the header the gateway sets on a session POST
+// reaches the request's handler in req.Extra.Header (where the relay finds
+// the stream's notices, relay.go), and a server request given up during a
+// client's request is followed by a notifications/cancelled on that
+// request's own response stream, written as one event that noticeWriter
+// recognises. A go-sdk that strips the header from RequestExtra, or frames
+// or routes the notice otherwise, fails here (and relays given up would
+// then wait noticeWait for nothing, or not at all).
 func TestGoSDKNoticeOnTheRequestStream(t *testing.T) {
-	seen := make(chan struct{})
-	var seenOnce sync.Once
+	var s streamNotices
+	found := make(chan bool, 1)   // the handler found its stream's notices
+	noticed := make(chan bool, 1) // and the notice was counted on them
 	srv := mcp.NewServer(&mcp.Implementation{Name: "canary", Version: "0"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			cn := s.of(req.Extra) // as the relay does (relay.go)
+			found <- cn != nil
 			rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
 			_, err := req.Session.CreateMessage(rctx, &mcp.CreateMessageParams{MaxTokens: 1,
 				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "x"}}}})
-			// Hold the answer until the notice is out: the stream closes
-			// with it.
-			select {
-			case <-seen:
-			case <-time.After(waitTimeout): // a failed test: let the server close
-			}
+			// Hold the answer until the notice is out, as relayed does:
+			// the stream closes with the answer.
+			noticed <- cn != nil && cn.await(cn.owe(), waitTimeout)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(err)}}}, nil
 		})
-	var s streamNotices
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, forget := s.watch(w, r)
 		defer forget()
-		if cn := s.of(&mcp.RequestExtra{Header: r.Header}); cn != nil && r.Method == http.MethodPost {
-			go func() {
-				if cn.await(0, waitTimeout) {
-					seenOnce.Do(func() { close(seen) })
-				}
-			}()
-		}
 		sdk.ServeHTTP(w, r)
 	}))
 	defer hs.Close()
@@ -101,25 +100,122 @@ func TestGoSDKNoticeOnTheRequestStream(t *testing.T) {
 			return nil, ctx.Err()
 		},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	done := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask"})
-		done <- err
-	}()
-	select {
-	case <-seen:
-	case <-ctx.Done():
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask"}); err != nil {
+		t.Fatal(err)
+	}
+	// The call returned, so the handler did: both were sent.
+	if !<-found {
+		t.Fatal("the tool handler found no notices through req.Extra: the go-sdk no longer passes the POST's headers in RequestExtra (sdkgaps.go, relay.go)")
+	}
+	if !<-noticed {
 		t.Fatal("no notifications/cancelled counted on the call's stream: the go-sdk no longer writes the notice there as one event (sdkgaps.go)")
 	}
-	if err := <-done; err != nil {
+}
+
+// TestFastHeadersAgreesWithTheGoSDK is the canary of fastHeaders: each
+// header variant of a session POST goes to a bare go-sdk handler on a
+// loopback listener, and fastHeaders must accept exactly what the go-sdk
+// does not refuse. A go-sdk whose header checks change (media types,
+// Accept forms, Host, Last-Event-ID) fails here. The rows marked own are
+// the fast path's own rules, stricter than the go-sdk: there fastHeaders
+// refuses what the go-sdk accepts.
+func TestFastHeadersAgreesWithTheGoSDK(t *testing.T) {
+	const version = "2025-06-18"
+	srv := mcp.NewServer(&mcp.Implementation{Name: "canary", Version: "0"}, nil)
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	fast := make(chan bool, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			select {
+			case fast <- fastHeaders(r):
+			default:
+			}
+		}
+		sdk.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+	if err != nil {
 		t.Fatal(err)
+	}
+	defer cs.Close()
+	<-fast // the client's own POSTs
+	base := func() http.Header {
+		return http.Header{
+			"Content-Type":         {"application/json"},
+			"Accept":               {"application/json, text/event-stream"},
+			"Mcp-Session-Id":       {cs.ID()},
+			"Mcp-Protocol-Version": {version},
+		}
+	}
+	cases := []struct {
+		name string
+		set  func(h http.Header, r *http.Request)
+		own  bool // refused by the fast path's own rule
+	}{
+		{"the client's headers", func(http.Header, *http.Request) {}, false},
+		{"Accept with parameters", func(h http.Header, _ *http.Request) {
+			h.Set("Accept", "application/json;q=0.9, text/event-stream; charset=utf-8")
+		}, false},
+		{"Accept upper case", func(h http.Header, _ *http.Request) { h.Set("Accept", "Application/JSON, TEXT/Event-Stream") }, false},
+		{"Accept */*", func(h http.Header, _ *http.Request) { h.Set("Accept", "*/*") }, false},
+		{"Accept application/* and text/*", func(h http.Header, _ *http.Request) { h.Set("Accept", "application/*, text/*") }, false},
+		{"Accept application/* only", func(h http.Header, _ *http.Request) { h.Set("Accept", "application/*") }, false},
+		{"Accept text/* only", func(h http.Header, _ *http.Request) { h.Set("Accept", "text/*") }, false},
+		{"Accept application/json only", func(h http.Header, _ *http.Request) { h.Set("Accept", "application/json") }, false},
+		{"Accept text/event-stream only", func(h http.Header, _ *http.Request) { h.Set("Accept", "text/event-stream") }, false},
+		{"Accept in two lines", func(h http.Header, _ *http.Request) {
+			h["Accept"] = []string{"application/json", "text/event-stream"}
+		}, false},
+		{"Accept near misses", func(h http.Header, _ *http.Request) { h.Set("Accept", "application/json-seq, text/event-streams") }, false},
+		{"Accept missing", func(h http.Header, _ *http.Request) { h.Del("Accept") }, false},
+		{"Content-Type with charset", func(h http.Header, _ *http.Request) { h.Set("Content-Type", "application/json; charset=utf-8") }, false},
+		{"Content-Type upper case", func(h http.Header, _ *http.Request) { h.Set("Content-Type", "Application/JSON") }, false},
+		{"Content-Type text/plain", func(h http.Header, _ *http.Request) { h.Set("Content-Type", "text/plain") }, false},
+		{"Content-Type malformed", func(h http.Header, _ *http.Request) { h.Set("Content-Type", "application/json; charset") }, false},
+		{"Content-Type missing", func(h http.Header, _ *http.Request) { h.Del("Content-Type") }, false},
+		{"a foreign Host", func(_ http.Header, r *http.Request) { r.Host = "attacker.example" }, false},
+		{"a loopback Host by name", func(_ http.Header, r *http.Request) { r.Host = "localhost" }, false},
+		{"Last-Event-ID", func(h http.Header, _ *http.Request) { h.Set("Last-Event-ID", "0_1") }, false},
+		{"Last-Event-ID empty", func(h http.Header, _ *http.Request) { h["Last-Event-Id"] = []string{""} }, false},
+		{"Mcp-Method", func(h http.Header, _ *http.Request) { h.Set("Mcp-Method", "ping") }, true},
+		{"Mcp-Name", func(h http.Header, _ *http.Request) { h.Set("Mcp-Name", "x") }, true},
+		{"Mcp-Protocol-Version missing", func(h http.Header, _ *http.Request) { h.Del("Mcp-Protocol-Version") }, true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i+100)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header = base()
+			tc.set(req.Header, req)
+			resp, err := hs.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			accepted := resp.StatusCode == http.StatusOK
+			got := <-fast
+			switch {
+			case tc.own && (got || !accepted):
+				t.Errorf("fastHeaders %v, go-sdk answered %d %q: want the go-sdk to accept and the fast path to leave it to the go-sdk", got, resp.StatusCode, bytes.TrimSpace(b))
+			case !tc.own && got != accepted:
+				t.Errorf("fastHeaders %v, but the go-sdk answered %d %q: the go-sdk's POST header checks changed (sdkgaps.go fastHeaders, acceptsBoth)", got, resp.StatusCode, bytes.TrimSpace(b))
+			}
+		})
 	}
 }
 
@@ -178,6 +274,100 @@ func TestPayloadNamingCancelIsNotMisread(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPayloadNamingCancelThenRelayGivenUp is the case isCancelNotice reads
+// the method for: on the go-sdk path a backend's log message carrying the
+// text "notifications/cancelled" reaches the call's stream, then the
+// backend asks the client for sampling and the client never answers. When
+// the call times out the client's sampling request must end (the go-sdk's
+// notice must reach it): a writer that counted the log message as that
+// notice let the relay return at once, the call's answer closed the stream
+// first, and the client's request stayed open.
+func TestPayloadNamingCancelThenRelayGivenUp(t *testing.T) {
+	const relays = 8
+	a := newRichBackend(t, "a")
+	mimic := map[string]any{"method": "notifications/cancelled", "params": map[string]any{"requestId": 1}}
+	a.srv.AddTool(&mcp.Tool{Name: "mimic", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var wg sync.WaitGroup
+			for range relays {
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: mimic})
+				wg.Go(func() {
+					_, _ = req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+						Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "x"}}}})
+				})
+			}
+			wg.Wait()
+			return nil, errors.New("sampling failed")
+		})
+	g := New(Options{Logger: testLogger(t)})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	g.Set(Connection{Name: "a", Prefix: "pa", Backend: a.connect(t), CallTimeout: 300 * time.Millisecond})
+	g.noFastPath.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	defer cancel()
+	m := dialMuted(t, url)
+	if err := m.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_mimic"})
+	if msg := rpcMessage(err); !strings.Contains(msg, "timed out after 300ms") {
+		t.Errorf("call: %q, want the timeout", msg)
+	}
+	for range relays {
+		select {
+		case <-m.logs: // the log messages were on the stream before the relays
+		case <-ctx.Done():
+			t.Fatal("the backend's log messages never reached the client")
+		}
+	}
+	if entered, cancelled := m.waitCancelled(3 * time.Second); entered != relays || cancelled != relays {
+		t.Errorf("client sampling requests: entered %d, cancelled %d, want %d and %d: a relay given up returned before its notice, and the client's request stays open", entered, cancelled, relays, relays)
+	}
+}
+
+// TestRelayAfterPayloadNamingCancelWaitsForItsNotice is the same case as
+// TestPayloadNamingCancelThenRelayGivenUp, one level down and without its
+// race: on a stream that carried a log message whose data names
+// "notifications/cancelled", a relay given up must not return until the
+// go-sdk's own notice was written (it did at once when the writer counted
+// the payload as the notice).
+func TestRelayAfterPayloadNamingCancelWaitsForItsNotice(t *testing.T) {
+	cn := newCancelNotices()
+	w := noticeWriter{ResponseWriter: httptest.NewRecorder(), notices: cn}
+	write := func(event string) {
+		if _, err := w.Write([]byte(event)); err != nil {
+			t.Error(err)
+		}
+	}
+	write("event: message\ndata: " + `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"method":"notifications/cancelled"}}}` + "\n\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the relay is given up
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		_, _ = relayed(sdkStream{notices: cn}, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, ctx.Err() })
+	}()
+	// Wait until the relay owes its notice, then give it well under
+	// noticeWait to return early: it must not.
+	for owed := 0; owed == 0; {
+		cn.mu.Lock()
+		owed = cn.owed
+		cn.mu.Unlock()
+		select {
+		case <-returned:
+			owed = 1
+		case <-time.After(time.Millisecond):
+		}
+	}
+	select {
+	case <-returned:
+		t.Fatal("the relay given up returned before its notice was written: the payload naming notifications/cancelled was counted as the notice")
+	case <-time.After(noticeWait / 4):
+	}
+	write("event: message\ndata: " + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"context canceled"}}` + "\n\n")
+	<-returned
 }
 
 // TestGoSDKIdleTimerRestartsOnPOST is the canary of what idleTimerAllows
