@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // Helpers for the end-to-end tests: they build the real tether binary, run

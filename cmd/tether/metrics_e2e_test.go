@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // The metrics end to end: a real Prometheus scrapes a running tether, a real
