@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,12 +21,18 @@ const helperEnv = "TETHER_CONNECTION_TEST_HELPER"
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
+	case "server", "grandchild":
+		// Deaf to Ctrl-Break (killGroup's SIGTERM), so that only the
+		// Job Object can end them.
+		signal.Ignore(os.Interrupt)
+	}
+	switch os.Getenv(helperEnv) {
 	case "tether":
 		actAsTether()
 	case "server":
 		actAsServer()
 	case "grandchild":
-		select {} // runs until killed
+		runUntilKilled()
 	}
 	os.Exit(m.Run())
 }
@@ -40,20 +47,33 @@ func actAsTether() {
 		os.Exit(1)
 	}
 	fmt.Println(server, grandchild)
-	select {}
+	runUntilKilled()
 }
 
 // actAsServer starts a grandchild, prints its pid on stdout (the stdio
 // server's pipe to tether) and waits to be killed.
 func actAsServer() {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	self, err := os.Executable() // os.Args[0] is the argv0 tether gave
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=grandchild")
 	if err := cmd.Start(); err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
 	fmt.Println(cmd.Process.Pid)
-	select {}
+	runUntilKilled()
+}
+
+// runUntilKilled blocks for ever. Not select {}: with every goroutine
+// blocked the runtime calls that a deadlock and exits.
+func runUntilKilled() {
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 // startTree starts the test binary as a stdio server (startProcess, as
@@ -136,8 +156,10 @@ func TestTreeDiesWithTether(t *testing.T) {
 	}
 }
 
-// Stopping a server ends its whole tree while tether runs on: the
-// grandchild too, which a kill of the server alone would leave running.
+// Stopping a server ends its whole tree while tether runs on: a server and
+// grandchild deaf to stdin's end and to Ctrl-Break are ended by the Job
+// Object, the grandchild too, which a kill of the server alone would leave
+// running.
 func TestStopEndsTheTree(t *testing.T) {
 	_, grandchild, p, err := startTree()
 	if err != nil {
