@@ -8,6 +8,8 @@
 #     older)
 #   - bin/everything-server, the go-sdk's conformance server (a `tool` in go.mod)
 #   - bin/tether-example-server, the project's own example server
+#   - GoReleaser in _output/goreleaser/bin, by hack/install-goreleaser.sh
+#     (make dist and hack/verify-dist.sh use it): minutes the first time
 #   - the test control plane (kube-apiserver, etcd, kubectl) in
 #     _output/controlplane/bin, by hack/install-controlplane.sh: minutes the
 #     first time, then skipped while hack/controlplane/go.mod is unchanged
@@ -40,3 +42,5 @@ go build -o bin/everything-server github.com/modelcontextprotocol/go-sdk/conform
 go build -o bin/tether-example-server ./examples/server
 
 hack/install-controlplane.sh
+
+hack/install-goreleaser.sh
