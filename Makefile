@@ -6,8 +6,12 @@ SHELL := /usr/bin/env bash
 
 GO      ?= go
 BIN     := bin
+# Stamped into the binaries as a release is (.goreleaser.yaml, the
+# Dockerfile): `tether version` prints them.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
-LDFLAGS := -X main.version=$(VERSION)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 
 # What `make image` builds: the image's tag, its base (empty: the
 # Dockerfile's default, distroless static nonroot) and its target (tether,
@@ -47,21 +51,28 @@ image: build ## Build the container image (IMAGE=tether:dev; BASE=scratch needs 
 	IMAGE="$(IMAGE)" BASE="$(BASE)" TARGET="$(TARGET)" hack/build-image.sh
 
 .PHONY: test
-test: ## gofmt, go vet, staticcheck, the package graph and generated files, install the test peers, then go test -race ./...
+test: ## gofmt, go vet (every release platform), staticcheck, the package graph and generated files, install the test peers, the snapshot release, then go test -race ./...
 	hack/verify-gofmt.sh
 	hack/verify-govet.sh
+	hack/verify-crossbuild.sh
 	hack/verify-staticcheck.sh
 	hack/verify-imports.sh
 	hack/verify-generated.sh
 	hack/install-peers.sh
+	hack/verify-dist.sh
 	hack/test-go.sh
+
+.PHONY: dist
+dist: ## Build the release archives of every platform, snapshot-versioned, with checksums, into _output/dist (GoReleaser)
+	hack/install-goreleaser.sh
+	TETHER_COMMIT=$(COMMIT) _output/goreleaser/bin/goreleaser release --snapshot --clean
 
 .PHONY: bench
 bench: ## Measure tether end to end (hack/bench): table on stdout, JSON in _output/bench.json
 	$(GO) run ./hack/bench -json _output/bench.json $(BENCH_FLAGS)
 
 .PHONY: verify
-verify: ## Run every hack/verify-*.sh (gofmt, vet, staticcheck, imports, go mod tidy, generated files, promtool)
+verify: ## Run every hack/verify-*.sh (gofmt, vet, cross-builds, staticcheck, imports, go mod tidy, generated files, promtool, the snapshot release)
 	@for s in hack/verify-*.sh; do echo "== $$s"; "$$s"; done
 
 .PHONY: update

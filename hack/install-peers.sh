@@ -8,6 +8,8 @@
 #     older)
 #   - bin/everything-server, the go-sdk's conformance server (a `tool` in go.mod)
 #   - bin/tether-example-server, the project's own example server (static)
+#   - GoReleaser in _output/goreleaser/bin, by hack/install-goreleaser.sh
+#     (make dist and hack/verify-dist.sh use it): minutes the first time
 #   - the test control plane (kube-apiserver, etcd, kubectl) in
 #     _output/controlplane/bin, by hack/install-controlplane.sh: minutes the
 #     first time, then skipped while hack/controlplane/go.mod is unchanged
@@ -78,3 +80,4 @@ elif [[ "${CI:-}" == "true" ]]; then
 else
 	log "no Docker daemon and no dockerd: the image's tests will skip (CI=true installs docker.io)"
 fi
+hack/install-goreleaser.sh

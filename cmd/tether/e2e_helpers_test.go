@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // Helpers for the end-to-end tests: they build the real tether binary, run
@@ -239,7 +241,7 @@ func startServer(t testing.TB, env []string, name string, args ...string) *exec.
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = backendSysProcAttr()
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // Helpers of the fault tests (fault_*_test.go, the rows of

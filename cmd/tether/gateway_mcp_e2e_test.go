@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 //lint:file-ignore SA1019 relaying sampling, roots and logging (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises

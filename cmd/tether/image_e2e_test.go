@@ -169,6 +169,12 @@ func TestImage(t *testing.T) {
 		if !strings.Contains(out, version) {
 			t.Errorf("docker run %s version printed %q, want the stamped version %s", tag, out, version)
 		}
+		// make build stamps the commit and date too (the Makefile's LDFLAGS).
+		if head, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+			if c := strings.TrimSpace(string(head)); !strings.Contains(out, "(commit "+c+", built ") {
+				t.Errorf("docker run %s version printed %q, want the commit %s and a build date", tag, out, c)
+			}
+		}
 	})
 
 	// The example server from the examples image, on a network of the

@@ -59,6 +59,9 @@ server cannot be converted (the others are still written).`,
 		Example: `  # Claude Desktop on macOS
   tether import ~/Library/Application\ Support/Claude/claude_desktop_config.json --out ./manifests
 
+  # Claude Desktop on Windows (PowerShell; cmd.exe: %APPDATA%)
+  tether import $env:APPDATA\Claude\claude_desktop_config.json --out .\manifests
+
   # a project's VS Code servers; see what would be written first
   tether import .vscode/mcp.json --out ./manifests --dry-run
 

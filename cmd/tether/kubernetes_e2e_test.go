@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // End-to-end tests of Kubernetes mode: the tether binary against a real

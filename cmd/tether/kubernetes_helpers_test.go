@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // Helpers for the Kubernetes-mode end-to-end tests: a real kube-apiserver and

@@ -6,13 +6,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime"
 
 	"github.com/spf13/cobra"
 )
-
-// version is set by the Makefile: -ldflags "-X main.version=$(git describe)".
-var version = "v0.0.0-dev"
 
 func main() { os.Exit(run()) }
 
@@ -33,9 +29,11 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tether",
 		Short:         "Keep MCP connections in the state a directory of manifests declares",
+		Version:       currentBuild().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newVersionCmd(),
 		newValidateCmd(),
@@ -48,18 +46,6 @@ func newRootCmd() *cobra.Command {
 		newCRDCmd(),
 	)
 	return root
-}
-
-func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print tether's version and the Go version it was built with",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "tether %s %s\n", version, runtime.Version())
-			return nil
-		},
-	}
 }
 
 // exitCode is an error that asks for a specific exit status after the

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // The metrics end to end: a real Prometheus scrapes a running tether, a real
@@ -102,7 +104,7 @@ scrape_configs:
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--log.level=warn")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = backendSysProcAttr()
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

@@ -522,10 +522,9 @@ func connectionLimit(flag int, log *slog.Logger) (int, error) {
 	if flag < 1 {
 		return 0, errors.New("--max-connections must be at least 1")
 	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur > 0 && lim.Cur/2 < uint64(flag) {
-		half := max(int(lim.Cur/2), 1)
-		log.Info("--max-connections lowered to half the descriptor limit", "flag", flag, "limit", half, "descriptors", lim.Cur)
+	if cur, ok := descriptorLimit(); ok && cur > 0 && cur/2 < uint64(flag) {
+		half := max(int(cur/2), 1)
+		log.Info("--max-connections lowered to half the descriptor limit", "flag", flag, "limit", half, "descriptors", cur)
 		return half, nil
 	}
 	return flag, nil

@@ -1,7 +1,8 @@
 // Package atomicfile writes a file so that a reader sees the old content or
 // the new, never a part of one: a hidden temporary file in the same
 // directory, then a rename. Status files and tether's state directory are
-// written this way.
+// written this way. On Windows the rename is retried for a bounded time
+// while another process holds the target open (rename_windows.go).
 package atomicfile
 
 import (
@@ -42,7 +43,7 @@ func Write(path string, data []byte, perm, dirPerm fs.FileMode) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(name, path)
+		werr = rename(name, path)
 	}
 	if werr != nil {
 		os.Remove(name)

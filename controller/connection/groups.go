@@ -266,13 +266,13 @@ func (l *GroupLedger) StopLeftovers(grace time.Duration) []int {
 			continue
 		}
 		l.log.Warn("stopping a process group a previous tether left running", "pgid", rec.PGID)
-		_ = syscall.Kill(-rec.PGID, syscall.SIGTERM)
+		_ = killGroup(rec.PGID, syscall.SIGTERM)
 		deadline := time.Now().Add(grace)
 		for groupAlive(rec.PGID) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond) // polling /proc: there is no event for a group emptying
 		}
 		if groupAlive(rec.PGID) {
-			_ = syscall.Kill(-rec.PGID, syscall.SIGKILL)
+			_ = killGroup(rec.PGID, syscall.SIGKILL)
 		}
 		stopped = append(stopped, rec.PGID)
 		l.forget(rec.PGID)

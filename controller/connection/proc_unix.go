@@ -66,3 +66,7 @@ func signalName(s syscall.Signal) string {
 		return s.String()
 	}
 }
+
+// adoptChild has nothing to do on Unix: the process group of
+// childSysProcAttr is the child's tree from its first instruction.
+func adoptChild(*os.Process) error { return nil }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -48,7 +47,7 @@ func childEnv(getenv func(string) string, manifest []namedValue) []string {
 		index[name] = len(env)
 		env = append(env, kv)
 	}
-	for _, name := range baseEnvNames {
+	for _, name := range append(baseEnvNames, platformEnvNames...) {
 		if v := getenv(name); v != "" {
 			set(name, v)
 		}
@@ -76,7 +75,7 @@ func resolveCommand(command, path, manifestDir string) (string, error) {
 	if command == "" {
 		return "", errors.New("stdio.command is empty")
 	}
-	if !strings.Contains(command, "/") {
+	if !strings.ContainsAny(command, pathSeparators) {
 		for _, dir := range filepath.SplitList(path) {
 			// A relative PATH entry would resolve against tether's working
 			// directory, which has nothing to do with the manifest: skip it
@@ -84,8 +83,7 @@ func resolveCommand(command, path, manifestDir string) (string, error) {
 			if !filepath.IsAbs(dir) {
 				continue
 			}
-			candidate := filepath.Join(dir, command)
-			if isExecutable(candidate) == nil {
+			if candidate, ok := findExecutable(filepath.Join(dir, command)); ok {
 				return candidate, nil
 			}
 		}
@@ -102,20 +100,6 @@ func resolveCommand(command, path, manifestDir string) (string, error) {
 		return "", fmt.Errorf("command %q: %w", command, err)
 	}
 	return resolved, nil
-}
-
-func isExecutable(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
-		return fmt.Errorf("%s is a directory", path)
-	}
-	if fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s: %w", path, fs.ErrPermission)
-	}
-	return nil
 }
 
 // process is one running stdio child and the pipes to it. The session's
@@ -223,6 +207,13 @@ func (p *process) run(started chan<- error) {
 	defer runtime.UnlockOSThread()
 	starting.RLock() // until the child is known as tether's own (ReapOrphans)
 	if err := p.cmd.Start(); err != nil {
+		starting.RUnlock()
+		started <- err
+		return
+	}
+	if err := adoptChild(p.cmd.Process); err != nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
 		starting.RUnlock()
 		started <- err
 		return

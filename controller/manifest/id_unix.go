@@ -7,9 +7,11 @@ import (
 	"syscall"
 )
 
+// fileID tells one directory from another whatever path names it: the
+// device and inode of what fi describes (path is not needed on Unix).
 type fileID struct{ dev, ino uint64 }
 
-func idOf(fi fs.FileInfo) (fileID, bool) {
+func idOf(_ string, fi fs.FileInfo) (fileID, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return fileID{}, false

@@ -316,7 +316,7 @@ func dirID(path string) (fileID, bool) {
 	if err != nil {
 		return fileID{}, false
 	}
-	return idOf(fi)
+	return idOf(path, fi)
 }
 
 // linkParents returns the directories that hold a symlink on the way to

@@ -49,7 +49,7 @@ func ListTree(root string) (Tree, error) {
 		if err != nil {
 			return err
 		}
-		if id, ok := idOf(fi); ok {
+		if id, ok := idOf(dir, fi); ok {
 			if seen[id] {
 				return nil
 			}

@@ -1,9 +1,12 @@
+//go:build linux
+
 // Command bench measures tether end to end, as a user would run it: it builds
 // the real binary and the example server from the working tree, runs
 // `tether run` on temporary manifest trees against real backends (example
 // server processes over streamable HTTP and stdio), and times what the
 // status files show and what an MCP client sees. It prints a table and can
-// write the same figures as JSON.
+// write the same figures as JSON. Linux only: it reads /proc for memory,
+// CPU and descriptors.
 //
 //	go run ./hack/bench -json _output/bench.json        # everything (make bench)
 //	go run ./hack/bench -scenario gateway,recovery      # some scenarios
