@@ -59,6 +59,19 @@ terminal, never with NO_COLOR set.`,
   tether diff --dir manifests --against origin/main
   tether diff --dir manifests --gateway http://127.0.0.1:8808/mcp -o json
   kubectl kustomize overlays/prod | tether diff --dir manifests -`,
+		Args: func(c *cobra.Command, args []string) error {
+			// stdin holds one file: read twice, the second would be empty.
+			stdin := 0
+			for _, a := range args {
+				if a == "-" {
+					stdin++
+				}
+			}
+			if stdin > 1 {
+				return diffUsageExit(c, fmt.Errorf("- (stdin) given %d times; it can be read once", stdin))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := runDiff(cmd.Context(), o, args)
 			if err != nil {
@@ -85,6 +98,9 @@ terminal, never with NO_COLOR set.`,
 			return nil
 		},
 	}
+	// Exit status 1 means "changes": a usage error must not read as one
+	// (docs/contract.md §6a).
+	cmd.SetFlagErrorFunc(diffUsageExit)
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", ".", "the manifest directory tether run watches")
 	f.StringVar(&o.statusDir, "status-dir", "", "tether run's --status-dir, if it has one")
@@ -181,6 +197,13 @@ func baseState(ctx context.Context, o *diffOptions, havePaths bool) (diff.Base, 
 		return diff.FromFiles("the manifests under "+o.dir+" (no tether has run there)", files, o.dir, o.statusDir), nil
 	}
 	return b, err
+}
+
+// diffUsageExit says a usage error of tether diff on stderr and exits 2
+// (1 would mean "changes").
+func diffUsageExit(cmd *cobra.Command, err error) error {
+	fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
+	return exitCode(2)
 }
 
 // colorOutput: colour on a terminal only, and never with NO_COLOR set
