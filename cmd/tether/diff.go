@@ -146,7 +146,7 @@ func runDiff(ctx context.Context, o *diffOptions, args []string) (*diff.Result, 
 		if err != nil {
 			return nil, err
 		}
-		base.AddListing(l)
+		base.AddListing(l, diff.Options{MaxNameLength: o.maxNameLength})
 		base.Against += " and its gateway at " + o.gateway
 	}
 	return diff.Compute(base, newFiles, diff.Options{MaxNameLength: o.maxNameLength}), nil

@@ -129,8 +129,12 @@ type Listing struct {
 // catalog is complete when that accounts for every tool and prompt its
 // status counts and its server lists no resources; resources cannot be
 // told apart by connection from a listing, so a server that lists some
-// has a partial catalog.
-func (b *Base) AddListing(l Listing) {
+// has a partial catalog. opts are the gateway's (its --max-name-length
+// decides which names of a known catalog it exposes).
+func (b *Base) AddListing(l Listing, opts Options) {
+	if opts.MaxNameLength <= 0 {
+		opts.MaxNameLength = exposure.DefaultMaxNameLength
+	}
 	learnt := map[string]*Catalog{}
 	get := func(conn string) *Catalog {
 		c := learnt[conn]
@@ -174,7 +178,7 @@ func (b *Base) AddListing(l Listing) {
 	known := map[string]bool{}
 	for name, c := range b.Catalogs {
 		if e := b.Entries[name]; e.Conn != nil {
-			for _, n := range claimedNames(e.Conn, c, Options{MaxNameLength: exposure.DefaultMaxNameLength}) {
+			for _, n := range claimedNames(e.Conn, c, opts) {
 				known[n.kind.key(n.name)] = true
 			}
 		}

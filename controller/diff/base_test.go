@@ -2,6 +2,7 @@ package diff
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tether-mcp/tether/spec"
@@ -32,7 +33,7 @@ func TestAddListing(t *testing.T) {
 			"bare": {tools: &spec.Counts{Count: 1}, resources: &spec.Counts{Count: 1}},
 		},
 	}
-	b.AddListing(Listing{Tools: []string{"gh_echo", "gh_add", "gh_b_run", "plain", "od_x"}, Prompts: []string{"gh_p"}, Resources: []string{"file:///a"}})
+	b.AddListing(Listing{Tools: []string{"gh_echo", "gh_add", "gh_b_run", "plain", "od_x"}, Prompts: []string{"gh_p"}, Resources: []string{"file:///a"}}, Options{})
 	want := map[string]Catalog{
 		"gh":   {Tools: []string{"add", "echo"}, Prompts: []string{"p"}},          // secret is denied: not seen, partial
 		"s":    {Tools: []string{"echo"}, Prompts: []string{"p"}, Complete: true}, // all it has, lost to gh
@@ -45,5 +46,25 @@ func TestAddListing(t *testing.T) {
 		if got == nil || !slices.Equal(got.Tools, w.Tools) || !slices.Equal(got.Prompts, w.Prompts) || got.Complete != w.Complete {
 			t.Errorf("%s: %+v, want %+v", name, got, w)
 		}
+	}
+}
+
+// TestAddListingMaxNameLength: the names a known catalog exposes are found
+// with the gateway's --max-name-length, so a long name it serves (allowed
+// by a larger limit) stays its own and is not given to another connection.
+func TestAddListingMaxNameLength(t *testing.T) {
+	stdio := "  stdio: {command: srv}\n"
+	long := strings.Repeat("x", 150)
+	b := Base{
+		Entries: entries(t, "/srv/m", map[string]string{
+			"bare.yaml": doc("bare", stdio+"  toolPrefix: \"\"\n"),
+			"od.yaml":   doc("od", stdio),
+		}),
+		Catalogs: map[string]*Catalog{"od": {Tools: []string{long}, Complete: true}},
+		status:   map[string]status{"bare": {tools: &spec.Counts{Count: 1}}},
+	}
+	b.AddListing(Listing{Tools: []string{"od_" + long, "plain"}}, Options{MaxNameLength: 200})
+	if got := b.Catalogs["bare"]; got == nil || !slices.Equal(got.Tools, []string{"plain"}) || !got.Complete {
+		t.Errorf("bare: %+v, want only plain, complete", got)
 	}
 }
