@@ -42,7 +42,7 @@ The new state: PATH... (files and directories, read as tether run reads them;
 - reads one manifest file from stdin, placed in --dir), else the tree under --dir.
 
 What it is compared with:
-  --against REF   the tree under --dir at a git revision (git archive; the
+  --against REF   the tree under --dir at a git revision (as committed; the
                   revision's .tetherignore applies), or with a directory, that tree
   (default)       what the tether running on --dir has: the last valid specs in
                   its state directory (--state-dir, default .tether under
