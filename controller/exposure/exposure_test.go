@@ -46,3 +46,80 @@ func TestClaimBefore(t *testing.T) {
 		t.Error("a claim is not before itself")
 	}
 }
+// TestTemplateSpecificity pins the order of docs/contract.md §5.
+func TestTemplateSpecificity(t *testing.T) {
+	for _, c := range []struct {
+		tmpl string
+		want Specificity
+	}{
+		{"{+anything}", Specificity{CatchAll: true, Vars: 1, Reserved: 1}},
+		{"{scheme}://{+path}", Specificity{CatchAll: true, Literal: 3, Vars: 2, Reserved: 1}},
+		{"file{+rest}", Specificity{CatchAll: true, Prefix: 4, Literal: 4, Vars: 1, Reserved: 1}},
+		{"file:///{+path}", Specificity{Prefix: 8, Literal: 8, Vars: 1, Reserved: 1}},
+		{"item://{a}/{b,c}", Specificity{Prefix: 7, Literal: 8, Vars: 3}},
+		{"x://h/{#frag}", Specificity{Prefix: 6, Literal: 6, Vars: 1, Reserved: 1}},
+		{"res://fixed", Specificity{Prefix: 11, Literal: 11}},
+		{"bad{", Specificity{CatchAll: true, Prefix: 3, Literal: 3, Vars: 1}},
+	} {
+		if got := TemplateSpecificity(c.tmpl); got != c.want {
+			t.Errorf("TemplateSpecificity(%q) = %+v, want %+v", c.tmpl, got, c.want)
+		}
+	}
+}
+
+
+// TestClaimRank pins who serves a URI (docs/contract.md §5): a claim that
+// fixes the scheme before a catch-all; the earlier claim, of any kind;
+// among ties, the exact listing, the more specific template, the name.
+func TestClaimRank(t *testing.T) {
+	tmpl := func(conn, t string, seq uint64) URIClaim {
+		return URIClaim{Conn: conn, Seq: seq, Template: t, Spec: TemplateSpecificity(t)}
+	}
+	exact := func(conn string, seq uint64) URIClaim { return URIClaim{Conn: conn, Seq: seq, Exact: true} }
+	for _, c := range []struct {
+		name        string
+		first, then URIClaim
+	}{
+		{"a scheme-fixing template before an earlier catch-all", tmpl("b", "file:///{+p}", 5), tmpl("a", "{+any}", 1)},
+		{"an exact URI before an earlier catch-all", exact("b", 5), tmpl("a", "{+any}", 1)},
+		{"an earlier template before a later exact URI", tmpl("a", "file:///{+p}", 1), exact("b", 2)},
+		{"an earlier exact URI before a later narrower template", exact("b", 1), tmpl("a", "file:///x/{p}", 2)},
+		{"tied: the exact URI", exact("z", 0), tmpl("a", "file:///{+p}", 0)},
+		{"tied: the more specific template", tmpl("z", "file:///x/{p}", 0), tmpl("a", "file:///{+p}", 0)},
+		{"tied: the connection name", exact("a", 0), exact("b", 0)},
+		{"tied: the template text", tmpl("a", "file:///{a}", 0), tmpl("a", "file:///{b}", 0)},
+	} {
+		if ClaimRank(c.first, c.then) >= 0 || ClaimRank(c.then, c.first) <= 0 {
+			t.Errorf("%s: ClaimRank(%+v, %+v) = %d", c.name, c.first, c.then, ClaimRank(c.first, c.then))
+		}
+	}
+	if a := exact("a", 0); ClaimRank(a, a) != 0 {
+		t.Error("a claim does not tie with itself")
+	}
+}
+
+// TestTemplateCaps: a connection's catch-all templates beyond MaxCatchAll
+// and its templates of one literal prefix beyond MaxPerPrefix are not
+// exposed, counted in its server's order; the others are.
+func TestTemplateCaps(t *testing.T) {
+	c := TemplateCaps{MaxCatchAll: 1, MaxPerPrefix: 2}
+	for _, s := range []struct{ tmpl, want string }{
+		{"{+a}", ""},
+		{"x:/{a}/1", ""},
+		{"{+b}", "more than 1 such templates (--max-catch-all-templates)"},
+		{"x:/{a}/2", ""},
+		{"y:/{a}", ""},
+		{"x:/{a}/3", `more than 2 templates with the literal prefix x:/ (--max-templates-per-prefix)`},
+	} {
+		got := c.Admit(s.tmpl)
+		if (s.want == "") != (got == "") || !strings.Contains(got, s.want) {
+			t.Errorf("Admit(%q) = %q, want %q", s.tmpl, got, s.want)
+		}
+	}
+	if got := (&TemplateCaps{}).Admit("x:/\x1b{a}"); !strings.Contains(got, `literal prefix "x:/\x1b" (`) {
+		t.Errorf("a prefix with a control character: %q", got)
+	}
+	if got := Shown(strings.Repeat("a", 100)); len(got) != ShownLength || !strings.HasSuffix(got, "...") {
+		t.Errorf("Shown of 100 characters: %q", got)
+	}
+}
