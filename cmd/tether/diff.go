@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/diff"
+	"github.com/tether-mcp/tether/controller/exposure"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/state"
 )
@@ -23,6 +24,8 @@ type diffOptions struct {
 	output                   string
 	gateway, gatewayToken    string
 	maxNameLength            int
+	maxCatchAllTemplates     int
+	maxTemplatesPerPrefix    int
 	maxStateFileSize         int64
 }
 
@@ -110,6 +113,8 @@ terminal, never with NO_COLOR set.`,
 	f.StringVar(&o.gateway, "gateway", "", "the running gateway's URL (http://127.0.0.1:8808/mcp), to learn what the servers that are not OnDemand offer; empty: not asked")
 	f.StringVar(&o.gatewayToken, "gateway-token-file", "", "file holding the gateway's bearer token (tether run --auth-token-file)")
 	f.IntVar(&o.maxNameLength, "max-name-length", 128, "tether run's --max-name-length")
+	f.IntVar(&o.maxCatchAllTemplates, "max-catch-all-templates", exposure.DefaultMaxCatchAllTemplates, "tether run's --max-catch-all-templates")
+	f.IntVar(&o.maxTemplatesPerPrefix, "max-templates-per-prefix", exposure.DefaultMaxTemplatesPerPrefix, "tether run's --max-templates-per-prefix")
 	f.Int64Var(&o.maxStateFileSize, "max-state-file-size", state.DefaultMaxFileSize, "tether run's --max-state-file-size")
 	return cmd
 }
@@ -146,10 +151,15 @@ func runDiff(ctx context.Context, o *diffOptions, args []string) (*diff.Result, 
 		if err != nil {
 			return nil, err
 		}
-		base.AddListing(l, diff.Options{MaxNameLength: o.maxNameLength})
+		base.AddListing(l, o.exposureOptions())
 		base.Against += " and its gateway at " + o.gateway
 	}
-	return diff.Compute(base, newFiles, diff.Options{MaxNameLength: o.maxNameLength}), nil
+	return diff.Compute(base, newFiles, o.exposureOptions()), nil
+}
+
+// exposureOptions are tether run's gateway settings that diff is told.
+func (o *diffOptions) exposureOptions() diff.Options {
+	return diff.Options{MaxNameLength: o.maxNameLength, MaxCatchAllTemplates: o.maxCatchAllTemplates, MaxTemplatesPerPrefix: o.maxTemplatesPerPrefix}
 }
 
 // newTree reads the new state: PATH... or - when given, else --dir.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tether-mcp/tether/controller/catalog"
 	"github.com/tether-mcp/tether/controller/desired"
-	"github.com/tether-mcp/tether/controller/exposure"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
@@ -213,9 +212,7 @@ type Listing struct {
 // has a partial catalog. opts are the gateway's (its --max-name-length
 // decides which names of a known catalog it exposes).
 func (b *Base) AddListing(l Listing, opts Options) {
-	if opts.MaxNameLength <= 0 {
-		opts.MaxNameLength = exposure.DefaultMaxNameLength
-	}
+	opts = opts.withDefaults()
 	learnt := map[string]*Catalog{}
 	get := func(conn string) *Catalog {
 		c := learnt[conn]

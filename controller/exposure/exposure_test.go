@@ -46,6 +46,7 @@ func TestClaimBefore(t *testing.T) {
 		t.Error("a claim is not before itself")
 	}
 }
+
 // TestTemplateSpecificity pins the order of docs/contract.md §5.
 func TestTemplateSpecificity(t *testing.T) {
 	for _, c := range []struct {
@@ -66,7 +67,6 @@ func TestTemplateSpecificity(t *testing.T) {
 		}
 	}
 }
-
 
 // TestClaimRank pins who serves a URI (docs/contract.md §5): a claim that
 // fixes the scheme before a catch-all; the earlier claim, of any kind;

@@ -3,9 +3,12 @@ package exposure
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/yosida95/uritemplate/v3"
 )
 
 // The resource rules of docs/contract.md §5: which claim on a URI serves
@@ -183,4 +186,21 @@ func Shown(name string) string {
 		name = name[:ShownLength-3] + "..."
 	}
 	return name
+}
+
+// TemplateRegexp is what a URI must match to fall under tmpl; nil for a
+// template the parser refuses (the go-sdk refuses it too). uritemplate
+// compiles it with regexp.MustCompile: a backend's template must not be
+// able to panic the gateway, which holds its lock.
+func TemplateRegexp(tmpl string) (re *regexp.Regexp) {
+	defer func() {
+		if recover() != nil {
+			re = nil
+		}
+	}()
+	parsed, err := uritemplate.New(tmpl)
+	if err != nil {
+		return nil
+	}
+	return parsed.Regexp()
 }

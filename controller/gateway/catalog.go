@@ -13,7 +13,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/tether-mcp/tether/controller/exposure"
 	"github.com/tether-mcp/tether/spec"
@@ -219,22 +218,8 @@ func compareTemplates(a, b templateRoute) int {
 	return cmp.Compare(a.template, b.template)
 }
 
-// templateRegexp is what a URI must match to fall under tmpl; nil for a
-// template the parser refuses (the go-sdk refuses it too, and publish logs
-// it). uritemplate compiles it with regexp.MustCompile: a backend's
-// template must not be able to panic the gateway, which holds its lock.
-func templateRegexp(tmpl string) (re *regexp.Regexp) {
-	defer func() {
-		if recover() != nil {
-			re = nil
-		}
-	}()
-	parsed, err := uritemplate.New(tmpl)
-	if err != nil {
-		return nil
-	}
-	return parsed.Regexp()
-}
+// templateRegexp is exposure.TemplateRegexp.
+func templateRegexp(tmpl string) *regexp.Regexp { return exposure.TemplateRegexp(tmpl) }
 
 // catchAllWarning is the status note of a template that matches URIs of
 // any scheme.
