@@ -123,3 +123,67 @@ func TestTemplateCaps(t *testing.T) {
 		t.Errorf("Shown of 100 characters: %q", got)
 	}
 }
+
+// TestCompareSpecificity: each rule decides in both directions, in order.
+func TestCompareSpecificity(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		narrow, broad Specificity
+	}{
+		{"the scheme fixed", Specificity{Prefix: 1}, Specificity{CatchAll: true, Prefix: 9}},
+		{"the longer prefix", Specificity{Prefix: 5, Literal: 5}, Specificity{Prefix: 4, Literal: 9}},
+		{"more literal characters", Specificity{Prefix: 4, Literal: 6, Vars: 3}, Specificity{Prefix: 4, Literal: 5}},
+		{"fewer variables", Specificity{Prefix: 4, Literal: 5, Vars: 1, Reserved: 1}, Specificity{Prefix: 4, Literal: 5, Vars: 2}},
+		{"fewer reserved expressions", Specificity{Vars: 1}, Specificity{Vars: 1, Reserved: 1}},
+	} {
+		if CompareSpecificity(c.narrow, c.broad) >= 0 || CompareSpecificity(c.broad, c.narrow) <= 0 {
+			t.Errorf("%s: %+v is not before %+v", c.name, c.narrow, c.broad)
+		}
+	}
+	if s := (Specificity{Prefix: 3, Literal: 4, Vars: 1}); CompareSpecificity(s, s) != 0 {
+		t.Error("a specificity does not tie with itself")
+	}
+}
+
+func TestLiteralPrefixAndRegexp(t *testing.T) {
+	for tmpl, want := range map[string]string{"{a}": "", "x://{a}/b": "x://", "res://fixed": "res://fixed"} {
+		if got := LiteralPrefix(tmpl); got != want {
+			t.Errorf("LiteralPrefix(%q) = %q, want %q", tmpl, got, want)
+		}
+	}
+	if re := TemplateRegexp("test://template/{id}/data"); re == nil || !re.MatchString("test://template/7/data") || re.MatchString("test://template/7/other") {
+		t.Errorf("TemplateRegexp: %v", re)
+	}
+	if re := TemplateRegexp("bad{"); re != nil {
+		t.Errorf("an unterminated expression compiles to %v", re)
+	}
+}
+
+func TestShown(t *testing.T) {
+	for in, want := range map[string]string{
+		"a b~":  "a b~",
+		"a\x1f": `"a\x1f"`,
+		"a\x7f": `"a\x7f"`,
+		`a"b`:   `"a\"b"`,
+		"é":     `"\u00e9"`,
+	} {
+		if got := Shown(in); got != want {
+			t.Errorf("Shown(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if s := strings.Repeat("a", ShownLength); Shown(s) != s {
+		t.Errorf("Shown of exactly %d characters is cut", ShownLength)
+	}
+}
+
+func TestIsBidiControlBounds(t *testing.T) {
+	for r, want := range map[rune]bool{0x061C: true, 0x200E: true, 0x200F: true, 0x2029: false, 0x202A: true, 0x202E: true, 0x202F: false,
+		0x2065: false, 0x2066: true, 0x2069: true, 0x206A: false, 'a': false} {
+		if got := IsBidiControl(r); got != want {
+			t.Errorf("IsBidiControl(U+%04X) = %v", r, got)
+		}
+	}
+	if p := NameProblem("x", strings.Repeat("x", 10), 10); p != "" {
+		t.Errorf("a name of exactly the limit: %s", p)
+	}
+}

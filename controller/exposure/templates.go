@@ -62,20 +62,14 @@ func TemplateSpecificity(tmpl string) Specificity {
 // then the longer literal prefix, then more literal characters, then fewer
 // variables, then fewer {+x}/{#x} expressions.
 func CompareSpecificity(a, b Specificity) int {
-	switch {
-	case a.CatchAll != b.CatchAll:
+	if a.CatchAll != b.CatchAll {
 		if b.CatchAll {
 			return -1
 		}
 		return 1
-	case a.Prefix != b.Prefix:
-		return cmp.Compare(b.Prefix, a.Prefix)
-	case a.Literal != b.Literal:
-		return cmp.Compare(b.Literal, a.Literal)
-	case a.Vars != b.Vars:
-		return cmp.Compare(a.Vars, b.Vars)
 	}
-	return cmp.Compare(a.Reserved, b.Reserved)
+	return cmp.Or(cmp.Compare(b.Prefix, a.Prefix), cmp.Compare(b.Literal, a.Literal),
+		cmp.Compare(a.Vars, b.Vars), cmp.Compare(a.Reserved, b.Reserved))
 }
 
 // LiteralPrefix is a template's text before its first expression: a URI
