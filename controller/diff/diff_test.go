@@ -345,7 +345,7 @@ func TestComputeResourceRules(t *testing.T) {
 		Catalogs: map[string]*Catalog{
 			"t": {Templates: []string{"file:///{+path}"}, Complete: true},
 			"c": {Templates: []string{"{+any}"}, Complete: true},
-			"u": {Resources: []string{"file:///x", "mem://y"}, Templates: []string{"file:///docs/{p}"}, Complete: true},
+			"u": {Resources: []string{"file:///x", "mem://y"}, Templates: []string{"file:///docs/{p}", "{+u}"}, Complete: true},
 		},
 	}
 	r := Compute(base, decoded(dir, map[string]string{"t.yaml": doc("t", stdio), "c.yaml": doc("c", stdio), "u.yaml": doc("u", stdio)}), Options{})
@@ -360,12 +360,14 @@ func TestComputeResourceRules(t *testing.T) {
 	if u.Resources == nil || !slices.Equal(u.Resources.Added, []string{"mem://y"}) {
 		t.Errorf("u gains resources %+v, want mem://y only", u.Resources)
 	}
-	if u.ResourceTemplates == nil || !slices.Equal(u.ResourceTemplates.Added, []string{"file:///docs/{p}"}) {
-		t.Errorf("u gains templates %+v, want file:///docs/{p}", u.ResourceTemplates)
+	// Both its templates are exposed (a catch-all too, by default).
+	if u.ResourceTemplates == nil || !slices.Equal(u.ResourceTemplates.Added, []string{"file:///docs/{p}", "{+u}"}) {
+		t.Errorf("u gains templates %+v, want file:///docs/{p} and {+u}", u.ResourceTemplates)
 	}
 	want := []Collision{
 		{Name: "resource:file:///x", Owner: "t", Loser: "u"},
 		{Name: "resourceTemplate:file:///docs/{p}", Owner: "t", Loser: "u"},
+		{Name: "resourceTemplate:{+u}", Owner: "c", Loser: "u"}, // catch-alls pair with catch-alls
 	}
 	if !slices.Equal(r.CollisionsMade, want) {
 		t.Errorf("collisions made %v, want %v", r.CollisionsMade, want)

@@ -51,9 +51,19 @@ func TestListGatewayKeepsTheTokenOnItsOrigin(t *testing.T) {
 }
 
 func TestListGatewayRefusesANonHTTPURL(t *testing.T) {
-	for _, u := range []string{"127.0.0.1:8808/mcp", "file:///etc/passwd", "://x"} {
+	for _, u := range []string{"127.0.0.1:8808/mcp", "file:///etc/passwd", "://x", "http:///mcp"} {
 		if _, err := ListGateway(context.Background(), u, ""); err == nil || !strings.Contains(err.Error(), "not an http(s) URL") {
 			t.Errorf("ListGateway(%q) = %v, want not an http(s) URL", u, err)
 		}
+	}
+}
+
+// Without a token, nothing is redacted: the error is the client's own text.
+func TestListGatewayErrorWithoutToken(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // refused
+	_, err := ListGateway(context.Background(), srv.URL+"/mcp", "")
+	if err == nil || strings.Contains(err.Error(), "[redacted]") {
+		t.Errorf("err %v", err)
 	}
 }
