@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/diff"
+	"github.com/tether-mcp/tether/controller/exposure"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/state"
 )
@@ -23,6 +24,8 @@ type diffOptions struct {
 	output                   string
 	gateway, gatewayToken    string
 	maxNameLength            int
+	maxCatchAllTemplates     int
+	maxTemplatesPerPrefix    int
 	maxStateFileSize         int64
 }
 
@@ -42,7 +45,7 @@ The new state: PATH... (files and directories, read as tether run reads them;
 - reads one manifest file from stdin, placed in --dir), else the tree under --dir.
 
 What it is compared with:
-  --against REF   the tree under --dir at a git revision (git archive; the
+  --against REF   the tree under --dir at a git revision (as committed; the
                   revision's .tetherignore applies), or with a directory, that tree
   (default)       what the tether running on --dir has: the last valid specs in
                   its state directory (--state-dir, default .tether under
@@ -59,6 +62,19 @@ terminal, never with NO_COLOR set.`,
   tether diff --dir manifests --against origin/main
   tether diff --dir manifests --gateway http://127.0.0.1:8808/mcp -o json
   kubectl kustomize overlays/prod | tether diff --dir manifests -`,
+		Args: func(c *cobra.Command, args []string) error {
+			// stdin holds one file: read twice, the second would be empty.
+			stdin := 0
+			for _, a := range args {
+				if a == "-" {
+					stdin++
+				}
+			}
+			if stdin > 1 {
+				return diffUsageExit(c, fmt.Errorf("- (stdin) given %d times; it can be read once", stdin))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := runDiff(cmd.Context(), o, args)
 			if err != nil {
@@ -85,6 +101,9 @@ terminal, never with NO_COLOR set.`,
 			return nil
 		},
 	}
+	// Exit status 1 means "changes": a usage error must not read as one
+	// (docs/contract.md §6a).
+	cmd.SetFlagErrorFunc(diffUsageExit)
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", ".", "the manifest directory tether run watches")
 	f.StringVar(&o.statusDir, "status-dir", "", "tether run's --status-dir, if it has one")
@@ -94,6 +113,8 @@ terminal, never with NO_COLOR set.`,
 	f.StringVar(&o.gateway, "gateway", "", "the running gateway's URL (http://127.0.0.1:8808/mcp), to learn what the servers that are not OnDemand offer; empty: not asked")
 	f.StringVar(&o.gatewayToken, "gateway-token-file", "", "file holding the gateway's bearer token (tether run --auth-token-file)")
 	f.IntVar(&o.maxNameLength, "max-name-length", 128, "tether run's --max-name-length")
+	f.IntVar(&o.maxCatchAllTemplates, "max-catch-all-templates", exposure.DefaultMaxCatchAllTemplates, "tether run's --max-catch-all-templates")
+	f.IntVar(&o.maxTemplatesPerPrefix, "max-templates-per-prefix", exposure.DefaultMaxTemplatesPerPrefix, "tether run's --max-templates-per-prefix")
 	f.Int64Var(&o.maxStateFileSize, "max-state-file-size", state.DefaultMaxFileSize, "tether run's --max-state-file-size")
 	return cmd
 }
@@ -130,10 +151,15 @@ func runDiff(ctx context.Context, o *diffOptions, args []string) (*diff.Result, 
 		if err != nil {
 			return nil, err
 		}
-		base.AddListing(l)
+		base.AddListing(l, o.exposureOptions())
 		base.Against += " and its gateway at " + o.gateway
 	}
-	return diff.Compute(base, newFiles, diff.Options{MaxNameLength: o.maxNameLength}), nil
+	return diff.Compute(base, newFiles, o.exposureOptions()), nil
+}
+
+// exposureOptions are tether run's gateway settings that diff is told.
+func (o *diffOptions) exposureOptions() diff.Options {
+	return diff.Options{MaxNameLength: o.maxNameLength, MaxCatchAllTemplates: o.maxCatchAllTemplates, MaxTemplatesPerPrefix: o.maxTemplatesPerPrefix}
 }
 
 // newTree reads the new state: PATH... or - when given, else --dir.
@@ -181,6 +207,13 @@ func baseState(ctx context.Context, o *diffOptions, havePaths bool) (diff.Base, 
 		return diff.FromFiles("the manifests under "+o.dir+" (no tether has run there)", files, o.dir, o.statusDir), nil
 	}
 	return b, err
+}
+
+// diffUsageExit says a usage error of tether diff on stderr and exits 2
+// (1 would mean "changes").
+func diffUsageExit(cmd *cobra.Command, err error) error {
+	fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
+	return exitCode(2)
 }
 
 // colorOutput: colour on a terminal only, and never with NO_COLOR set

@@ -129,8 +129,20 @@ func TestCIPreCommitHook(t *testing.T) {
 	data, err := os.ReadFile(hook)
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(g.work, ".git", "hooks", "pre-commit"), data, 0o755))
+	// TETHER wraps tether to see what the hook exported: only the
+	// manifest directory, not the rest of the index.
+	exported := filepath.Join(t.TempDir(), "exported")
+	wrapper := filepath.Join(t.TempDir(), "tether")
+	must(t, os.WriteFile(wrapper, []byte("#!/bin/sh\nif [ \"$1\" = validate ]; then (cd \"$(dirname \"$2\")\" && find . -type f) >\""+exported+"\"; fi\nexec \"$REAL_TETHER\" \"$@\"\n"), 0o755))
+	g.env = append(g.env, "REAL_TETHER="+filepath.Join(builtBinaries(t), "tether"), "TETHER="+wrapper)
 	g.write("manifests/a.yaml", ciManifestA)
+	g.write("big/data.bin", "not a manifest\n")
 	g.commit("base") // the first commit: nothing to compare with, validated
+	got, err := os.ReadFile(exported)
+	must(t, err)
+	if strings.TrimSpace(string(got)) != "./manifests/a.yaml" {
+		t.Errorf("the hook exported %q, want the manifest directory only", got)
+	}
 
 	g.write("manifests/bad.yaml", strings.ReplaceAll(ciManifestA, "name: a", "name: bad")+"  bogus: 1\n")
 	g.run(g.work, "git", "add", "-A")
@@ -169,6 +181,11 @@ func TestCIGitHubWorkflow(t *testing.T) {
 	must(t, yaml.UnmarshalStrict(data, &wf))
 	if _, ok := wf.On["pull_request"]; !ok {
 		t.Fatalf("the workflow does not run on pull requests: %v", wf.On)
+	}
+	// Its paths filter is the manifest directory TETHER_DIR names.
+	pr, _ := wf.On["pull_request"].(map[string]any)
+	if paths, _ := pr["paths"].([]any); len(paths) != 1 || paths[0] != wf.Env["TETHER_DIR"]+"/**" {
+		t.Errorf("the pull_request paths filter %v is not TETHER_DIR (%q)/**", pr["paths"], wf.Env["TETHER_DIR"])
 	}
 	g := newGitRepo(t)
 	g.write("manifests/a.yaml", ciManifestA)

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/catalog"
-	"github.com/tether-mcp/tether/controller/exposure"
+	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
@@ -36,6 +37,7 @@ func FromState(stateDir, root, statusDir string, maxStateFile int64) (b Base, pr
 	}
 	defer d.Close()
 	entries, problems := d.LoadSpecs()
+	rebase(entries, root)
 	b = Base{Against: "the running tether (state directory " + stateDir + ")", Entries: entries, Catalogs: map[string]*Catalog{}}
 	for name := range entries {
 		c, err := d.LoadCatalog(name)
@@ -61,6 +63,84 @@ func FromFiles(against string, files []manifest.File, root, statusDir string) Ba
 		b.readStatus(root, statusDir)
 	}
 	return b
+}
+
+// rebase names the saved entries' manifests and directories as files of
+// root. tether run saves them as it was given them: relative to its own
+// working directory when its --dir was relative (the supervisor resolves a
+// relative command there), so diff, run from another directory or with
+// --dir spelt otherwise, would see every connection's manifest directory
+// change. run's root is the longest leading part R of the saved paths that
+// starts every one of them and that root can be (its components after any
+// leading .. end root's absolute path); a path under R is rebased onto
+// root. Absolute saved paths need nothing.
+func rebase(entries map[string]desired.Entry, root string) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.Origin != "" && !filepath.IsAbs(e.Origin) {
+			dirs = append(dirs, filepath.Dir(filepath.Clean(e.Origin)))
+		}
+	}
+	if len(dirs) == 0 {
+		return
+	}
+	from := savedRoot(dirs, abs)
+	if from == filepath.Clean(root) {
+		return
+	}
+	for name, e := range entries {
+		if rel, ok := under(e.Origin, from); ok {
+			e.Origin = filepath.Join(root, rel)
+		}
+		if rel, ok := under(e.Dir, from); ok {
+			e.Dir = filepath.Join(root, rel)
+		}
+		entries[name] = e
+	}
+}
+
+// savedRoot is run's root among the leading parts of dirs[0] (see rebase);
+// "." when no longer one fits.
+func savedRoot(dirs []string, abs string) string {
+	parts := strings.Split(dirs[0], string(filepath.Separator))
+	absParts := strings.Split(abs, string(filepath.Separator))
+	for k := len(parts); k > 0; k-- {
+		cand := filepath.Join(parts[:k]...)
+		tail := parts[:k]
+		for len(tail) > 0 && tail[0] == ".." {
+			tail = tail[1:]
+		}
+		if slices.Contains(tail, "..") || cand == "." || len(tail) > len(absParts) || !slices.Equal(tail, absParts[len(absParts)-len(tail):]) {
+			continue
+		}
+		all := true
+		for _, d := range dirs[1:] {
+			if _, ok := under(d, cand); !ok {
+				all = false
+				break
+			}
+		}
+		if all {
+			return cand
+		}
+	}
+	return "."
+}
+
+// under is p relative to dir, when p is a relative path under dir.
+func under(p, dir string) (string, bool) {
+	if p == "" || filepath.IsAbs(p) {
+		return "", false
+	}
+	rel, err := filepath.Rel(dir, filepath.Clean(p))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", false
+	}
+	return rel, true
 }
 
 func fromSaved(c *catalog.Catalog) *Catalog {
@@ -129,8 +209,10 @@ type Listing struct {
 // catalog is complete when that accounts for every tool and prompt its
 // status counts and its server lists no resources; resources cannot be
 // told apart by connection from a listing, so a server that lists some
-// has a partial catalog.
-func (b *Base) AddListing(l Listing) {
+// has a partial catalog. opts are the gateway's (its --max-name-length
+// decides which names of a known catalog it exposes).
+func (b *Base) AddListing(l Listing, opts Options) {
+	opts = opts.withDefaults()
 	learnt := map[string]*Catalog{}
 	get := func(conn string) *Catalog {
 		c := learnt[conn]
@@ -174,7 +256,7 @@ func (b *Base) AddListing(l Listing) {
 	known := map[string]bool{}
 	for name, c := range b.Catalogs {
 		if e := b.Entries[name]; e.Conn != nil {
-			for _, n := range claimedNames(e.Conn, c, Options{MaxNameLength: exposure.DefaultMaxNameLength}) {
+			for _, n := range claimedNames(e.Conn, c, opts) {
 				known[n.kind.key(n.name)] = true
 			}
 		}

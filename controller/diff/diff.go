@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"maps"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -147,6 +148,24 @@ func (r *Result) Changed() bool {
 type Options struct {
 	// MaxNameLength is tether run's --max-name-length (0: the default).
 	MaxNameLength int
+	// MaxCatchAllTemplates and MaxTemplatesPerPrefix are tether run's
+	// --max-catch-all-templates and --max-templates-per-prefix (0: the
+	// defaults).
+	MaxCatchAllTemplates, MaxTemplatesPerPrefix int
+}
+
+// withDefaults fills in the gateway's defaults.
+func (o Options) withDefaults() Options {
+	if o.MaxNameLength <= 0 {
+		o.MaxNameLength = exposure.DefaultMaxNameLength
+	}
+	if o.MaxCatchAllTemplates <= 0 {
+		o.MaxCatchAllTemplates = exposure.DefaultMaxCatchAllTemplates
+	}
+	if o.MaxTemplatesPerPrefix <= 0 {
+		o.MaxTemplatesPerPrefix = exposure.DefaultMaxTemplatesPerPrefix
+	}
+	return o
 }
 
 // Compute predicts what tether, holding base, does with files: the next
@@ -154,9 +173,7 @@ type Options struct {
 // next listing would make it (an invalid document keeps its last valid
 // spec, a name stays with the file that had it).
 func Compute(base Base, files []manifest.File, opts Options) *Result {
-	if opts.MaxNameLength <= 0 {
-		opts.MaxNameLength = exposure.DefaultMaxNameLength
-	}
+	opts = opts.withDefaults()
 	next, problems, _ := manifest.Resolve(base.Entries, files)
 	r := &Result{APIVersion: APIVersion, Kind: Kind, Against: base.Against, Connections: []Connection{}}
 	for _, file := range slices.Sorted(maps.Keys(problems)) {
@@ -304,6 +321,8 @@ func exposed(entries map[string]desired.Entry, catalogs map[string]*Catalog, own
 		before = claimsByKey(prev, catalogs, opts)
 	}
 	out := served{byConn: map[string][kinds][]string{}}
+	resources := map[string][]claimant{} // resource key → its claimants, first first
+	var templates []templateClaim
 	for key, cl := range claims {
 		claimedBefore := map[string]bool{}
 		for _, c := range before[key] {
@@ -321,17 +340,25 @@ func exposed(entries map[string]desired.Entry, catalogs map[string]*Catalog, own
 		}
 		slices.SortFunc(cl, func(a, b claimant) int { return exposure.ClaimBefore(a.seq, a.conn, b.seq, b.conn) })
 		owner := cl[0].conn
+		k := names[owner][key]
+		switch k {
+		case kindResource:
+			resources[key] = cl // decided below, against the templates
+			continue
+		case kindTemplate:
+			templates = append(templates, templateClaim{claimant: cl[0], tmpl: strings.TrimPrefix(key, k.key(""))})
+		}
 		for _, c := range cl[1:] {
 			out.collisions = append(out.collisions, Collision{Name: key, Owner: owner, Loser: c.conn})
 		}
 		if entries[owner].Conn.Spec.Suspend {
 			continue
 		}
-		k := names[owner][key]
 		list := out.byConn[owner]
 		list[k] = append(list[k], strings.TrimPrefix(key, k.key("")))
 		out.byConn[owner] = list
 	}
+	out.uriRules(entries, resources, templates)
 	for conn, list := range out.byConn {
 		for k := range list {
 			slices.Sort(list[k])
@@ -339,7 +366,71 @@ func exposed(entries map[string]desired.Entry, catalogs map[string]*Catalog, own
 		out.byConn[conn] = list
 	}
 	slices.SortFunc(out.collisions, compareCollisions)
+	out.collisions = slices.Compact(out.collisions)
 	return out
+}
+
+// templateClaim is the owner's claim on a template.
+type templateClaim struct {
+	claimant
+	tmpl string
+}
+
+func (t templateClaim) rank() exposure.URIClaim {
+	return exposure.URIClaim{Conn: t.conn, Seq: t.seq, Template: t.tmpl, Spec: exposure.TemplateSpecificity(t.tmpl)}
+}
+
+// uriRules applies the gateway's rules on URIs (docs/contract.md §5): a
+// URI goes to the claim on it that ranks first (exposure.ClaimRank),
+// whether the exact listing or another connection's template that matches
+// it, so an earlier template keeps a URI a later connection lists; every
+// other connection that claims it (but by a catch-all template) loses it.
+// A later template whose literal prefix extends an earlier one's of another
+// connection is reported as losing to it; both stay exposed.
+func (out *served) uriRules(entries map[string]desired.Entry, resources map[string][]claimant, templates []templateClaim) {
+	slices.SortFunc(templates, func(a, b templateClaim) int { return exposure.ClaimRank(a.rank(), b.rank()) })
+	res := make([]*regexp.Regexp, len(templates))
+	for i, t := range templates {
+		res[i] = exposure.TemplateRegexp(t.tmpl)
+	}
+	for key, cl := range resources {
+		uri := strings.TrimPrefix(key, kindResource.key(""))
+		claims := make([]exposure.URIClaim, 0, len(cl))
+		for _, c := range cl {
+			claims = append(claims, exposure.URIClaim{Conn: c.conn, Seq: c.seq, Exact: true})
+		}
+		for i, t := range templates {
+			if res[i] != nil && strings.HasPrefix(uri, exposure.LiteralPrefix(t.tmpl)) && res[i].MatchString(uri) {
+				claims = append(claims, t.rank())
+			}
+		}
+		slices.SortFunc(claims, exposure.ClaimRank)
+		win := claims[0]
+		for _, c := range claims[1:] {
+			if c.Conn != win.Conn && !c.Spec.CatchAll {
+				out.collisions = append(out.collisions, Collision{Name: key, Owner: win.Conn, Loser: c.Conn})
+			}
+		}
+		// The exact listing is served if its connection wins the URI.
+		if owner := cl[0].conn; win.Conn == owner && !entries[owner].Conn.Spec.Suspend {
+			list := out.byConn[owner]
+			list[kindResource] = append(list[kindResource], uri)
+			out.byConn[owner] = list
+		}
+	}
+	// As the gateway pairs them: catch-alls with catch-alls, the others by
+	// literal prefix; a template it cannot parse matches nothing.
+	for i, first := range templates {
+		for j, later := range templates[i+1:] {
+			if res[i] == nil || res[i+1+j] == nil || first.conn == later.conn ||
+				exposure.TemplateSpecificity(first.tmpl).CatchAll != exposure.TemplateSpecificity(later.tmpl).CatchAll {
+				continue
+			}
+			if strings.HasPrefix(exposure.LiteralPrefix(later.tmpl), exposure.LiteralPrefix(first.tmpl)) {
+				out.collisions = append(out.collisions, Collision{Name: kindTemplate.key(later.tmpl), Owner: first.conn, Loser: later.conn})
+			}
+		}
+	}
 }
 
 // claimsByKey lists, for each name, the connections of entries that claim it.
@@ -366,7 +457,7 @@ type exposedName struct {
 // claimedNames are the names a connection claims on the gateway: its tools
 // that pass its filter and its prompts, under its prefix, without the
 // names that must not reach agents; its resource URIs and templates as
-// they are.
+// they are, but templates beyond the gateway's caps (exposure.TemplateCaps).
 func claimedNames(c *spec.McpConnection, cat *Catalog, opts Options) []exposedName {
 	var out []exposedName
 	prefix := c.ToolPrefix()
@@ -386,8 +477,16 @@ func claimedNames(c *spec.McpConnection, cat *Catalog, opts Options) []exposedNa
 	for _, u := range cat.Resources {
 		out = append(out, exposedName{kindResource, u})
 	}
-	for _, t := range cat.Templates {
-		out = append(out, exposedName{kindTemplate, t})
+	caps := exposure.TemplateCaps{MaxCatchAll: opts.MaxCatchAllTemplates, MaxPerPrefix: opts.MaxTemplatesPerPrefix}
+	seen := map[string]bool{}
+	for _, t := range cat.Templates { // in its server's order, each once, as the gateway counts them
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		if caps.Admit(t) == "" {
+			out = append(out, exposedName{kindTemplate, t})
+		}
 	}
 	slices.SortFunc(out, func(a, b exposedName) int {
 		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.name, b.name))

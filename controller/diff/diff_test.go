@@ -330,3 +330,56 @@ func TestComputePrefixMove(t *testing.T) {
 		t.Errorf("tools %+v", n)
 	}
 }
+
+// TestComputeResourceRules: URIs and templates follow the gateway's rules
+// (exposure.ClaimRank, exposure.TemplateCaps): an earlier template of
+// another connection keeps a URI a new connection lists, a catch-all does
+// not; a later template under an earlier one's literal prefix is reported
+// as losing to it yet stays exposed; templates beyond the caps are not
+// exposed.
+func TestComputeResourceRules(t *testing.T) {
+	const dir = "/srv/m"
+	stdio := "  stdio: {command: srv}\n"
+	base := Base{
+		Entries: entries(t, dir, map[string]string{"t.yaml": doc("t", stdio), "c.yaml": doc("c", stdio)}),
+		Catalogs: map[string]*Catalog{
+			"t": {Templates: []string{"file:///{+path}"}, Complete: true},
+			"c": {Templates: []string{"{+any}"}, Complete: true},
+			"u": {Resources: []string{"file:///x", "mem://y"}, Templates: []string{"file:///docs/{p}", "{+u}"}, Complete: true},
+		},
+	}
+	r := Compute(base, decoded(dir, map[string]string{"t.yaml": doc("t", stdio), "c.yaml": doc("c", stdio), "u.yaml": doc("u", stdio)}), Options{})
+	var u Connection
+	for _, c := range r.Connections {
+		if c.Name == "u" {
+			u = c
+		}
+	}
+	// file:///x goes to t's earlier template; mem://y only c's catch-all
+	// matches, and a catch-all never takes a listed URI.
+	if u.Resources == nil || !slices.Equal(u.Resources.Added, []string{"mem://y"}) {
+		t.Errorf("u gains resources %+v, want mem://y only", u.Resources)
+	}
+	// Both its templates are exposed (a catch-all too, by default).
+	if u.ResourceTemplates == nil || !slices.Equal(u.ResourceTemplates.Added, []string{"file:///docs/{p}", "{+u}"}) {
+		t.Errorf("u gains templates %+v, want file:///docs/{p} and {+u}", u.ResourceTemplates)
+	}
+	want := []Collision{
+		{Name: "resource:file:///x", Owner: "t", Loser: "u"},
+		{Name: "resourceTemplate:file:///docs/{p}", Owner: "t", Loser: "u"},
+		{Name: "resourceTemplate:{+u}", Owner: "c", Loser: "u"}, // catch-alls pair with catch-alls
+	}
+	if !slices.Equal(r.CollisionsMade, want) {
+		t.Errorf("collisions made %v, want %v", r.CollisionsMade, want)
+	}
+
+	// The caps, counted in the server's order, each template once.
+	base.Catalogs["v"] = &Catalog{Templates: []string{"{+a}", "{+b}", "{+a}", "{+c}", "x:/{a}/1", "x:/{a}/2", "x:/{a}/3", "y:/{a}"}, Complete: true}
+	r = Compute(base, decoded(dir, map[string]string{"t.yaml": doc("t", stdio), "c.yaml": doc("c", stdio), "v.yaml": doc("v", stdio)}),
+		Options{MaxCatchAllTemplates: 2, MaxTemplatesPerPrefix: 2})
+	for _, c := range r.Connections {
+		if c.Name == "v" && (c.ResourceTemplates == nil || !slices.Equal(c.ResourceTemplates.Added, []string{"x:/{a}/1", "x:/{a}/2", "y:/{a}", "{+a}", "{+b}"})) {
+			t.Errorf("v gains templates %+v", c.ResourceTemplates)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,7 +18,11 @@ const MaxListed = 100000
 // resources and templates. token, when set, is sent as the bearer token
 // (tether run --auth-token-file); it appears in no error.
 func ListGateway(ctx context.Context, url, token string) (Listing, error) {
-	hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+	u, err := neturl.Parse(url)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return Listing{}, fmt.Errorf("--gateway %q: not an http(s) URL", url)
+	}
+	hc := &http.Client{Transport: bearer{token: token, scheme: u.Scheme, host: u.Host, next: http.DefaultTransport}}
 	client := mcp.NewClient(&mcp.Implementation{Name: "tether-diff", Version: "v1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
 	if err != nil {
@@ -97,13 +102,16 @@ func redact(err error, token string) string {
 	return s
 }
 
+// bearer sends the token to the gateway's origin (scheme and host) only:
+// a redirect elsewhere must not carry it (net/http drops the header on such
+// a redirect, but a RoundTripper that adds it would put it back).
 type bearer struct {
-	token string
-	next  http.RoundTripper
+	token, scheme, host string
+	next                http.RoundTripper
 }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.token == "" {
+	if b.token == "" || r.URL.Scheme != b.scheme || !strings.EqualFold(r.URL.Host, b.host) {
 		return b.next.RoundTrip(r)
 	}
 	r = r.Clone(r.Context())

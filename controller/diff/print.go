@@ -4,7 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tether-mcp/tether/controller/exposure"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -54,7 +59,7 @@ func Text(w io.Writer, r *Result, color bool) error {
 		}
 		head := fmt.Sprintf("%s %-10s %s", mark, c.Change, c.Name)
 		if c.Manifest != "" {
-			head += "  (" + c.Manifest + ")"
+			head += "  (" + shown(c.Manifest) + ")"
 		}
 		p.line(col, "%s", head)
 		if len(c.ReconnectFields) > 0 {
@@ -77,10 +82,10 @@ func Text(w io.Writer, r *Result, color bool) error {
 				continue
 			}
 			for _, a := range k.n.Added {
-				p.line(green, "    + %s %s", k.label, a)
+				p.line(green, "    + %s %s", k.label, shown(a))
 			}
 			for _, a := range k.n.Removed {
-				p.line(red, "    - %s %s", k.label, a)
+				p.line(red, "    - %s %s", k.label, shown(a))
 			}
 		}
 		if c.Catalog != "known" && c.Change != Unchanged && !c.Invalid {
@@ -97,13 +102,13 @@ func Text(w io.Writer, r *Result, color bool) error {
 	if len(r.CollisionsMade) > 0 {
 		p.line("", "collisions made:")
 		for _, c := range r.CollisionsMade {
-			p.line(red, "  ! %s: %s loses it to %s", c.Name, c.Loser, c.Owner)
+			p.line(red, "  ! %s: %s loses it to %s", shown(c.Name), c.Loser, c.Owner)
 		}
 	}
 	if len(r.CollisionsResolved) > 0 {
 		p.line("", "collisions resolved:")
 		for _, c := range r.CollisionsResolved {
-			p.line(green, "  ✓ %s: %s no longer loses it to %s", c.Name, c.Loser, c.Owner)
+			p.line(green, "  ✓ %s: %s no longer loses it to %s", shown(c.Name), c.Loser, c.Owner)
 		}
 	}
 	if len(r.Invalid) > 0 {
@@ -115,6 +120,20 @@ func Text(w io.Writer, r *Result, color bool) error {
 	s := r.Summary
 	p.line("", "%d added, %d removed, %d reconnect, %d in place, %d unchanged; %d invalid", s.Added, s.Removed, s.Reconnect, s.InPlace, s.Unchanged, s.Invalid)
 	return p.err
+}
+
+// shown is s as the text output prints it: quoted, with its control and
+// bidirectional characters escaped, when it holds any. Resource URIs and
+// templates reach the gateway as their servers wrote them (only tool and
+// prompt names are refused for such characters, exposure.NameProblem), and
+// an ESC or U+202E must not drive or reorder the terminal that shows them.
+func shown(s string) string {
+	for _, r := range s {
+		if unicode.IsControl(r) || exposure.IsBidiControl(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 const (

@@ -1,15 +1,18 @@
 package diff
 
 import (
-	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/manifest"
@@ -78,16 +81,31 @@ func inDir(p, dir string) string {
 	return filepath.Join(dir, filepath.Base(p))
 }
 
-// MaxArchiveBytes bounds what ReadRevision takes from git archive: the
-// revision's copy of the manifest directory, every file of it (manifests
-// are read at most spec.MaxFileSize each; others are not written).
-const MaxArchiveBytes = 256 << 20
+// Limits of ReadRevision: how many bytes of manifests (each at most
+// spec.MaxFileSize, the daemon's limit; a bigger one is not read) and how
+// many manifest, .tetherignore and symlink entries it takes from a
+// revision. Other files of the revision are never read.
+const (
+	MaxRevisionBytes = 256 << 20
+	MaxRevisionFiles = 100000
+	// maxTreeRecord bounds one record of git ls-tree (a path, an id, a
+	// size): git's paths are far shorter.
+	maxTreeRecord = 64 << 10
+	// maxLinkTarget bounds a symlink's target (PATH_MAX).
+	maxLinkTarget = 4096
+)
 
 // ReadRevision reads the manifest tree dir as it is at a git revision
-// (a branch, tag, commit or origin/main), with the git binary: `git
-// archive` of the revision's tree at dir's place in the repository, into a
-// temporary directory, listed there by the same rules (manifest.ListFilesAs),
-// and named as the files of dir. Nothing of the work tree changes.
+// (a branch, tag, commit or origin/main), with the git binary, from the
+// object store as committed: `git ls-tree` lists the revision's tree at
+// dir's place in the repository and `git cat-file --batch` reads only the
+// manifests, .tetherignore files and symlinks (never other files, and
+// without .gitattributes' export rules, which git archive would apply).
+// They are written, through an os.Root, into a temporary directory,
+// listed there by the same rules (manifest.ListFilesAs), and named as the
+// files of dir. A symlink is kept only when its target is relative and
+// does not climb (no ..): one that leaves the tree would read, or let a
+// later entry write, outside it. Nothing of the work tree changes.
 func ReadRevision(ctx context.Context, dir, rev string) ([]manifest.File, error) {
 	if strings.HasPrefix(rev, "-") {
 		return nil, fmt.Errorf("--against %q: not a git revision", rev)
@@ -110,7 +128,8 @@ func ReadRevision(ctx context.Context, dir, rev string) ([]manifest.File, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not in a git work tree: %w", dir, err)
 	}
-	if _, err := git("rev-parse", "--verify", "--quiet", rev+"^{commit}"); err != nil {
+	commit, err := git("rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	if err != nil {
 		return nil, fmt.Errorf("--against %s: not a revision of the repository of %s", rev, dir)
 	}
 	tmp, err := os.MkdirTemp("", "tether-diff-")
@@ -118,33 +137,14 @@ func ReadRevision(ctx context.Context, dir, rev string) ([]manifest.File, error)
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	treeish := rev + ":" + strings.TrimSuffix(strings.TrimSpace(string(prefix)), "/")
-	// From the top: in a subdirectory, git archive keeps only that
-	// subdirectory's path of the tree it is given.
-	cmd := exec.CommandContext(ctx, "git", "-C", strings.TrimSpace(string(top)), "archive", "--format=tar", treeish)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
+	root, err := os.OpenRoot(tmp)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("git archive: %w", err)
-	}
-	xerr := extract(io.LimitReader(out, MaxArchiveBytes+1), tmp)
-	if xerr != nil {
-		_ = cmd.Process.Kill()
-	}
-	werr := cmd.Wait()
-	switch {
-	case xerr != nil:
-		return nil, fmt.Errorf("reading %s at %s: %w", dir, rev, xerr)
-	case werr != nil:
-		// The directory did not exist at that revision: it held nothing.
-		if strings.Contains(stderr.String(), "not a valid object name") || strings.Contains(stderr.String(), "not a tree object") {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("git archive %s: %w: %s", treeish, werr, strings.TrimSpace(stderr.String()))
+	defer root.Close()
+	r := revisionReader{ctx: ctx, top: strings.TrimSpace(string(top)), root: root}
+	if err := r.read(strings.TrimSpace(string(commit)), strings.TrimSuffix(strings.TrimSpace(string(prefix)), "/")); err != nil {
+		return nil, fmt.Errorf("reading %s at %s: %w", dir, rev, err)
 	}
 	files, _, err := manifest.ListFilesAs(tmp, filepath.Clean(dir))
 	if err != nil {
@@ -153,64 +153,231 @@ func ReadRevision(ctx context.Context, dir, rev string) ([]manifest.File, error)
 	return files, nil
 }
 
-// extract writes a tar stream's directories, regular files and symlinks
-// under root (as a checkout would hold them). A manifest over
-// spec.MaxFileSize is not copied: a sparse file of its size stands in, so
-// reading it reports its size as tether run would, and a non-manifest
-// file is written empty (only its name matters to the listing).
-func extract(r io.Reader, root string) error {
-	tr := tar.NewReader(r)
-	var total int64
+type revisionReader struct {
+	ctx  context.Context
+	top  string
+	root *os.Root
+}
+
+// treeEntry is a record of git ls-tree -l: what ReadRevision keeps of it.
+type treeEntry struct {
+	rel  string // its path under the manifest directory, slash-separated
+	oid  string
+	size int64
+	link bool
+}
+
+// read writes the revision's manifest directory prefix (of commit) under
+// r.root.
+func (r revisionReader) read(commit, prefix string) error {
+	args := []string{"-C", r.top, "ls-tree", "-r", "-l", "-z", commit}
+	if prefix != "" {
+		args = append(args, "--", prefix)
+	}
+	cmd := exec.CommandContext(r.ctx, "git", args...)
+	// A directory named with * or ? is that directory, not a pattern.
+	cmd.Env = append(os.Environ(), "GIT_LITERAL_PATHSPECS=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("git ls-tree: %w", err)
+	}
+	entries, lerr := listEntries(bufio.NewReaderSize(out, maxTreeRecord), prefix)
+	if lerr != nil {
+		_ = cmd.Process.Kill()
+	}
+	werr := cmd.Wait()
+	switch {
+	case lerr != nil:
+		return lerr
+	case werr != nil:
+		return fmt.Errorf("git ls-tree: %w: %s", werr, strings.TrimSpace(stderr.String()))
+	case len(entries) == 0:
+		return nil // the directory did not exist at that revision: it held nothing
+	}
+	return r.write(entries)
+}
+
+// listEntries parses git ls-tree -r -l -z: the blobs under prefix that the
+// listing reads (manifests, .tetherignore) and the symlinks.
+func listEntries(br *bufio.Reader, prefix string) ([]treeEntry, error) {
+	var entries []treeEntry
 	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
+		rec, err := br.ReadSlice(0)
+		if errors.Is(err, io.EOF) && len(rec) == 0 {
+			return entries, nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("git ls-tree: a record over %d bytes", maxTreeRecord)
 		}
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("git ls-tree: %w", err)
 		}
-		name := filepath.Clean(filepath.FromSlash(h.Name))
-		if name == "." || filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) {
+		meta, path, ok := strings.Cut(string(rec[:len(rec)-1]), "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 4 {
+			return nil, fmt.Errorf("git ls-tree: unexpected record %q", meta)
+		}
+		rel := path
+		if prefix != "" {
+			if rel, ok = strings.CutPrefix(path, prefix+"/"); !ok {
+				continue // the prefix itself, a file at that revision
+			}
+		}
+		mode, typ := f[0], f[1]
+		base := rel[strings.LastIndexByte(rel, '/')+1:]
+		link := mode == "120000"
+		keep := typ == "blob" && (link || (mode == "100644" || mode == "100755") && (manifest.IsManifestName(base) || base == manifest.IgnoreFile))
+		if !keep {
 			continue
 		}
-		p := filepath.Join(root, name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
+		size, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("git ls-tree: unexpected size in %q", meta)
+		}
+		if len(entries) >= MaxRevisionFiles {
+			return nil, fmt.Errorf("more than %d manifests, %s files and symlinks (the limit of --against)", MaxRevisionFiles, manifest.IgnoreFile)
+		}
+		entries = append(entries, treeEntry{rel: rel, oid: f[2], size: size, link: link})
+	}
+}
+
+// write reads the entries' blobs with one git cat-file --batch and writes
+// them under r.root: a manifest over spec.MaxFileSize as a sparse file of
+// its size (so reading it reports its size as tether run would), a
+// symlink only when it stays in the tree.
+func (r revisionReader) write(entries []treeEntry) error {
+	var want []treeEntry
+	var total int64
+	for _, e := range entries {
+		switch {
+		case e.link && e.size > maxLinkTarget:
+			continue // no path is that long: it cannot point in the tree
+		case e.link:
+		case e.size > spec.MaxFileSize:
+			if err := r.create(e.rel, func(f *os.File) error { return f.Truncate(e.size) }); err != nil {
 				return err
 			}
-		case tar.TypeSymlink:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			if err := os.Symlink(h.Linkname, p); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return err
-			}
-			keep := manifest.IsManifestName(filepath.Base(p)) || filepath.Base(p) == ".tetherignore"
-			if keep && h.Size <= spec.MaxFileSize {
-				total += h.Size
-				if total > MaxArchiveBytes {
-					f.Close()
-					return fmt.Errorf("the manifests add up to more than %d bytes", MaxArchiveBytes)
-				}
-				_, err = io.Copy(f, io.LimitReader(tr, h.Size))
-			} else if keep {
-				err = f.Truncate(h.Size)
-			}
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
+			continue
+		default:
+			if total += e.size; total > MaxRevisionBytes {
+				return fmt.Errorf("the manifests add up to more than %d bytes (the limit of --against)", MaxRevisionBytes)
 			}
 		}
+		want = append(want, e)
 	}
+	if len(want) == 0 {
+		return nil
+	}
+	cmd := exec.CommandContext(r.ctx, "git", "-C", r.top, "cat-file", "--batch")
+	var in bytes.Buffer
+	for _, e := range want {
+		in.WriteString(e.oid + "\n")
+	}
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("git cat-file: %w", err)
+	}
+	xerr := r.copyBlobs(bufio.NewReader(out), want)
+	if xerr != nil {
+		_ = cmd.Process.Kill()
+	}
+	werr := cmd.Wait()
+	switch {
+	case xerr != nil:
+		return xerr
+	case werr != nil:
+		return fmt.Errorf("git cat-file: %w: %s", werr, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// copyBlobs reads git cat-file --batch's answers, in the order of want.
+func (r revisionReader) copyBlobs(br *bufio.Reader, want []treeEntry) error {
+	for _, e := range want {
+		head, err := br.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("git cat-file: %w", err)
+		}
+		f := strings.Fields(head)
+		if len(f) != 3 || f[0] != e.oid || f[1] != "blob" {
+			return fmt.Errorf("git cat-file: unexpected answer %q for %s", strings.TrimSpace(head), e.rel)
+		}
+		// The size ls-tree gave bounds what is read: the object store
+		// cannot make a blob bigger than it said.
+		if size, err := strconv.ParseInt(f[2], 10, 64); err != nil || size != e.size {
+			return fmt.Errorf("git cat-file: size %s of %s, ls-tree said %d", f[2], e.rel, e.size)
+		}
+		body := io.LimitReader(br, e.size)
+		if e.link {
+			target, err := io.ReadAll(body)
+			if err != nil {
+				return fmt.Errorf("git cat-file: %w", err)
+			}
+			if err := r.symlink(e.rel, string(target)); err != nil {
+				return err
+			}
+		} else if err := r.create(e.rel, func(f *os.File) error {
+			n, err := io.Copy(f, body)
+			if err == nil && n != e.size {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		if _, err := br.Discard(1); err != nil { // the newline after each blob
+			return fmt.Errorf("git cat-file: %w", err)
+		}
+	}
+	return nil
+}
+
+// create writes the regular file rel under r.root (its directories made),
+// refusing to follow a symlink out of it.
+func (r revisionReader) create(rel string, fill func(*os.File) error) error {
+	name := filepath.FromSlash(rel)
+	if d := filepath.Dir(name); d != "." {
+		if err := r.root.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := r.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = fill(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// symlink makes the symlink rel → target under r.root when target is
+// relative and does not climb: resolved from its own directory it then
+// stays under it, whatever other links it goes through.
+func (r revisionReader) symlink(rel, target string) error {
+	if target == "" || strings.HasPrefix(target, "/") || strings.ContainsRune(target, 0) || slices.Contains(strings.Split(target, "/"), "..") {
+		return nil
+	}
+	name := filepath.FromSlash(rel)
+	if d := filepath.Dir(name); d != "." {
+		if err := r.root.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := r.root.Symlink(filepath.FromSlash(target), name); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
 }

@@ -1,10 +1,12 @@
 // Package exposure holds the rules by which the gateway turns what servers
 // offer into what agents see, as pure functions: the exposed name of a tool
-// or prompt, which names must not reach agents, and which claim on a
-// contested name wins (docs/contract.md §5). The gateway applies them to
+// or prompt, which names must not reach agents, which claim on a
+// contested name wins, and the resource rules (templates.go: which claim
+// on a URI serves it, template specificity, the caps on templates)
+// (docs/contract.md §5). The gateway applies them to
 // live sessions; tether diff applies the same functions to predict what a
 // change of manifests will expose. It imports nothing of tether's but spec
-// and does no I/O.
+// (and uritemplate, to read templates as the gateway does) and does no I/O.
 package exposure
 
 import (

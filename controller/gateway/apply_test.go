@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/exposure"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -118,7 +119,7 @@ type modelClaim struct {
 // to an exact listing, then the more specific template, then the
 // connection name.
 func rankClaims(a, b modelClaim) int {
-	aAll, bAll := a.tmpl != "" && templateSpecificity(a.tmpl).catchAll, b.tmpl != "" && templateSpecificity(b.tmpl).catchAll
+	aAll, bAll := a.tmpl != "" && exposure.TemplateSpecificity(a.tmpl).CatchAll, b.tmpl != "" && exposure.TemplateSpecificity(b.tmpl).CatchAll
 	switch {
 	case aAll != bAll:
 		if aAll {
@@ -133,7 +134,7 @@ func rankClaims(a, b modelClaim) int {
 		}
 		return 1
 	case a.tmpl != "" && b.tmpl != "" && a.tmpl != b.tmpl:
-		if c := compareSpecificity(templateSpecificity(a.tmpl), templateSpecificity(b.tmpl)); c != 0 {
+		if c := exposure.CompareSpecificity(exposure.TemplateSpecificity(a.tmpl), exposure.TemplateSpecificity(b.tmpl)); c != 0 {
 			return c
 		}
 	}
@@ -198,7 +199,7 @@ func (m *model) catCollisions() map[string][]spec.ToolCollision {
 		}
 		cl := m.uriClaims(u)
 		for _, c := range cl[1:] {
-			if c.conn != cl[0].conn && (c.tmpl == "" || !templateSpecificity(c.tmpl).catchAll) {
+			if c.conn != cl[0].conn && (c.tmpl == "" || !exposure.TemplateSpecificity(c.tmpl).CatchAll) {
 				add("resource:"+u, c.conn, cl[0].conn)
 			}
 		}
@@ -211,10 +212,10 @@ func (m *model) catCollisions() map[string][]spec.ToolCollision {
 	}
 	for _, a := range ts {
 		for _, b := range ts {
-			if a.conn == b.conn || templateSpecificity(a.tmpl).catchAll != templateSpecificity(b.tmpl).catchAll || rankClaims(a, b) >= 0 {
+			if a.conn == b.conn || exposure.TemplateSpecificity(a.tmpl).CatchAll != exposure.TemplateSpecificity(b.tmpl).CatchAll || rankClaims(a, b) >= 0 {
 				continue
 			}
-			if strings.HasPrefix(literalPrefix(b.tmpl), literalPrefix(a.tmpl)) {
+			if strings.HasPrefix(exposure.LiteralPrefix(b.tmpl), exposure.LiteralPrefix(a.tmpl)) {
 				add("resourceTemplate:"+b.tmpl, b.conn, a.conn)
 			}
 		}

@@ -10,12 +10,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/yosida95/uritemplate/v3"
 
+	"github.com/tether-mcp/tether/controller/exposure"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -33,7 +32,7 @@ import (
 // collision through Collisions as "prompt:<name>", "resource:<uri>" or
 // "resourceTemplate:<template>", and the owner reports it as kept. A URI
 // goes to the connection with the earliest claim on it, by listing it or
-// by a template that matches it (uriClaim, claimRank; docs/contract.md
+// by a template that matches it (uriClaim, exposure.ClaimRank; docs/contract.md
 // §5): an exact URI or a narrower template offered later by another
 // connection does not take URIs an earlier claim serves. Unlike tools, the
 // catalog is small and changes rarely: a change recomputes it whole from
@@ -89,10 +88,10 @@ func (c *catTable) buildIndex() {
 		}
 		switch {
 		case tr.re == nil:
-		case tr.spec.catchAll:
+		case tr.spec.CatchAll:
 			ix.catchAll = append(ix.catchAll, i)
 		default:
-			p := literalPrefix(tr.template)
+			p := exposure.LiteralPrefix(tr.template)
 			if ix.byPrefix[p] == nil {
 				ix.prefixes = append(ix.prefixes, p)
 			}
@@ -167,39 +166,17 @@ type uriClaim struct {
 	conn   string
 	seq    uint64 // when the listing or template was first offered
 	exact  bool
-	tmpl   string      // the template, when not exact
-	spec   specificity // the template's; zero (fixes the scheme) when exact
-	target *target     // nil while its owner is away (down)
+	tmpl   string               // the template, when not exact
+	spec   exposure.Specificity // the template's; zero (fixes the scheme) when exact
+	target *target              // nil while its owner is away (down)
 	down   *downTarget
 }
 
-// claimRank orders the claims on one URI; the first serves it. A catch-all
-// template never wins over a claim that fixes the scheme; then the claim
-// offered first wins, whichever connection or kind it is (first come keeps
-// a URI: a later exact URI or narrower template of another connection does
-// not take it); claims made before the gateway settled tie (seq 0) and go
-// to the exact listing, then the most specific template
-// (compareSpecificity), then the connection name.
-func claimRank(a, b uriClaim) int {
-	if a.spec.catchAll != b.spec.catchAll {
-		if b.spec.catchAll {
-			return -1
-		}
-		return 1
-	}
-	if c := cmp.Compare(a.seq, b.seq); c != 0 {
-		return c
-	}
-	if a.exact != b.exact {
-		if a.exact {
-			return -1
-		}
-		return 1
-	}
-	if c := compareSpecificity(a.spec, b.spec); c != 0 {
-		return c
-	}
-	return cmp.Or(cmp.Compare(a.conn, b.conn), cmp.Compare(a.tmpl, b.tmpl))
+// claimRank orders the claims on one URI by exposure.ClaimRank (docs/contract.md §5).
+func claimRank(a, b uriClaim) int { return exposure.ClaimRank(a.rank(), b.rank()) }
+
+func (c uriClaim) rank() exposure.URIClaim {
+	return exposure.URIClaim{Conn: c.conn, Seq: c.seq, Exact: c.exact, Template: c.tmpl, Spec: c.spec}
 }
 
 type promptRoute struct {
@@ -213,7 +190,7 @@ type templateRoute struct {
 	target   *target        // nil while its owner is away (down)
 	down     *downTarget
 	conn     string // its owner
-	spec     specificity
+	spec     exposure.Specificity
 	seq      uint64 // when its owner first offered it
 }
 
@@ -221,81 +198,18 @@ func (tr templateRoute) claim() uriClaim {
 	return uriClaim{conn: tr.conn, seq: tr.seq, tmpl: tr.template, spec: tr.spec, target: tr.target, down: tr.down}
 }
 
-// literalPrefix is a template's text before its first expression.
-func literalPrefix(tmpl string) string {
-	if i := strings.IndexByte(tmpl, '{'); i >= 0 {
-		return tmpl[:i]
-	}
-	return tmpl
-}
-
-// specificity is how narrowly a URI template names URIs; see
-// compareSpecificity.
-type specificity struct {
-	catchAll bool // its literal prefix does not fix the URI scheme (no ':')
-	prefix   int  // literal characters before the first expression
-	literal  int  // literal characters in all
-	vars     int  // variables
-	reserved int  // {+x} and {#x} expressions, which match '/', '?' and '#' too
-}
-
-// templateSpecificity reads a URI template (RFC 6570 syntax: literals and
-// {op var,var} expressions).
-func templateSpecificity(tmpl string) specificity {
-	var sp specificity
-	inPrefix := true
-	for rest := tmpl; rest != ""; {
-		open := strings.IndexByte(rest, '{')
-		if open < 0 {
-			open = len(rest)
-		}
-		n := utf8.RuneCountInString(rest[:open])
-		sp.literal += n
-		if inPrefix {
-			sp.prefix += n
-			sp.catchAll = !strings.Contains(tmpl[:len(tmpl)-len(rest)+open], ":")
-		}
-		rest = rest[open:]
-		if rest == "" {
-			break
-		}
-		inPrefix = false
-		expr, after, _ := strings.Cut(rest[1:], "}") // unterminated: the rest is one expression
-		if expr != "" && (expr[0] == '+' || expr[0] == '#') {
-			sp.reserved++
-		}
-		sp.vars += strings.Count(expr, ",") + 1
-		rest = after
-	}
-	return sp
-}
-
-// compareSpecificity is negative when a names URIs more narrowly than b:
-// a template that fixes the scheme before one that does not (catch-all),
-// then the longer literal prefix, then more literal characters, then fewer
-// variables, then fewer {+x}/{#x} expressions.
-func compareSpecificity(a, b specificity) int {
-	switch {
-	case a.catchAll != b.catchAll:
-		if b.catchAll {
-			return -1
-		}
-		return 1
-	case a.prefix != b.prefix:
-		return cmp.Compare(b.prefix, a.prefix)
-	case a.literal != b.literal:
-		return cmp.Compare(b.literal, a.literal)
-	case a.vars != b.vars:
-		return cmp.Compare(a.vars, b.vars)
-	}
-	return cmp.Compare(a.reserved, b.reserved)
-}
+// DefaultMaxCatchAllTemplates and DefaultMaxTemplatesPerPrefix are the
+// defaults of Options.MaxCatchAllTemplates and MaxTemplatesPerPrefix.
+const (
+	DefaultMaxCatchAllTemplates  = exposure.DefaultMaxCatchAllTemplates
+	DefaultMaxTemplatesPerPrefix = exposure.DefaultMaxTemplatesPerPrefix
+)
 
 // compareTemplates orders the routing table's templates: the most specific
 // first; between equally specific ones, the one offered first, then the
 // connection name.
 func compareTemplates(a, b templateRoute) int {
-	if c := compareSpecificity(a.spec, b.spec); c != 0 {
+	if c := exposure.CompareSpecificity(a.spec, b.spec); c != 0 {
 		return c
 	}
 	if c := claimBefore(a.seq, a.conn, b.seq, b.conn); c != 0 {
@@ -304,34 +218,8 @@ func compareTemplates(a, b templateRoute) int {
 	return cmp.Compare(a.template, b.template)
 }
 
-// templateRegexp is what a URI must match to fall under tmpl; nil for a
-// template the parser refuses (the go-sdk refuses it too, and publish logs
-// it). uritemplate compiles it with regexp.MustCompile: a backend's
-// template must not be able to panic the gateway, which holds its lock.
-func templateRegexp(tmpl string) (re *regexp.Regexp) {
-	defer func() {
-		if recover() != nil {
-			re = nil
-		}
-	}()
-	parsed, err := uritemplate.New(tmpl)
-	if err != nil {
-		return nil
-	}
-	return parsed.Regexp()
-}
-
-// DefaultMaxCatchAllTemplates is the default of
-// Options.MaxCatchAllTemplates: a server needs one or two templates that
-// take any URI, not thousands (each is tried on every URI).
-const DefaultMaxCatchAllTemplates = 16
-
-// DefaultMaxTemplatesPerPrefix is the default of
-// Options.MaxTemplatesPerPrefix: the index (templateIndex) tries on a URI
-// every template whose literal prefix starts it, so templates sharing one
-// prefix ("x:/{a}/t1", "x:/{a}/t2", …) would each be tried on every URI
-// under it.
-const DefaultMaxTemplatesPerPrefix = 64
+// templateRegexp is exposure.TemplateRegexp.
+func templateRegexp(tmpl string) *regexp.Regexp { return exposure.TemplateRegexp(tmpl) }
 
 // catchAllWarning is the status note of a template that matches URIs of
 // any scheme.
@@ -460,27 +348,19 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				offer("r:"+r.URI, catOffer{resource: r})
 			}
 		}
-		catchAlls, perPrefix := 0, map[string]int{}
+		caps := exposure.TemplateCaps{MaxCatchAll: g.opts.MaxCatchAllTemplates, MaxPerPrefix: g.opts.MaxTemplatesPerPrefix}
 		for _, t := range st.templates {
 			if t == nil {
 				continue
 			}
-			if templateSpecificity(t.URITemplate).catchAll {
-				if _, twice := seqs["t:"+t.URITemplate]; !twice {
-					if catchAlls++; catchAlls > g.opts.MaxCatchAllTemplates {
-						warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate,
-							fmt.Sprintf("not exposed: matches URIs of any scheme, and the connection has more than %d such templates (--max-catch-all-templates)", g.opts.MaxCatchAllTemplates)))
-						continue
-					}
-				}
-				warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate, catchAllWarning))
-			} else if _, twice := seqs["t:"+t.URITemplate]; !twice {
-				p := literalPrefix(t.URITemplate)
-				if perPrefix[p]++; perPrefix[p] > g.opts.MaxTemplatesPerPrefix {
-					warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate,
-						fmt.Sprintf("not exposed: the connection has more than %d templates with the literal prefix %s (--max-templates-per-prefix)", g.opts.MaxTemplatesPerPrefix, shownName("", p))))
+			if _, twice := seqs["t:"+t.URITemplate]; !twice {
+				if problem := caps.Admit(t.URITemplate); problem != "" {
+					warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate, problem))
 					continue
 				}
+			}
+			if exposure.TemplateSpecificity(t.URITemplate).CatchAll {
+				warnings = append(warnings, nameWarning(collisionTemplate, t.URITemplate, catchAllWarning))
 			}
 			offer("t:"+t.URITemplate, catOffer{template: t})
 		}
@@ -523,7 +403,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 			default:
 				shown = collisionTemplate + k
 				next.templates = append(next.templates, templateRoute{template: k, re: templateRegexp(k), down: dt,
-					spec: templateSpecificity(k), seq: o.seq, conn: o.st.name})
+					spec: exposure.TemplateSpecificity(k), seq: o.seq, conn: o.st.name})
 			}
 		} else {
 			owners[key] = o.st
@@ -541,7 +421,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 				shown = collisionTemplate + k
 				wantTemplates[k] = o.template
 				next.templates = append(next.templates, templateRoute{template: k, re: templateRegexp(k), target: o.st.target,
-					spec: templateSpecificity(k), seq: o.seq, conn: o.st.name})
+					spec: exposure.TemplateSpecificity(k), seq: o.seq, conn: o.st.name})
 			}
 		}
 		if o.resource != nil {
@@ -599,7 +479,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 			win = claims[0]
 			for _, cl := range claims[1:] {
 				// A catch-all's losses are in its nameWarnings already.
-				if cl.conn != win.conn && !cl.spec.catchAll {
+				if cl.conn != win.conn && !cl.spec.CatchAll {
 					report(collisionResource+uri, cl.conn, win.conn)
 				}
 			}
@@ -624,7 +504,7 @@ func (g *Gateway) applyCatalogLocked() (collisionsChanged bool) {
 		if claimRank(b.claim(), a.claim()) < 0 {
 			first, later = b, a
 		}
-		if later == b && strings.HasPrefix(literalPrefix(later.template), literalPrefix(first.template)) {
+		if later == b && strings.HasPrefix(exposure.LiteralPrefix(later.template), exposure.LiteralPrefix(first.template)) {
 			report(collisionTemplate+later.template, later.conn, first.conn)
 		}
 	}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"strconv"
 	"strings"
 	"unicode"
 
@@ -22,7 +21,7 @@ import (
 const DefaultMaxNameLength = exposure.DefaultMaxNameLength
 
 // shownNameLength bounds a name as status and logs show it.
-const shownNameLength = 80
+const shownNameLength = exposure.ShownLength
 
 // nameProblem says why a backend's name orig, exposed as name, must not
 // reach agents; "" when it may (exposure.NameProblem, shared with tether diff).
@@ -65,22 +64,7 @@ func needsCleaning(s string) bool {
 // shownName is a name as status and logs show it: kind and name, the name
 // quoted with Go escapes when it holds anything but printable ASCII, cut to
 // shownNameLength characters.
-func shownName(kind, name string) string {
-	plain := true
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c >= 0x7f || c == '"' {
-			plain = false
-			break
-		}
-	}
-	if !plain {
-		name = strconv.QuoteToASCII(name)
-	}
-	if len(name) > shownNameLength {
-		name = name[:shownNameLength-3] + "..."
-	}
-	return kind + name
-}
+func shownName(kind, name string) string { return kind + exposure.Shown(name) }
 
 // nameWarning is the status entry of a name the gateway does not serve as
 // offered.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/exposure"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -247,27 +248,6 @@ func TestTiesBeforeAClientGoByName(t *testing.T) {
 			if got := owner(g, kind, name); got != "aaa" {
 				t.Errorf("%v: %s routes to %q, want aaa", order, kind, got)
 			}
-		}
-	}
-}
-
-// TestTemplateSpecificity pins the order of docs/contract.md §5.
-func TestTemplateSpecificity(t *testing.T) {
-	for _, c := range []struct {
-		tmpl string
-		want specificity
-	}{
-		{"{+anything}", specificity{catchAll: true, vars: 1, reserved: 1}},
-		{"{scheme}://{+path}", specificity{catchAll: true, literal: 3, vars: 2, reserved: 1}},
-		{"file{+rest}", specificity{catchAll: true, prefix: 4, literal: 4, vars: 1, reserved: 1}},
-		{"file:///{+path}", specificity{prefix: 8, literal: 8, vars: 1, reserved: 1}},
-		{"item://{a}/{b,c}", specificity{prefix: 7, literal: 8, vars: 3}},
-		{"x://h/{#frag}", specificity{prefix: 6, literal: 6, vars: 1, reserved: 1}},
-		{"res://fixed", specificity{prefix: 11, literal: 11}},
-		{"bad{", specificity{catchAll: true, prefix: 3, literal: 3, vars: 1}},
-	} {
-		if got := templateSpecificity(c.tmpl); got != c.want {
-			t.Errorf("templateSpecificity(%q) = %+v, want %+v", c.tmpl, got, c.want)
 		}
 	}
 }
@@ -680,7 +660,7 @@ func TestTemplateIndexFindsEveryMatch(t *testing.T) {
 				tm = word() // catch-all
 			}
 			tm += []string{"{x}", "{+x}", "", "{x}" + word()}[r.IntN(4)]
-			c.templates = append(c.templates, templateRoute{template: tm, re: templateRegexp(tm), spec: templateSpecificity(tm), conn: tm})
+			c.templates = append(c.templates, templateRoute{template: tm, re: templateRegexp(tm), spec: exposure.TemplateSpecificity(tm), conn: tm})
 		}
 		c.buildIndex()
 		for range 50 {
