@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // The kustomize base (examples/kubernetes) and the Helm chart
