@@ -123,3 +123,37 @@ func TestAbandonWithoutWaitersDemandsNothing(t *testing.T) {
 		t.Errorf("state %s, want Dormant", got)
 	}
 }
+
+// TestDemandWhileACancelledAttemptWindsDown: a Demand that arrives while an
+// attempt Suspend cancelled is still winding down is not lost: once that
+// attempt returns, the next step starts one for the Demand, dormant or not.
+func TestDemandWhileACancelledAttemptWindsDown(t *testing.T) {
+	m := newMachine(t)
+	release := make(chan struct{})
+	m.conn.lingers = release
+	m.start()
+	m.sup.Suspend(context.Background())
+	m.dormant(true)
+	m.step() // the cancelled attempt still runs: nothing starts beside it
+	res := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := m.sup.Demand(ctx)
+		res <- err
+	}()
+	m.until("the Demand waits", func(s *Supervisor) bool { return s.waiters == 1 })
+	close(release)
+	m.until("the cancelled attempt returned", func(s *Supervisor) bool { return s.attempt == nil })
+	m.step()
+	if got := m.state(); got != Connecting {
+		t.Fatalf("state %s: no attempt started for the waiting Demand", got)
+	}
+	<-m.conn.started
+	m.conn.outcomes <- connected()
+	m.await(Reported)
+	m.step()
+	if err := <-res; err != nil {
+		t.Errorf("Demand: %v", err)
+	}
+}

@@ -12,10 +12,12 @@ import (
 )
 
 // scripted blocks every Connect until the test hands it an outcome, or
-// until the attempt is cancelled.
+// until the attempt is cancelled. With lingers set, a cancelled attempt
+// returns only once lingers is closed, like a server slow to give up.
 type scripted struct {
 	started  chan struct{}
 	outcomes chan outcome
+	lingers  chan struct{}
 }
 
 type outcome struct {
@@ -33,6 +35,9 @@ func (c *scripted) Connect(ctx context.Context, req ConnectRequest) (Session, er
 		o.ss.onEnd = req.OnEnd
 		return o.ss, nil
 	case <-ctx.Done():
+		if c.lingers != nil {
+			<-c.lingers
+		}
 		return nil, ctx.Err()
 	}
 }
@@ -130,6 +135,27 @@ func (m *machine) await(st State) {
 		case <-m.notified:
 		case <-deadline:
 			m.t.Fatalf("state %s, waited for %s", m.state(), st)
+		}
+	}
+}
+
+// until waits until ok holds of the supervisor (under its lock); each
+// report asks for a reconcile, which is when to look again.
+func (m *machine) until(what string, ok func(*Supervisor) bool) {
+	m.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		m.sup.mu.Lock()
+		done := ok(m.sup)
+		m.sup.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-m.notified:
+		case <-time.After(time.Millisecond):
+		case <-deadline:
+			m.t.Fatalf("timed out waiting until %s", what)
 		}
 	}
 }

@@ -848,13 +848,16 @@ func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash st
 			s.result = res
 			s.to(Reported, EvReport)
 		case s.state == Connecting:
-			// Cancelled for a new spec: the next step starts afresh, and
-			// the demands still wait, for that attempt.
+			// Cancelled for a new spec: the next step starts afresh.
 			s.to(Idle, EvAbandon)
-			if s.waiters > 0 {
-				s.demanded = true
-				s.broadcastLocked()
-			}
+		}
+		// The demands still waiting (those that came after a Stop or
+		// Suspend, while this attempt wound down, or that wait through a
+		// new spec) are for the next attempt, whatever the state: the
+		// next step starts it at once.
+		if abandoned && s.waiters > 0 && s.state != Closed {
+			s.demanded = true
+			s.broadcastLocked()
 		}
 		s.mu.Unlock()
 		endAttemptSpan(span, res.err, abandoned)
