@@ -49,7 +49,7 @@ func (c probingConnector) Connect(_ context.Context, req ConnectRequest) (Sessio
 
 type healthCounter struct{ n atomic.Int32 }
 
-func (h *healthCounter) ObserveAttempt(string, bool)                    {}
+func (h *healthCounter) ObserveAttempt(string, bool)                     {}
 func (h *healthCounter) ObserveHealthCheck(_ string, took time.Duration) { h.n.Add(1) }
 
 // TestHealthChecks: a failed probe is counted and shown, a passing one

@@ -1,11 +1,13 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +106,7 @@ func newMachine(t *testing.T) *machine {
 		Notify: func() { m.notified <- struct{}{} },
 		Now:    func() time.Time { m.mu.Lock(); defer m.mu.Unlock(); return m.now },
 		Jitter: func() float64 { return 0 }})
+	m.sup.strictMoves = true // a move outside the table fails the test
 	t.Cleanup(func() { m.sup.Close("test over"); _ = m.sup.Wait(context.Background()) })
 	return m
 }
@@ -315,9 +318,10 @@ func TestTransitions(t *testing.T) {
 }
 
 // TestTransitionsOutsideTheTablePanic: every move the table does not list
-// is refused, whatever the event.
+// is refused, whatever the event (in tests, which make it panic).
 func TestTransitionsOutsideTheTablePanic(t *testing.T) {
 	sup := New(context.Background(), Options{Name: "x"})
+	sup.strictMoves = true
 	listed := 0
 	for from := range numStates {
 		for ev := range numEvents {
@@ -354,6 +358,38 @@ func TestTransitionsOutsideTheTablePanic(t *testing.T) {
 	}
 	if listed != len(Transitions) {
 		t.Errorf("%d moves listed, the table has %d (a duplicate?)", listed, len(Transitions))
+	}
+}
+
+// TestIllegalMoveOutsideTestsIsLoggedAndTaken: outside tests, a move the
+// table does not list kills nothing: it is said at ERROR with where from,
+// on what and where to, counted in the Snapshot, and taken, so that the
+// state names the data its caller made for it.
+func TestIllegalMoveOutsideTestsIsLoggedAndTaken(t *testing.T) {
+	var buf bytes.Buffer
+	sup := New(context.Background(), Options{Name: "x",
+		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelError}))})
+	sup.mu.Lock()
+	sup.state = Connected
+	sup.to(Connecting, EvFail) // not in the table: Connected fails to Backoff or AuthRequired
+	sup.to(Idle, EvStop)
+	sup.mu.Unlock()
+	sn := sup.Snapshot()
+	if sn.State != Idle || sn.IllegalMoves != 2 {
+		t.Errorf("state %s, illegal moves %d; want Idle, 2", sn.State, sn.IllegalMoves)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{
+		"level=ERROR msg=\"illegal state transition, a bug in tether; taking it\" from=Connected on=fail to=Connecting illegalMoves=1",
+		"level=ERROR msg=\"illegal state transition, a bug in tether; taking it\" from=Connecting on=stop to=Idle illegalMoves=2",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("logged %q, want %d lines", lines, len(want))
+	}
+	for i, l := range lines {
+		if _, rest, _ := strings.Cut(l, " "); rest != want[i] { // past the time
+			t.Errorf("line %d: %q, want %q", i, rest, want[i])
+		}
 	}
 }
 

@@ -99,6 +99,10 @@ type Supervisor struct {
 	mu sync.Mutex
 	// Everything below is guarded by mu.
 	state State // moved only by to, along Transitions
+	// illegalMoves counts the moves outside Transitions that to took
+	// (bugs); strictMoves makes to panic on one instead (tests).
+	illegalMoves int
+	strictMoves  bool
 
 	session     Session
 	sessionHash string
