@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,10 +41,24 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) count(msg string) int {
+func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), "msg=\""+msg+"\"")
+	return l.b.String()
+}
+
+// count counts the lines whose message is msg.
+func (l *lockedBuffer) count(msg string) int {
+	if strings.ContainsAny(msg, " =\"") {
+		msg = strconv.Quote(msg)
+	}
+	n := 0
+	for line := range strings.Lines(l.String()) {
+		if strings.Contains(strings.TrimSuffix(line, "\n")+" ", " msg="+msg+" ") {
+			n++
+		}
+	}
+	return n
 }
 
 func (p *probingSession) Probe(ctx context.Context) error {

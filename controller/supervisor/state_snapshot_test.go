@@ -2,9 +2,13 @@ package supervisor
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-mcp/tether/spec"
 )
 
 // TestSnapshotOfEachState: what a Snapshot says in each state (the flags
@@ -92,6 +96,28 @@ func TestBackoffJitter(t *testing.T) {
 	}
 }
 
+// TestBackoffSequence: each step doubles the delay until the cap, to the
+// nanosecond (a cap that is no power of two of initial is reached by
+// capping, the step before it by doubling), and a step past any cap
+// (capSteps) waits the cap.
+func TestBackoffSequence(t *testing.T) {
+	sup := New(context.Background(), Options{Name: "b", Jitter: func() float64 { return 0 }})
+	c := lazyConn()
+	c.Spec.Backoff = &spec.Backoff{Initial: &spec.Duration{Duration: 250 * time.Millisecond},
+		Max: &spec.Duration{Duration: time.Second + 1}}
+	for step, want := range []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second,
+		time.Second + 1, time.Second + 1} {
+		if got := sup.backoff(c, step); got != want {
+			t.Errorf("step %d: %v, want %v", step, got, want)
+		}
+	}
+	for _, step := range []int{62, 63, capSteps, capSteps + 1} {
+		if got := sup.backoff(c, step); got != time.Second+1 {
+			t.Errorf("step %d: %v, want the cap", step, got)
+		}
+	}
+}
+
 // TestConnectTimeoutSaysSo: an attempt that ran out of its connect timeout
 // says so in the error.
 func TestConnectTimeoutSaysSo(t *testing.T) {
@@ -115,6 +141,12 @@ func TestConnectTimeoutSaysSo(t *testing.T) {
 // sleeps.
 func TestAbandonWithoutWaitersDemandsNothing(t *testing.T) {
 	m := newMachine(t)
+	// A Demand that gave up waits no more.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := m.sup.Demand(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Demand with its ctx ended: %v", err)
+	}
 	reach[Connecting](m)
 	fire[Transition{Connecting, EvAbandon, Idle}](m)
 	m.dormant(true)
@@ -155,5 +187,44 @@ func TestDemandWhileACancelledAttemptWindsDown(t *testing.T) {
 	m.step()
 	if err := <-res; err != nil {
 		t.Errorf("Demand: %v", err)
+	}
+}
+
+// closeFails is a session whose Close reports err.
+type closeFails struct {
+	*session
+	err error
+}
+
+func (c closeFails) Close() error { _ = c.session.Close(); return c.err }
+
+type oneSession struct{ ss closeFails }
+
+func (c oneSession) Connect(_ context.Context, req ConnectRequest) (Session, error) {
+	c.ss.onEnd = req.OnEnd
+	return c.ss, nil
+}
+
+// TestCloseErrorIsLogged: a session that fails to close says why at
+// DEBUG; one that closes cleanly says nothing.
+func TestCloseErrorIsLogged(t *testing.T) {
+	for _, closeErr := range []error{nil, errors.New("broken pipe")} {
+		var logs lockedBuffer
+		notified := make(chan struct{}, 100)
+		sup := New(context.Background(), Options{Name: "c", Connector: oneSession{closeFails{newSession(), closeErr}},
+			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Notify: func() { notified <- struct{}{} }})
+		want := Want{Conn: lazyConn()}
+		for sup.Step(context.Background(), want); sup.Snapshot().State != Connected; sup.Step(context.Background(), want) {
+			<-notified
+		}
+		sup.Close("test over")
+		if err := sup.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		n, logged := logs.count("close"), strings.Contains(logs.String(), `err="broken pipe"`)
+		if closeErr == nil && n != 0 || closeErr != nil && (n != 1 || !logged) {
+			t.Errorf("close error %v: %d close lines, error logged %v:\n%s", closeErr, n, logged, logs.String())
+		}
 	}
 }
