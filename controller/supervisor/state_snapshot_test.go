@@ -228,3 +228,19 @@ func TestCloseErrorIsLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestSuspendSaysSoWhenItEndsSomething: a Suspend that ends a session or
+// an attempt says so; one that ends nothing is silent.
+func TestSuspendSaysSoWhenItEndsSomething(t *testing.T) {
+	for _, tc := range []struct {
+		st    State
+		lines int
+	}{{Idle, 0}, {Backoff, 0}, {Connecting, 1}, {Connected, 1}} {
+		m := newMachine(t)
+		reach[tc.st](m)
+		m.sup.Suspend(context.Background())
+		if n := len(m.moves.logged("connection suspended")); n != tc.lines {
+			t.Errorf("suspended in %s: %d lines, want %d", tc.st, n, tc.lines)
+		}
+	}
+}

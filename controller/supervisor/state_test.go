@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // scripted blocks every Connect until the test hands it an outcome, or
@@ -44,16 +46,42 @@ func (c *scripted) Connect(ctx context.Context, req ConnectRequest) (Session, er
 	}
 }
 
-// moves records the machine's moves from its DEBUG lines.
+// moves records the machine's moves from its DEBUG lines, and every line
+// with its attributes and the span of its context.
 type moves struct {
 	mu    sync.Mutex
 	taken []Transition
+	lines []logLine
+}
+
+type logLine struct {
+	msg   string
+	attrs map[string]slog.Value
+	span  trace.SpanContext
+}
+
+// logged returns the lines with message msg.
+func (h *moves) logged(msg string) []logLine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var got []logLine
+	for _, l := range h.lines {
+		if l.msg == msg {
+			got = append(got, l)
+		}
+	}
+	return got
 }
 
 func (h *moves) Enabled(context.Context, slog.Level) bool { return true }
 func (h *moves) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *moves) WithGroup(string) slog.Handler            { return h }
-func (h *moves) Handle(_ context.Context, r slog.Record) error {
+func (h *moves) Handle(ctx context.Context, r slog.Record) error {
+	l := logLine{msg: r.Message, attrs: map[string]slog.Value{}, span: trace.SpanContextFromContext(ctx)}
+	r.Attrs(func(a slog.Attr) bool { l.attrs[a.Key] = a.Value; return true })
+	h.mu.Lock()
+	h.lines = append(h.lines, l)
+	h.mu.Unlock()
 	if r.Message != "state" {
 		return nil
 	}
