@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,5 +243,78 @@ func TestSuspendSaysSoWhenItEndsSomething(t *testing.T) {
 		if n := len(m.moves.logged("connection suspended")); n != tc.lines {
 			t.Errorf("suspended in %s: %d lines, want %d", tc.st, n, tc.lines)
 		}
+	}
+}
+
+// connectedAndQuiet returns a supervisor connected through ss whose
+// goroutines are all done (its attempt reported; its first probe is the
+// default interval away), and the count of its requests for a reconcile.
+func connectedAndQuiet(t *testing.T, ss Session) (*Supervisor, *atomic.Int32) {
+	t.Helper()
+	notifies := &atomic.Int32{}
+	sup := New(context.Background(), Options{Name: "q", Connector: fixedConnector{ss},
+		Notify: func() { notifies.Add(1) }})
+	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
+	want := Want{Conn: lazyConn()}
+	for sup.Step(context.Background(), want); sup.Snapshot().State != Connected; sup.Step(context.Background(), want) {
+		if err := sup.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sup.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return sup, notifies
+}
+
+// fixedConnector connects to its one session, whatever the request.
+type fixedConnector struct{ ss Session }
+
+func (c fixedConnector) Connect(_ context.Context, req ConnectRequest) (Session, error) {
+	switch ss := c.ss.(type) {
+	case *session:
+		ss.onEnd = req.OnEnd
+	case *probingSession:
+		ss.onEnd = req.OnEnd
+	}
+	return c.ss, nil
+}
+
+// TestSessionEndAsksForAReconcile: a session that ends by itself asks for
+// a reconcile at once; one that ends because the supervisor closed does
+// not.
+func TestSessionEndAsksForAReconcile(t *testing.T) {
+	ss := newSession()
+	sup, notifies := connectedAndQuiet(t, ss)
+	n := notifies.Load()
+	ss.end()
+	if got := notifies.Load() - n; got != 1 {
+		t.Errorf("a session that ended asked for %d reconciles, want 1", got)
+	}
+
+	ss = newSession()
+	sup, notifies = connectedAndQuiet(t, ss)
+	n = notifies.Load()
+	sup.Close("removed")
+	if err := sup.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !ss.closed.Load() {
+		t.Fatal("the closed supervisor's session was not closed")
+	}
+	if got := notifies.Load() - n; got != 0 {
+		t.Errorf("a session the supervisor closed asked for %d reconciles, want 0", got)
+	}
+}
+
+// TestStoppedKeepsTheLastProcess: once its session is stopped, the
+// snapshot still shows the child's last known facts.
+func TestStoppedKeepsTheLastProcess(t *testing.T) {
+	ss := &probingSession{session: newSession()}
+	ss.proc.Store(&spec.ProcessStatus{PID: 42, StderrTail: []string{"bye"}})
+	sup, _ := connectedAndQuiet(t, ss)
+	sup.Stop("test")
+	if p := sup.Snapshot().Process; p == nil || p.PID != 42 || len(p.StderrTail) != 1 || p.StderrTail[0] != "bye" {
+		t.Errorf("process after the stop: %+v", p)
 	}
 }

@@ -719,10 +719,8 @@ func (s *Supervisor) dropLocked(why string) {
 	if s.session == nil {
 		return
 	}
-	if s.stopMonitor != nil {
-		s.stopMonitor()
-		s.stopMonitor = nil
-	}
+	s.stopMonitor() // adoptLocked started one with the session
+	s.stopMonitor = nil
 	s.out.drops = append(s.out.drops, drop{session: s.session, spec: s.sessionSpec, why: why})
 	s.session, s.sessionHash, s.sessionSpecHash, s.sessionSpec = nil, "", "", nil
 	s.health = healthState{}
