@@ -285,7 +285,7 @@ func (c fixedConnector) Connect(_ context.Context, req ConnectRequest) (Session,
 // not.
 func TestSessionEndAsksForAReconcile(t *testing.T) {
 	ss := newSession()
-	sup, notifies := connectedAndQuiet(t, ss)
+	_, notifies := connectedAndQuiet(t, ss)
 	n := notifies.Load()
 	ss.end()
 	if got := notifies.Load() - n; got != 1 {
@@ -293,7 +293,7 @@ func TestSessionEndAsksForAReconcile(t *testing.T) {
 	}
 
 	ss = newSession()
-	sup, notifies = connectedAndQuiet(t, ss)
+	sup, notifies := connectedAndQuiet(t, ss)
 	n = notifies.Load()
 	sup.Close("removed")
 	if err := sup.Wait(context.Background()); err != nil {
