@@ -24,9 +24,12 @@ type probingSession struct {
 	block  bool
 	probes atomic.Int32
 	proc   atomic.Pointer[spec.ProcessStatus] // what Process says
+	busy   atomic.Bool                        // what Activity says
 }
 
 func (p *probingSession) Process() *spec.ProcessStatus { return p.proc.Load() }
+
+func (p *probingSession) Activity() (bool, time.Time) { return p.busy.Load(), time.Time{} }
 
 // lockedBuffer is a log destination the supervisor's goroutines write to
 // while the test reads it.

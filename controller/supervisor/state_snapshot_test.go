@@ -3,8 +3,10 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -316,5 +318,69 @@ func TestStoppedKeepsTheLastProcess(t *testing.T) {
 	sup.Stop("test")
 	if p := sup.Snapshot().Process; p == nil || p.PID != 42 || len(p.StderrTail) != 1 || p.StderrTail[0] != "bye" {
 		t.Errorf("process after the stop: %+v", p)
+	}
+}
+
+// childErr is a failed attempt whose child exited with code.
+type childErr struct{ code int }
+
+func (e childErr) Error() string { return fmt.Sprintf("child exited with %d", e.code) }
+func (e childErr) ProcessStatus() *spec.ProcessStatus {
+	return &spec.ProcessStatus{PID: 7, LastExitCode: &e.code}
+}
+
+// TestChildExitsAreReported: the exit code and facts of a child whose
+// attempt failed, and of one whose session was lost, reach the snapshot.
+func TestChildExitsAreReported(t *testing.T) {
+	m := newMachine(t)
+	m.report(outcome{err: childErr{3}})
+	m.step()
+	if sn := m.sup.Snapshot(); sn.LastExitCode == nil || *sn.LastExitCode != 3 || sn.Process == nil || sn.Process.PID != 7 {
+		t.Errorf("after a failed attempt: exit code %v, process %+v", sn.LastExitCode, sn.Process)
+	}
+
+	ss := &probingSession{session: newSession()}
+	sup, _ := connectedAndQuiet(t, ss)
+	code := 2
+	ss.proc.Store(&spec.ProcessStatus{PID: 8, LastExitCode: &code})
+	ss.end()
+	sup.Step(context.Background(), Want{Conn: lazyConn()})
+	if sn := sup.Snapshot(); sn.LastExitCode == nil || *sn.LastExitCode != 2 || sn.Process == nil || sn.Process.PID != 8 {
+		t.Errorf("after a lost session: exit code %v, process %+v", sn.LastExitCode, sn.Process)
+	}
+}
+
+// TestOnDemandLooksAgainWhenItMayTurnIdle: a busy OnDemand server is
+// looked at again within 30 s at most; an unused one when its idle timeout
+// runs out, and then it stops.
+func TestOnDemandLooksAgainWhenItMayTurnIdle(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	ss := &probingSession{session: newSession()}
+	notified := make(chan struct{}, 100)
+	sup := New(context.Background(), Options{Name: "idle", Connector: fixedConnector{ss},
+		Notify: func() { notified <- struct{}{} },
+		Now:    func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
+	c := lazyConn()
+	c.Spec.Lifecycle.IdleTimeout = &spec.Duration{Duration: time.Minute}
+	want := Want{Conn: c}
+	for sup.Step(context.Background(), want); sup.Snapshot().State != Connected; sup.Step(context.Background(), want) {
+		<-notified
+	}
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	advance(20 * time.Second)
+	if got := sup.Step(context.Background(), want); got != 40*time.Second {
+		t.Errorf("unused for 20s: next look in %v, want 40s", got)
+	}
+	advance(40 * time.Second)
+	ss.busy.Store(true)
+	if got := sup.Step(context.Background(), want); got != 30*time.Second || sup.Snapshot().State != Connected {
+		t.Errorf("busy: next look in %v, state %s; want 30s, Connected", got, sup.Snapshot().State)
+	}
+	ss.busy.Store(false)
+	if got := sup.Step(context.Background(), want); got != 0 || sup.Snapshot().State != Dormant {
+		t.Errorf("unused for its idle timeout: next look in %v, state %s; want 0, Dormant", got, sup.Snapshot().State)
 	}
 }
