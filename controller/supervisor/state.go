@@ -113,9 +113,9 @@ type Transition struct {
 }
 
 // Transitions is the whole machine: a move not listed here is a bug, which
-// to reports (and tests make panic). Staying in a state is no move. Stop, Suspend and Close
-// are legal from every state but Closed (Close of a closed supervisor is
-// staying).
+// to reports (and tests make panic). Staying in a state is no move. Stop,
+// Suspend and Close are legal from every state but Closed (Close of a
+// closed supervisor is staying).
 var Transitions = append([]Transition{
 	{Idle, EvStart, Connecting},
 	{Idle, EvSleep, Dormant},
