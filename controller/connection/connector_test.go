@@ -3,7 +3,11 @@
 package connection
 
 import (
+	"context"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Two Connectors share nothing: sessions of one do not hold the other's
@@ -39,4 +43,47 @@ func TestConnectorsShareNothing(t *testing.T) {
 	if n != 0 {
 		t.Errorf("%d gates left on the Connector after its handshakes", n)
 	}
+}
+
+// persistConns counts the goroutines of the HTTP client's connections
+// (net/http's persistConn read and write loops, two per connection) that
+// run now, in every transport of the process.
+func persistConns() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "net/http.(*persistConn).") {
+			count++
+		}
+	}
+	return count
+}
+
+// A session from the package-level Connect has a Connector of its own,
+// which its Close lets go: the connections its transport kept idle are
+// closed then, not 90 s later (the transport's IdleConnTimeout), so that
+// one-off sessions in a loop (tether login, tests) leave nothing running.
+func TestConnectReleasesItsOwnConnector(t *testing.T) {
+	url := toolServer(t, "one-off")
+	before := persistConns()
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		s, err := Connect(ctx, Request{Name: "one-off", Spec: httpSpec(url, ""), Logger: testLogger(t)})
+		cancel()
+		if err != nil {
+			t.Fatalf("Connect: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	waitUntil(t, "the closed sessions' connections gone", func() bool { return persistConns() <= before })
 }

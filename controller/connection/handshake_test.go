@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -74,15 +75,29 @@ func TestEndpointGates(t *testing.T) {
 	}
 }
 
-// Connects to one endpoint beyond DefaultHandshakesPerEndpoint wait for a slot:
-// the server never sees more handshakes at once, and every session comes
-// up.
+// Connects to one endpoint beyond the Connector's HandshakesPerEndpoint
+// (DefaultHandshakesPerEndpoint when it is not set) wait for a slot: the
+// server never sees more handshakes at once, and every session comes up.
 func TestConnectHandshakesPerEndpoint(t *testing.T) {
-	conn := newConnector(t)
-	limit := conn.perEndpoint
-	if limit != DefaultHandshakesPerEndpoint {
-		t.Fatalf("a Connector's gate is %d per endpoint, want the default %d", limit, DefaultHandshakesPerEndpoint)
+	for _, tc := range []struct {
+		set, limit int
+	}{
+		{0, DefaultHandshakesPerEndpoint},
+		{-1, DefaultHandshakesPerEndpoint},
+		{3, 3},
+	} {
+		t.Run(fmt.Sprintf("set %d", tc.set), func(t *testing.T) {
+			conn := NewConnector(ConnectorOptions{HandshakesPerEndpoint: tc.set})
+			t.Cleanup(conn.Close)
+			if conn.perEndpoint != tc.limit {
+				t.Fatalf("a Connector's gate is %d per endpoint, want %d", conn.perEndpoint, tc.limit)
+			}
+			testHandshakesPerEndpoint(t, conn, tc.limit)
+		})
 	}
+}
+
+func testHandshakesPerEndpoint(t *testing.T, conn *Connector, limit int) {
 	n := limit + 4
 	srv := mcp.NewServer(&mcp.Implementation{Name: "gated", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`)},

@@ -124,7 +124,8 @@ func (m *monitor) tick() {
 		}
 		s.health.failures, s.health.lastErr = 0, ""
 	}
-	changed := before.failures != s.health.failures || (before.down == nil) != (s.health.down == nil)
+	// A probe that sets down counted a failure too: the count says it.
+	changed := before.failures != s.health.failures
 	if p := ss.Process(); p != nil && len(p.StderrTail) > 0 {
 		if tail := p.StderrTail[len(p.StderrTail)-1]; tail != m.lastTail {
 			m.lastTail, changed = tail, true

@@ -48,6 +48,9 @@ type Snapshot struct {
 	Starts       int
 	LastExitCode *int
 	Process      *spec.ProcessStatus
+	// IllegalMoves counts the moves outside the machine's table the
+	// supervisor took (each a bug, logged at ERROR); 0 in a sound tether.
+	IllegalMoves int
 }
 
 // Snapshot returns the connection's state now.
@@ -70,6 +73,7 @@ func (s *Supervisor) Snapshot() Snapshot {
 		Starts:         s.starts,
 		LastExitCode:   s.lastExitCode,
 		Process:        s.process,
+		IllegalMoves:   s.illegalMoves,
 	}
 	if a := s.auth; a != nil {
 		snap.AuthRequired = a.msg

@@ -1,21 +1,27 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // scripted blocks every Connect until the test hands it an outcome, or
-// until the attempt is cancelled.
+// until the attempt is cancelled. With lingers set, a cancelled attempt
+// returns only once lingers is closed, like a server slow to give up.
 type scripted struct {
 	started  chan struct{}
 	outcomes chan outcome
+	lingers  chan struct{}
 }
 
 type outcome struct {
@@ -33,20 +39,49 @@ func (c *scripted) Connect(ctx context.Context, req ConnectRequest) (Session, er
 		o.ss.onEnd = req.OnEnd
 		return o.ss, nil
 	case <-ctx.Done():
+		if c.lingers != nil {
+			<-c.lingers
+		}
 		return nil, ctx.Err()
 	}
 }
 
-// moves records the machine's moves from its DEBUG lines.
+// moves records the machine's moves from its DEBUG lines, and every line
+// with its attributes and the span of its context.
 type moves struct {
 	mu    sync.Mutex
 	taken []Transition
+	lines []logLine
+}
+
+type logLine struct {
+	msg   string
+	attrs map[string]slog.Value
+	span  trace.SpanContext
+}
+
+// logged returns the lines with message msg.
+func (h *moves) logged(msg string) []logLine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var got []logLine
+	for _, l := range h.lines {
+		if l.msg == msg {
+			got = append(got, l)
+		}
+	}
+	return got
 }
 
 func (h *moves) Enabled(context.Context, slog.Level) bool { return true }
 func (h *moves) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *moves) WithGroup(string) slog.Handler            { return h }
-func (h *moves) Handle(_ context.Context, r slog.Record) error {
+func (h *moves) Handle(ctx context.Context, r slog.Record) error {
+	l := logLine{msg: r.Message, attrs: map[string]slog.Value{}, span: trace.SpanContextFromContext(ctx)}
+	r.Attrs(func(a slog.Attr) bool { l.attrs[a.Key] = a.Value; return true })
+	h.mu.Lock()
+	h.lines = append(h.lines, l)
+	h.mu.Unlock()
 	if r.Message != "state" {
 		return nil
 	}
@@ -99,6 +134,7 @@ func newMachine(t *testing.T) *machine {
 		Notify: func() { m.notified <- struct{}{} },
 		Now:    func() time.Time { m.mu.Lock(); defer m.mu.Unlock(); return m.now },
 		Jitter: func() float64 { return 0 }})
+	m.sup.strictMoves = true // a move outside the table fails the test
 	t.Cleanup(func() { m.sup.Close("test over"); _ = m.sup.Wait(context.Background()) })
 	return m
 }
@@ -130,6 +166,27 @@ func (m *machine) await(st State) {
 		case <-m.notified:
 		case <-deadline:
 			m.t.Fatalf("state %s, waited for %s", m.state(), st)
+		}
+	}
+}
+
+// until waits until ok holds of the supervisor (under its lock); each
+// report asks for a reconcile, which is when to look again.
+func (m *machine) until(what string, ok func(*Supervisor) bool) {
+	m.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		m.sup.mu.Lock()
+		done := ok(m.sup)
+		m.sup.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-m.notified:
+		case <-time.After(time.Millisecond):
+		case <-deadline:
+			m.t.Fatalf("timed out waiting until %s", what)
 		}
 	}
 }
@@ -289,9 +346,10 @@ func TestTransitions(t *testing.T) {
 }
 
 // TestTransitionsOutsideTheTablePanic: every move the table does not list
-// is refused, whatever the event.
+// is refused, whatever the event (in tests, which make it panic).
 func TestTransitionsOutsideTheTablePanic(t *testing.T) {
 	sup := New(context.Background(), Options{Name: "x"})
+	sup.strictMoves = true
 	listed := 0
 	for from := range numStates {
 		for ev := range numEvents {
@@ -328,6 +386,38 @@ func TestTransitionsOutsideTheTablePanic(t *testing.T) {
 	}
 	if listed != len(Transitions) {
 		t.Errorf("%d moves listed, the table has %d (a duplicate?)", listed, len(Transitions))
+	}
+}
+
+// TestIllegalMoveOutsideTestsIsLoggedAndTaken: outside tests, a move the
+// table does not list kills nothing: it is said at ERROR with where from,
+// on what and where to, counted in the Snapshot, and taken, so that the
+// state names the data its caller made for it.
+func TestIllegalMoveOutsideTestsIsLoggedAndTaken(t *testing.T) {
+	var buf bytes.Buffer
+	sup := New(context.Background(), Options{Name: "x",
+		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelError}))})
+	sup.mu.Lock()
+	sup.state = Connected
+	sup.to(Connecting, EvFail) // not in the table: Connected fails to Backoff or AuthRequired
+	sup.to(Idle, EvStop)
+	sup.mu.Unlock()
+	sn := sup.Snapshot()
+	if sn.State != Idle || sn.IllegalMoves != 2 {
+		t.Errorf("state %s, illegal moves %d; want Idle, 2", sn.State, sn.IllegalMoves)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{
+		"level=ERROR msg=\"illegal state transition, a bug in tether; taking it\" from=Connected on=fail to=Connecting illegalMoves=1",
+		"level=ERROR msg=\"illegal state transition, a bug in tether; taking it\" from=Connecting on=stop to=Idle illegalMoves=2",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("logged %q, want %d lines", lines, len(want))
+	}
+	for i, l := range lines {
+		if _, rest, _ := strings.Cut(l, " "); rest != want[i] { // past the time
+			t.Errorf("line %d: %q, want %q", i, rest, want[i])
+		}
 	}
 }
 

@@ -99,6 +99,10 @@ type Supervisor struct {
 	mu sync.Mutex
 	// Everything below is guarded by mu.
 	state State // moved only by to, along Transitions
+	// illegalMoves counts the moves outside Transitions that to took
+	// (bugs); strictMoves makes to panic on one instead (tests).
+	illegalMoves int
+	strictMoves  bool
 
 	session     Session
 	sessionHash string
@@ -131,16 +135,18 @@ type Supervisor struct {
 	// state: demanded says one waits for a session, so the next step
 	// starts an attempt at once, whatever the backoff or dormancy says.
 	demanded bool
-	// taken counts the attempts whose outcome Step took in; changed is
-	// closed (and replaced) whenever one is, or the session goes: what
-	// Demand waits on.
-	taken   uint64
-	changed chan struct{}
-	// refused counts the stops that ended pending demands, and why;
+	// Signals, each closed and replaced (signal) when it happens: tookIn
+	// when Step takes in an attempt's outcome; stopped when a stop ends
+	// the demands pending (stoppedBy says why); changed when either
+	// happens or the session goes, which is what Demand waits on. A
+	// Demand keeps the tookIn and stopped it found when it came: closed
+	// since, they say what it waited for happened.
+	tookIn    chan struct{}
+	stopped   chan struct{}
+	stoppedBy string
+	changed   chan struct{}
 	// waiters counts the Demands waiting now.
-	refused   uint64
-	refusedBy string
-	waiters   int
+	waiters int
 
 	starts       int // stdio children started (restarts = starts-1)
 	lastExitCode *int
@@ -238,7 +244,7 @@ func New(parent context.Context, opts Options) *Supervisor {
 	return &Supervisor{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		starts: opts.Starts, lastExitCode: opts.LastExitCode,
-		changed: make(chan struct{}),
+		tookIn: make(chan struct{}), stopped: make(chan struct{}), changed: make(chan struct{}),
 	}
 }
 
@@ -339,7 +345,7 @@ func (s *Supervisor) takeInOutcome(st step) {
 	default:
 		s.adoptLocked(trace.ContextWithSpanContext(st.ctx, res.span), res, st.now)
 	}
-	s.taken++
+	signal(&s.tookIn)
 	s.broadcastLocked()
 }
 
@@ -512,7 +518,7 @@ func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 		s.unlock()
 		return ss, err
 	}
-	start, refused := s.taken, s.refused
+	tookIn, stopped := s.tookIn, s.stopped
 	s.waiters++
 	// An attempt already running is the one this demand waits for. A
 	// session that ended is dropped by the next step, which then starts an
@@ -534,11 +540,11 @@ func (s *Supervisor) Demand(ctx context.Context) (Session, error) {
 			return ss, err
 		}
 		switch {
-		case s.refused > refused:
-			why := s.refusedBy
+		case signalled(stopped):
+			why := s.stoppedBy
 			s.mu.Unlock()
 			return nil, fmt.Errorf("the connection was stopped: %s", why)
-		case s.taken > start && s.attempt == nil && !s.demanded:
+		case signalled(tookIn) && s.attempt == nil && !s.demanded:
 			// The attempt this demand waited for failed.
 			msg := s.lastError
 			s.mu.Unlock()
@@ -673,13 +679,14 @@ func (s *Supervisor) endBackoff(outcome string) trace.SpanContext {
 
 // backoff is initial·2^step, capped at max, jittered down by up to 20% so
 // that connections failing together spread out without exceeding the cap.
+// initial·2^step is compared as initial against max/2^step, which cannot
+// overflow however large step is (capSteps; a shift by 64 or more is 0).
 func (s *Supervisor) backoff(want *spec.McpConnection, step int) time.Duration {
 	initial, maxDelay := want.Spec.BackoffInitial(), want.Spec.BackoffMax()
-	d := initial
-	for i := 0; i < step && d < maxDelay; i++ {
-		d *= 2
+	d := maxDelay
+	if initial <= maxDelay>>step {
+		d = initial << step
 	}
-	d = min(d, maxDelay)
 	return time.Duration(float64(d) * (1 - 0.2*s.opts.Jitter()))
 }
 
@@ -712,10 +719,8 @@ func (s *Supervisor) dropLocked(why string) {
 	if s.session == nil {
 		return
 	}
-	if s.stopMonitor != nil {
-		s.stopMonitor()
-		s.stopMonitor = nil
-	}
+	s.stopMonitor() // adoptLocked started one with the session
+	s.stopMonitor = nil
 	s.out.drops = append(s.out.drops, drop{session: s.session, spec: s.sessionSpec, why: why})
 	s.session, s.sessionHash, s.sessionSpecHash, s.sessionSpec = nil, "", "", nil
 	s.health = healthState{}
@@ -730,21 +735,35 @@ func (s *Supervisor) dropIdleLocked(why string) {
 }
 
 // broadcastLocked wakes every Demand waiting for a change.
-func (s *Supervisor) broadcastLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+func (s *Supervisor) broadcastLocked() { signal(&s.changed) }
+
+// signal closes *ch, which tells whoever holds it, and replaces it for
+// those who come later.
+func signal(ch *chan struct{}) {
+	close(*ch)
+	*ch = make(chan struct{})
+}
+
+// signalled reports whether ch was signalled.
+func signalled(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // stopLocked ends the session and any attempt, and the demands waiting;
 // the caller moves the machine to Stopped, Suspended or Closed. A cancelled
 // attempt winds down in its goroutine; its outcome is discarded.
 func (s *Supervisor) stopLocked(why string) {
+	// The demands waiting are told why; one that comes later waits on
+	// the next signal.
 	s.demanded = false
-	if s.waiters > 0 {
-		s.refused++
-		s.refusedBy = why
-		s.broadcastLocked()
-	}
+	s.stoppedBy = why
+	signal(&s.stopped)
+	s.broadcastLocked()
 	s.endBackoff(why)
 	if s.attempt != nil {
 		s.attempt.cancel()
@@ -848,13 +867,16 @@ func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash st
 			s.result = res
 			s.to(Reported, EvReport)
 		case s.state == Connecting:
-			// Cancelled for a new spec: the next step starts afresh, and
-			// the demands still wait, for that attempt.
+			// Cancelled for a new spec: the next step starts afresh.
 			s.to(Idle, EvAbandon)
-			if s.waiters > 0 {
-				s.demanded = true
-				s.broadcastLocked()
-			}
+		}
+		// The demands still waiting (those that came after a Stop or
+		// Suspend, while this attempt wound down, or that wait through a
+		// new spec) are for the next attempt, whatever the state: the
+		// next step starts it at once.
+		if abandoned && s.waiters > 0 && s.state != Closed {
+			s.demanded = true
+			s.broadcastLocked()
 		}
 		s.mu.Unlock()
 		endAttemptSpan(span, res.err, abandoned)

@@ -7,6 +7,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tether-mcp/tether/controller/tracing"
 )
 
@@ -42,5 +44,17 @@ func TestSpansNumberTheAttempts(t *testing.T) {
 	}
 	if got := numbers(tracing.SpanBackoffWait); !slices.Equal(got, []int64{2}) {
 		t.Errorf("backoff waits numbered %v, want [2]", got)
+	}
+	// The line that says the wait numbers the attempt it precedes and
+	// belongs to the wait's span.
+	var wait trace.SpanContext
+	for _, s := range rec.Started() {
+		if s.Name() == tracing.SpanBackoffWait {
+			wait = s.SpanContext()
+		}
+	}
+	lines := m.moves.logged("waiting before the next attempt")
+	if len(lines) != 1 || lines[0].attrs["attempt"].Int64() != 2 || !lines[0].span.Equal(wait) || !wait.IsValid() {
+		t.Errorf("the wait's lines %+v, want one for attempt 2 in span %v", lines, wait.SpanID())
 	}
 }
