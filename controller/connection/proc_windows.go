@@ -49,6 +49,11 @@ type procGroup struct {
 
 	mu  sync.Mutex
 	job windows.Handle // 0 once closed
+	// leader is a handle to the child, held as long as job: Windows does
+	// not give a pid to a new process while a handle to the old one is
+	// open, so the pid Ctrl-Break goes to cannot name another process in
+	// the moment between the child's reaping and exited's closing.
+	leader windows.Handle
 	// terminated: tether called TerminateJobObject, so an exit code of
 	// exitKilled is tether's kill, not the server's own exit code.
 	terminated bool
@@ -62,19 +67,21 @@ func adoptChild(proc *os.Process, exited <-chan struct{}) (*procGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(proc.Pid))
+	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE|windows.SYNCHRONIZE, false, uint32(proc.Pid))
 	if err == nil {
 		err = windows.AssignProcessToJobObject(job, h)
-		_ = windows.CloseHandle(h)
 	}
 	if err == nil {
 		err = resumeProcess(uint32(proc.Pid))
 	}
 	if err != nil {
+		if h != 0 {
+			_ = windows.CloseHandle(h)
+		}
 		_ = windows.CloseHandle(job)
 		return nil, fmt.Errorf("putting the server in a job object: %w", err)
 	}
-	return &procGroup{pid: proc.Pid, exited: exited, job: job}, nil
+	return &procGroup{pid: proc.Pid, exited: exited, job: job, leader: h}, nil
 }
 
 // resumeProcess resumes the threads of a process started suspended (one:
@@ -119,21 +126,34 @@ func resumeProcess(pid uint32) error {
 // GenerateConsoleCtrlEvent to a pid that is not a group's may reach every
 // process on the console, tether included.
 func (g *procGroup) kill(sig syscall.Signal) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if sig != syscall.SIGKILL {
-		select {
-		case <-g.exited:
+		if g.leaderExited() {
 			return errors.New("the server has exited: its process group is gone")
-		default:
 		}
 		return windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, uint32(g.pid))
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.job == 0 {
 		return errors.New("the job object is closed: its processes are gone")
 	}
 	g.terminated = true // before: the exit it causes is described from it
 	return windows.TerminateJobObject(g.job, exitKilled)
+}
+
+// leaderExited reports whether the child has exited (or been reaped).
+// Called with g.mu held.
+func (g *procGroup) leaderExited() bool {
+	select {
+	case <-g.exited:
+		return true
+	default:
+	}
+	if g.leader == 0 {
+		return true
+	}
+	ev, err := windows.WaitForSingleObject(g.leader, 0)
+	return err == nil && ev == windows.WAIT_OBJECT_0
 }
 
 // killedByTether reports whether kill(SIGKILL) ended the job.
@@ -183,7 +203,8 @@ func (g *procGroup) alive() bool {
 		return true
 	}
 	_ = windows.CloseHandle(g.job)
-	g.job = 0
+	_ = windows.CloseHandle(g.leader)
+	g.job, g.leader = 0, 0
 	return false
 }
 
