@@ -10,7 +10,9 @@ BIN     := bin
 # Dockerfile): `tether version` prints them.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# The commit's date, in UTC as GoReleaser's CommitDate, so that a build is a
+# function of the commit; the build's time only outside git.
+DATE    ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 
 # What `make image` builds: the image's tag, its base (empty: the
@@ -65,7 +67,7 @@ test: ## gofmt, go vet (every release platform), staticcheck, the package graph 
 .PHONY: dist
 dist: ## Build the release archives of every platform, snapshot-versioned, with checksums, into _output/dist (GoReleaser)
 	hack/install-goreleaser.sh
-	TETHER_COMMIT=$(COMMIT) _output/goreleaser/bin/goreleaser release --snapshot --clean
+	TETHER_COMMIT=$(COMMIT) TETHER_DATE=$(DATE) _output/goreleaser/bin/goreleaser release --snapshot --clean
 
 .PHONY: bench
 bench: ## Measure tether end to end (hack/bench): table on stdout, JSON in _output/bench.json

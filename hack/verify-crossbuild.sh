@@ -3,10 +3,10 @@
 # _test.go files and compiles every dependency for the target), for each
 # platform tether ships on besides the machine's own, which verify-govet.sh
 # covers: a Linux-only call in a file without a build constraint fails
-# here, not in a user's hands. Then, where Wine is installed, runs the
-# Windows-only tests of the platform-specific packages under it
-# (hack/test-wine.sh). There is no update script: what this finds needs a
-# person to fix the code.
+# here, not in a user's hands. The Windows-only and darwin-only tests are
+# type-checked so, not run: nothing here runs a Windows or macOS binary
+# (Wine lacks the ProcessPrng that Go's Windows runtime calls). There is no
+# update script: what this finds needs a person to fix the code.
 #
 # Cost: the first run compiles the dependency graph once per platform
 # (about a minute each on 2 cores); later runs reuse the build cache.

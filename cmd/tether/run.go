@@ -115,7 +115,15 @@ status.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.listenSet = cmd.Flags().Changed("listen")
-			return runController(cmd.Context(), o, cmd.ErrOrStderr())
+			// Under Windows' service control manager, a service Stop is
+			// a SIGTERM (docs/contract.md §11).
+			ctx, serviceDone, err := asService(cmd.Context())
+			if err != nil {
+				return err
+			}
+			err = runController(ctx, o, cmd.ErrOrStderr())
+			serviceDone(err)
+			return err
 		},
 	}
 	f := cmd.Flags()

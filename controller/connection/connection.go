@@ -306,6 +306,9 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	if err != nil {
 		return nil, err
 	}
+	if err := checkArgs(path, st.Args); err != nil {
+		return nil, err
+	}
 	dir := st.WorkingDir
 	if dir != "" && !filepath.IsAbs(dir) {
 		dir = filepath.Join(manifestDir, dir)

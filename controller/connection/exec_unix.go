@@ -34,3 +34,6 @@ func isExecutable(path string) error {
 	}
 	return nil
 }
+
+// checkArgs: execve passes arguments as they are, whatever the program.
+func checkArgs(string, []string) error { return nil }

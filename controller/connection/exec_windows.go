@@ -71,3 +71,7 @@ func isExecutable(path string) error {
 	}
 	return fmt.Errorf("%s: not a program (its extension is not in PATHEXT): %w", path, fs.ErrPermission)
 }
+
+// checkArgs refuses arguments that cmd.exe would misread when the program
+// is a batch file (batchArgsError).
+func checkArgs(path string, args []string) error { return batchArgsError(path, args) }

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ func TestMain(m *testing.M) {
 		actAsServer()
 	case "grandchild":
 		runUntilKilled()
+	case "exit137":
+		os.Exit(exitKilled)
 	}
 	os.Exit(m.Run())
 }
@@ -170,11 +173,60 @@ func TestStopEndsTheTree(t *testing.T) {
 	if !waitEnded(hg, 10*time.Second) {
 		t.Fatalf("grandchild %d still runs 10 s after its server was stopped", grandchild)
 	}
-	if groupAlive(p.pid) {
-		t.Error("groupAlive: the stopped server's job still has a live process")
+	if p.group.alive() {
+		t.Error("alive: the stopped server's job still has a live process")
 	}
 	code, desc := p.exit()
 	if code == nil || *code != exitKilled {
 		t.Errorf("exit %v %q, want %d (killed by tether)", code, desc, exitKilled)
+	}
+}
+
+// A server that exits by itself with code 137 did so: only a job tether
+// terminated is described as killed by tether.
+func TestDescribeExitOwnCode137(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=exit137")
+	_ = cmd.Run()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitKilled {
+		t.Fatalf("helper exited %v, want code %d", cmd.ProcessState, exitKilled)
+	}
+	if _, desc := describeExitCode(cmd.ProcessState, false); desc != "exit code 137" {
+		t.Errorf("natural exit 137 described as %q, want %q", desc, "exit code 137")
+	}
+	if _, desc := describeExitCode(cmd.ProcessState, true); !strings.Contains(desc, "killed by tether") {
+		t.Errorf("terminated job described as %q, want killed by tether", desc)
+	}
+}
+
+// Stopping a server whose leader has exited neither sends Ctrl-Break to its
+// (possibly reused) pid nor touches another server's job: each process
+// holds its own job, and a stopped one's is closed.
+func TestStopTouchesOnlyItsOwnJob(t *testing.T) {
+	_, g1, p1, err := startTree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, g2, p2, err := startTree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := openProcess(t, g1), openProcess(t, g2)
+	p1.stop(50*time.Millisecond, 50*time.Millisecond)
+	if !waitEnded(h1, 10*time.Second) {
+		t.Fatalf("grandchild %d still runs after its server was stopped", g1)
+	}
+	if err := p1.group.kill(syscall.SIGTERM); err == nil {
+		t.Error("Ctrl-Break was sent to the pid of a server that has exited")
+	}
+	if err := p1.group.kill(syscall.SIGKILL); err == nil {
+		t.Error("TerminateJobObject on a closed job succeeded")
+	}
+	if waitEnded(h2, 0) || !p2.group.alive() {
+		t.Fatal("stopping one server ended another's tree")
+	}
+	p2.stop(50*time.Millisecond, 50*time.Millisecond)
+	if !waitEnded(h2, 10*time.Second) {
+		t.Fatalf("grandchild %d still runs after its server was stopped", g2)
 	}
 }

@@ -67,6 +67,20 @@ func signalName(s syscall.Signal) string {
 	}
 }
 
+// procGroup is a child's tree on Unix: the process group of
+// childSysProcAttr, whose pgid is the child's pid.
+type procGroup struct{ pid int }
+
 // adoptChild has nothing to do on Unix: the process group of
-// childSysProcAttr is the child's tree from its first instruction.
-func adoptChild(*os.Process) error { return nil }
+// childSysProcAttr is the child's tree from its first instruction. The
+// group outlives its leader's exit under the same pgid, which no new
+// process can take while a member lives.
+func adoptChild(proc *os.Process, _ <-chan struct{}) (*procGroup, error) {
+	return &procGroup{pid: proc.Pid}, nil
+}
+
+func (g *procGroup) kill(sig syscall.Signal) error { return killGroup(g.pid, sig) }
+
+func (g *procGroup) alive() bool { return groupAlive(g.pid) }
+
+func (g *procGroup) describeExit(st *os.ProcessState) (int, string) { return describeExit(st) }

@@ -20,13 +20,6 @@ import (
 // subreaper in one. A process can leave the job only if the job allows
 // breakaway, which this one does not.
 
-// jobs maps a child's pid to its job, from adoptChild until groupAlive
-// finds the job empty.
-var (
-	jobsMu sync.Mutex
-	jobs   = map[int]windows.Handle{}
-)
-
 // killOnCloseJob creates a job that kills its processes when its last
 // handle closes.
 func killOnCloseJob() (windows.Handle, error) {
@@ -44,30 +37,51 @@ func killOnCloseJob() (windows.Handle, error) {
 	return job, nil
 }
 
+// procGroup is a child's tree on Windows: its Job Object, held here and
+// not looked up by pid, because a pid is reused as soon as its process has
+// exited and been waited for: a lookup by pid could stop another server's
+// job. The handle is closed once the job is found empty.
+type procGroup struct {
+	pid int
+	// exited is closed once the child (the process group's leader) has been
+	// reaped: from then on its pid may name another process, or none.
+	exited <-chan struct{}
+
+	mu  sync.Mutex
+	job windows.Handle // 0 once closed
+	// leader is a handle to the child, held as long as job: Windows does
+	// not give a pid to a new process while a handle to the old one is
+	// open, so the pid Ctrl-Break goes to cannot name another process in
+	// the moment between the child's reaping and exited's closing.
+	leader windows.Handle
+	// terminated: tether called TerminateJobObject, so an exit code of
+	// exitKilled is tether's kill, not the server's own exit code.
+	terminated bool
+}
+
 // adoptChild puts a child started suspended (childSysProcAttr) in a job of
 // its own, then lets it run. On an error the child is still suspended and
 // the caller kills it.
-func adoptChild(proc *os.Process) error {
+func adoptChild(proc *os.Process, exited <-chan struct{}) (*procGroup, error) {
 	job, err := killOnCloseJob()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(proc.Pid))
+	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE|windows.SYNCHRONIZE, false, uint32(proc.Pid))
 	if err == nil {
 		err = windows.AssignProcessToJobObject(job, h)
-		_ = windows.CloseHandle(h)
 	}
 	if err == nil {
 		err = resumeProcess(uint32(proc.Pid))
 	}
 	if err != nil {
+		if h != 0 {
+			_ = windows.CloseHandle(h)
+		}
 		_ = windows.CloseHandle(job)
-		return fmt.Errorf("putting the server in a job object: %w", err)
+		return nil, fmt.Errorf("putting the server in a job object: %w", err)
 	}
-	jobsMu.Lock()
-	jobs[proc.Pid] = job
-	jobsMu.Unlock()
-	return nil
+	return &procGroup{pid: proc.Pid, exited: exited, job: job, leader: h}, nil
 }
 
 // resumeProcess resumes the threads of a process started suspended (one:
@@ -105,29 +119,59 @@ func resumeProcess(pid uint32) error {
 	return nil
 }
 
-func jobOf(pid int) (windows.Handle, bool) {
-	jobsMu.Lock()
-	defer jobsMu.Unlock()
-	job, ok := jobs[pid]
-	return job, ok
+// kill asks the child's tree to stop (SIGTERM: a CTRL_BREAK_EVENT to its
+// process group, which reaches it only when it shares tether's console) or
+// ends it (SIGKILL: TerminateJobObject, the whole tree). No Ctrl-Break once
+// the leader has exited: its pid then leads no group, and
+// GenerateConsoleCtrlEvent to a pid that is not a group's may reach every
+// process on the console, tether included.
+func (g *procGroup) kill(sig syscall.Signal) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sig != syscall.SIGKILL {
+		if g.leaderExited() {
+			return errors.New("the server has exited: its process group is gone")
+		}
+		return windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, uint32(g.pid))
+	}
+	if g.job == 0 {
+		return errors.New("the job object is closed: its processes are gone")
+	}
+	g.terminated = true // before: the exit it causes is described from it
+	return windows.TerminateJobObject(g.job, exitKilled)
 }
 
-// killGroup asks the child's tree to stop (SIGTERM: a CTRL_BREAK_EVENT to
-// its process group, which reaches it only when it shares tether's
-// console) or ends it (SIGKILL: TerminateJobObject, the whole tree).
-func killGroup(pid int, sig syscall.Signal) error {
-	if pid <= 0 {
-		return errors.New("no process")
+// leaderExited reports whether the child has exited (or been reaped).
+// Called with g.mu held.
+func (g *procGroup) leaderExited() bool {
+	select {
+	case <-g.exited:
+		return true
+	default:
 	}
-	if sig != syscall.SIGKILL {
-		return windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, uint32(pid))
+	if g.leader == 0 {
+		return true
 	}
-	job, ok := jobOf(pid)
-	if !ok {
-		return errors.New("no job object")
-	}
-	return windows.TerminateJobObject(job, exitKilled)
+	ev, err := windows.WaitForSingleObject(g.leader, 0)
+	return err == nil && ev == windows.WAIT_OBJECT_0
 }
+
+// killedByTether reports whether kill(SIGKILL) ended the job.
+func (g *procGroup) killedByTether() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.terminated
+}
+
+// killGroup is the process-group ledger's, which has nothing to stop on
+// Windows (groupMembers finds none): a job has no name to find it by
+// after tether ends, and kill-on-close has ended it with tether.
+func killGroup(int, syscall.Signal) error {
+	return errors.New("no process group to signal on Windows")
+}
+
+// groupAlive: see killGroup.
+func groupAlive(int) bool { return false }
 
 // exitKilled is the exit code of a tree ended by killGroup(SIGKILL): the
 // 128+SIGKILL that a shell and Kubernetes report on Unix.
@@ -142,34 +186,40 @@ type jobAccounting struct {
 	TotalTerminatedProcesses                           uint32
 }
 
-// groupAlive reports whether a process is left in the child's job. An
-// empty job is closed and forgotten: nothing can join it any more.
-func groupAlive(pid int) bool {
-	job, ok := jobOf(pid)
-	if !ok {
+// alive reports whether a process is left in the child's job. An empty
+// job is closed: nothing can join it any more.
+func (g *procGroup) alive() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.job == 0 {
 		return false
 	}
 	var acct jobAccounting
-	if err := windows.QueryInformationJobObject(job, windows.JobObjectBasicAccountingInformation,
+	if err := windows.QueryInformationJobObject(g.job, windows.JobObjectBasicAccountingInformation,
 		uintptr(unsafe.Pointer(&acct)), uint32(unsafe.Sizeof(acct)), nil); err != nil {
 		return true // cannot tell: assume so, as without /proc on Unix
 	}
 	if acct.ActiveProcesses > 0 {
 		return true
 	}
-	jobsMu.Lock()
-	delete(jobs, pid)
-	jobsMu.Unlock()
-	_ = windows.CloseHandle(job)
+	_ = windows.CloseHandle(g.job)
+	_ = windows.CloseHandle(g.leader)
+	g.job, g.leader = 0, 0
 	return false
 }
 
-// describeExit gives the exit code and a short description.
-func describeExit(st *os.ProcessState) (int, string) {
+// describeExit gives the exit code and a short description: "killed by
+// tether" only when tether terminated the job, since a server may exit
+// with code 137 by itself.
+func (g *procGroup) describeExit(st *os.ProcessState) (int, string) {
+	return describeExitCode(st, g.killedByTether())
+}
+
+func describeExitCode(st *os.ProcessState, terminated bool) (int, string) {
 	if st == nil {
 		return -1, "unknown exit"
 	}
-	if st.ExitCode() == exitKilled {
+	if terminated && st.ExitCode() == exitKilled {
 		return exitKilled, fmt.Sprintf("killed by tether (exit code %d)", exitKilled)
 	}
 	return st.ExitCode(), fmt.Sprintf("exit code %d", st.ExitCode())

@@ -105,10 +105,13 @@ func resolveCommand(command, path, manifestDir string) (string, error) {
 // process is one running stdio child and the pipes to it. The session's
 // transport reads stdout and writes stdin; process owns the rest.
 type process struct {
-	cmd  *exec.Cmd
-	pid  int
-	tail *stderrTail
-	log  *slog.Logger
+	cmd *exec.Cmd
+	pid int
+	// group is the child's tree (its process group, or its Job Object on
+	// Windows), set before startProcess returns.
+	group *procGroup
+	tail  *stderrTail
+	log   *slog.Logger
 	// ledger recorded the child's process group (the Connector's); nil
 	// when none does.
 	ledger *GroupLedger
@@ -211,19 +214,21 @@ func (p *process) run(started chan<- error) {
 		started <- err
 		return
 	}
-	if err := adoptChild(p.cmd.Process); err != nil {
+	group, err := adoptChild(p.cmd.Process, p.exited)
+	if err != nil {
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
 		starting.RUnlock()
 		started <- err
 		return
 	}
+	p.group = group
 	registerOwn(p.cmd.Process.Pid)
 	starting.RUnlock()
 	started <- nil
 	_ = p.cmd.Wait() // the exit status is in ProcessState
 	forgetOwn(p.cmd.Process.Pid)
-	code, desc := describeExit(p.cmd.ProcessState)
+	code, desc := p.group.describeExit(p.cmd.ProcessState)
 	p.mu.Lock()
 	p.exitCode = &code
 	p.exitDesc = desc
@@ -288,10 +293,10 @@ func (p *process) doStop(stdinWait, termWait time.Duration) {
 	gone := p.waitGone(termAt)
 	if !gone {
 		p.log.Debug("process group still running after stdin closed: SIGTERM", "pid", p.pid, "after", time.Since(start))
-		_ = killGroup(p.pid, syscall.SIGTERM)
+		_ = p.group.kill(syscall.SIGTERM)
 		if gone = p.waitGone(killAt); !gone {
 			p.log.Debug("process group still running after SIGTERM: SIGKILL", "pid", p.pid, "after", time.Since(start))
-			_ = killGroup(p.pid, syscall.SIGKILL)
+			_ = p.group.kill(syscall.SIGKILL)
 			if gone = p.waitGone(deadline); !gone {
 				p.log.Warn("process group still running after SIGKILL", "pid", p.pid, "after", time.Since(start))
 			}
@@ -328,7 +333,7 @@ func (p *process) waitGone(deadline time.Time) bool {
 			// tether's child (an orphan re-parented to the subreaper) can
 			// be reaped without taking the leader's status from Wait.
 			reapGroup(p.pid)
-			if !groupAlive(p.pid) {
+			if !p.group.alive() {
 				return true
 			}
 		default:

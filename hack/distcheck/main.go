@@ -7,7 +7,7 @@
 // checksums file lists every archive with its SHA-256. hack/verify-dist.sh
 // runs it.
 //
-//	go run ./hack/distcheck -dir _output/dist -version 1.2.3-snapshot -commit SHA
+//	go run ./hack/distcheck -dir _output/dist -version 1.2.3-snapshot -commit SHA -date 2025-01-02T03:04:05Z
 package main
 
 import (
@@ -53,12 +53,13 @@ func main() {
 	dir := flag.String("dir", "_output/dist", "the directory GoReleaser wrote")
 	version := flag.String("version", "", "the version every binary must be stamped with")
 	commit := flag.String("commit", "", "the commit every binary must be stamped with")
+	date := flag.String("date", "", "the date tether must be stamped with (the commit's, RFC 3339 UTC)")
 	flag.Parse()
-	if *version == "" || *commit == "" {
-		fmt.Fprintln(os.Stderr, "distcheck: -version and -commit are required")
+	if *version == "" || *commit == "" || *date == "" {
+		fmt.Fprintln(os.Stderr, "distcheck: -version, -commit and -date are required")
 		os.Exit(2)
 	}
-	report, err := check(*dir, *version, *commit)
+	report, err := check(*dir, *version, *commit, *date)
 	fmt.Print(report)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "distcheck:", err)
@@ -67,7 +68,7 @@ func main() {
 }
 
 // check checks dir and returns one line per archive, or every problem found.
-func check(dir, version, commit string) (string, error) {
+func check(dir, version, commit, date string) (string, error) {
 	var report strings.Builder
 	var problems []error
 	sums, err := readChecksums(filepath.Join(dir, "checksums.txt"))
@@ -108,7 +109,7 @@ func check(dir, version, commit string) (string, error) {
 			if p.os != "windows" && m.mode&0o111 == 0 {
 				problems = append(problems, fmt.Errorf("%s: %s is not executable (mode %v)", name, b, m.mode))
 			}
-			stamps := []string{version, commit}
+			stamps := []string{version, commit, date}
 			if !strings.HasPrefix(b, "tether.") && b != "tether" {
 				stamps = stamps[:1] // the example server has a version only
 			}
@@ -241,7 +242,7 @@ func readBounded(r io.Reader, name string) ([]byte, error) {
 }
 
 // checkBinary checks that data is an executable of platform p, stamped
-// with stamps (the version, and tether's commit).
+// with stamps (the version, and tether's commit and date).
 func checkBinary(data []byte, p platform, stamps []string) error {
 	got, err := machineOf(data)
 	if err != nil {
@@ -269,7 +270,7 @@ func checkBinary(data []byte, p platform, stamps []string) error {
 	// them verbatim (a 40-digit commit is found nowhere else).
 	for _, want := range stamps {
 		if !bytes.Contains(data, []byte(want)) {
-			return fmt.Errorf("not stamped with %q (-X main.version, main.commit)", want)
+			return fmt.Errorf("not stamped with %q (-X main.version, main.commit, main.date)", want)
 		}
 	}
 	return nil
