@@ -21,9 +21,6 @@ func childSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP | windows.CREATE_SUSPENDED}
 }
 
-// groupHasLiveMember: a Job Object counts only live processes.
-func groupHasLiveMember(int) bool { return true }
-
 // groupMembers is used by the process-group ledger, which has nothing to
 // find on Windows: a Job Object kills the tree when tether's handle to it
 // closes, however tether ends, so no group outlives the tether that
