@@ -70,17 +70,7 @@ func (c *cluster) apply(t *testing.T, ns, manifest string) {
 
 func (c *cluster) kubectlStdin(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := c.KubectlCommand(ctx, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s\ninput:\n%s", strings.Join(args, " "), err, stderr.String(), stdin)
-	}
-	return string(out)
+	return kubectlStdin(t, c.ControlPlane, stdin, args...)
 }
 
 // object reads an McpConnection; nil when it does not exist.
