@@ -92,6 +92,11 @@ type Source struct {
 	rejected  map[string][]Rejected // of the last listing
 	saved     map[string]savedRef   // what LastValid holds; nil until loaded
 	badIgnore map[string]string     // ignore files that cannot be used → why, as logged
+	// holdSaves keeps sync from saving last valid specs: Run's first
+	// listing saves them after it told its changes (see Run); unsaved is
+	// the desired state whose specs are still to be saved.
+	holdSaves bool
+	unsaved   map[string]desired.Entry
 
 	// afterList, if set (tests), runs between a listing and its watches.
 	afterList func(dirs []string)
@@ -159,6 +164,10 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	notify := s.opts.OnChange
 	var firstChanges []string
 	s.opts.OnChange = func(names []string) { firstChanges = append(firstChanges, names...) }
+	// Saving a last valid spec is a file created per connection (about a
+	// second of a loaded machine's time at 1,000 connections) that only
+	// the next run reads: the connections start first.
+	s.holdSaves = true
 	rootOK, growing := s.relist(w)
 	s.opts.OnChange = notify
 	if s.opts.OnSynced != nil {
@@ -170,6 +179,8 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	if len(firstChanges) > 0 && notify != nil {
 		notify(firstChanges)
 	}
+	s.holdSaves = false
+	s.saveLastValid()
 
 	resync := time.NewTicker(s.opts.Resync)
 	defer resync.Stop()
@@ -398,7 +409,6 @@ func (s *Source) sync() ([]string, error) {
 		}
 	}
 	changed := s.desired.Replace(next)
-	s.saveLastValid(next)
 	s.problems = problems
 	if s.opts.OnRejected != nil && !reflect.DeepEqual(rejected, s.rejected) {
 		s.opts.OnRejected(rejected)
@@ -407,6 +417,11 @@ func (s *Source) sync() ([]string, error) {
 	s.reportFileErrors()
 	if len(changed) > 0 && s.opts.OnChange != nil {
 		s.opts.OnChange(changed)
+	}
+	// After the changes are told: reconciles need not wait for the disk.
+	s.unsaved = next
+	if !s.holdSaves {
+		s.saveLastValid()
 	}
 	return tree.Dirs, err
 }
@@ -508,11 +523,14 @@ func (s *Source) files() map[string]bool {
 	return files
 }
 
-// saveLastValid brings the LastValidStore in line with the desired state:
-// each connection's last valid spec saved, those of names gone forgotten.
-// A write that fails is logged and tried again at the next listing.
-func (s *Source) saveLastValid(next map[string]desired.Entry) {
-	if s.opts.LastValid == nil {
+// saveLastValid brings the LastValidStore in line with the desired state
+// of the last listing (unsaved): each connection's last valid spec saved,
+// those of names gone forgotten. A write that fails is logged and tried
+// again at the next listing.
+func (s *Source) saveLastValid() {
+	next := s.unsaved
+	s.unsaved = nil
+	if s.opts.LastValid == nil || next == nil {
 		return
 	}
 	for name, e := range next {

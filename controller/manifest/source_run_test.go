@@ -61,6 +61,79 @@ func TestRunFirstListing(t *testing.T) {
 	}
 }
 
+// eventLastValid is a LastValidStore that records its saves in events.
+type eventLastValid struct {
+	mu     sync.Mutex
+	events *[]string
+}
+
+func (l *eventLastValid) LoadSpecs() (map[string]desired.Entry, []error) { return nil, nil }
+
+func (l *eventLastValid) SaveSpec(e desired.Entry) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	*l.events = append(*l.events, "SaveSpec "+e.Name)
+	return nil
+}
+
+func (l *eventLastValid) DeleteSpec(name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	*l.events = append(*l.events, "DeleteSpec "+name)
+	return nil
+}
+
+func (l *eventLastValid) seen() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(*l.events)
+}
+
+// TestRunSavesLastValidAfterTelling: the last valid specs of a listing are
+// saved after its changes are told, so that no reconcile waits for a file
+// per connection to be created (at 1,000 connections, up to a second on a
+// loaded machine): the first listing's after the changes it held back,
+// and every later listing's too.
+func TestRunSavesLastValidAfterTelling(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "a.yaml"), []byte(manifest("a", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	store := &eventLastValid{events: &events}
+	changed := func(names []string) {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		events = append(events, "changed "+strings.Join(names, " "))
+	}
+	src := NewSource(SourceOptions{
+		Root:      root,
+		Resync:    time.Hour,
+		Debounce:  time.Millisecond,
+		LastValid: store,
+		OnSynced: func(map[string]bool) {
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			events = append(events, "OnSynced")
+		},
+	}, desired.NewStore())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, changed, nil) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	want := []string{"OnSynced", "changed a", "SaveSpec a"}
+	waitDesired(t, src.desired, "a saved", func() bool { return len(store.seen()) >= len(want) })
+	if err := os.WriteFile(filepath.Join(root, "b.yaml"), []byte(manifest("b", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "changed b", "SaveSpec b")
+	waitDesired(t, src.desired, "b saved", func() bool { return len(store.seen()) >= len(want) })
+	if got := store.seen(); !reflect.DeepEqual(got, want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+}
+
 // TestRunResyncTellsEveryName: a resync re-lists and tells every name,
 // changed or not.
 func TestRunResyncTellsEveryName(t *testing.T) {
