@@ -32,6 +32,7 @@ metadata: {name: gh, labels: {team: infra}}
 spec:
   stdio:
     command: ./bin/server
+    args: ["yes", "null", "0x1F", "1e3", "a: b", "#c", "{d}", "- e", "é\u2028f", "<&>", "", "~"]
     env: [{name: TOKEN, value: plain-value-123}, {name: HOME, valueFrom: {env: HOME}}]
   toolPrefix: ""
   tools: {deny: ["delete_*"]}
