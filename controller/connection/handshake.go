@@ -68,15 +68,3 @@ func (h *endpointGates) acquire(ctx context.Context, endpoint string, limit int)
 		})
 	}, nil
 }
-
-// inFlight reports the handshakes in flight to endpoint and those waiting
-// (tests).
-func (h *endpointGates) inFlight(endpoint string) (holding, waiting int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	g := h.gates[endpoint]
-	if g == nil {
-		return 0, 0
-	}
-	return len(g.slots), g.users - len(g.slots)
-}

@@ -226,3 +226,15 @@ func TestHandshakeGateFailures(t *testing.T) {
 		t.Errorf("after a failed handshake: %d in flight, %d waiting", hold, wait)
 	}
 }
+
+// inFlight reports the handshakes in flight to endpoint and those waiting
+// (tests).
+func (h *endpointGates) inFlight(endpoint string) (holding, waiting int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := h.gates[endpoint]
+	if g == nil {
+		return 0, 0
+	}
+	return len(g.slots), g.users - len(g.slots)
+}

@@ -121,8 +121,8 @@ func TestHTTPHeadersAndRedaction(t *testing.T) {
 			if !errors.As(err, &wire) {
 				t.Fatalf("errors.As(*jsonrpc.Error) failed on %v", err)
 			}
-			if ServerError(err) != wire {
-				t.Errorf("ServerError = %v, want the redacted copy errors.As finds", ServerError(err))
+			if findServerError(err) != wire {
+				t.Errorf("findServerError = %v, want the redacted copy errors.As finds", findServerError(err))
 			}
 			if wire.Code != -32042 || wire.Message != "rejected credentials [redacted]" {
 				t.Errorf("server error = %d %q, want -32042 with a redacted message", wire.Code, wire.Message)
@@ -186,7 +186,7 @@ func TestHTTPConnectRefused(t *testing.T) {
 			if spec.ProcessOf(err) != nil {
 				t.Errorf("HTTP error carries process facts")
 			}
-			if w := ServerError(err); w != nil {
+			if w := findServerError(err); w != nil {
 				t.Errorf("a refused connection counts as a server error: %v", w)
 			}
 		})

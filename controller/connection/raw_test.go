@@ -121,7 +121,7 @@ func TestCallToolRaw(t *testing.T) {
 			}
 
 			_, _, err = s.CallToolRaw(ctx, "rpcerr", nil, nil)
-			wire := ServerError(err)
+			wire := findServerError(err)
 			if wire == nil || wire.Code != 4242 || strings.Contains(err.Error(), rawToken) || strings.Contains(wire.Message, rawToken) {
 				t.Errorf("rpcerr: %v (wire %v), want the server's code 4242, redacted", err, wire)
 			}

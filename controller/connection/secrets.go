@@ -276,13 +276,8 @@ var localCodes = map[int64]bool{-32001: true, -32003: true, -32004: true, -32005
 // carries (redacted when err came from a Session), or nil when err is a
 // local failure: a transport error, a timeout, a closed session. Prefer it
 // to errors.As(err, **jsonrpc.Error), which also finds the go-sdk's local
-// codes (a refused connection is a *jsonrpc.Error -32005).
-func ServerError(err error) *jsonrpc.Error {
-	return findServerError(err)
-}
-
-// ServerError is the package's ServerError, as a method: the gateway sees a
-// session only through its methods.
+// codes (a refused connection is a *jsonrpc.Error -32005). It is a method
+// because the gateway sees a session only through its methods.
 func (s *Session) ServerError(err error) *jsonrpc.Error { return findServerError(err) }
 
 // findServerError searches err's whole tree, depth first, for a

@@ -82,16 +82,16 @@ func TestServerError(t *testing.T) {
 		{"joined", errors.Join(io.EOF, server), server},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ServerError(tc.err); got != tc.want {
+			if got := findServerError(tc.err); got != tc.want {
 				t.Errorf("ServerError = %v, want %v", got, tc.want)
 			}
 		})
 	}
 	red := r.Err(fmt.Errorf("call: %w", server))
-	if w := ServerError(red); w == nil || w == server || w.Message != "bad [redacted]" || w.Code != server.Code {
+	if w := findServerError(red); w == nil || w == server || w.Message != "bad [redacted]" || w.Code != server.Code {
 		t.Errorf("ServerError of a redacted error = %+v, want a redacted copy", w)
 	}
-	if w := ServerError(r.Err(fmt.Errorf("call: %w", rejected))); w != nil {
+	if w := findServerError(r.Err(fmt.Errorf("call: %w", rejected))); w != nil {
 		t.Errorf("ServerError of a redacted local error = %v", w)
 	}
 }

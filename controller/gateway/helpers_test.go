@@ -76,7 +76,7 @@ func withTools[B interface{ setTools([]*mcp.Tool) }](b B, tools []*mcp.Tool) B {
 	return b
 }
 
-// sdkServerError is connection.ServerError for a bare go-sdk session: the
+// sdkServerError is connection.Session.ServerError for a bare go-sdk session: the
 // JSON-RPC error the server sent, not one of the go-sdk's local codes.
 func sdkServerError(err error) *jsonrpc.Error {
 	var je *jsonrpc.Error
