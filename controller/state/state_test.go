@@ -93,3 +93,26 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestSpecSavedAsYAMLLoads: a spec an earlier tether saved as block YAML
+// (SaveSpec saves JSON) loads as it did.
+func TestSpecSavedAsYAMLLoads(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "state"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(d.Path(), "specs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(d.Path(), "specs", "legacy.json"), `{"origin":"m/legacy.yaml","index":1,"dir":"m","manifest":"`+
+		`apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata:\n  name: legacy\nspec:\n  http:\n    url: http://127.0.0.1:1/mcp\n  callTimeout: 1m30s\n"}`)
+	got, problems := d.LoadSpecs()
+	l, ok := got["legacy"]
+	if !ok || len(problems) != 0 {
+		t.Fatalf("loaded %+v, problems %v; want legacy", got, problems)
+	}
+	want := decode(t, "apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata: {name: legacy}\nspec: {http: {url: \"http://127.0.0.1:1/mcp\"}, callTimeout: 1m30s}\n")
+	if l.Origin != "m/legacy.yaml" || l.Index != 1 || l.Dir != "m" || l.Conn.Spec.Hash() != want.Spec.Hash() {
+		t.Errorf("loaded %+v (hash %s), want hash %s", l, l.Conn.Spec.Hash(), want.Spec.Hash())
+	}
+}
