@@ -247,7 +247,7 @@ func errorReason(err error) error {
 func (d *Dir) Path() string { return d.path }
 
 // savedSpec is one file of specs/: the entry's place and the manifest
-// document itself, as YAML, so that loading it goes through the same
+// document itself, as YAML (JSON being YAML; SaveSpec), so that loading it goes through the same
 // decoding, defaulting and validation as a manifest file.
 type savedSpec struct {
 	Origin   string `json:"origin"`
@@ -266,8 +266,15 @@ func (d *Dir) specPath(name string) string {
 // connection (at 1,000 connections a sixth of what tether allocates while
 // they start, hack/bench -pprof) for a file no one reads by hand. A spec
 // saved as block YAML by an earlier tether loads the same way.
+//
+// Loading decodes the document as a manifest file, so within
+// spec.MaxFileSize. JSON escapes what YAML need not (each '"' and '\' of
+// a value doubles, with HTML escaping '<', '>' and '&' would be six bytes):
+// a document whose JSON is over the limit is saved as block YAML, as
+// before, and one that is over it either way is an error, not a file that
+// would be ignored at the next start.
 func (d *Dir) SaveSpec(e desired.Entry) error {
-	doc, err := json.Marshal(e.Conn)
+	doc, err := specDocument(e.Conn)
 	if err != nil {
 		return fmt.Errorf("state: spec of %s: %w", e.Name, err)
 	}
@@ -279,6 +286,28 @@ func (d *Dir) SaveSpec(e desired.Entry) error {
 		return fmt.Errorf("state: saving the spec of %s: %w", e.Name, err)
 	}
 	return nil
+}
+
+// specDocument is the manifest document SaveSpec keeps for c: its JSON, or
+// its block YAML where the JSON would be over spec.MaxFileSize.
+func specDocument(c *spec.McpConnection) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	if buf.Len() <= spec.MaxFileSize {
+		return buf.Bytes(), nil
+	}
+	doc, err := spec.RenderYAML(c)
+	if err != nil {
+		return nil, err
+	}
+	if len(doc) > spec.MaxFileSize {
+		return nil, fmt.Errorf("its document is %d bytes as JSON and %d as YAML, over the limit of %d a manifest may have, so it could not be loaded back", buf.Len(), len(doc), spec.MaxFileSize)
+	}
+	return doc, nil
 }
 
 // DeleteSpec forgets name's spec (its connection is gone).

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,5 +116,56 @@ func TestSpecSavedAsYAMLLoads(t *testing.T) {
 	want := decode(t, "apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata: {name: legacy}\nspec: {http: {url: \"http://127.0.0.1:1/mcp\"}, callTimeout: 1m30s}\n")
 	if l.Origin != "m/legacy.yaml" || l.Index != 1 || l.Dir != "m" || l.Conn.Spec.Hash() != want.Spec.Hash() {
 		t.Errorf("loaded %+v (hash %s), want hash %s", l, l.Conn.Spec.Hash(), want.Spec.Hash())
+	}
+}
+
+// TestLargeSpecsLoadBack: a valid manifest near spec.MaxFileSize whose
+// values JSON must escape is saved in a form that loads back; one whose
+// saved form would be over the limit either way is an error at the save,
+// not a spec ignored at the next start.
+func TestLargeSpecsLoadBack(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "state"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := func(name, value string) *spec.McpConnection {
+		return decode(t, "apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata: {name: "+name+"}\n"+
+			"spec:\n  stdio:\n    command: ./s\n    env:\n    - name: V\n      value: '"+value+"'\n")
+	}
+	saved := map[string]*spec.McpConnection{}
+	for name, value := range map[string]string{
+		"quotes":     strings.Repeat(`{"k":"v"},`, 70_000), // 700 kB; as JSON 1 MB more
+		"ampersands": strings.Repeat("a&b<c>", 50_000),     // 300 kB; 1.2 MB more if HTML-escaped
+		"backslash":  strings.Repeat(`C:\x\`, 150_000),     // 750 kB; as JSON 300 kB more
+		"separators": strings.Repeat("\u2028", 300_000),    // 900 kB; as JSON 900 kB more
+	} {
+		saved[name] = manifest(name, value)
+		if err := d.SaveSpec(desired.Entry{Name: name, Origin: name + ".yaml", Dir: ".", Conn: saved[name]}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	got, problems := d.LoadSpecs()
+	if len(problems) != 0 {
+		t.Errorf("problems: %v", problems)
+	}
+	for name, conn := range saved {
+		if l, ok := got[name]; !ok || l.Conn.Spec.Hash() != conn.Spec.Hash() {
+			t.Errorf("%s: not loaded back as saved (loaded: %v)", name, ok)
+		}
+	}
+
+	// '&', '<' and '>' need no escaping: that one stays JSON.
+	data, err := os.ReadFile(filepath.Join(d.Path(), "specs", "ampersands.json"))
+	if err != nil || !strings.Contains(string(data), `"manifest":"{`) {
+		t.Errorf("ampersands was not saved as JSON (%v)", err)
+	}
+
+	// Tabs: each one byte in the manifest, two as JSON and as YAML.
+	err = d.SaveSpec(desired.Entry{Name: "tabs", Origin: "tabs.yaml", Dir: ".", Conn: manifest("tabs", strings.Repeat("\t", 600_000))})
+	if err == nil || !strings.Contains(err.Error(), "tabs") || !strings.Contains(err.Error(), "over the limit") {
+		t.Errorf("saving a spec too big to load back: %v, want an error naming it and the limit", err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Path(), "specs", "tabs.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a spec too big to load back was saved: %v", err)
 	}
 }
