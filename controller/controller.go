@@ -151,8 +151,8 @@ func (c *Controller) changed(names []string) {
 func (c *Controller) onSynced() { c.syncOnce.Do(func() { close(c.synced) }) }
 
 // Run starts the source and the workers and blocks until ctx is done; then
-// it stops accepting work, closes every connection within the shutdown
-// bound and writes final status.
+// it stops accepting work, waits for the source to stop and closes every
+// connection, both within the shutdown bound, and writes final status.
 func (c *Controller) Run(ctx context.Context) error {
 	srcCtx, stopSource := context.WithCancel(context.Background())
 	srcErr := make(chan error, 1)
@@ -194,9 +194,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	}()
 
 	var err error
+	sourceRuns := true
 	select {
 	case <-ctx.Done():
 	case err = <-srcErr:
+		sourceRuns = false
 		if err == nil {
 			err = errors.New("stopped by itself")
 		}
@@ -210,6 +212,21 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	sctx, cancel := context.WithTimeout(context.Background(), c.opts.ShutdownTimeout)
 	defer cancel()
+	if sourceRuns {
+		// The source may be finishing a listing, saving its last valid
+		// specs (manifest.Source saves them after it told the names):
+		// the process must not exit under it.
+		select {
+		case <-srcErr:
+		default:
+			c.log.Debug("waiting for the desired-state source to stop")
+			select {
+			case <-srcErr:
+			case <-sctx.Done():
+				c.log.Warn("the desired-state source did not stop within the shutdown bound", "bound", c.opts.ShutdownTimeout)
+			}
+		}
+	}
 	if serr := c.reconciler.Shutdown(sctx); serr != nil {
 		c.log.Warn("connections did not all close within the shutdown bound", "bound", c.opts.ShutdownTimeout)
 	}
