@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -167,5 +168,56 @@ func TestLargeSpecsLoadBack(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.Path(), "specs", "tabs.json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a spec too big to load back was saved: %v", err)
+	}
+}
+
+// TestSpecAtTheSizeLimit: a document of exactly spec.MaxFileSize bytes,
+// as JSON or (its JSON over the limit) as YAML, is saved in that form and
+// loads back.
+func TestSpecAtTheSizeLimit(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "state"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sized returns the spec whose value is n times unit, and the size of
+	// the document SaveSpec keeps for it.
+	sized := func(name, unit string, n int, render func(*spec.McpConnection) ([]byte, error)) (*spec.McpConnection, int) {
+		c := decode(t, "apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata: {name: "+name+"}\n"+
+			"spec:\n  stdio:\n    command: ./s\n    env:\n    - name: V\n      value: 'x"+strings.Repeat(unit, n)+"'\n")
+		doc, err := render(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, len(doc)
+	}
+	asJSON := func(c *spec.McpConnection) ([]byte, error) {
+		b, err := json.Marshal(c)
+		return append(b, '\n'), err
+	}
+	for _, tc := range []struct {
+		name, unit string
+		render     func(*spec.McpConnection) ([]byte, error)
+		json       bool
+	}{
+		{"json", "a", asJSON, true},
+		{"yaml", `"`, func(c *spec.McpConnection) ([]byte, error) { return spec.RenderYAML(c) }, false}, // '"': two bytes as JSON, one as YAML
+	} {
+		_, size := sized(tc.name, tc.unit, 1000, tc.render)
+		conn, size := sized(tc.name, tc.unit, 1000+spec.MaxFileSize-size, tc.render)
+		if size != spec.MaxFileSize {
+			t.Fatalf("%s: fixture of %d bytes, want %d", tc.name, size, spec.MaxFileSize)
+		}
+		if err := d.SaveSpec(desired.Entry{Name: tc.name, Origin: tc.name + ".yaml", Dir: ".", Conn: conn}); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(d.Path(), "specs", tc.name+".json"))
+		if isJSON := err == nil && strings.Contains(string(data), `"manifest":"{`); isJSON != tc.json {
+			t.Errorf("%s: saved as JSON: %v, want %v (%v)", tc.name, isJSON, tc.json, err)
+		}
+	}
+	got, problems := d.LoadSpecs()
+	if len(got) != 2 || len(problems) != 0 {
+		t.Errorf("loaded %d specs (problems %v), want both", len(got), problems)
 	}
 }

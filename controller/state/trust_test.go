@@ -298,3 +298,21 @@ func TestFilesRefusesUntrustedFiles(t *testing.T) {
 		t.Errorf("ReadDir = %v, %v", list, err)
 	}
 }
+
+// TestOpenRefusesAnAncestorOthersCanSwap: every directory above the state
+// directory is checked, not only its parent: one further up that others
+// may write lets them rename the whole branch away.
+func TestOpenRefusesAnAncestorOthersCanSwap(t *testing.T) {
+	up := filepath.Join(t.TempDir(), "up")
+	root := filepath.Join(up, "parent", "state")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(up, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(root, 0)
+	if d != nil || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "the directory above it "+up+": ") {
+		t.Fatalf("Open = %v, %v; want it refused, naming %s", d, err, up)
+	}
+}
