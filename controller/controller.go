@@ -57,6 +57,7 @@ type Controller struct {
 	metrics    Metrics
 
 	ready    atomic.Bool
+	handover atomic.Bool // Run ends without final status (HandOver)
 	synced   chan struct{}
 	syncOnce sync.Once
 }
@@ -138,6 +139,12 @@ func (c *Controller) EnqueueAll() {
 	}
 }
 
+// HandOver makes Run end without writing final status: the directory goes
+// to another tether that carries on at once (a bridge taking over,
+// docs/reliability.md), and "tether stopped" in every status file would
+// be a lie in the meantime. Call it before Run's ctx ends.
+func (c *Controller) HandOver() { c.handover.Store(true) }
+
 // Ready reports whether the source has synced and every connection of its
 // first listing has been reconciled once.
 func (c *Controller) Ready() bool { return c.ready.Load() }
@@ -213,7 +220,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	if serr := c.reconciler.Shutdown(sctx); serr != nil {
 		c.log.Warn("connections did not all close within the shutdown bound", "bound", c.opts.ShutdownTimeout)
 	}
-	c.reconciler.FinalStatus()
+	if c.handover.Load() {
+		c.log.Info("handing the connections over to the next owner: no final status written")
+	} else {
+		c.reconciler.FinalStatus()
+	}
 	return err
 }
 

@@ -1,0 +1,406 @@
+// Package bridge carries one MCP client's stdio session to the owner of a
+// directory over its control socket (docs/contract.md, "Bridges"): bytes
+// unchanged, one JSON-RPC message a line, so the client negotiates with the
+// owner's gateway exactly as with a tether of its own. When the owner goes,
+// the bridge answers the client's requests in flight with an error, holds
+// what the client sends meanwhile, connects again (to the bridge that took
+// over, or to the restarted daemon), replays the client's initialize and
+// tells the client that its lists changed.
+//
+// It reads only each message's envelope (id, method); it links no MCP SDK.
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// MaxLine bounds one message from either side, as the gateway's own stdio
+// framing does (the go-sdk's DefaultMaxLineLength).
+const MaxLine = 16 << 20
+
+// MaxHeld bounds what the client may send while no owner answers: past it
+// a request is answered with an error at once.
+const MaxHeld = 256
+
+// LostCode is the JSON-RPC error code of a request that was in flight when
+// the owner went, or that found no owner within the wait.
+const LostCode = -32603
+
+// Options configure a bridge.
+type Options struct {
+	// Dial opens a session with the directory's owner.
+	Dial func(ctx context.Context) (io.ReadWriteCloser, error)
+	// In and Out are the client's side (stdin and stdout).
+	In  io.Reader
+	Out io.Writer
+	// Wait bounds how long the bridge looks for an owner, at start and
+	// after losing one; past it, Run answers what it holds with an error
+	// and returns ErrNoOwner.
+	Wait time.Duration
+	// Lost, when set, is called each time the session with the owner ends
+	// while the client is still there.
+	Lost func()
+	Log  *slog.Logger
+}
+
+// ErrNoOwner is Run's error when no owner answered within Options.Wait.
+var ErrNoOwner = errors.New("no owner answered")
+
+// envelope is what the bridge reads of a message.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+}
+
+func (e envelope) isRequest() bool  { return e.Method != "" && len(e.ID) > 0 && string(e.ID) != "null" }
+func (e envelope) isResponse() bool { return e.Method == "" && len(e.ID) > 0 }
+
+// replayID marks the bridge's own replayed initialize: its answer is the
+// bridge's, not the client's.
+const replayID = `"tether-bridge-replay"`
+
+type bridge struct {
+	opts Options
+	log  *slog.Logger
+
+	initialize  []byte            // the client's initialize request, as sent
+	initialized []byte            // its notifications/initialized
+	inFlight    map[string][]byte // the client's requests the owner has not answered, by id
+	held        [][]byte          // what the client sent while no owner answered
+}
+
+// Run bridges until the client closes In (nil), ctx ends, or no owner
+// answers within Options.Wait (ErrNoOwner).
+func Run(ctx context.Context, opts Options) error {
+	b := &bridge{opts: opts, log: opts.Log, inFlight: map[string][]byte{}}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fromClient := make(chan []byte)
+	clientErr := make(chan error, 1)
+	go func() { clientErr <- readLines(ctx, opts.In, fromClient) }()
+	return b.loop(ctx, fromClient, clientErr)
+}
+
+// upstream is one session with an owner.
+type upstream struct {
+	rwc    io.ReadWriteCloser
+	lines  chan []byte // closed when the session ends; then ended holds why
+	ended  chan error
+	cancel context.CancelFunc
+}
+
+func (b *bridge) connect(ctx context.Context) (*upstream, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Wait)
+	defer cancel()
+	delay := 5 * time.Millisecond
+	for {
+		rwc, err := b.opts.Dial(ctx)
+		if err == nil {
+			up := &upstream{rwc: rwc, lines: make(chan []byte), ended: make(chan error, 1)}
+			return up, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w within %s: %v", ErrNoOwner, b.opts.Wait, err)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 250*time.Millisecond)
+	}
+}
+
+func (b *bridge) loop(ctx context.Context, fromClient chan []byte, clientErr chan error) error {
+	var (
+		up        *upstream
+		dialed    = make(chan *upstream, 1)
+		dialErr   = make(chan error, 1)
+		dialing   bool
+		replaying bool // the replayed initialize waits for its answer
+		attached  bool // a session was established before: later ones replay
+	)
+	defer func() {
+		if up != nil {
+			up.cancel()
+		}
+	}()
+	startDial := func() {
+		dialing = true
+		go func() {
+			u, err := b.connect(ctx)
+			if err != nil {
+				dialErr <- err
+				return
+			}
+			dialed <- u
+		}()
+	}
+	startDial()
+	for {
+		var lines chan []byte
+		if up != nil {
+			lines = up.lines
+		}
+		select {
+		case <-ctx.Done():
+			if up != nil {
+				up.rwc.Close()
+			}
+			return ctx.Err()
+
+		case err := <-dialErr:
+			dialing = false
+			b.failHeld(err)
+			return err
+
+		case u := <-dialed:
+			dialing = false
+			up = u
+			var upCtx context.Context
+			upCtx, up.cancel = context.WithCancel(ctx)
+			go func(u *upstream, ctx context.Context) { u.ended <- readLines(ctx, u.rwc, u.lines) }(u, upCtx)
+			if attached && b.initialize != nil {
+				// Replay the client's handshake; what the client sent
+				// meanwhile waits for its answer.
+				if err := b.write(up, withID(b.initialize, replayID)); err != nil {
+					b.lost(&up, err)
+					startDial()
+					continue
+				}
+				replaying = true
+				continue
+			}
+			attached = true
+			if !b.flushHeld(up) {
+				b.lost(&up, errors.New("write failed"))
+				startDial()
+			}
+
+		case line, ok := <-fromClient:
+			if !ok {
+				fromClient = nil
+				if up != nil {
+					up.rwc.Close()
+				}
+				return <-clientErr
+			}
+			b.fromClient(line)
+			if up == nil || replaying {
+				b.hold(line)
+				continue
+			}
+			if err := b.write(up, line); err != nil {
+				b.hold(line)
+				b.lost(&up, err)
+				startDial()
+			}
+
+		case line, ok := <-lines:
+			if !ok {
+				b.lost(&up, <-up.ended)
+				replaying = false
+				if !dialing {
+					startDial()
+				}
+				continue
+			}
+			env := parse(line)
+			if env.isResponse() && string(env.ID) == replayID {
+				replaying = false
+				if bytes.Contains(line, []byte(`"error"`)) {
+					b.log.Warn("the owner refused the client's replayed initialize", "answer", truncate(line))
+				}
+				if b.initialized != nil {
+					if err := b.write(up, b.initialized); err != nil {
+						b.lost(&up, err)
+						startDial()
+						continue
+					}
+				}
+				if !b.flushHeld(up) {
+					b.lost(&up, errors.New("write failed"))
+					startDial()
+					continue
+				}
+				// The new owner's lists may differ from the last the client
+				// saw: it asks again.
+				for _, m := range []string{"tools", "prompts", "resources"} {
+					b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed"}`))
+				}
+				continue
+			}
+			if env.isResponse() {
+				delete(b.inFlight, string(env.ID))
+			}
+			b.toClient(line)
+		}
+	}
+}
+
+// lost ends the session with the owner and answers every request the
+// client sent through it with an error: whether it ran is unknown, and an
+// answer that never comes would hang the client.
+func (b *bridge) lost(up **upstream, err error) {
+	if *up == nil {
+		return
+	}
+	(*up).rwc.Close()
+	(*up).cancel()
+	*up = nil
+	b.log.Info("the session with the directory's owner ended; looking for the owner again", "err", err, "in_flight", len(b.inFlight))
+	for id := range b.inFlight {
+		b.toClient(errorAnswer(id, "tether: the directory's owner went away before answering this request (it may or may not have run); the bridge is connecting to the next owner: send it again"))
+	}
+	clear(b.inFlight)
+	if b.opts.Lost != nil {
+		b.opts.Lost()
+	}
+}
+
+// fromClient notes what the bridge must remember of a client's message.
+func (b *bridge) fromClient(line []byte) {
+	env := parse(line)
+	switch {
+	case env.Method == "initialize" && env.isRequest():
+		b.initialize = line
+	case env.Method == "notifications/initialized":
+		b.initialized = line
+	}
+}
+
+func (b *bridge) hold(line []byte) {
+	env := parse(line)
+	if len(b.held) >= MaxHeld {
+		if env.isRequest() {
+			b.toClient(errorAnswer(string(env.ID), fmt.Sprintf("tether: no owner of the directory answers, and %d messages already wait for one", MaxHeld)))
+		}
+		return
+	}
+	b.held = append(b.held, line)
+}
+
+// flushHeld sends what waited, in order; false when a write failed (the
+// rest stays held).
+func (b *bridge) flushHeld(up *upstream) bool {
+	for len(b.held) > 0 {
+		if err := b.write(up, b.held[0]); err != nil {
+			return false
+		}
+		b.held = b.held[1:]
+	}
+	return true
+}
+
+func (b *bridge) failHeld(err error) {
+	for _, line := range b.held {
+		if env := parse(line); env.isRequest() {
+			b.toClient(errorAnswer(string(env.ID), "tether: "+err.Error()))
+		}
+	}
+	b.held = nil
+	for id := range b.inFlight {
+		b.toClient(errorAnswer(id, "tether: "+err.Error()))
+	}
+	clear(b.inFlight)
+}
+
+// write sends one message to the owner and, for a request, remembers it
+// as in flight.
+func (b *bridge) write(up *upstream, line []byte) error {
+	env := parse(line)
+	if env.isRequest() && string(env.ID) != replayID {
+		b.inFlight[string(env.ID)] = line
+	}
+	_, err := up.rwc.Write(append(line, '\n'))
+	if err != nil {
+		delete(b.inFlight, string(env.ID))
+	}
+	return err
+}
+
+func (b *bridge) toClient(line []byte) {
+	if _, err := b.opts.Out.Write(append(line, '\n')); err != nil {
+		b.log.Debug("writing to the client", "err", err)
+	}
+}
+
+func parse(line []byte) envelope {
+	var env envelope
+	if len(line) > 0 && line[0] == '{' {
+		_ = json.Unmarshal(line, &env)
+	}
+	return env
+}
+
+// withID is line with its id replaced.
+func withID(line []byte, id string) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return line
+	}
+	m["id"] = json.RawMessage(id)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return line
+	}
+	return out
+}
+
+func errorAnswer(id, msg string) []byte {
+	m, _ := json.Marshal(msg)
+	return []byte(`{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32603,"message":` + string(m) + `}}`)
+}
+
+func truncate(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}
+
+// readLines sends each line of r (without its newline; blank lines
+// skipped) on out until r ends (nil at EOF) or ctx is done. A line over
+// MaxLine ends it with an error.
+func readLines(ctx context.Context, r io.Reader, out chan<- []byte) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	defer close(out)
+	for {
+		line, err := readLine(br)
+		if len(bytes.TrimSpace(line)) > 0 {
+			select {
+			case out <- bytes.TrimRight(line, "\r\n"):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(buf)+len(chunk) > MaxLine {
+			return nil, fmt.Errorf("a message longer than %d bytes", MaxLine)
+		}
+		buf = append(buf, chunk...)
+		if err != bufio.ErrBufferFull {
+			return buf, err
+		}
+	}
+}
