@@ -145,6 +145,32 @@ func (c *Controller) EnqueueAll() {
 // be a lie in the meantime. Call it before Run's ctx ends.
 func (c *Controller) HandOver() { c.handover.Store(true) }
 
+// WaitSettled returns once the first listing has been reconciled and every
+// connection it holds has had its first outcome (Reconciler.Settled), or
+// when ctx ends: what a client that takes over a session from another
+// tether waits for, so that its calls find the tools they called before.
+func (c *Controller) WaitSettled(ctx context.Context) {
+	for {
+		if c.Ready() && c.settled() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Controller) settled() bool {
+	for _, n := range c.desired.Names() {
+		if _, exists := c.desired.Get(n); exists && !c.reconciler.Settled(n) {
+			return false
+		}
+	}
+	return true
+}
+
 // Ready reports whether the source has synced and every connection of its
 // first listing has been reconciled once.
 func (c *Controller) Ready() bool { return c.ready.Load() }

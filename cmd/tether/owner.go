@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-mcp/tether/controller"
 	"github.com/tether-mcp/tether/controller/bridge"
 	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/owner"
@@ -35,7 +36,7 @@ type takeover struct {
 
 // serveControl listens on the state directory's control socket, writes
 // the owner record and serves the owner's API and the gateway there.
-func serveControl(ctx context.Context, o *runOptions, stateDir string, gw *gateway.Gateway, log *slog.Logger, serve func(string, func(context.Context) error)) (*owner.Server, error) {
+func serveControl(ctx context.Context, o *runOptions, stateDir string, gw *gateway.Gateway, ctrl *controller.Controller, log *slog.Logger, serve func(string, func(context.Context) error)) (*owner.Server, error) {
 	ln, err := owner.Listen(stateDir)
 	if err != nil {
 		return nil, err
@@ -55,8 +56,15 @@ func serveControl(ctx context.Context, o *runOptions, stateDir string, gw *gatew
 		rec.Gateway = "http://" + o.listen + gateway.Path
 	}
 	ctl := &owner.Server{
-		Record:      func() owner.Record { return rec },
-		Serve:       gw.ServeConn,
+		Record: func() owner.Record { return rec },
+		Serve:  gw.ServeConn,
+		// A bridge's session waits, at most --connect-timeout, for the
+		// connections' first outcomes.
+		Ready: func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, o.connect)
+			defer cancel()
+			ctrl.WaitSettled(ctx)
+		},
 		MaxSessions: o.maxSessions,
 		Log:         log,
 	}

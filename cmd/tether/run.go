@@ -443,7 +443,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	// and tether get (docs/contract.md, "The control socket").
 	var ctl *owner.Server
 	if stateDir != nil && !o.kubernetes {
-		if ctl, err = serveControl(ctx, o, stateDir.Path(), gw, log, serve); err != nil {
+		if ctl, err = serveControl(ctx, o, stateDir.Path(), gw, ctrl, log, serve); err != nil {
 			return err
 		}
 	}

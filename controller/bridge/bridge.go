@@ -58,6 +58,9 @@ var ErrNoOwner = errors.New("no owner answered")
 type envelope struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
+	Params struct {
+		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
+	} `json:"params"`
 }
 
 func (e envelope) isRequest() bool  { return e.Method != "" && len(e.ID) > 0 && string(e.ID) != "null" }
@@ -74,13 +77,25 @@ type bridge struct {
 	initialize  []byte            // the client's initialize request, as sent
 	initialized []byte            // its notifications/initialized
 	inFlight    map[string][]byte // the client's requests the owner has not answered, by id
-	held        [][]byte          // what the client sent while no owner answered
+	// listens are the client's subscriptions/listen requests (2026-07-28):
+	// the stream a modern client's notifications come on. Open until the
+	// server ends them, they are sent again to the next owner rather than
+	// answered with an error.
+	listens map[string][]byte
+	held    [][]byte // what the client sent while no owner answered
 }
+
+// listenMethod is the 2026-07-28 request that carries a client's
+// notifications; subscriptionIDKey ties a notification to it.
+const (
+	listenMethod      = "subscriptions/listen"
+	subscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
+)
 
 // Run bridges until the client closes In (nil), ctx ends, or no owner
 // answers within Options.Wait (ErrNoOwner).
 func Run(ctx context.Context, opts Options) error {
-	b := &bridge{opts: opts, log: opts.Log, inFlight: map[string][]byte{}}
+	b := &bridge{opts: opts, log: opts.Log, inFlight: map[string][]byte{}, listens: map[string][]byte{}}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -179,11 +194,11 @@ func (b *bridge) loop(ctx context.Context, fromClient chan []byte, clientErr cha
 				replaying = true
 				continue
 			}
-			attached = true
-			if !b.flushHeld(up) {
+			if !b.resume(up, attached) {
 				b.lost(&up, errors.New("write failed"))
 				startDial()
 			}
+			attached = true
 
 		case line, ok := <-fromClient:
 			if !ok {
@@ -226,20 +241,15 @@ func (b *bridge) loop(ctx context.Context, fromClient chan []byte, clientErr cha
 						continue
 					}
 				}
-				if !b.flushHeld(up) {
+				if !b.resume(up, true) {
 					b.lost(&up, errors.New("write failed"))
 					startDial()
-					continue
-				}
-				// The new owner's lists may differ from the last the client
-				// saw: it asks again.
-				for _, m := range []string{"tools", "prompts", "resources"} {
-					b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed"}`))
 				}
 				continue
 			}
 			if env.isResponse() {
 				delete(b.inFlight, string(env.ID))
+				delete(b.listens, string(env.ID))
 			}
 			b.toClient(line)
 		}
@@ -257,6 +267,9 @@ func (b *bridge) lost(up **upstream, err error) {
 	(*up).cancel()
 	*up = nil
 	b.log.Info("the session with the directory's owner ended; looking for the owner again", "err", err, "in_flight", len(b.inFlight))
+	for id := range b.listens {
+		delete(b.inFlight, id)
+	}
 	for id := range b.inFlight {
 		b.toClient(errorAnswer(id, "tether: the directory's owner went away before answering this request (it may or may not have run); the bridge is connecting to the next owner: send it again"))
 	}
@@ -264,6 +277,34 @@ func (b *bridge) lost(up **upstream, err error) {
 	if b.opts.Lost != nil {
 		b.opts.Lost()
 	}
+}
+
+// resume sends the next owner what the client has open (its
+// subscriptions/listen streams) and what it sent meanwhile; after a first
+// session (again), it tells the client that its lists may have changed,
+// on each listen stream for a 2026-07-28 client. False when a write
+// failed.
+func (b *bridge) resume(up *upstream, again bool) bool {
+	for _, line := range b.listens {
+		if err := b.write(up, line); err != nil {
+			return false
+		}
+	}
+	if !b.flushHeld(up) {
+		return false
+	}
+	if !again {
+		return true
+	}
+	for _, m := range []string{"tools", "prompts", "resources"} {
+		if b.initialize != nil {
+			b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed"}`))
+		}
+		for id := range b.listens {
+			b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed","params":{"_meta":{"` + subscriptionIDKey + `":` + id + `}}}`))
+		}
+	}
+	return true
 }
 
 // fromClient notes what the bridge must remember of a client's message.
@@ -274,6 +315,11 @@ func (b *bridge) fromClient(line []byte) {
 		b.initialize = line
 	case env.Method == "notifications/initialized":
 		b.initialized = line
+	case env.Method == "notifications/cancelled":
+		// A cancelled request may never be answered: it is not in flight
+		// any more, and a cancelled listen stream is not opened again.
+		delete(b.inFlight, string(env.Params.RequestID))
+		delete(b.listens, string(env.Params.RequestID))
 	}
 }
 
@@ -307,6 +353,10 @@ func (b *bridge) failHeld(err error) {
 		}
 	}
 	b.held = nil
+	for id := range b.listens {
+		b.inFlight[id] = nil
+	}
+	clear(b.listens)
 	for id := range b.inFlight {
 		b.toClient(errorAnswer(id, "tether: "+err.Error()))
 	}
@@ -319,6 +369,9 @@ func (b *bridge) write(up *upstream, line []byte) error {
 	env := parse(line)
 	if env.isRequest() && string(env.ID) != replayID {
 		b.inFlight[string(env.ID)] = line
+		if env.Method == listenMethod {
+			b.listens[string(env.ID)] = line
+		}
 	}
 	_, err := up.rwc.Write(append(line, '\n'))
 	if err != nil {

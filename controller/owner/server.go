@@ -43,6 +43,10 @@ type Server struct {
 	Record func() Record
 	// Serve serves one MCP session on rwc until it ends or ctx is done.
 	Serve func(ctx context.Context, rwc io.ReadWriteCloser) error
+	// Ready, when set, is waited for before a session is served: the
+	// owner's connections' first outcomes, so that a bridge that comes
+	// back after a takeover finds the tools its client called before.
+	Ready func(ctx context.Context)
 	// MaxSessions bounds the sessions served at once; one more is refused
 	// with 503.
 	MaxSessions int
@@ -85,6 +89,9 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.open.Add(-1)
+	if s.Ready != nil {
+		s.Ready(r.Context())
+	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		http.Error(w, "owner: this connection cannot be upgraded", http.StatusInternalServerError)
