@@ -277,6 +277,13 @@ func TestOwnerStdioTethersShareOneOwner(t *testing.T) {
 	// The clients were told that their lists may have changed.
 	second.waitChange(t, changes2, "for the 2026-07-28 client after the takeover")
 	third.waitChange(t, changes3, "for the 2025-11-25 client after the takeover")
+	// What the new owner sends reaches both: the 2026-07-28 client's
+	// subscriptions/listen stream was opened again there.
+	changes2, changes3 = second.changes(), third.changes()
+	writeFile(t, filepath.Join(dir, "more.yaml"), stdioManifest("more", filepath.Join(builtBinaries(t), "tether-example-server"), nil, ""))
+	second.waitChange(t, changes2, "from the new owner for the 2026-07-28 client")
+	third.waitChange(t, changes3, "from the new owner for the 2025-11-25 client")
+	second.waitTools(t, "the new connection's tools", hasAll("ex_echo", "more_echo"))
 	took := 0
 	for _, st := range []*stdioTether{second, third} {
 		if strings.Contains(st.logs.String(), "took the directory over") {
@@ -337,7 +344,10 @@ func TestOwnerSecondRunFailsAndGetFindsTheOwner(t *testing.T) {
 		t.Errorf("the owner says %+v, want pid %d watching %s", rec, tt.cmd.Process.Pid, dir)
 	}
 
-	second := exec.Command(filepath.Join(bin, "tether"), "run", "--dir", dir, "--listen", "", "--metrics-addr", "")
+	// Bounded: a second run that is not refused would run on.
+	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer scancel()
+	second := exec.CommandContext(sctx, filepath.Join(bin, "tether"), "run", "--dir", dir, "--listen", "", "--metrics-addr", "")
 	out, err := second.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitOwned {
