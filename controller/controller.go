@@ -58,6 +58,9 @@ type Controller struct {
 
 	ready    atomic.Bool
 	handover atomic.Bool // Run ends without final status (HandOver)
+	// first is the first listing's names (WaitSettled waits for them, not
+	// for connections added later).
+	first    atomic.Pointer[[]string]
 	synced   chan struct{}
 	syncOnce sync.Once
 }
@@ -146,8 +149,9 @@ func (c *Controller) EnqueueAll() {
 func (c *Controller) HandOver() { c.handover.Store(true) }
 
 // WaitSettled returns once the first listing has been reconciled and every
-// connection it holds has had its first outcome (Reconciler.Settled), or
-// when ctx ends: what a client that takes over a session from another
+// connection it holds (and still holds: one removed meanwhile is not waited
+// for, nor one added later) has had its first outcome (Reconciler.Settled),
+// or when ctx ends: what a client that takes over a session from another
 // tether waits for, so that its calls find the tools they called before.
 func (c *Controller) WaitSettled(ctx context.Context) {
 	for {
@@ -163,7 +167,11 @@ func (c *Controller) WaitSettled(ctx context.Context) {
 }
 
 func (c *Controller) settled() bool {
-	for _, n := range c.desired.Names() {
+	first := c.first.Load()
+	if first == nil {
+		return false
+	}
+	for _, n := range *first {
 		if _, exists := c.desired.Get(n); exists && !c.reconciler.Settled(n) {
 			return false
 		}
@@ -213,7 +221,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-readyCtx.Done():
 			return
 		}
-		for _, n := range c.desired.Names() {
+		first := c.desired.Names()
+		c.first.Store(&first)
+		for _, n := range first {
 			for !c.reconciledOnce(n) {
 				select {
 				case <-readyCtx.Done():
