@@ -245,3 +245,41 @@ func TestBridgeRefusesAnOverlongMessage(t *testing.T) {
 		t.Errorf("Run: %v, want the line limit", err)
 	}
 }
+
+// A message of exactly MaxLine bytes (its newline included) passes.
+func TestBridgeCarriesAMessageAtTheLimit(t *testing.T) {
+	f, c, done := runBridge(t, 10*time.Second)
+	o := f.add()
+	head, tail := `{"jsonrpc":"2.0","method":"x","params":"`, `"}`
+	line := head + strings.Repeat("a", MaxLine-len(head)-len(tail)-1) + tail
+	go c.send(t, line)
+	if got := o.read(t); len(got) != MaxLine-1 {
+		t.Fatalf("the owner got %d bytes, want %d", len(got), MaxLine-1)
+	}
+	c.in.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// Notifications are never answered: not when the owner goes, not past the
+// hold bound.
+func TestBridgeNeverAnswersANotification(t *testing.T) {
+	f, c, done := runBridge(t, 10*time.Second)
+	first := f.add()
+	c.send(t, `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	first.read(t)
+	c.send(t, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	first.read(t)
+	first.conn.Close()
+	if got := c.read(t); !strings.Contains(got, `"id":5,"error"`) {
+		t.Fatalf("client got %s", got)
+	}
+	select {
+	case l := <-c.lines:
+		t.Fatalf("the client got a second answer: %s", l)
+	case <-time.After(100 * time.Millisecond):
+	}
+	c.in.Close()
+	<-done
+}
