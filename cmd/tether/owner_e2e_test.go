@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -343,6 +345,22 @@ func TestOwnerSecondRunFailsAndGetFindsTheOwner(t *testing.T) {
 	if rec.PID != tt.cmd.Process.Pid || rec.Dir != dir {
 		t.Errorf("the owner says %+v, want pid %d watching %s", rec, tt.cmd.Process.Pid, dir)
 	}
+
+	// The socket serves the gateway's /mcp too: a streamable HTTP client
+	// over it lists and calls.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", rec.Socket)
+	}}}
+	gc := connectGateway(t, &mcp.StreamableClientTransport{Endpoint: "http://tether/mcp", HTTPClient: hc})
+	gc.waitTools(t, "ex's tools over the socket's /mcp", hasAll("ex_echo"))
+	ectx, ecancel := context.WithTimeout(context.Background(), 10*time.Second)
+	res, err := gc.session.CallTool(ectx, &mcp.CallToolParams{Name: "ex_echo", Arguments: map[string]any{"text": "over the socket"}})
+	ecancel()
+	if err != nil || !strings.Contains(textOf(res), "over the socket") {
+		t.Errorf("ex_echo over the socket's /mcp: %v, %v", res, err)
+	}
+	gc.session.Close()
 
 	// Bounded: a second run that is not refused would run on.
 	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
