@@ -105,7 +105,13 @@ namespace a connection is named after its object, across all of them
 <namespace>.<name>. With --leader-elect several replicas may run: all serve
 the gateway, the one that holds a Lease (named --leader-elect-lease-name, in
 the watched namespace or, with --all-namespaces, in tether's own) writes
-status.`,
+status.
+
+A directory has one owner: the tether run that holds the lock on its state
+directory, and serves a control socket there. Another tether run on it exits 3
+naming the owner; another tether run --stdio bridges its client to the owner
+(every agent shares one set of servers) and, when the owner goes, one bridge
+takes over. tether connect is that bridge for a daemon-owned directory.`,
 		Example: `  # run on a directory of manifests, gateway on 127.0.0.1:8808/mcp
   tether run --dir ./manifests
 
