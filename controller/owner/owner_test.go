@@ -208,12 +208,73 @@ func TestServerOnTheSocket(t *testing.T) {
 			t.Errorf("a session past the bound: %v, want 503", err)
 		}
 		s.Close()
+		// Its slot is free again once it ended (and the refused one took
+		// none).
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			again, err := DialSession(ctx, dir, BridgeWait)
+			if err == nil {
+				again.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no session admitted after the first ended: %v", err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		cancel()
 		srv.Wait()
 		if n := srv.Attached(); n != 0 {
 			t.Errorf("Attached = %d after the session ended", n)
 		}
 		hs.Close()
+	}
+}
+
+// A socket path of exactly the longest length stays in the state
+// directory.
+func TestSocketPathAtTheLimit(t *testing.T) {
+	base := t.TempDir()
+	need := maxSocketPath - len(base) - 2 - len(SocketName)
+	if need < 1 {
+		t.Skipf("the temporary directory %s is too long for this test", base)
+	}
+	dir := filepath.Join(base, strings.Repeat("x", need))
+	if got := SocketPath(dir); got != filepath.Join(dir, SocketName) || len(got) != maxSocketPath {
+		t.Errorf("SocketPath = %s (%d bytes), want it in the state directory at %d bytes", got, len(got), maxSocketPath)
+	}
+}
+
+// The fallback directory: a dead owner's socket in it is replaced; one that
+// others may write, or that is not a directory, is refused.
+func TestListenInTheFallbackDirectory(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	dir := filepath.Join(t.TempDir(), strings.Repeat("l", 110))
+	must(t, os.MkdirAll(dir, 0o700))
+	ln, err := Listen(dir)
+	must(t, err)
+	ln.(interface{ SetUnlinkOnClose(bool) }).SetUnlinkOnClose(false)
+	must(t, ln.Close())
+	if _, err := os.Stat(SocketPath(dir)); err != nil {
+		t.Fatalf("the dead owner's socket: %v", err)
+	}
+	ln, err = Listen(dir)
+	if err != nil {
+		t.Fatalf("Listen over a dead owner's socket: %v", err)
+	}
+	must(t, ln.Close())
+
+	must(t, os.Chmod(shortSocketDir(), 0o777))
+	if _, err := Listen(dir); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Listen in a directory others may write: %v, want refused", err)
+	}
+	if _, err := DialSession(context.Background(), dir, BridgeWait); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("DialSession in a directory others may write: %v, want refused", err)
+	}
+	must(t, os.RemoveAll(shortSocketDir()))
+	must(t, os.WriteFile(shortSocketDir(), nil, 0o600))
+	if _, err := Listen(dir); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("Listen where a file stands for the directory: %v", err)
 	}
 }
 
