@@ -252,7 +252,7 @@ func TestBridgeCarriesAMessageAtTheLimit(t *testing.T) {
 	o := f.add()
 	head, tail := `{"jsonrpc":"2.0","method":"x","params":"`, `"}`
 	line := head + strings.Repeat("a", MaxLine-len(head)-len(tail)-1) + tail
-	go c.send(t, line)
+	go func() { _, _ = io.WriteString(c.in, line+"\n") }()
 	if got := o.read(t); len(got) != MaxLine-1 {
 		t.Fatalf("the owner got %d bytes, want %d", len(got), MaxLine-1)
 	}
