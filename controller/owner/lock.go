@@ -49,7 +49,9 @@ func WaitLock(ctx context.Context, stateDir string) (*Lock, error) {
 		return nil, err
 	}
 	type result struct{ err error }
-	got := make(chan result, 1)
+	// Unbuffered: a lock that comes after WaitLock gave up must find
+	// nobody to take it, and be given back.
+	got := make(chan result)
 	abandoned := make(chan struct{})
 	go func() {
 		// A blocking lock cannot be cancelled: the goroutine waits on, and
@@ -73,10 +75,8 @@ func WaitLock(ctx context.Context, stateDir string) (*Lock, error) {
 		// The goroutine may have sent just before: it then owns nothing,
 		// and the file must be closed here.
 		select {
-		case r := <-got:
-			if r.err == nil {
-				f.Close()
-			}
+		case <-got:
+			f.Close()
 		default:
 		}
 		return nil, ctx.Err()

@@ -223,11 +223,11 @@ func TestServerOnTheSocket(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		cancel()
+		hs.Close()
 		srv.Wait()
 		if n := srv.Attached(); n != 0 {
 			t.Errorf("Attached = %d after the session ended", n)
 		}
-		hs.Close()
 	}
 }
 
@@ -283,4 +283,44 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A session waiting for the owner to be ready ends when the owner does:
+// shutdown is not held up by it.
+func TestSessionWaitingForReadyEndsWithTheOwner(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := Listen(dir)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	waiting := make(chan struct{})
+	srv := &Server{
+		Record: func() Record { return Record{} },
+		Ready: func(ctx context.Context) {
+			close(waiting)
+			<-ctx.Done()
+		},
+		Serve: func(context.Context, io.ReadWriteCloser) error {
+			t.Error("a session was served while the owner was not ready")
+			return nil
+		},
+	}
+	hs := &http.Server{Handler: srv.Handler(ctx)}
+	go hs.Serve(ln)
+	defer hs.Close()
+	dialed := make(chan error, 1)
+	go func() {
+		_, err := DialSession(context.Background(), dir, BridgeWait)
+		dialed <- err
+	}()
+	<-waiting
+	cancel()
+	select {
+	case err := <-dialed:
+		if err == nil || !strings.Contains(err.Error(), "503") {
+			t.Errorf("DialSession while the owner stopped: %v, want 503", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a session waiting for Ready held the owner's shutdown")
+	}
+	srv.Wait()
 }

@@ -75,10 +75,14 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 // the owner goes (BridgeTakeover).
 func (s *Server) Attached() int { return int(s.takeovers.Load()) }
 
-// Wait waits for every session to end.
+// Wait waits for every session (and every request for one) to end.
 func (s *Server) Wait() { s.sessions.Wait() }
 
 func (s *Server) session(w http.ResponseWriter, r *http.Request) {
+	// Counted from the start: once hijacked, http.Server no longer waits
+	// for the handler, Wait does.
+	s.sessions.Add(1)
+	defer s.sessions.Done()
 	if r.Header.Get("Upgrade") != SessionProtocol {
 		http.Error(w, "owner: "+SessionPath+" needs Upgrade: "+SessionProtocol, http.StatusUpgradeRequired)
 		return
@@ -90,7 +94,16 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.open.Add(-1)
 	if s.Ready != nil {
-		s.Ready(r.Context())
+		// The wait ends with the owner too, not only with the request.
+		ctx, cancel := context.WithCancel(r.Context())
+		stop := context.AfterFunc(s.ctx, cancel)
+		s.Ready(ctx)
+		stop()
+		cancel()
+		if s.ctx.Err() != nil {
+			http.Error(w, "owner: shutting down", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
@@ -112,8 +125,6 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 		s.takeovers.Add(1)
 		defer s.takeovers.Add(-1)
 	}
-	s.sessions.Add(1)
-	defer s.sessions.Done()
 	err = s.Serve(s.ctx, &hijacked{Reader: rw.Reader, Conn: conn})
 	conn.Close()
 	if err != nil && s.Log != nil {
