@@ -60,6 +60,7 @@ type envelope struct {
 	Method string          `json:"method"`
 	Params struct {
 		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
+		URI       string          `json:"uri"`       // resources/(un)subscribe
 	} `json:"params"`
 }
 
@@ -82,7 +83,14 @@ type bridge struct {
 	// server ends them, they are sent again to the next owner rather than
 	// answered with an error.
 	listens map[string][]byte
-	held    [][]byte // what the client sent while no owner answered
+	// setLevel and subscribes are a 2025 client's session state the owner
+	// keeps: its last logging/setLevel and its resources/subscribe by URI,
+	// replayed after initialize; replays are the ids of those replays,
+	// whose answers are the bridge's.
+	setLevel   []byte
+	subscribes map[string][]byte
+	replays    map[string]bool
+	held       [][]byte // what the client sent while no owner answered
 }
 
 // listenMethod is the 2026-07-28 request that carries a client's
@@ -95,7 +103,8 @@ const (
 // Run bridges until the client closes In (nil), ctx ends, or no owner
 // answers within Options.Wait (ErrNoOwner).
 func Run(ctx context.Context, opts Options) error {
-	b := &bridge{opts: opts, log: opts.Log, inFlight: map[string][]byte{}, listens: map[string][]byte{}}
+	b := &bridge{opts: opts, log: opts.Log, inFlight: map[string][]byte{}, listens: map[string][]byte{},
+		subscribes: map[string][]byte{}, replays: map[string]bool{}}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -241,9 +250,16 @@ func (b *bridge) loop(ctx context.Context, fromClient chan []byte, clientErr cha
 						continue
 					}
 				}
-				if !b.resume(up, true) {
+				if !b.replayState(up) || !b.resume(up, true) {
 					b.lost(&up, errors.New("write failed"))
 					startDial()
+				}
+				continue
+			}
+			if env.isResponse() && b.replays[string(env.ID)] {
+				delete(b.replays, string(env.ID))
+				if bytes.Contains(line, []byte(`"error"`)) {
+					b.log.Warn("the owner refused a replayed request of the client's session", "answer", truncate(line))
 				}
 				continue
 			}
@@ -307,6 +323,30 @@ func (b *bridge) resume(up *upstream, again bool) bool {
 	return true
 }
 
+// replayState sends the next owner the 2025 session state the client set
+// (its logging level, its resource subscriptions), each under an id of the
+// bridge's own; false when a write failed.
+func (b *bridge) replayState(up *upstream) bool {
+	lines := make([][]byte, 0, 1+len(b.subscribes))
+	if b.setLevel != nil {
+		lines = append(lines, b.setLevel)
+	}
+	for _, l := range b.subscribes {
+		lines = append(lines, l)
+	}
+	for _, l := range lines {
+		id := fmt.Sprintf(`"tether-bridge-replay-%d"`, len(b.replays))
+		for b.replays[id] {
+			id = id[:len(id)-1] + `x"`
+		}
+		b.replays[id] = true
+		if _, err := up.rwc.Write(append(withID(l, id), '\n')); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // fromClient notes what the bridge must remember of a client's message.
 func (b *bridge) fromClient(line []byte) {
 	env := parse(line)
@@ -315,6 +355,12 @@ func (b *bridge) fromClient(line []byte) {
 		b.initialize = line
 	case env.Method == "notifications/initialized":
 		b.initialized = line
+	case env.Method == "logging/setLevel" && env.isRequest():
+		b.setLevel = line
+	case env.Method == "resources/subscribe" && env.isRequest():
+		b.subscribes[env.Params.URI] = line
+	case env.Method == "resources/unsubscribe" && env.isRequest():
+		delete(b.subscribes, env.Params.URI)
 	case env.Method == "notifications/cancelled":
 		// A cancelled request may never be answered: it is not in flight
 		// any more, and a cancelled listen stream is not opened again.

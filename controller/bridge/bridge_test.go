@@ -3,7 +3,9 @@ package bridge
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -131,6 +133,19 @@ func TestBridgeReplaysTheHandshakeAfterTheOwnerWent(t *testing.T) {
 	}
 	c.send(t, initialized)
 	first.read(t)
+	// Session state the owner keeps: the logging level, subscriptions
+	// (one of them ended).
+	for i, req := range []string{
+		`{"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"debug"}}`,
+		`{"jsonrpc":"2.0","id":11,"method":"resources/subscribe","params":{"uri":"a://x"}}`,
+		`{"jsonrpc":"2.0","id":12,"method":"resources/subscribe","params":{"uri":"b://y"}}`,
+		`{"jsonrpc":"2.0","id":13,"method":"resources/unsubscribe","params":{"uri":"b://y"}}`,
+	} {
+		c.send(t, req)
+		first.read(t)
+		first.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, 10+i))
+		c.read(t)
+	}
 	c.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow"}}`)
 	first.read(t)
 	// A cancelled request is not in flight any more.
@@ -153,9 +168,15 @@ func TestBridgeReplaysTheHandshakeAfterTheOwnerWent(t *testing.T) {
 	if got := second.read(t); got != initialized {
 		t.Fatalf("after the replay the owner got %s, want initialized", got)
 	}
+	level, sub := second.read(t), second.read(t)
+	if !strings.Contains(level, `"method":"logging/setLevel"`) || !strings.Contains(level, `"id":"tether-bridge-replay-`) ||
+		!strings.Contains(sub, `"uri":"a://x"`) || !strings.Contains(sub, `"id":"tether-bridge-replay-`) {
+		t.Fatalf("the session state replayed: %s, %s", level, sub)
+	}
 	if got := second.read(t); !strings.Contains(got, `"id":3`) {
 		t.Fatalf("the held request: owner got %s", got)
 	}
+
 	var changed []string
 	for range 3 {
 		changed = append(changed, c.read(t))
@@ -164,6 +185,16 @@ func TestBridgeReplaysTheHandshakeAfterTheOwnerWent(t *testing.T) {
 		if want := `{"jsonrpc":"2.0","method":"notifications/` + kind + `/list_changed"}`; changed[i] != want {
 			t.Errorf("client notification %d = %s, want %s", i, changed[i], want)
 		}
+	}
+	// The replays' answers are the bridge's: the client never sees them.
+	for _, l := range []string{level, sub} {
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		second.send(t, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{}}`)
 	}
 	second.send(t, `{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}`)
 	if got := c.read(t); got != `{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}` {
