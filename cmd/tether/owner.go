@@ -66,7 +66,9 @@ func serveControl(ctx context.Context, o *runOptions, stateDir string, gw *gatew
 			ctrl.WaitSettled(ctx)
 		},
 		MaxSessions: o.maxSessions,
-		Log:         log,
+		// A bridge that stops reading is cut as an HTTP stream is.
+		WriteTimeout: o.streamWrite,
+		Log:          log,
 	}
 	if err := owner.WriteRecord(stateDir, rec); err != nil {
 		log.Warn("writing the owner record", "err", err)

@@ -324,3 +324,45 @@ func TestSessionWaitingForReadyEndsWithTheOwner(t *testing.T) {
 	}
 	srv.Wait()
 }
+
+// A session whose bridge never reads has its writes cut after
+// WriteTimeout: it cannot hold up what the owner sends (a list_changed
+// to every session) for ever.
+func TestSessionThatNeverReadsIsCut(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := Listen(dir)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	srv := &Server{
+		Record:       func() Record { return Record{} },
+		WriteTimeout: 100 * time.Millisecond,
+		Serve: func(_ context.Context, rwc io.ReadWriteCloser) error {
+			chunk := make([]byte, 64<<10)
+			for {
+				if _, err := rwc.Write(chunk); err != nil {
+					served <- err
+					return err
+				}
+			}
+		},
+	}
+	hs := &http.Server{Handler: srv.Handler(ctx)}
+	go hs.Serve(ln)
+	defer hs.Close()
+	s, err := DialSession(ctx, dir, BridgeWait)
+	must(t, err)
+	defer s.Close()
+	select {
+	case err := <-served:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("the write to a bridge that never reads: %v, want a deadline error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write to a bridge that never reads is still blocked after 10 s")
+	}
+	s.Close()
+	cancel()
+	srv.Wait()
+}

@@ -50,7 +50,13 @@ type Server struct {
 	// MaxSessions bounds the sessions served at once; one more is refused
 	// with 503.
 	MaxSessions int
-	Log         *slog.Logger
+	// WriteTimeout, when positive, bounds each write on a session's
+	// connection: a bridge that stops reading (its client never reads its
+	// stdout) has its session ended, instead of holding up what the
+	// gateway sends every session (list_changed), as --stream-write-timeout
+	// does on the HTTP gateway's streams.
+	WriteTimeout time.Duration
+	Log          *slog.Logger
 
 	ctx       context.Context
 	sessions  sync.WaitGroup
@@ -117,6 +123,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	// A hijacked connection is the session's from here: http.Server's
 	// timeouts no longer apply, and its Shutdown does not wait for it.
 	_ = conn.SetDeadline(time.Time{})
+	conn = &writeDeadlineConn{Conn: conn, d: s.WriteTimeout}
 	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: "+SessionProtocol+"\r\nConnection: Upgrade\r\n\r\n"); err != nil {
 		conn.Close()
 		return
@@ -130,6 +137,20 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	if err != nil && s.Log != nil {
 		s.Log.Debug("bridge session ended", "err", err)
 	}
+}
+
+// writeDeadlineConn sets a deadline of d on each write (none when d is
+// not positive).
+type writeDeadlineConn struct {
+	net.Conn
+	d time.Duration
+}
+
+func (c *writeDeadlineConn) Write(p []byte) (int, error) {
+	if c.d > 0 {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.d))
+	}
+	return c.Conn.Write(p)
 }
 
 // hijacked reads what the HTTP server buffered before the rest.
