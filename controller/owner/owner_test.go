@@ -366,3 +366,33 @@ func TestSessionThatNeverReadsIsCut(t *testing.T) {
 	cancel()
 	srv.Wait()
 }
+
+// A socket in a directory others may write, or that others may write
+// itself, is refused: somebody else could have planted it there.
+func TestDialRefusesASocketOthersMayReplace(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.Chmod(dir, 0o700))
+	ln, err := Listen(dir)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := &Server{Record: func() Record { return Record{PID: 42} }}
+	hs := &http.Server{Handler: srv.Handler(ctx)}
+	go hs.Serve(ln)
+	defer hs.Close()
+	if rec, err := Query(ctx, dir); err != nil || rec.PID != 42 {
+		t.Fatalf("Query of a private socket: %+v, %v", rec, err)
+	}
+	must(t, os.Chmod(dir, 0o777))
+	if _, err := Query(ctx, dir); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Query with the state directory writable by others: %v, want refused", err)
+	}
+	if _, err := DialSession(ctx, dir, BridgeWait); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("DialSession with the state directory writable by others: %v, want refused", err)
+	}
+	must(t, os.Chmod(dir, 0o700))
+	must(t, os.Chmod(SocketPath(dir), 0o666))
+	if _, err := Query(ctx, dir); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Query of a socket writable by others: %v, want refused", err)
+	}
+}

@@ -84,14 +84,39 @@ func privateDir(dir string) error {
 	return nil
 }
 
-// dial connects to stateDir's socket.
+// dial connects to stateDir's socket, and only to one of tether's user's
+// own in a directory others cannot write: a bridge sends it its client's
+// requests, and tether connect or tether get may be pointed at a directory
+// another user made (a shared checkout) where they could plant a socket.
 func dial(ctx context.Context, stateDir string) (net.Conn, error) {
 	path := SocketPath(stateDir)
-	if filepath.Dir(path) == shortSocketDir() {
-		if err := privateDir(filepath.Dir(path)); err != nil {
-			return nil, err
-		}
+	if err := checkSocket(path); err != nil {
+		return nil, err
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", path)
+}
+
+// checkSocket checks that the socket at path and its directory are tether's
+// user's and that nobody else may write them (the owner made the state
+// directory 0700 and the socket 0600).
+func checkSocket(path string) error {
+	dir := filepath.Dir(path)
+	if dir == shortSocketDir() {
+		if err := privateDir(dir); err != nil {
+			return err
+		}
+	} else if fi, err := os.Stat(dir); err == nil {
+		if err := boundedfile.CheckPrivate(fi); err != nil {
+			return fmt.Errorf("control socket %s is refused: its directory: %w", path, err)
+		}
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if err := boundedfile.CheckPrivate(fi); err != nil {
+		return fmt.Errorf("control socket %s is refused: %w", path, err)
+	}
+	return nil
 }
