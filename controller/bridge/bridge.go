@@ -145,9 +145,11 @@ func (b *bridge) connect(ctx context.Context) (*upstream, error) {
 
 func (b *bridge) loop(ctx context.Context, fromClient chan []byte, clientErr chan error) error {
 	var (
-		up        *upstream
-		dialed    = make(chan *upstream, 1)
-		dialErr   = make(chan error, 1)
+		up *upstream
+		// Unbuffered: a session dialed after the loop returned is closed
+		// by its dialer, not left open in a buffer nobody reads.
+		dialed    = make(chan *upstream)
+		dialErr   = make(chan error)
 		dialing   bool
 		replaying bool // the replayed initialize waits for its answer
 		attached  bool // a session was established before: later ones replay
@@ -162,10 +164,17 @@ func (b *bridge) loop(ctx context.Context, fromClient chan []byte, clientErr cha
 		go func() {
 			u, err := b.connect(ctx)
 			if err != nil {
-				dialErr <- err
+				select {
+				case dialErr <- err:
+				case <-ctx.Done():
+				}
 				return
 			}
-			dialed <- u
+			select {
+			case dialed <- u:
+			case <-ctx.Done():
+				u.rwc.Close()
+			}
 		}()
 	}
 	startDial()

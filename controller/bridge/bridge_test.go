@@ -314,3 +314,26 @@ func TestBridgeNeverAnswersANotification(t *testing.T) {
 	c.in.Close()
 	<-done
 }
+
+// A session whose dial completes after the bridge ended (its client left
+// meanwhile) is closed, not left open with nobody to read it.
+func TestBridgeClosesASessionDialedAfterItEnded(t *testing.T) {
+	release := make(chan struct{})
+	a, b := net.Pipe()
+	dial := func(context.Context) (io.ReadWriteCloser, error) {
+		<-release // a dial that does not heed its context
+		return a, nil
+	}
+	c, in, out := newClient()
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), Options{Dial: dial, In: in, Out: out, Wait: time.Minute}) }()
+	c.in.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	close(release)
+	_ = b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := b.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the late session's other end read %v, want EOF (closed by the bridge)", err)
+	}
+}
