@@ -3,6 +3,7 @@ module github.com/tether-mcp/tether
 go 1.26.0
 
 require (
+	github.com/Microsoft/go-winio v0.6.2
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-logr/logr v1.4.4
 	github.com/google/jsonschema-go v0.4.3

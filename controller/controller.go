@@ -57,6 +57,10 @@ type Controller struct {
 	metrics    Metrics
 
 	ready    atomic.Bool
+	handover atomic.Bool // Run ends without final status (HandOver)
+	// first is the first listing's names (WaitSettled waits for them, not
+	// for connections added later).
+	first    atomic.Pointer[[]string]
 	synced   chan struct{}
 	syncOnce sync.Once
 }
@@ -138,6 +142,43 @@ func (c *Controller) EnqueueAll() {
 	}
 }
 
+// HandOver makes Run end without writing final status: the directory goes
+// to another tether that carries on at once (a bridge taking over,
+// docs/reliability.md), and "tether stopped" in every status file would
+// be a lie in the meantime. Call it before Run's ctx ends.
+func (c *Controller) HandOver() { c.handover.Store(true) }
+
+// WaitSettled returns once the first listing has been reconciled and every
+// connection it holds (and still holds: one removed meanwhile is not waited
+// for, nor one added later) has had its first outcome (Reconciler.Settled),
+// or when ctx ends: what a client that takes over a session from another
+// tether waits for, so that its calls find the tools they called before.
+func (c *Controller) WaitSettled(ctx context.Context) {
+	for {
+		if c.Ready() && c.settled() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Controller) settled() bool {
+	first := c.first.Load()
+	if first == nil {
+		return false
+	}
+	for _, n := range *first {
+		if _, exists := c.desired.Get(n); exists && !c.reconciler.Settled(n) {
+			return false
+		}
+	}
+	return true
+}
+
 // Ready reports whether the source has synced and every connection of its
 // first listing has been reconciled once.
 func (c *Controller) Ready() bool { return c.ready.Load() }
@@ -180,7 +221,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-readyCtx.Done():
 			return
 		}
-		for _, n := range c.desired.Names() {
+		first := c.desired.Names()
+		c.first.Store(&first)
+		for _, n := range first {
 			for !c.reconciledOnce(n) {
 				select {
 				case <-readyCtx.Done():
@@ -230,7 +273,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	if serr := c.reconciler.Shutdown(sctx); serr != nil {
 		c.log.Warn("connections did not all close within the shutdown bound", "bound", c.opts.ShutdownTimeout)
 	}
-	c.reconciler.FinalStatus()
+	if c.handover.Load() {
+		c.log.Info("handing the connections over to the next owner: no final status written")
+	} else {
+		c.reconciler.FinalStatus()
+	}
 	return err
 }
 

@@ -88,9 +88,9 @@ type Reconciler struct {
 }
 
 // record is the reconciler's own bookkeeping of one connection. The
-// workqueue never hands one name to two workers at once, so only sup and
-// known are read outside that connection's Reconcile (under r.mu, or
-// atomically).
+// workqueue never hands one name to two workers at once, so only sup,
+// known and settled are read outside that connection's Reconcile (under
+// r.mu, or atomically).
 type record struct {
 	sup     *supervisor.Supervisor
 	log     *slog.Logger
@@ -98,6 +98,9 @@ type record struct {
 	prev    *spec.ConnectionStatus // the status computed last (or found on disk)
 	written bool                   // its status has been handed to the sink once
 	known   atomic.Bool            // metrics series created
+	// settled: the connection had its first outcome (connected and
+	// exposed, failed, waiting for a login, dormant, suspended, stopped).
+	settled atomic.Bool
 	catalog catalogState
 	// exposed is what the gateway serves for the connection now (nil:
 	// nothing), for Wake to wait on.
@@ -187,6 +190,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 		r.observeCatalog(ctx, rec, name, snap.Session, entry.Conn != nil && entry.Conn.Spec.OnDemand())
 	}
 	exposure := r.expose(name, entry, rec, snap)
+	switch snap.State {
+	case supervisor.Idle, supervisor.Connecting, supervisor.Reported:
+	default:
+		rec.settled.Store(true)
+	}
 
 	// Compute and report.
 	st := ComputeStatus(StatusInput{
@@ -513,6 +521,16 @@ func (r *Reconciler) Seen(name string) bool {
 	defer r.mu.Unlock()
 	rec, ok := r.conns[name]
 	return ok && rec.known.Load()
+}
+
+// Settled reports whether name has had its first outcome: it is served
+// by the gateway, or it is known why not (failed, waiting for a login,
+// dormant, suspended, stopped).
+func (r *Reconciler) Settled(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.conns[name]
+	return ok && rec.settled.Load()
 }
 
 // remove tears down a connection whose desired entry is gone and deletes its

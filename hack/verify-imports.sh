@@ -12,7 +12,7 @@ module=github.com/tether-mcp/tether
 status=0
 
 # The CLI's packages: no go-sdk, OpenTelemetry or client-go.
-for pkg in controller/statusview controller/importer controller/manifest controller/statusfile controller/desired controller/exposure spec; do
+for pkg in controller/statusview controller/importer controller/owner controller/bridge controller/manifest controller/statusfile controller/desired controller/exposure spec; do
 	heavy=$(go list -deps "./${pkg}" | grep -E '^(github.com/modelcontextprotocol/go-sdk|go.opentelemetry.io|k8s.io/client-go)(/|$)' || true)
 	if [[ -n ${heavy} ]]; then
 		log "${pkg} links the daemon's dependencies:"

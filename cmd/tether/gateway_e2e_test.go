@@ -40,6 +40,13 @@ func (gc *gatewayClient) sawProgress(token string) bool {
 
 func connectGateway(t *testing.T, transport mcp.Transport) *gatewayClient {
 	t.Helper()
+	return connectGatewayWith(t, transport, nil)
+}
+
+// connectGatewayWith is connectGateway with session options (a pinned
+// protocol version).
+func connectGatewayWith(t *testing.T, transport mcp.Transport, opts *mcp.ClientSessionOptions) *gatewayClient {
+	t.Helper()
 	gc := &gatewayClient{notify: make(chan struct{}, 100)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
@@ -59,7 +66,7 @@ func connectGateway(t *testing.T, transport mcp.Transport) *gatewayClient {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := client.Connect(ctx, transport, nil)
+	s, err := client.Connect(ctx, transport, opts)
 	if err != nil {
 		t.Fatalf("connecting to the gateway: %v", err)
 	}

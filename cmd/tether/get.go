@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/tether-mcp/tether/controller/owner"
 	"github.com/tether-mcp/tether/controller/statusview"
 )
 
@@ -41,9 +43,12 @@ status tether run wrote for them. It reads the manifests and the status files
 only, so it works whether tether is running or not (a stopped tether's last
 status reads "tether stopped").
 
---dir defaults to the current directory, as kubectl works on the current
-context: run get where you run tether run, or name the same --dir (and the
-same --status-dir, if run has one).
+Without --dir (and --status-dir), get asks the running tether what it
+watches, as kubectl works on the current context: the owner of the current
+directory's state directory (.tether), else the owner of the user's default
+directory (tether/manifests under the user's configuration directory). It
+says on stderr which directory it shows. When neither has a running owner,
+get reads the current directory.
 
 Columns:
   NAME        metadata.name
@@ -94,7 +99,7 @@ document on its own (YAML documents separated by ---).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.dir, "dir", ".", "directory of McpConnection manifests, as given to tether run --dir")
+	f.StringVar(&o.dir, "dir", "", "directory of McpConnection manifests, as given to tether run --dir (default: what the running tether watches, else the current directory)")
 	f.StringVar(&o.statusDir, "status-dir", "", "where tether run --status-dir writes status files (default: beside the manifests)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, wide, yaml or json")
 	f.StringVarP(&o.selector, "selector", "l", "", "only connections whose manifest labels match this selector (e.g. team=infra,env!=dev)")
@@ -125,6 +130,10 @@ func (o *getOptions) run(ctx context.Context, names []string, stdout, stderr io.
 			return fmt.Errorf("--selector: %w", err)
 		}
 	}
+	if o.dir == "" && o.statusDir == "" {
+		o.dir, o.statusDir = findOwned(ctx, stderr)
+	}
+	o.dir = cmp.Or(o.dir, ".")
 	src := statusview.Source{Dir: o.dir, StatusDir: o.statusDir}
 	if o.watch {
 		return o.runWatch(ctx, src, sel, format, stdout, stderr)
@@ -170,6 +179,32 @@ func (o *getOptions) run(ctx context.Context, names []string, stdout, stderr io.
 		return err
 	}
 	return selErr
+}
+
+// findOwned is what tether get shows when told no directory: what the
+// owner of the current directory's state directory watches, else the owner
+// of the user's default directory; "" when neither answers. It says which
+// on stderr.
+func findOwned(ctx context.Context, stderr io.Writer) (dir, statusDir string) {
+	candidates := []string{stateDirPath("", "", ".")}
+	if def, err := owner.DefaultDir(); err == nil {
+		candidates = append(candidates, stateDirPath("", "", def))
+	}
+	for _, sd := range candidates {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		rec, err := owner.Query(qctx, sd)
+		cancel()
+		if err != nil || rec.Dir == "" {
+			continue
+		}
+		where := rec.Dir
+		if rec.StatusDir != "" {
+			where += " (status in " + rec.StatusDir + ")"
+		}
+		fmt.Fprintf(stderr, "Showing %s, watched by tether pid %d.\n", where, rec.PID)
+		return rec.Dir, rec.StatusDir
+	}
+	return "", ""
 }
 
 func noneFound(dir, selector string) string {
@@ -233,7 +268,7 @@ func (o *getOptions) runWatch(ctx context.Context, src statusview.Source, sel st
 // completeNames completes NAME arguments from the manifests under --dir:
 // reading them is cheap, and it needs no running tether.
 func (o *getOptions) completeNames(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	snap, err := statusview.Load(statusview.Source{Dir: o.dir, StatusDir: o.statusDir})
+	snap, err := statusview.Load(statusview.Source{Dir: cmp.Or(o.dir, "."), StatusDir: o.statusDir})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

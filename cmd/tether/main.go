@@ -52,6 +52,7 @@ func newRootCmd() *cobra.Command {
 		newValidateCmd(),
 		newDiffCmd(),
 		newRunCmd(),
+		newConnectCmd(),
 		newGetCmd(),
 		newImportCmd(),
 		newLoginCmd(),

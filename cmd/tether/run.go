@@ -27,6 +27,7 @@ import (
 	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/metrics"
 	"github.com/tether-mcp/tether/controller/oauth"
+	"github.com/tether-mcp/tether/controller/owner"
 	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/controller/tracing"
@@ -76,6 +77,13 @@ type runOptions struct {
 	maxBytesInFlight   int64
 	streamWrite        time.Duration
 	maxMessageBytes    int64
+
+	// ownerWait bounds a bridge's wait for the directory's owner.
+	ownerWait time.Duration
+	// takeover is set when this run took the directory over from its
+	// owner as a bridge (owner.go): the lock is held already, and the
+	// run's own client is the bridge's.
+	takeover *takeover
 }
 
 func newRunCmd() *cobra.Command {
@@ -97,7 +105,13 @@ namespace a connection is named after its object, across all of them
 <namespace>.<name>. With --leader-elect several replicas may run: all serve
 the gateway, the one that holds a Lease (named --leader-elect-lease-name, in
 the watched namespace or, with --all-namespaces, in tether's own) writes
-status.`,
+status.
+
+A directory has one owner: the tether run that holds the lock on its state
+directory, and serves a control socket there. Another tether run on it exits 3
+naming the owner; another tether run --stdio bridges its client to the owner
+(every agent shares one set of servers) and, when the owner goes, one bridge
+takes over. tether connect is that bridge for a daemon-owned directory.`,
 		Example: `  # run on a directory of manifests, gateway on 127.0.0.1:8808/mcp
   tether run --dir ./manifests
 
@@ -171,6 +185,8 @@ status.`,
 	// Routing by ownership (docs/contract.md §5a): templates a URI is tried against.
 	f.IntVar(&o.maxCatchAllTemplates, "max-catch-all-templates", gateway.DefaultMaxCatchAllTemplates, "the most resource templates that match URIs of any scheme one connection exposes; the others are not exposed and are reported in its connection's status")
 	f.IntVar(&o.maxTemplatesPerPrefix, "max-templates-per-prefix", gateway.DefaultMaxTemplatesPerPrefix, "the most resource templates with one literal prefix (the text before the first {expression}) one connection exposes; the others are not exposed and are reported in its connection's status")
+	// One owner per directory (docs/contract.md, "One owner per directory").
+	f.DurationVar(&o.ownerWait, "owner-wait", defaultOwnerWait, "with --stdio on a directory another tether owns: how long the bridge waits for an owner (the next one, after the owner went) before it answers its client's waiting requests with an error and exits")
 	return cmd
 }
 
@@ -232,24 +248,6 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.stdio && o.listen != "" && o.listenSet {
 		return errors.New("--stdio and --listen exclude each other")
 	}
-
-	// SIGHUP stops tether as SIGTERM does (docs/contract.md §6): it comes
-	// when the terminal tether runs in goes away, and there is nothing to
-	// reload on it, since tether watches every file it reads. Left to its
-	// default it killed tether with no final status (phase stayed Connected).
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
-	// Tracing is on only when OTEL_* variables ask for it; then log lines
-	// about traced operations carry trace_id and span_id.
-	tel, err := tracing.Setup(ctx, version, log)
-	if err != nil {
-		return err
-	}
-	log = tel.Logger(log)
-
 	origins, err := httpguard.ParseOrigins(o.allowedOrigins)
 	if err != nil {
 		return fmt.Errorf("--allowed-origins: %w", err)
@@ -260,6 +258,48 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.maxSessions < 1 || o.maxSessionsClient < 1 || o.maxCallsInFlight < 1 || o.maxBytesInFlight < 1 {
 		return errors.New("--max-sessions, --max-sessions-per-client, --max-calls-in-flight and --max-request-bytes-in-flight must be at least 1")
 	}
+	if o.ownerWait <= 0 {
+		return errors.New("--owner-wait must be positive")
+	}
+
+	// SIGHUP stops tether as SIGTERM does (docs/contract.md §6): it comes
+	// when the terminal tether runs in goes away, and there is nothing to
+	// reload on it, since tether watches every file it reads. Left to its
+	// default it killed tether with no final status (phase stayed Connected).
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	// One owner per directory (docs/contract.md): the lock on the state
+	// directory decides, before anything is started or cleaned up there.
+	stateDir, stateErr := openState(o, log)
+	if stateDir != nil && !o.kubernetes {
+		if o.takeover == nil {
+			lock, err := owner.TryLock(stateDir.Path())
+			if errors.Is(err, owner.ErrOwned) {
+				stateDir.Close()
+				if o.stdio {
+					return runStdioBridge(ctx, o, log, stderr)
+				}
+				return ownedElsewhere(ctx, o, stateDir.Path(), stderr)
+			}
+			if err != nil {
+				stateDir.Close()
+				return err
+			}
+			defer lock.Release()
+		}
+	}
+	cleanState(stateDir, log)
+
+	// Tracing is on only when OTEL_* variables ask for it; then log lines
+	// about traced operations carry trace_id and span_id.
+	tel, err := tracing.Setup(ctx, version, log)
+	if err != nil {
+		return err
+	}
+	log = tel.Logger(log)
 	maxConns, err := connectionLimit(o.maxConnections, log)
 	if err != nil {
 		return err
@@ -298,7 +338,6 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		MaxRequestBytesInFlight: o.maxBytesInFlight,
 		StreamWriteTimeout:      o.streamWrite,
 	})
-	stateDir, stateErr := openState(o, log)
 	var ledger *connection.GroupLedger
 	var lastValid manifest.LastValidStore
 	var catalogs controller.CatalogStore
@@ -399,17 +438,51 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		servers.Add(1)
 		go func() {
 			defer servers.Done()
+			// The client closing stdin stops the run as any stdio MCP
+			// server stops (ownClientGone).
 			if err := f(ctx); err != nil {
 				cancel(fmt.Errorf("%s: %w", what, err))
-			} else if what == "gateway (stdio)" {
-				// The client closed stdin: like any stdio MCP server, stop.
-				cancel(nil)
 			}
 		}()
 	}
+	// The control socket: the owner's API and the gateway, for bridges
+	// and tether get (docs/contract.md, "The control socket").
+	var ctl *owner.Server
+	if stateDir != nil && !o.kubernetes {
+		if ctl, err = serveControl(ctx, o, stateDir.Path(), gw, ctrl, log, serve); err != nil {
+			return err
+		}
+	}
+	// The client this run serves itself went away: the run ends, handing
+	// the directory over when bridges that take over are attached, so that
+	// no status says "tether stopped" while one of them carries on.
+	ownClientGone := func() {
+		if ctl != nil && ctl.Attached() > 0 {
+			log.Info("the client went away while bridges are attached: handing the directory over to one of them", "bridges", ctl.Attached())
+			ctrl.HandOver()
+		}
+		cancel(nil)
+	}
 	switch {
+	case o.takeover != nil:
+		serve("own client", func(ctx context.Context) error {
+			select {
+			case <-o.takeover.clientGone:
+				if ctx.Err() == nil {
+					ownClientGone()
+				}
+			case <-ctx.Done():
+			}
+			return nil
+		})
 	case o.stdio:
-		serve("gateway (stdio)", gw.ServeStdio)
+		serve("gateway (stdio)", func(ctx context.Context) error {
+			err := gw.ServeStdio(ctx)
+			if err == nil && ctx.Err() == nil {
+				ownClientGone()
+			}
+			return err
+		})
 	case o.listen != "":
 		serve("gateway", func(ctx context.Context) error { return gw.Serve(ctx, o.listen, o.authTokenFile) })
 	}
@@ -478,11 +551,18 @@ func openState(o *runOptions, log *slog.Logger) (*state.Dir, error) {
 	}
 	d, err := state.Open(path, o.maxStateFile)
 	if err != nil {
-		log.Warn("running without a state directory: last valid specs, servers' catalogs and children's process groups are not kept across restarts (OnDemand servers start at start-up), and OAuth logins cannot be used", "err", err)
+		log.Warn("running without a state directory: last valid specs, servers' catalogs and children's process groups are not kept across restarts (OnDemand servers start at start-up), OAuth logins cannot be used, and nothing keeps a second tether off the directory", "err", err)
 		return nil, err
 	}
-	// Before anything writes there: what a tether killed while it wrote
-	// left behind.
+	return d, nil
+}
+
+// cleanState removes, before anything writes in the state directory, what
+// a tether killed while it wrote left behind. Only its owner may.
+func cleanState(d *state.Dir, log *slog.Logger) {
+	if d == nil {
+		return
+	}
 	removed, err := d.RemoveTemporaries()
 	if len(removed) > 0 {
 		log.Info("removed temporary files a previous tether left in the state directory", "files", removed)
@@ -490,7 +570,6 @@ func openState(o *runOptions, log *slog.Logger) (*state.Dir, error) {
 	if err != nil {
 		log.Warn("looking for temporary files a previous tether left in the state directory", "err", err)
 	}
-	return d, nil
 }
 
 // refusedState is why no last valid spec is kept when the state directory

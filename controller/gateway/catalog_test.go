@@ -554,7 +554,7 @@ func TestBackendRequestsInRounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- g.serveTransport(ctx, st) }()
+	go func() { served <- g.serveTransport(ctx, st, "stdio") }()
 	rc := dialRichOn(t, ct, "", nil)
 	if v := rc.cs.InitializeResult().ProtocolVersion; v < protocolSessionless {
 		t.Fatalf("the client negotiated %s: this test needs %s", v, protocolSessionless)

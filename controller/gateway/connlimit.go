@@ -176,6 +176,11 @@ func (l *connLimiter) connState(nc net.Conn, s http.ConnState) {
 		c.enter(connBody) // serving once the body is in (markServing)
 	case http.StateIdle:
 		c.enter(connIdle)
+	case http.StateHijacked:
+		// A bridge's session on the control socket (ServeLocal): a
+		// session being served, never shed for a new connection; its
+		// handler bounds how many there are.
+		c.enter(connServing)
 	}
 }
 

@@ -145,6 +145,44 @@ func TestConnLimiterPhases(t *testing.T) {
 	}
 }
 
+// TestConnLimiterKeepsHijackedConnections: a connection its handler took
+// over (a bridge's session on the control socket) is serving, never shed.
+func TestConnLimiterKeepsHijackedConnections(t *testing.T) {
+	l := newConnLimiter(1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hijacked := make(chan net.Conn, 1)
+	srv := &http.Server{ConnState: l.connState, ConnContext: connContext,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			hijacked <- c
+		})}
+	go func() { _ = srv.Serve(&limitListener{Listener: ln, l: l}) }()
+	defer srv.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := io.WriteString(client, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	c := <-hijacked
+	defer c.Close()
+	if got := c.(*limitedConn).phase.Load(); got != connServing {
+		t.Fatalf("a hijacked connection is in phase %d, want %d (serving)", got, connServing)
+	}
+	if _, victim, ok := l.admit(pipeConn(t)); ok || victim != nil {
+		t.Fatalf("at the bound with a hijacked connection: admitted=%v, shed %p; want refused", ok, victim)
+	}
+}
+
 // TestConnLimiterStreamsDoNotLockOut: when every connection holds a
 // session's standalone stream (GET), a new client is admitted and the
 // oldest stream closed for it: sessions holding streams filled the bound

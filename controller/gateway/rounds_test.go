@@ -103,7 +103,7 @@ func TestRoundAnsweredAfterTheCallEnded(t *testing.T) {
 	}
 	ct, st := mcp.NewInMemoryTransports()
 	served := make(chan error, 1)
-	go func() { served <- g.serveTransport(ctx, st) }()
+	go func() { served <- g.serveTransport(ctx, st, "stdio") }()
 	rc := dialRichOn(t, &holdingTransport{inner: ct, hold: hold}, "", nil)
 	if v := rc.cs.InitializeResult().ProtocolVersion; v < protocolSessionless {
 		t.Fatalf("the client negotiated %s: this test needs %s", v, protocolSessionless)

@@ -52,7 +52,23 @@ func (g *Gateway) Serve(ctx context.Context, addr, authTokenFile string) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	return g.serve(ctx, ln, token)
+	return g.serve(ctx, ln, token, nil)
+}
+
+// ServeLocal serves the gateway at /mcp, with every check and limit Serve
+// applies but the bearer token, on a local listener that only tether's
+// user can reach (the owner's control socket, controller/owner: its file
+// mode or ACL is its authentication), and routes beside it. It closes ln.
+func (g *Gateway) ServeLocal(ctx context.Context, ln net.Listener, routes map[string]http.Handler) error {
+	return g.serve(ctx, ln, nil, routes)
+}
+
+// ServeConn serves one MCP session framed as over stdio (newline-delimited
+// JSON-RPC) on rwc, until the peer closes it or ctx is done: a bridge's
+// session on the control socket, which carries its client's stdio bytes
+// as they are, so that it is served as a direct --stdio client is.
+func (g *Gateway) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) error {
+	return g.serveTransport(ctx, &mcp.IOTransport{Reader: rwc, Writer: rwc}, "bridge")
 }
 
 // ServeListener is Serve on a listener the caller opened (tests, socket
@@ -67,11 +83,13 @@ func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener, authTokenF
 			return err
 		}
 	}
-	return g.serve(ctx, ln, token)
+	return g.serve(ctx, ln, token, nil)
 }
 
-func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken) error {
-	if !isLoopbackNetAddr(ln.Addr()) && token == nil {
+// serve serves the gateway on ln. routes, when not nil, marks ln as local
+// (ServeLocal) and adds its handlers beside /mcp.
+func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken, routes map[string]http.Handler) error {
+	if routes == nil && !isLoopbackNetAddr(ln.Addr()) && token == nil {
 		ln.Close()
 		return fmt.Errorf("gateway: refusing to serve on non-loopback address %s without an auth token file", ln.Addr())
 	}
@@ -104,6 +122,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	h = withBodyDeadline(g.opts.RequestReadTimeout, g.opts.AllowedOrigins.Handler(h))
 	mux := http.NewServeMux()
 	mux.Handle(Path, h)
+	for p, rh := range routes {
+		mux.Handle(p, rh)
+	}
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -197,15 +218,15 @@ func (g *Gateway) closeHTTPSessions() {
 // closes stdin or ctx is done. Nothing else may write to stdout meanwhile:
 // logs belong on stderr.
 func (g *Gateway) ServeStdio(ctx context.Context) error {
-	return g.serveTransport(ctx, &mcp.StdioTransport{})
+	return g.serveTransport(ctx, &mcp.StdioTransport{}, "stdio")
 }
 
-func (g *Gateway) serveTransport(ctx context.Context, t mcp.Transport) error {
+func (g *Gateway) serveTransport(ctx context.Context, t mcp.Transport, what string) error {
 	ss, err := g.server.Connect(ctx, t, nil)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	g.log.Info("gateway serving on stdio")
+	g.log.Info("gateway serving on " + what)
 	done := make(chan error, 1)
 	go func() { done <- ss.Wait() }()
 	select {
@@ -214,9 +235,9 @@ func (g *Gateway) serveTransport(ctx context.Context, t mcp.Transport) error {
 		ss.Close()
 		err = <-done
 	}
-	g.log.Info("gateway stdio session ended")
+	g.log.Info("gateway " + what + " session ended")
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) && ctx.Err() == nil {
-		return fmt.Errorf("gateway: stdio session: %w", err)
+		return fmt.Errorf("gateway: %s session: %w", what, err)
 	}
 	return nil
 }

@@ -295,7 +295,7 @@ func TestServeTransportEnds(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			errc := make(chan error, 1)
-			go func() { errc <- g.serveTransport(ctx, &mcp.IOTransport{Reader: sp, Writer: sp}) }()
+			go func() { errc <- g.serveTransport(ctx, &mcp.IOTransport{Reader: sp, Writer: sp}, "stdio") }()
 			c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil)
 			cctx, ccancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer ccancel()

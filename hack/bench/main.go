@@ -27,6 +27,8 @@
 //	gobench        Go benchmarks (-benchmem) of the hot paths
 //	stdio-latency  one stdio manifest at a time: write-to-Connected
 //	stdio-burst    N stdio manifests written at once into a running tether
+//	bridge         what a bridge (tether run --stdio on an owned directory)
+//	               adds per call; the takeover time
 //
 // It never asserts: targets are printed beside the figures, and a missed one
 // is reported, not failed. The machine is shared, so every scenario records
@@ -136,6 +138,7 @@ var scenarios = []scenario{
 	{"recovery", true, recovery},
 	{"ondemand", true, onDemand},
 	{"gateway", true, gatewayOverhead},
+	{"bridge", true, bridgeOverhead},
 	{"stdio-latency", false, stdioLatency},
 	{"stdio-burst", false, stdioBurst},
 }
