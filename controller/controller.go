@@ -59,6 +59,9 @@ type Controller struct {
 	ready    atomic.Bool
 	synced   chan struct{}
 	syncOnce sync.Once
+	// firstOutcomes is closed once every connection reached its first
+	// outcome (firstoutcome.go).
+	firstOutcomes chan struct{}
 }
 
 // New builds a controller; Run starts it.
@@ -81,6 +84,8 @@ func New(opts Options) *Controller {
 		desired: opts.Desired,
 		metrics: opts.Metrics,
 		synced:  make(chan struct{}),
+
+		firstOutcomes: make(chan struct{}),
 	}
 	// Reconcile errors (status writes that failed, panics) back off per
 	// item; connect failures do not come through here, they have their own
@@ -191,6 +196,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		c.ready.Store(true)
 		c.log.Info("initial manifests reconciled", "connections", len(c.desired.Names()))
+	}()
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.watchFirstOutcomes(readyCtx)
 	}()
 
 	var err error

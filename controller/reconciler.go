@@ -83,6 +83,9 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	conns map[string]*record
+	// outcomes is poked when a connection reaches its first outcome
+	// (firstoutcome.go).
+	outcomes chan struct{}
 	// retiring counts removed connections whose supervisor still winds down.
 	retiring sync.WaitGroup
 }
@@ -98,6 +101,9 @@ type record struct {
 	prev    *spec.ConnectionStatus // the status computed last (or found on disk)
 	written bool                   // its status has been handed to the sink once
 	known   atomic.Bool            // metrics series created
+	// outcome is set once the connection has reached its first outcome
+	// (firstoutcome.go).
+	outcome atomic.Bool
 	catalog catalogState
 	// exposed is what the gateway serves for the connection now (nil:
 	// nothing), for Wake to wait on.
@@ -138,7 +144,7 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Reconciler{opts: opts, log: opts.Logger, tracer: tracing.Tracer(opts.TracerProvider),
-		ctx: ctx, cancel: cancel, conns: map[string]*record{}}
+		ctx: ctx, cancel: cancel, conns: map[string]*record{}, outcomes: make(chan struct{}, 1)}
 }
 
 // Reconcile brings the connection name one step toward its desired state and
@@ -200,6 +206,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 	})
 	span.SetAttributes(tracing.Phase.String(string(st.Phase)))
 	rec.prev = &st
+	r.noteOutcome(rec, st.Phase)
 	if !rec.known.Swap(true) {
 		r.opts.Metrics.ConnectionAdded(name)
 	}

@@ -59,7 +59,7 @@ func connectGateway(t *testing.T, transport mcp.Transport) *gatewayClient {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := client.Connect(ctx, transport, nil)
+	s, err := client.Connect(ctx, transport, classicOverHTTP(transport))
 	if err != nil {
 		t.Fatalf("connecting to the gateway: %v", err)
 	}

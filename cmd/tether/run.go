@@ -267,6 +267,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 
 	m := metrics.New(version)
 	var ctrl *controller.Controller
+	// Closed when the controller's FirstOutcomes is: a gateway client's
+	// first list waits for it (docs/contract.md §5).
+	firstOutcomes := make(chan struct{})
 	gw := gateway.New(gateway.Options{
 		Logger:      log,
 		ObserveCall: m.ObserveCall,
@@ -284,6 +287,8 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return ctrl.Wake(ctx, name)
 		},
+		FirstAnswer:           firstOutcomes,
+		FirstAnswerTimeout:    o.connect,
 		Version:               version,
 		MaxNameLength:         o.maxNameLength,
 		MaxCatchAllTemplates:  o.maxCatchAllTemplates,
@@ -392,6 +397,11 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		ShutdownTimeout: o.shutdown,
 		ConnectTimeout:  o.connect,
 	})
+
+	go func() {
+		<-ctrl.FirstOutcomes()
+		close(firstOutcomes)
+	}()
 
 	// The servers run beside the controller; one that fails ends the run.
 	var servers sync.WaitGroup

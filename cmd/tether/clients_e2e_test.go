@@ -1,0 +1,178 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// inspector runs the MCP Inspector's CLI (pinned in hack/peers) with args
+// and returns what it printed on stdout. It writes under $HOME: it gets a
+// scratch one.
+func inspector(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := npmPeer(t, "mcp-inspector")
+	npmPeer(t, "node")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--cli"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+t.TempDir())
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), fmt.Errorf("mcp-inspector %s: %w\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// inspectorTools is the tool names of an Inspector tools/list answer.
+func inspectorTools(t *testing.T, out string) []string {
+	t.Helper()
+	var res struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("the Inspector's tools/list is not JSON: %v\n%s", err, out)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// slowServers writes n manifests of go-sdk everything-servers that take 2 s
+// to start (a shell sleeps before it execs the server), prefixed slow0...
+func slowServers(t *testing.T, dir string, n int) {
+	t.Helper()
+	bin := builtBinaries(t)
+	for i := range n {
+		name := fmt.Sprintf("slow%d", i)
+		writeFile(t, filepath.Join(dir, name+".yaml"), stdioManifest(name, "/bin/sh",
+			[]string{"-c", "sleep 2; exec " + filepath.Join(bin, "everything-server")}, ""))
+	}
+}
+
+// wantSlowTools checks that names hold every server's test_simple_text (and
+// as many tools from each).
+func wantSlowTools(t *testing.T, names []string, n int) {
+	t.Helper()
+	per := map[string]int{}
+	for _, nm := range names {
+		if p, _, ok := strings.Cut(nm, "_"); ok {
+			per[p]++
+		}
+	}
+	for i := range n {
+		p := fmt.Sprintf("slow%d", i)
+		if !slices.Contains(names, p+"_test_simple_text") || per[p] != per["slow0"] {
+			t.Fatalf("the first tools/list lacks tools of %s (a server that takes 2 s to start): %d tools per prefix %v", p, len(names), per)
+		}
+	}
+}
+
+// TestFirstListIsComplete: a client's first tools/list, sent as soon as
+// tether answers, holds every tool of servers that take 2 s to start, over
+// stdio (the Inspector launches tether) and over streamable HTTP.
+func TestFirstListIsComplete(t *testing.T) {
+	const n = 3
+	t.Run("stdio", func(t *testing.T) {
+		dir := t.TempDir()
+		slowServers(t, dir, n)
+		bin := builtBinaries(t)
+		start := time.Now()
+		out, err := inspector(t, filepath.Join(bin, "tether"), "run", "--dir", dir, "--stdio", "--metrics-addr", "", "--method", "tools/list")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSlowTools(t, inspectorTools(t, out), n)
+		t.Logf("first tools/list over stdio answered complete %v after the Inspector started tether", time.Since(start).Round(time.Millisecond))
+	})
+	t.Run("http", func(t *testing.T) {
+		dir := t.TempDir()
+		slowServers(t, dir, n)
+		port := freePort(t)
+		startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+		waitTCP(t, port, 20*time.Second)
+		// The servers are still starting: none has a status yet.
+		if st, ok := readStatus(t, filepath.Join(dir, "slow0.yaml"), "slow0"); ok && st.Phase == spec.PhaseConnected {
+			t.Fatalf("slow0 connected before the list was sent; the test proves nothing")
+		}
+		out, err := inspector(t, fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "--transport", "http", "--method", "tools/list")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSlowTools(t, inspectorTools(t, out), n)
+	})
+}
+
+// TestModernClientOverHTTP: a client of the 2026-07-28 protocol (the
+// Inspector with --protocol-era modern, and the go-sdk's client, whose
+// default it is) lists and calls through the streamable HTTP gateway, as
+// it does over stdio.
+func TestModernClientOverHTTP(t *testing.T) {
+	bin := builtBinaries(t)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "ev.yaml")
+	writeFile(t, m, stdioManifest("ev", filepath.Join(bin, "everything-server"), nil, ""))
+	port := freePort(t)
+	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+
+	out, err := inspector(t, url, "--transport", "http", "--protocol-era", "modern", "--method", "tools/list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := inspectorTools(t, out); !slices.Contains(names, "ev_test_simple_text") {
+		t.Fatalf("a 2026-07-28 client's tools/list over HTTP lacks ev_test_simple_text: %v", names)
+	}
+	out, err = inspector(t, url, "--transport", "http", "--protocol-era", "modern", "--method", "tools/call", "--tool-name", "ev_test_simple_text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "This is a simple text response for testing.") {
+		t.Fatalf("a 2026-07-28 client's tools/call over HTTP: %s", out)
+	}
+
+	// The go-sdk client asks server/discover first and takes 2026-07-28
+	// when the server lists it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern-agent", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the go-sdk client negotiated %s over HTTP, want 2026-07-28", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev_test_simple_text"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Content) == 0 {
+		t.Fatalf("empty result: %+v", res)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !strings.Contains(tc.Text, "simple text") {
+		t.Fatalf("tools/call at 2026-07-28 over HTTP: %+v", res.Content[0])
+	}
+}
