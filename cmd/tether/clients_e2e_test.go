@@ -176,3 +176,40 @@ func TestModernClientOverHTTP(t *testing.T) {
 		t.Fatalf("tools/call at 2026-07-28 over HTTP: %+v", res.Content[0])
 	}
 }
+
+// TestSSEOnlyClient: with --sse, a client that speaks only the legacy
+// HTTP+SSE transport (the Inspector with --transport sse) lists and calls
+// at /sse; without it /sse is not served.
+func TestSSEOnlyClient(t *testing.T) {
+	bin := builtBinaries(t)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "ev.yaml")
+	writeFile(t, m, stdioManifest("ev", filepath.Join(bin, "everything-server"), nil, ""))
+	port := freePort(t)
+	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--sse")
+	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	url := fmt.Sprintf("http://127.0.0.1:%d/sse", port)
+	out, err := inspector(t, url, "--transport", "sse", "--method", "tools/list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := inspectorTools(t, out); !slices.Contains(names, "ev_test_simple_text") {
+		t.Fatalf("an SSE client's tools/list lacks ev_test_simple_text: %v", names)
+	}
+	out, err = inspector(t, url, "--transport", "sse", "--method", "tools/call", "--tool-name", "ev_test_simple_text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "This is a simple text response for testing.") {
+		t.Fatalf("an SSE client's tools/call: %s", out)
+	}
+
+	// Off by default.
+	dir2 := t.TempDir()
+	port2 := freePort(t)
+	startTether(t, dir2, "--listen", fmt.Sprintf("127.0.0.1:%d", port2))
+	waitTCP(t, port2, 20*time.Second)
+	if _, err := inspector(t, fmt.Sprintf("http://127.0.0.1:%d/sse", port2), "--transport", "sse", "--method", "tools/list"); err == nil {
+		t.Fatal("/sse answered without --sse")
+	}
+}

@@ -76,6 +76,8 @@ type runOptions struct {
 	maxBytesInFlight   int64
 	streamWrite        time.Duration
 	maxMessageBytes    int64
+
+	sse bool // the legacy HTTP+SSE endpoint (docs/contract.md §5)
 }
 
 func newRunCmd() *cobra.Command {
@@ -171,6 +173,8 @@ status.`,
 	// Routing by ownership (docs/contract.md §5a): templates a URI is tried against.
 	f.IntVar(&o.maxCatchAllTemplates, "max-catch-all-templates", gateway.DefaultMaxCatchAllTemplates, "the most resource templates that match URIs of any scheme one connection exposes; the others are not exposed and are reported in its connection's status")
 	f.IntVar(&o.maxTemplatesPerPrefix, "max-templates-per-prefix", gateway.DefaultMaxTemplatesPerPrefix, "the most resource templates with one literal prefix (the text before the first {expression}) one connection exposes; the others are not exposed and are reported in its connection's status")
+	// Clients (docs/contract.md §5): the legacy transport, opt-in.
+	f.BoolVar(&o.sse, "sse", false, "also serve the legacy HTTP+SSE transport (protocol 2024-11-05) at /sse beside /mcp, for clients that speak only it; same token, Host/Origin checks and limits")
 	return cmd
 }
 
@@ -232,6 +236,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.stdio && o.listen != "" && o.listenSet {
 		return errors.New("--stdio and --listen exclude each other")
 	}
+	if o.sse && (o.stdio || o.listen == "") {
+		return errors.New("--sse serves /sse beside /mcp on --listen: it needs --listen, and excludes --stdio")
+	}
 
 	// SIGHUP stops tether as SIGTERM does (docs/contract.md §6): it comes
 	// when the terminal tether runs in goes away, and there is nothing to
@@ -287,6 +294,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return ctrl.Wake(ctx, name)
 		},
+		SSE:                   o.sse,
 		FirstAnswer:           firstOutcomes,
 		FirstAnswerTimeout:    o.connect,
 		Version:               version,
@@ -526,6 +534,8 @@ func gatewayDesc(o *runOptions) string {
 	switch {
 	case o.stdio:
 		return "stdio"
+	case o.listen != "" && o.sse:
+		return "http://" + o.listen + gateway.Path + " and " + gateway.SSEPath
 	case o.listen != "":
 		return "http://" + o.listen + gateway.Path
 	}

@@ -147,6 +147,9 @@ type Options struct {
 	// waiting for a login). Until then a client's list of tools, prompts,
 	// resources or templates waits for it, at most FirstAnswerTimeout
 	// (firstanswer.go); once it is closed no list waits.
+	// SSE serves the legacy HTTP+SSE transport at SSEPath beside /mcp
+	// (sse.go).
+	SSE                bool
 	FirstAnswer        <-chan struct{}
 	FirstAnswerTimeout time.Duration
 	Version            string
@@ -230,7 +233,9 @@ type Gateway struct {
 	answered atomic.Bool
 	// firstWaiting counts the lists waiting for it.
 	firstWaiting atomic.Int64
-	downs        downSessions
+	// sse bounds the legacy SSE sessions (sse.go).
+	sse   sseSessions
+	downs downSessions
 	// templateMatches counts the URI-against-template matches the catalog
 	// tries (catTable.match), for tests of how that work grows.
 	templateMatches atomic.Int64
@@ -435,6 +440,7 @@ func New(opts Options) *Gateway {
 		exposed:     make(map[string]*exposedTool),
 	}
 	g.sessions.max, g.sessions.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
+	g.sse.max, g.sse.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
 	g.relaysOut.max = maxRelaysOut
 	g.routes.Store(&routeTable{})

@@ -104,6 +104,11 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	h = withBodyDeadline(g.opts.RequestReadTimeout, g.opts.AllowedOrigins.Handler(h))
 	mux := http.NewServeMux()
 	mux.Handle(Path, h)
+	sseStop, stopSSE := context.WithCancel(context.Background())
+	defer stopSSE()
+	if g.opts.SSE {
+		mux.Handle(SSEPath, g.legacySSE(token, sseStop))
+	}
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -143,7 +148,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	}}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	g.log.Info("gateway listening", "addr", ln.Addr().String(), "path", Path, "auth", token != nil)
+	g.log.Info("gateway listening", "addr", ln.Addr().String(), "path", Path, "auth", token != nil, "sse", g.opts.SSE)
 
 	select {
 	case err := <-served:
@@ -165,7 +170,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	}
 	// Shutdown waits for active connections, and a session's standalone SSE
 	// stream stays active until its session ends: end the HTTP sessions so
-	// that clients see the stream close and shutdown completes.
+	// that clients see the stream close and shutdown completes; the legacy
+	// SSE streams too.
+	stopSSE()
 	g.closeHTTPSessions()
 	err := <-shut
 	if err != nil {
