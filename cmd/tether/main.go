@@ -54,6 +54,7 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(),
 		newGetCmd(),
 		newImportCmd(),
+		newSetupCmd(),
 		newLoginCmd(),
 		newSchemaCmd(),
 		newCRDCmd(),
