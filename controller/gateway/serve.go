@@ -21,9 +21,10 @@ import (
 const Path = "/mcp"
 
 // Handler returns the streamable HTTP handler of the shared server, stateful
-// (sessions carry list_changed and cancellation), with DNS-rebinding
-// protection on for loopback and request bodies bounded, and the fast path
-// for tools/call in front (fastpath.go). It does no authentication, and
+// (sessions carry list_changed and cancellation) for the classic protocol and
+// stateless for 2026-07-28 requests (era.go), with DNS-rebinding protection
+// on for loopback and request bodies bounded, and the fast path for
+// tools/call in front (fastpath.go). It does no authentication, and
 // checks no Origin and admits no sessions, connections or bodies against
 // their limits (admit.go): Serve adds those.
 func (g *Gateway) Handler() http.Handler { return g.handler }
