@@ -89,6 +89,14 @@ func (c Client) Set(data []byte, name string, l Launch) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A byte order mark (Windows editors write one) stays where it is.
+	if rest, ok := bytes.CutPrefix(data, utf8BOM); ok {
+		out, err := c.Set(rest, name, l)
+		if err != nil {
+			return nil, err
+		}
+		return append(append([]byte{}, utf8BOM...), out...), nil
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = []byte("{}\n")
 	}
@@ -126,6 +134,8 @@ func (c Client) Set(data []byte, name string, l Launch) ([]byte, error) {
 	}
 	return nil, errors.New("unreachable")
 }
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // object is a JSON object's place in a file: its braces and its members.
 type object struct {

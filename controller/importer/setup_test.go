@@ -119,6 +119,19 @@ func TestSetKeepsEveryOtherByte(t *testing.T) {
 	}
 }
 
+// TestSetKeepsByteOrderMark: a file a Windows editor saved with a UTF-8
+// byte order mark keeps it, and is edited as any other.
+func TestSetKeepsByteOrderMark(t *testing.T) {
+	in := "\xEF\xBB\xBF{\"mcpServers\": {}}\n"
+	got, err := Clients["claude-desktop"].Set([]byte(in), "tether", tetherLaunch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(got), "\xEF\xBB\xBF{\"mcpServers\": {\n  \"tether\": {") {
+		t.Fatalf("got %q", got)
+	}
+}
+
 // TestSetURL: clients that take streamable HTTP get the URL; Claude
 // Desktop, which launches its servers, is refused one.
 func TestSetURL(t *testing.T) {
