@@ -305,7 +305,14 @@ func UnifiedDiff(w io.Writer, name string, old, new []byte) error {
 	from := max(p-3, 0)
 	toA, toB := min(len(a)-s+3, len(a)), min(len(b)-s+3, len(b))
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "--- %s\n+++ %s (tether setup)\n@@ -%d,%d +%d,%d @@\n", name, name, from+1, toA-from, from+1, toB-from)
+	// diff -u numbers an empty range by the line before it.
+	start := func(n int) int {
+		if n == 0 {
+			return from
+		}
+		return from + 1
+	}
+	fmt.Fprintf(&buf, "--- %s\n+++ %s (tether setup)\n@@ -%d,%d +%d,%d @@\n", name, name, start(toA-from), toA-from, start(toB-from), toB-from)
 	for _, l := range a[from:p] {
 		buf.WriteString(" " + l + "\n")
 	}

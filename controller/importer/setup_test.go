@@ -158,3 +158,32 @@ func TestSetRefusesOddFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestUnifiedDiff: --dry-run's diff shows the changed lines with three
+// lines of context on each side, as diff -u does.
+func TestUnifiedDiff(t *testing.T) {
+	old := "1\n2\n3\n4\n5\n6\n7\n8\n9\n"
+	updated := "1\n2\n3\n4\n5\nfive and a half\n6\n7\n8\n9\n"
+	var b strings.Builder
+	if err := UnifiedDiff(&b, "c.json", []byte(old), []byte(updated)); err != nil {
+		t.Fatal(err)
+	}
+	want := "--- c.json\n+++ c.json (tether setup)\n@@ -3,6 +3,7 @@\n 3\n 4\n 5\n+five and a half\n 6\n 7\n 8\n"
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := UnifiedDiff(&b, "new.json", nil, []byte("{\n}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if want := "--- new.json\n+++ new.json (tether setup)\n@@ -0,0 +1,2 @@\n+{\n+}\n"; b.String() != want {
+		t.Fatalf("a new file:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := UnifiedDiff(&b, "c.json", []byte("a\nb\n"), []byte("a\nc\n")); err != nil {
+		t.Fatal(err)
+	}
+	if want := "--- c.json\n+++ c.json (tether setup)\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"; b.String() != want {
+		t.Fatalf("a replaced line:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
