@@ -58,11 +58,11 @@ type Controller struct {
 
 	ready    atomic.Bool
 	handover atomic.Bool // Run ends without final status (HandOver)
-	// first is the first listing's names (WaitSettled waits for them, not
-	// for connections added later).
-	first    atomic.Pointer[[]string]
 	synced   chan struct{}
 	syncOnce sync.Once
+	// firstOutcomes is closed once every connection reached its first
+	// outcome (firstoutcome.go).
+	firstOutcomes chan struct{}
 }
 
 // New builds a controller; Run starts it.
@@ -85,6 +85,8 @@ func New(opts Options) *Controller {
 		desired: opts.Desired,
 		metrics: opts.Metrics,
 		synced:  make(chan struct{}),
+
+		firstOutcomes: make(chan struct{}),
 	}
 	// Reconcile errors (status writes that failed, panics) back off per
 	// item; connect failures do not come through here, they have their own
@@ -148,37 +150,6 @@ func (c *Controller) EnqueueAll() {
 // be a lie in the meantime. Call it before Run's ctx ends.
 func (c *Controller) HandOver() { c.handover.Store(true) }
 
-// WaitSettled returns once the first listing has been reconciled and every
-// connection it holds (and still holds: one removed meanwhile is not waited
-// for, nor one added later) has had its first outcome (Reconciler.Settled),
-// or when ctx ends: what a client that takes over a session from another
-// tether waits for, so that its calls find the tools they called before.
-func (c *Controller) WaitSettled(ctx context.Context) {
-	for {
-		if c.Ready() && c.settled() {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-func (c *Controller) settled() bool {
-	first := c.first.Load()
-	if first == nil {
-		return false
-	}
-	for _, n := range *first {
-		if _, exists := c.desired.Get(n); exists && !c.reconciler.Settled(n) {
-			return false
-		}
-	}
-	return true
-}
-
 // Ready reports whether the source has synced and every connection of its
 // first listing has been reconciled once.
 func (c *Controller) Ready() bool { return c.ready.Load() }
@@ -221,9 +192,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-readyCtx.Done():
 			return
 		}
-		first := c.desired.Names()
-		c.first.Store(&first)
-		for _, n := range first {
+		for _, n := range c.desired.Names() {
 			for !c.reconciledOnce(n) {
 				select {
 				case <-readyCtx.Done():
@@ -234,6 +203,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		c.ready.Store(true)
 		c.log.Info("initial manifests reconciled", "connections", len(c.desired.Names()))
+	}()
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.watchFirstOutcomes(readyCtx)
 	}()
 
 	var err error

@@ -83,13 +83,16 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	conns map[string]*record
+	// outcomes is poked when a connection reaches its first outcome
+	// (firstoutcome.go).
+	outcomes chan struct{}
 	// retiring counts removed connections whose supervisor still winds down.
 	retiring sync.WaitGroup
 }
 
 // record is the reconciler's own bookkeeping of one connection. The
 // workqueue never hands one name to two workers at once, so only sup,
-// known and settled are read outside that connection's Reconcile (under
+// known and outcome are read outside that connection's Reconcile (under
 // r.mu, or atomically).
 type record struct {
 	sup     *supervisor.Supervisor
@@ -98,9 +101,9 @@ type record struct {
 	prev    *spec.ConnectionStatus // the status computed last (or found on disk)
 	written bool                   // its status has been handed to the sink once
 	known   atomic.Bool            // metrics series created
-	// settled: the connection had its first outcome (connected and
-	// exposed, failed, waiting for a login, dormant, suspended, stopped).
-	settled atomic.Bool
+	// outcome is set once the connection has reached its first outcome
+	// (firstoutcome.go).
+	outcome atomic.Bool
 	catalog catalogState
 	// exposed is what the gateway serves for the connection now (nil:
 	// nothing), for Wake to wait on.
@@ -141,7 +144,7 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Reconciler{opts: opts, log: opts.Logger, tracer: tracing.Tracer(opts.TracerProvider),
-		ctx: ctx, cancel: cancel, conns: map[string]*record{}}
+		ctx: ctx, cancel: cancel, conns: map[string]*record{}, outcomes: make(chan struct{}, 1)}
 }
 
 // Reconcile brings the connection name one step toward its desired state and
@@ -190,11 +193,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 		r.observeCatalog(ctx, rec, name, snap.Session, entry.Conn != nil && entry.Conn.Spec.OnDemand())
 	}
 	exposure := r.expose(name, entry, rec, snap)
-	switch snap.State {
-	case supervisor.Idle, supervisor.Connecting, supervisor.Reported:
-	default:
-		rec.settled.Store(true)
-	}
 
 	// Compute and report.
 	st := ComputeStatus(StatusInput{
@@ -208,6 +206,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (res Result, er
 	})
 	span.SetAttributes(tracing.Phase.String(string(st.Phase)))
 	rec.prev = &st
+	r.noteOutcome(rec, st.Phase)
 	if !rec.known.Swap(true) {
 		r.opts.Metrics.ConnectionAdded(name)
 	}
@@ -521,16 +520,6 @@ func (r *Reconciler) Seen(name string) bool {
 	defer r.mu.Unlock()
 	rec, ok := r.conns[name]
 	return ok && rec.known.Load()
-}
-
-// Settled reports whether name has had its first outcome: it is served
-// by the gateway, or it is known why not (failed, waiting for a login,
-// dormant, suspended, stopped).
-func (r *Reconciler) Settled(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec, ok := r.conns[name]
-	return ok && rec.settled.Load()
 }
 
 // remove tears down a connection whose desired entry is gone and deletes its

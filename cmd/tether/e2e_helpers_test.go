@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"sigs.k8s.io/yaml"
 
 	"github.com/tether-mcp/tether/spec"
@@ -305,4 +306,17 @@ func stdioManifest(name, command string, args []string, extra string) string {
 
 func httpManifest(name, url, transport, extra string) string {
 	return fmt.Sprintf("apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata:\n  name: %s\nspec:\n  http:\n    url: %s\n    transport: %s\n%s", name, url, transport, extra)
+}
+
+// classicOverHTTP pins a go-sdk client over streamable HTTP to the classic
+// protocol, whose sessions (list_changed on the standalone stream, the fast
+// path, resources/subscribe) the tests using it are about: the go-sdk's
+// client speaks 2026-07-28 by default, which the gateway serves over HTTP
+// too, statelessly (clients_e2e_test.go tests that era). Over stdio the
+// client keeps its default, as before.
+func classicOverHTTP(transport mcp.Transport) *mcp.ClientSessionOptions {
+	if _, ok := transport.(*mcp.StreamableClientTransport); ok {
+		return &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	}
+	return nil
 }

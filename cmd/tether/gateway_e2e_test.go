@@ -66,6 +66,9 @@ func connectGatewayWith(t *testing.T, transport mcp.Transport, opts *mcp.ClientS
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if opts == nil {
+		opts = classicOverHTTP(transport)
+	}
 	s, err := client.Connect(ctx, transport, opts)
 	if err != nil {
 		t.Fatalf("connecting to the gateway: %v", err)

@@ -71,7 +71,7 @@ func connectAgent(t *testing.T, transport mcp.Transport, tweak func(*mcpAgent)) 
 	c.AddRoots(&mcp.Root{URI: agentRoot, Name: "e2e root"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, transport, nil)
+	cs, err := c.Connect(ctx, transport, classicOverHTTP(transport))
 	if err != nil {
 		t.Fatalf("connecting to the gateway: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -122,11 +123,53 @@ func (o *importOptions) run(config string, stdin io.Reader, stdout, stderr io.Wr
 	if err := plan.Report(stdout, !o.dryRun); err != nil {
 		return err
 	}
+	if !o.dryRun {
+		printSetupHint(stdout, config, o.out)
+	}
 	if plan.Failed() {
 		fmt.Fprintln(stderr, "error: some servers were not imported (see above)")
 		return exitCode(1)
 	}
 	return nil
+}
+
+// printSetupHint ends an import with how to point the client the
+// configuration came from back at tether (tether setup), and what to do
+// with the servers it still launches itself.
+func printSetupHint(w io.Writer, config, out string) {
+	client := clientOfConfig(config)
+	dir := out
+	if abs, err := filepath.Abs(out); err == nil {
+		dir = abs
+	}
+	fmt.Fprintf(w, "\nNext: serve these with tether (tether run --dir %s, or a service), then point the client at it:\n", dir)
+	if client == "" {
+		fmt.Fprintf(w, "  tether setup --print --dir %s   (paste the snippet into the client's configuration)\n", dir)
+	} else {
+		flag := ""
+		if config != "-" {
+			flag = " --config " + config
+		}
+		fmt.Fprintf(w, "  tether setup %s --dir %s%s --dry-run   (then without --dry-run)\n", client, dir, flag)
+	}
+	fmt.Fprintln(w, "and remove the imported servers from the client's configuration, or each runs twice.")
+}
+
+// clientOfConfig guesses the client from its configuration's file name;
+// "" when it cannot tell.
+func clientOfConfig(config string) string {
+	slash := filepath.ToSlash(config)
+	switch {
+	case filepath.Base(config) == "claude_desktop_config.json":
+		return "claude-desktop"
+	case filepath.Base(config) == ".claude.json" || filepath.Base(config) == ".mcp.json":
+		return "claude-code"
+	case strings.Contains(slash, ".cursor/"):
+		return "cursor"
+	case strings.Contains(slash, ".vscode/") || strings.Contains(slash, "Code/User/"):
+		return "vscode"
+	}
+	return ""
 }
 
 func displayName(config string) string {

@@ -55,6 +55,7 @@ func newRootCmd() *cobra.Command {
 		newConnectCmd(),
 		newGetCmd(),
 		newImportCmd(),
+		newSetupCmd(),
 		newLoginCmd(),
 		newSchemaCmd(),
 		newCRDCmd(),

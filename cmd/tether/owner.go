@@ -59,11 +59,13 @@ func serveControl(ctx context.Context, o *runOptions, stateDir string, gw *gatew
 		Record: func() owner.Record { return rec },
 		Serve:  gw.ServeConn,
 		// A bridge's session waits, at most --connect-timeout, for the
-		// connections' first outcomes.
+		// connections' first outcomes, as a gateway client's first list
+		// does (docs/contract.md §5).
 		Ready: func(ctx context.Context) {
-			ctx, cancel := context.WithTimeout(ctx, o.connect)
-			defer cancel()
-			ctrl.WaitSettled(ctx)
+			select {
+			case <-ctrl.FirstOutcomes():
+			case <-ctx.Done():
+			}
 		},
 		MaxSessions: o.maxSessions,
 		// A bridge that stops reading is cut as an HTTP stream is.

@@ -84,6 +84,7 @@ type runOptions struct {
 	// owner as a bridge (owner.go): the lock is held already, and the
 	// run's own client is the bridge's.
 	takeover *takeover
+	sse      bool // the legacy HTTP+SSE endpoint (docs/contract.md §5)
 }
 
 func newRunCmd() *cobra.Command {
@@ -187,6 +188,8 @@ takes over. tether connect is that bridge for a daemon-owned directory.`,
 	f.IntVar(&o.maxTemplatesPerPrefix, "max-templates-per-prefix", gateway.DefaultMaxTemplatesPerPrefix, "the most resource templates with one literal prefix (the text before the first {expression}) one connection exposes; the others are not exposed and are reported in its connection's status")
 	// One owner per directory (docs/contract.md, "One owner per directory").
 	f.DurationVar(&o.ownerWait, "owner-wait", defaultOwnerWait, "with --stdio on a directory another tether owns: how long the bridge waits for an owner (the next one, after the owner went) before it answers its client's waiting requests with an error and exits")
+	// Clients (docs/contract.md §5): the legacy transport, opt-in.
+	f.BoolVar(&o.sse, "sse", false, "also serve the legacy HTTP+SSE transport (protocol 2024-11-05) at /sse beside /mcp, for clients that speak only it; same token, Host/Origin checks and limits")
 	return cmd
 }
 
@@ -248,6 +251,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.stdio && o.listen != "" && o.listenSet {
 		return errors.New("--stdio and --listen exclude each other")
 	}
+	if o.sse && (o.stdio || o.listen == "") {
+		return errors.New("--sse serves /sse beside /mcp on --listen: it needs --listen, and excludes --stdio")
+	}
 	origins, err := httpguard.ParseOrigins(o.allowedOrigins)
 	if err != nil {
 		return fmt.Errorf("--allowed-origins: %w", err)
@@ -307,6 +313,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 
 	m := metrics.New(version)
 	var ctrl *controller.Controller
+	// Closed when the controller's FirstOutcomes is: a gateway client's
+	// first list waits for it (docs/contract.md §5).
+	firstOutcomes := make(chan struct{})
 	gw := gateway.New(gateway.Options{
 		Logger:      log,
 		ObserveCall: m.ObserveCall,
@@ -324,6 +333,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return ctrl.Wake(ctx, name)
 		},
+		SSE:                   o.sse,
+		FirstAnswer:           firstOutcomes,
+		FirstAnswerTimeout:    o.connect,
 		Version:               version,
 		MaxNameLength:         o.maxNameLength,
 		MaxCatchAllTemplates:  o.maxCatchAllTemplates,
@@ -431,6 +443,11 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		ShutdownTimeout: o.shutdown,
 		ConnectTimeout:  o.connect,
 	})
+
+	go func() {
+		<-ctrl.FirstOutcomes()
+		close(firstOutcomes)
+	}()
 
 	// The servers run beside the controller; one that fails ends the run.
 	var servers sync.WaitGroup
@@ -595,6 +612,8 @@ func gatewayDesc(o *runOptions) string {
 	switch {
 	case o.stdio:
 		return "stdio"
+	case o.listen != "" && o.sse:
+		return "http://" + o.listen + gateway.Path + " and " + gateway.SSEPath
 	case o.listen != "":
 		return "http://" + o.listen + gateway.Path
 	}

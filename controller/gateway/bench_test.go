@@ -64,7 +64,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 			c := mcp.NewClient(&mcp.Implementation{Name: "gateway-bench-upstream", Version: "0"}, be.clientOptions())
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer cancel()
-			up, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+			up, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, classicSession)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -146,7 +146,7 @@ func benchClient(b *testing.B, url string) *mcp.ClientSession {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "bench-agent", Version: "0"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, classicSession)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func TestTraceToolCall(t *testing.T) {
 				cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
 					Endpoint: hs.URL, MaxRetries: -1,
 					HTTPClient: &http.Client{Transport: headerTransport{tt.header}},
-				}, nil)
+				}, classicSession)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -843,7 +843,11 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 	if t == nil {
 		return nil // its connection left: so did the subscription
 	}
-	callCtx, done := t.callContext(ctx)
+	// A 2026-07-28 client unsubscribes by ending its subscriptions/listen
+	// request: the go-sdk calls this with that request's context, already
+	// cancelled. The backend must hear it all the same (callTimeout and
+	// the backend's life still bound it).
+	callCtx, done := t.callContext(context.WithoutCancel(ctx))
 	err := t.backend.Unsubscribe(callCtx, uri)
 	callErr := callCtx.Err()
 	done()

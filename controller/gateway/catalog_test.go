@@ -159,6 +159,9 @@ func dialRichOn(t *testing.T, transport mcp.Transport, version string, tweak fun
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	var opts *mcp.ClientSessionOptions
+	if _, http := transport.(*mcp.StreamableClientTransport); http {
+		opts = classicSession
+	}
 	if version != "" {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
 	}
@@ -491,7 +494,7 @@ func TestBackendRequestBadCases(t *testing.T) {
 	})
 	t.Run("capability not declared", func(t *testing.T) {
 		c := mcp.NewClient(&mcp.Implementation{Name: "plain-agent", Version: "0"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
-		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, classicSession)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,10 @@
 // Package gateway is tether's aggregated MCP server: one shared go-sdk
 // server that offers a client everything the Connected connections offer,
-// and serves it over streamable HTTP (/mcp) or stdin/stdout. The rule is
+// and serves it over streamable HTTP (/mcp: the classic protocol's sessions
+// and the 2026-07-28 protocol's stateless requests, era.go), the legacy
+// HTTP+SSE transport when asked (/sse, sse.go) or stdin/stdout. A client's
+// first lists wait for every connection's first outcome (firstanswer.go).
+// The rule is
 // that a client connected to tether can do everything it could do connected
 // to each backend directly.
 //

@@ -100,7 +100,7 @@ func (f *fastFixture) dial(t *testing.T, version string) *downstream {
 	c := mcp.NewClient(&mcp.Implementation{Name: "fast-test-agent", Version: "0"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { d.prog <- req.Params },
 	})
-	var opts *mcp.ClientSessionOptions
+	opts := classicSession
 	if version != "" {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
 	}

@@ -62,7 +62,8 @@ func FuzzToolCallIDs(f *testing.F) {
 			return
 		}
 		for _, m := range batch {
-			if m.Method == methodCallTool && len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null")) {
+			// Lists that may wait for first outcomes are cancelled too.
+			if (m.Method == methodCallTool || firstAnswerMethods[m.Method]) && len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null")) {
 				want++
 			}
 		}

@@ -141,8 +141,18 @@ type Options struct {
 	// gateway serves that connection again, or with why not. The request
 	// waits for it within the connection's call timeout. May be nil: such a
 	// request is answered that the connection is not connected.
-	Wake    func(ctx context.Context, connection string) error
-	Version string
+	Wake func(ctx context.Context, connection string) error
+	// FirstAnswer, when set, is closed once every connection has reached
+	// its first outcome (connected, failed, idle with a saved catalog,
+	// waiting for a login). Until then a client's list of tools, prompts,
+	// resources or templates waits for it, at most FirstAnswerTimeout
+	// (firstanswer.go); once it is closed no list waits.
+	// SSE serves the legacy HTTP+SSE transport at SSEPath beside /mcp
+	// (sse.go).
+	SSE                bool
+	FirstAnswer        <-chan struct{}
+	FirstAnswerTimeout time.Duration
+	Version            string
 	// MaxNameLength bounds an exposed tool or prompt name, in characters:
 	// a longer one is not exposed (names.go). 0 means DefaultMaxNameLength.
 	MaxNameLength int
@@ -216,7 +226,16 @@ type Gateway struct {
 	// path for tools/call (fastpath.go) in front of it.
 	sdk     *mcp.StreamableHTTPHandler
 	handler http.Handler
-	downs   downSessions
+	// modern serves the 2026-07-28 era over HTTP, stateless (era.go).
+	modern http.Handler
+	// answered is set once Options.FirstAnswer is closed: lists no
+	// longer wait (firstanswer.go).
+	answered atomic.Bool
+	// firstWaiting counts the lists waiting for it.
+	firstWaiting atomic.Int64
+	// sse bounds the legacy SSE sessions (sse.go).
+	sse   sseSessions
+	downs downSessions
 	// templateMatches counts the URI-against-template matches the catalog
 	// tries (catTable.match), for tests of how that work grows.
 	templateMatches atomic.Int64
@@ -409,6 +428,9 @@ func New(opts Options) *Gateway {
 	if opts.MaxSessionsPerClient <= 0 {
 		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
 	}
+	if opts.FirstAnswerTimeout <= 0 {
+		opts.FirstAnswerTimeout = DefaultFirstAnswerTimeout
+	}
 	g := &Gateway{
 		log:         log,
 		opts:        opts,
@@ -418,6 +440,7 @@ func New(opts Options) *Gateway {
 		exposed:     make(map[string]*exposedTool),
 	}
 	g.sessions.max, g.sessions.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
+	g.sse.max, g.sse.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
 	g.relaysOut.max = maxRelaysOut
 	g.routes.Store(&routeTable{})
@@ -442,20 +465,22 @@ func New(opts Options) *Gateway {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
-	g.server.AddReceivingMiddleware(g.interceptDown, g.interceptSetLevel, g.serveTools)
+	g.server.AddReceivingMiddleware(g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
 	srv := g.server
 	sessionTimeout := opts.SessionTimeout
 	if sessionTimeout == 0 {
 		sessionTimeout = DefaultSessionTimeout
 	}
-	g.sdk = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	httpOpts := &mcp.StreamableHTTPOptions{
 		Logger:              sdkLog,
 		MaxRequestBodyBytes: opts.MaxRequestBodyBytes,
 		// A client that goes away without DELETE (a crashed agent) would
 		// otherwise leave its session and goroutines behind for good.
 		SessionTimeout: max(sessionTimeout, 0),
-	})
-	g.handler = g.withFastPath(g.sdk)
+	}
+	g.sdk = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, httpOpts)
+	g.modern = newModernHandler(srv, httpOpts)
+	g.handler = g.withFastPath(byEra(g.sdk, g.modern))
 	return g
 }
 

@@ -251,6 +251,13 @@ func newTestGateway(t testing.TB, opts Options) (*Gateway, *httptest.Server) {
 	return g, hs
 }
 
+// classicSession pins a go-sdk client to the classic protocol, whose
+// sessions (the fast path, the session table, resumption, list_changed on
+// the standalone stream) the tests using it are about: the go-sdk's client
+// speaks 2026-07-28 by default, which the gateway now serves over HTTP too
+// (era.go), statelessly.
+var classicSession = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 func dial(t testing.TB, g *Gateway, hs *httptest.Server) *downstream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -262,7 +269,7 @@ func dial(t testing.TB, g *Gateway, hs *httptest.Server) *downstream {
 			d.prog <- req.Params
 		},
 	})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, classicSession)
 	if err != nil {
 		t.Fatalf("connect to gateway: %v", err)
 	}

@@ -242,12 +242,13 @@ type readCloser struct {
 	io.Closer
 }
 
-// toolCallIDs returns the JSON-RPC ids of the tools/call requests in a POST
+// toolCallIDs returns the JSON-RPC ids of the tools/call requests (and of
+// the lists that may wait for first outcomes, firstanswer.go) in a POST
 // body (one message or a batch), verbatim.
 func toolCallIDs(body []byte) []json.RawMessage {
 	// The common case costs a scan or two; "tools\/call" and \u escapes
 	// spell the method too.
-	if !bytes.Contains(body, []byte("call")) && !bytes.Contains(body, []byte(`\u`)) {
+	if !bytes.Contains(body, []byte("call")) && !bytes.Contains(body, []byte("list")) && !bytes.Contains(body, []byte(`\u`)) {
 		return nil
 	}
 	type message struct {
@@ -268,7 +269,9 @@ func toolCallIDs(body []byte) []json.RawMessage {
 	}
 	var ids []json.RawMessage
 	for _, m := range batch {
-		if m.Method == methodCallTool && len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null")) {
+		// A list waiting for the first outcomes (firstanswer.go) is freed
+		// the same way.
+		if (m.Method == methodCallTool || firstAnswerMethods[m.Method]) && len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null")) {
 			ids = append(ids, m.ID)
 		}
 	}

@@ -21,9 +21,10 @@ import (
 const Path = "/mcp"
 
 // Handler returns the streamable HTTP handler of the shared server, stateful
-// (sessions carry list_changed and cancellation), with DNS-rebinding
-// protection on for loopback and request bodies bounded, and the fast path
-// for tools/call in front (fastpath.go). It does no authentication, and
+// (sessions carry list_changed and cancellation) for the classic protocol and
+// stateless for 2026-07-28 requests (era.go), with DNS-rebinding protection
+// on for loopback and request bodies bounded, and the fast path for
+// tools/call in front (fastpath.go). It does no authentication, and
 // checks no Origin and admits no sessions, connections or bodies against
 // their limits (admit.go): Serve adds those.
 func (g *Gateway) Handler() http.Handler { return g.handler }
@@ -96,7 +97,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// The fast path cancels its own calls when their client goes away;
 	// only what reaches the go-sdk needs cancelOnDisconnect (which reads
 	// and parses the body once more).
-	h := g.withFastPath(g.cancelOnDisconnect(g.sdk))
+	h := g.withFastPath(byEra(g.cancelOnDisconnect(g.sdk), g.modern))
 	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)
@@ -124,6 +125,11 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	mux.Handle(Path, h)
 	for p, rh := range routes {
 		mux.Handle(p, rh)
+	}
+	sseStop, stopSSE := context.WithCancel(context.Background())
+	defer stopSSE()
+	if g.opts.SSE {
+		mux.Handle(SSEPath, g.legacySSE(token, sseStop))
 	}
 	srv := &http.Server{
 		Handler:           mux,
@@ -164,7 +170,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	}}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	g.log.Info("gateway listening", "addr", ln.Addr().String(), "path", Path, "auth", token != nil)
+	g.log.Info("gateway listening", "addr", ln.Addr().String(), "path", Path, "auth", token != nil, "sse", g.opts.SSE)
 
 	select {
 	case err := <-served:
@@ -186,7 +192,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	}
 	// Shutdown waits for active connections, and a session's standalone SSE
 	// stream stays active until its session ends: end the HTTP sessions so
-	// that clients see the stream close and shutdown completes.
+	// that clients see the stream close and shutdown completes; the legacy
+	// SSE streams too.
+	stopSSE()
 	g.closeHTTPSessions()
 	err := <-shut
 	if err != nil {

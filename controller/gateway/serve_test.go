@@ -166,7 +166,7 @@ func TestBearerToken(t *testing.T) {
 	defer cancel()
 	hc := &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport}}
 	c := mcp.NewClient(&mcp.Implementation{Name: "authed", Version: "0"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, classicSession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestServeShutdown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "idle", Version: "0"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, classicSession)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestClientConfigPath: where each client keeps its MCP configuration,
+// per OS.
+func TestClientConfigPath(t *testing.T) {
+	env := map[string]string{"HOME": "/home/ada", "USERPROFILE": `C:\Users\ada`, "APPDATA": `C:\Users\ada\AppData\Roaming`}
+	getenv := func(k string) string { return env[k] }
+	for _, tt := range []struct{ client, goos, want string }{
+		{"claude-desktop", "darwin", filepath.Join("/home/ada", "Library", "Application Support", "Claude", "claude_desktop_config.json")},
+		{"claude-desktop", "windows", filepath.Join(`C:\Users\ada\AppData\Roaming`, "Claude", "claude_desktop_config.json")},
+		{"claude-desktop", "linux", filepath.Join("/home/ada", ".config", "Claude", "claude_desktop_config.json")},
+		{"vscode", "darwin", filepath.Join("/home/ada", "Library", "Application Support", "Code", "User", "mcp.json")},
+		{"vscode", "windows", filepath.Join(`C:\Users\ada\AppData\Roaming`, "Code", "User", "mcp.json")},
+		{"vscode", "linux", filepath.Join("/home/ada", ".config", "Code", "User", "mcp.json")},
+		{"cursor", "linux", filepath.Join("/home/ada", ".cursor", "mcp.json")},
+		{"cursor", "windows", filepath.Join(`C:\Users\ada`, ".cursor", "mcp.json")},
+		{"claude-code", "darwin", filepath.Join("/home/ada", ".claude.json")},
+	} {
+		got, err := clientConfigPath(tt.client, tt.goos, getenv)
+		if err != nil || got != tt.want {
+			t.Errorf("%s on %s: %q, %v; want %q", tt.client, tt.goos, got, err, tt.want)
+		}
+	}
+	if _, err := clientConfigPath("vscode", "windows", func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--config") {
+		t.Errorf("no APPDATA: %v, want an error pointing at --config", err)
+	}
+}
+
+// TestImportEndsWithSetup: tether import ends by saying how to point the
+// client it read back at tether.
+func TestImportEndsWithSetup(t *testing.T) {
+	for _, tt := range []struct{ config, want string }{
+		{"/Users/ada/Library/Application Support/Claude/claude_desktop_config.json", "tether setup claude-desktop --dir "},
+		{"/home/ada/.cursor/mcp.json", "tether setup cursor --dir "},
+		{"/src/app/.vscode/mcp.json", "tether setup vscode --dir "},
+		{"/src/app/.mcp.json", "tether setup claude-code --dir "},
+		{"servers.json", "tether setup --print --dir "},
+	} {
+		var b bytes.Buffer
+		printSetupHint(&b, tt.config, "manifests")
+		if !strings.Contains(b.String(), tt.want) || !strings.Contains(b.String(), "runs twice") {
+			t.Errorf("after importing %s:\n%s\nwant %q", tt.config, b.String(), tt.want)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Protocol eras over streamable HTTP (docs/contract.md §5).
+//
+// The go-sdk's StreamableHTTPHandler serves the 2026-07-28 protocol
+// (SEP-2575: no initialize, no session; every request carries its version,
+// client info and capabilities in _meta) only when it is stateless, and the
+// classic protocol's sessions (list_changed on the standalone stream,
+// cancellation, resumption) only when it is stateful: a stateful handler
+// answers server/discover with the classic versions alone, so a client of
+// the new era was refused over HTTP while --stdio served it. The gateway
+// runs both over its one shared server and sends each request to the
+// handler of its era: a request that names a protocol version of
+// 2026-07-28 or later in MCP-Protocol-Version, and belongs to no classic
+// session, goes to the stateless one. Everything in front of the two (auth,
+// Host and Origin checks, the session, connection, call and body bounds)
+// is the same for both.
+
+// modernProtocol is the first protocol version of the stateless era. The
+// go-sdk compares versions as strings too; they are dates.
+const modernProtocol = "2026-07-28"
+
+// newModernHandler is the stateless handler of the 2026-07-28 era, on the
+// gateway's shared server. Cancellation of a request whose client went
+// away is propagated to its handler, as cancelOnDisconnect does for
+// classic sessions.
+func newModernHandler(srv *mcp.Server, opts *mcp.StreamableHTTPOptions) http.Handler {
+	o := *opts
+	o.Stateless = true
+	o.PropagateRequestCancellation = true
+	o.SessionTimeout = 0
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &o)
+}
+
+// isModernRequest reports whether r is of the 2026-07-28 era or later.
+func isModernRequest(r *http.Request) bool {
+	v := r.Header.Get(protocolVersionHeader)
+	return v >= modernProtocol && r.Header.Get(sessionIDHeader) == ""
+}
+
+// byEra sends a request of the 2026-07-28 era to modern and any other to
+// classic.
+func byEra(classic, modern http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isModernRequest(r) {
+			modern.ServeHTTP(w, r)
+			return
+		}
+		classic.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// SSEPath is where Serve mounts the legacy HTTP+SSE endpoint (protocol
+// 2024-11-05) when Options.SSE is set: a GET opens a session's event
+// stream, whose first event names the URL its client POSTs messages to
+// (SSEPath?sessionid=…).
+const SSEPath = "/sse"
+
+// The legacy HTTP+SSE transport is opt-in (tether run --sse): clients that
+// speak only it are old, and streamable HTTP replaced it. It is the
+// go-sdk's SSEHandler on the gateway's one shared server, behind the same
+// layers as /mcp (docs/contract.md §5a): the bearer token, the Host and
+// Origin checks, the connection bound, the body deadline and size bound,
+// the bound on body bytes in flight, the write deadline of every event, the
+// bound on calls in flight. What differs is the session: an SSE session is
+// its hanging GET, so the session bounds count open streams
+// (sseSessions): past --max-sessions-per-client one client's new stream is
+// refused with 429, past --max-sessions anyone's with 503. Idle SSE
+// sessions are not evicted to make room (they hold no id the client could
+// resume with): the client that opened one keeps it until it goes away.
+
+// sseSessions bounds the open SSE streams, in all and per client.
+type sseSessions struct {
+	mu        sync.Mutex
+	max       int
+	perClient int
+	n         int
+	by        map[string]int
+}
+
+// open admits one more stream of client, or says why not.
+func (s *sseSessions) open(client string) *errSessionsFull {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.by[client] >= s.perClient {
+		return &errSessionsFull{http.StatusTooManyRequests, fmt.Sprintf(
+			"this client already has %d SSE sessions (--max-sessions-per-client)", s.by[client])}
+	}
+	if s.n >= s.max {
+		return &errSessionsFull{http.StatusServiceUnavailable, fmt.Sprintf(
+			"the gateway already serves %d SSE sessions (--max-sessions)", s.n)}
+	}
+	if s.by == nil {
+		s.by = map[string]int{}
+	}
+	s.n++
+	s.by[client]++
+	return nil
+}
+
+func (s *sseSessions) close(client string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n--
+	if s.by[client]--; s.by[client] <= 0 {
+		delete(s.by, client)
+	}
+}
+
+// sseHandler is the go-sdk's SSE handler behind the session bounds. Its
+// streams end when stop is done (shutdown: a hanging GET would otherwise
+// hold the server's Shutdown until its bound).
+func (g *Gateway) sseHandler(client func(*http.Request) string, stop context.Context) http.Handler {
+	srv := g.server
+	sdk := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.SSEOptions{
+		MaxRequestBodyBytes: g.opts.MaxRequestBodyBytes,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			sdk.ServeHTTP(w, r) // a message POSTed to a session, bounded as /mcp's
+			return
+		}
+		who := client(r)
+		if full := g.sse.open(who); full != nil {
+			writeRPCError(w, full.status, full.msg)
+			return
+		}
+		defer g.sse.close(who)
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(stop, cancel)()
+		sdk.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// legacySSE is /sse with everything /mcp has in front of it (serve.go),
+// outermost first: the Host and Origin checks and the body deadline, the
+// bearer token, the bound on body bytes in flight, the write deadline of
+// every event.
+func (g *Gateway) legacySSE(token *bearerToken, stop context.Context) http.Handler {
+	h := g.withBodyBudget(g.withStreamDeadline(g.opts.StreamWriteTimeout, g.sseHandler(clientOf(token), stop)))
+	if token != nil {
+		h = requireBearer(token, h)
+	}
+	return withBodyDeadline(g.opts.RequestReadTimeout, g.opts.AllowedOrigins.Handler(h))
+}

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sseURL is the /sse of a served gateway whose /mcp is url.
+func sseURL(url string) string { return strings.TrimSuffix(url, Path) + SSEPath }
+
+// TestSSEListsAndCalls: the go-sdk's legacy SSE client lists and calls
+// through /sse when Options.SSE is set; without it /sse is 404.
+func TestSSEListsAndCalls(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), SSE: true})
+	be, tools, _ := newTestBackend("one").connect(t)
+	g.Set(Connection{Name: "one", Prefix: "one", Backend: withTools(be, tools)})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "sse-agent", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: sseURL(url)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "one_echo", Arguments: map[string]any{"msg": "over sse"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(textOf(res), "over sse") {
+		t.Fatalf("call over SSE: %+v", res)
+	}
+
+	off := New(Options{Logger: testLogger(t)})
+	offURL, _ := serveOn(t, off, "127.0.0.1:0", "")
+	resp, err := http.Get(sseURL(offURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/sse without Options.SSE: %d, want 404", resp.StatusCode)
+	}
+}
+
+// openSSE opens an SSE stream with the given headers and returns its
+// status; a 200 stream is read up to its endpoint event and kept open
+// until the test ends.
+func openSSE(t *testing.T, url string, header map[string]string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "event: endpoint") {
+		t.Fatalf("first line of the SSE stream: %q, %v", line, err)
+	}
+	return resp.StatusCode
+}
+
+// TestSSELimits: /sse has /mcp's guards: the bearer token, the Origin
+// check, and the session bounds (per client 429, in all 503).
+func TestSSELimits(t *testing.T) {
+	t.Run("token", func(t *testing.T) {
+		g := New(Options{Logger: testLogger(t), SSE: true})
+		url, _ := serveOn(t, g, "127.0.0.1:0", writeToken(t, "s3cret"))
+		if got := openSSE(t, sseURL(url), nil); got != http.StatusUnauthorized {
+			t.Errorf("/sse without the token: %d, want 401", got)
+		}
+		if got := openSSE(t, sseURL(url), map[string]string{"Authorization": "Bearer s3cret"}); got != http.StatusOK {
+			t.Errorf("/sse with the token: %d, want 200", got)
+		}
+	})
+	t.Run("origin", func(t *testing.T) {
+		g := New(Options{Logger: testLogger(t), SSE: true})
+		url, _ := serveOn(t, g, "127.0.0.1:0", "")
+		if got := openSSE(t, sseURL(url), map[string]string{"Origin": "https://evil.example"}); got != http.StatusForbidden {
+			t.Errorf("/sse from a foreign Origin: %d, want 403", got)
+		}
+	})
+	t.Run("sessions", func(t *testing.T) {
+		g := New(Options{Logger: testLogger(t), SSE: true, MaxSessions: 2, MaxSessionsPerClient: 1})
+		url, _ := serveOn(t, g, "127.0.0.1:0", "")
+		if got := openSSE(t, sseURL(url), nil); got != http.StatusOK {
+			t.Fatalf("first SSE session: %d", got)
+		}
+		if got := openSSE(t, sseURL(url), nil); got != http.StatusTooManyRequests {
+			t.Errorf("a second SSE session of one client past --max-sessions-per-client: %d, want 429", got)
+		}
+		g.sse.mu.Lock()
+		g.sse.perClient = 5
+		g.sse.mu.Unlock()
+		if got := openSSE(t, sseURL(url), nil); got != http.StatusOK {
+			t.Fatalf("second SSE session: %d", got)
+		}
+		if got := openSSE(t, sseURL(url), nil); got != http.StatusServiceUnavailable {
+			t.Errorf("an SSE session past --max-sessions: %d, want 503", got)
+		}
+	})
+}
