@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/gateway"
@@ -30,6 +31,7 @@ import (
 	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/controller/tracing"
+	"github.com/tether-mcp/tether/spec"
 )
 
 // minMaxMessageBytes is the smallest --max-message-bytes: below it, even a
@@ -76,6 +78,7 @@ type runOptions struct {
 	maxBytesInFlight   int64
 	streamWrite        time.Duration
 	maxMessageBytes    int64
+	defaultSandbox     string
 }
 
 func newRunCmd() *cobra.Command {
@@ -171,7 +174,25 @@ status.`,
 	// Routing by ownership (docs/contract.md §5a): templates a URI is tried against.
 	f.IntVar(&o.maxCatchAllTemplates, "max-catch-all-templates", gateway.DefaultMaxCatchAllTemplates, "the most resource templates that match URIs of any scheme one connection exposes; the others are not exposed and are reported in its connection's status")
 	f.IntVar(&o.maxTemplatesPerPrefix, "max-templates-per-prefix", gateway.DefaultMaxTemplatesPerPrefix, "the most resource templates with one literal prefix (the text before the first {expression}) one connection exposes; the others are not exposed and are reported in its connection's status")
+	// The sandbox of stdio servers whose manifests set none (docs/security.md).
+	f.StringVar(&o.defaultSandbox, "default-sandbox", "", "a file holding the sandbox policy (spec.stdio.sandbox's fields) of every stdio server whose manifest sets none; \"\": none (Linux only)")
 	return cmd
+}
+
+// readDefaultSandbox reads --default-sandbox: nil when it names no file.
+func readDefaultSandbox(file string) (*spec.SandboxSpec, error) {
+	if file == "" {
+		return nil, nil
+	}
+	data, _, err := boundedfile.Read(file, spec.MaxFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("--default-sandbox: %w", err)
+	}
+	policy, err := spec.DecodeSandboxPolicy(file, data)
+	if err != nil {
+		return nil, fmt.Errorf("--default-sandbox: %w", err)
+	}
+	return policy, nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -195,6 +216,10 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		return err
 	}
 	if err := o.checkMode(); err != nil {
+		return err
+	}
+	defaultSandbox, err := readDefaultSandbox(o.defaultSandbox)
+	if err != nil {
 		return err
 	}
 	if !o.kubernetes {
@@ -315,7 +340,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	// What every session shares (handshake gates, protocol-version memory,
 	// the HTTP connection pool, tool definitions, the ledger): one value,
 	// made once, in either mode.
-	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger})
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox})
 	defer connector.Close()
 	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
 )
 
 // Connector is what the sessions of one tether share: the handshake gate
@@ -23,6 +25,7 @@ type Connector struct {
 	tools              *internTable
 	ledger             *GroupLedger // nil: children are not recorded
 	ownedBySoleSession bool         // made by Connect for one session, which lets it go on Close
+	defaultSandbox     *spec.SandboxSpec
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector
@@ -34,6 +37,9 @@ type ConnectorOptions struct {
 	// HandshakesPerEndpoint bounds the handshakes in flight to one HTTP
 	// endpoint (0: DefaultHandshakesPerEndpoint).
 	HandshakesPerEndpoint int
+	// DefaultSandbox confines every stdio server whose manifest sets no
+	// spec.stdio.sandbox (tether run --default-sandbox); nil confines none.
+	DefaultSandbox *spec.SandboxSpec
 }
 
 // NewConnector returns a Connector whose sessions share what o says and
@@ -44,12 +50,13 @@ func NewConnector(o ConnectorOptions) *Connector {
 		per = DefaultHandshakesPerEndpoint
 	}
 	return &Connector{
-		handshakes:  &endpointGates{gates: map[string]*endpointGate{}},
-		perEndpoint: per,
-		versions:    &versionMemo{m: make(map[string]*endpointVersion)},
-		transport:   newSharedHTTPTransport(),
-		tools:       &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
-		ledger:      o.Ledger,
+		handshakes:     &endpointGates{gates: map[string]*endpointGate{}},
+		perEndpoint:    per,
+		versions:       &versionMemo{m: make(map[string]*endpointVersion)},
+		transport:      newSharedHTTPTransport(),
+		tools:          &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
+		ledger:         o.Ledger,
+		defaultSandbox: o.DefaultSandbox,
 	}
 }
 

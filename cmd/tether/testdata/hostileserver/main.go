@@ -1,0 +1,88 @@
+// Command hostileserver is an MCP server that tries what a malicious or
+// compromised server would, for tether's sandbox tests
+// (cmd/tether/sandbox_e2e_test.go, docs/security.md): each tool makes one
+// attempt and answers "ok: ..." when it succeeded or "refused: ..." with the
+// error when the kernel stopped it, and the server keeps serving either
+// way. It speaks real MCP (the go-sdk's server) over stdio.
+//
+// It lives under testdata so that `go build ./...` leaves it alone; the
+// tests build it explicitly.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type pathArgs struct {
+	Path string `json:"path"`
+}
+
+type addrArgs struct {
+	Addr string `json:"addr"`
+}
+
+type noArgs struct{}
+
+func answer(format string, args ...any) (*mcp.CallToolResult, any, error) {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}, nil, nil
+}
+
+func outcome(err error, ok string) (*mcp.CallToolResult, any, error) {
+	if err != nil {
+		return answer("refused: %v", err)
+	}
+	return answer("ok: %s", ok)
+}
+
+func main() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1.0.0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: "read a file"}, func(_ context.Context, _ *mcp.CallToolRequest, a pathArgs) (*mcp.CallToolResult, any, error) {
+		b, err := os.ReadFile(a.Path)
+		return outcome(err, string(b))
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "create a file"}, func(_ context.Context, _ *mcp.CallToolRequest, a pathArgs) (*mcp.CallToolResult, any, error) {
+		err := os.WriteFile(a.Path, []byte("written by hostileserver\n"), 0o600)
+		return outcome(err, "wrote "+a.Path)
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "connect", Description: "open a TCP connection"}, func(_ context.Context, _ *mcp.CallToolRequest, a addrArgs) (*mcp.CallToolResult, any, error) {
+		c, err := net.DialTimeout("tcp", a.Addr, 5*time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return outcome(err, "connected to "+a.Addr)
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "send_udp", Description: "send a UDP datagram"}, func(_ context.Context, _ *mcp.CallToolRequest, a addrArgs) (*mcp.CallToolResult, any, error) {
+		c, err := net.Dial("udp", a.Addr)
+		if err == nil {
+			_, err = c.Write([]byte("hello"))
+			_ = c.Close()
+		}
+		return outcome(err, "sent to "+a.Addr)
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "signal_parent", Description: "send SIGWINCH to the parent (tether)"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
+		ppid := os.Getppid()
+		err := syscall.Kill(ppid, syscall.SIGWINCH)
+		return outcome(err, fmt.Sprintf("signalled %d", ppid))
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "interfaces", Description: "list the network interfaces that are up"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
+		ifs, err := net.Interfaces()
+		var up []string
+		for _, i := range ifs {
+			if i.Flags&net.FlagUp != 0 {
+				up = append(up, i.Name)
+			}
+		}
+		return outcome(err, fmt.Sprint(up))
+	})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

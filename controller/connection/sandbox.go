@@ -1,0 +1,91 @@
+package connection
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/tether-mcp/tether/controller/sandbox"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// confinement is how a sandboxed child is started: tether itself as the
+// launcher (controller/sandbox), which applies the plan and execs the
+// server.
+type confinement struct {
+	launcher string   // tether's own executable
+	args     []string // LauncherArg, the program, argv[0], its arguments
+	planEnv  string   // PlanEnv=<the plan>
+	plan     *sandbox.Plan
+	describe string // status.sandbox
+	tmp      string // the private temporary directory, removed after the child
+}
+
+// cleanup removes what the confinement made for one start.
+func (c *confinement) cleanup() {
+	if c != nil && c.tmp != "" {
+		_ = os.RemoveAll(c.tmp)
+	}
+}
+
+// confine resolves policy for starting program (argv0, args) in dir with
+// env, and says what the kernel cannot enforce: an error the status calls
+// SandboxUnsupported unless the policy accepts less (bestEffort). env gets
+// TMPDIR when the policy grants the private temporary directory.
+func confine(name string, policy *spec.SandboxSpec, program, argv0 string, args []string, dir, manifestDir string, env []string) (*confinement, []string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: finding tether's own executable (the launcher): %w", err)
+	}
+	c := &confinement{launcher: self}
+	if policy.Granted(spec.GrantTmp) {
+		tmp, err := os.MkdirTemp("", "tether-sandbox-"+name+"-")
+		if err != nil {
+			return nil, nil, fmt.Errorf("sandbox: making the private temporary directory: %w", err)
+		}
+		c.tmp = tmp
+		env = setEnv(env, "TMPDIR", tmp)
+	}
+	workDir := dir
+	if workDir == "" {
+		workDir, _ = os.Getwd()
+	}
+	plan, err := sandbox.Build(policy, sandbox.Inputs{
+		Command:     program,
+		WorkingDir:  workDir,
+		ManifestDir: manifestDir,
+		Home:        envValue(env, "HOME"),
+		Path:        envValue(env, "PATH"),
+		Tmp:         c.tmp,
+	})
+	if err != nil {
+		c.cleanup()
+		return nil, nil, err
+	}
+	missing := sandbox.Check(plan, sandbox.ABI())
+	if len(missing) > 0 && !plan.BestEffort {
+		c.cleanup()
+		return nil, nil, &sandbox.UnsupportedError{Missing: missing}
+	}
+	c.plan = plan
+	c.describe = plan.Describe(missing)
+	encoded, err := plan.Encode()
+	if err != nil {
+		c.cleanup()
+		return nil, nil, err
+	}
+	c.planEnv = sandbox.PlanEnv + "=" + encoded
+	c.args = append([]string{sandbox.LauncherArg, program, argv0}, args...)
+	return c, env, nil
+}
+
+// setEnv sets name in env ("NAME=value" entries).
+func setEnv(env []string, name, value string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			env[i] = name + "=" + value
+			return env
+		}
+	}
+	return append(env, name+"="+value)
+}

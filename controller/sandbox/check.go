@@ -1,0 +1,48 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// UnsupportedError says that the kernel cannot enforce a policy fully and
+// the manifest did not accept less (bestEffort): status reason
+// SandboxUnsupported, Stalled (docs/contract.md §3).
+type UnsupportedError struct {
+	Missing []string
+}
+
+func (e *UnsupportedError) Error() string {
+	return "sandbox: this kernel cannot enforce the policy fully: " + strings.Join(e.Missing, "; ") +
+		" (set spec.stdio.sandbox.bestEffort: true to run with what it can enforce)"
+}
+
+// SandboxUnsupported marks the error for the supervisor, which finds it by
+// this method (it does not import this package).
+func (e *UnsupportedError) SandboxUnsupported() bool { return true }
+
+// Check lists what of p a kernel with Landlock ABI abi cannot enforce (nil:
+// all of it). The namespaces are checked when the launcher is started (a
+// refused clone).
+func Check(p *Plan, abi int) []string {
+	var missing []string
+	need := func(version int, what string) {
+		if abi < version {
+			missing = append(missing, fmt.Sprintf("%s (Landlock ABI %d; this kernel has %d)", what, version, abi))
+		}
+	}
+	need(1, "file system rules")
+	need(3, "the truncate right")
+	need(5, "the device ioctl right")
+	need(6, "signal and abstract Unix socket scoping")
+	if p.HandleTCP {
+		need(4, "TCP connect and bind rules")
+	}
+	if p.HandleUDP {
+		need(10, "UDP rules: UDP, DNS over UDP included, stays open to every port")
+	}
+	for _, h := range p.Hosts {
+		missing = append(missing, fmt.Sprintf("connect %q: Landlock filters ports, not hosts, so the port would be open to every host", h))
+	}
+	return missing
+}

@@ -1,0 +1,377 @@
+package sandbox
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// LauncherArg is tether's hidden first argument that makes it the launcher
+// (cmd/tether handles it before its command line is parsed).
+const LauncherArg = "__tether-sandbox-launch"
+
+// PlanEnv carries the plan, as JSON, from tether to the launcher; the
+// launcher removes it from the environment the server gets.
+const PlanEnv = "TETHER_SANDBOX_PLAN"
+
+// Rights of a path in a plan.
+const (
+	RightRead    = "r"   // read files, list directories
+	RightExec    = "rx"  // read and execute
+	RightWrite   = "rw"  // read, write, create, remove
+	RightWriteX  = "rwx" // read, write and execute (the private temporary directory is rw only)
+	RightDevice  = "dev" // read and write a device file (no ioctl beyond the kernel's common ones)
+	maxLibraries = 512   // a bound on the shared-library walk
+)
+
+// PathRule is one path and the rights the server has beneath it.
+type PathRule struct {
+	Path   string `json:"path"`
+	Rights string `json:"rights"`
+}
+
+// Limits are setrlimit values; 0 is unset.
+type Limits struct {
+	Memory    uint64 `json:"memory,omitempty"`
+	Processes uint64 `json:"processes,omitempty"`
+	OpenFiles uint64 `json:"openFiles,omitempty"`
+}
+
+// Plan is a policy resolved for one start of one server: what the launcher
+// applies. It holds paths and ports, never a secret.
+type Plan struct {
+	Paths []PathRule `json:"paths"`
+	// Network is the spec's mode; Namespace says the launcher runs in a
+	// network namespace of its own (none, loopback), LoopbackUp that it
+	// brings that namespace's lo up (loopback).
+	Network    string `json:"network"`
+	Namespace  bool   `json:"namespace,omitempty"`
+	LoopbackUp bool   `json:"loopbackUp,omitempty"`
+	// HandleTCP restricts TCP bind and connect to ConnectTCP; HandleUDP
+	// restricts UDP to ConnectUDP (a kernel with Landlock ABI 10).
+	HandleTCP  bool     `json:"handleTCP,omitempty"`
+	ConnectTCP []uint16 `json:"connectTCP,omitempty"`
+	HandleUDP  bool     `json:"handleUDP,omitempty"`
+	ConnectUDP []uint16 `json:"connectUDP,omitempty"`
+	Limits     Limits   `json:"limits"`
+	// Tmp is the private temporary directory (TMPDIR), "" when not granted.
+	Tmp string `json:"tmp,omitempty"`
+	// Hosts are the connect entries with a host, which Landlock cannot
+	// hold to their host (Check reports them).
+	Hosts []string `json:"hosts,omitempty"`
+	// BestEffort is the spec's.
+	BestEffort bool `json:"bestEffort,omitempty"`
+}
+
+// Encode is the plan as PlanEnv carries it.
+func (p *Plan) Encode() (string, error) {
+	b, err := json.Marshal(p)
+	return string(b), err
+}
+
+// decode reads PlanEnv's value.
+func decode(s string) (*Plan, error) {
+	var p Plan
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return nil, fmt.Errorf("reading the sandbox plan: %w", err)
+	}
+	return &p, nil
+}
+
+// Inputs is what a plan is resolved against.
+type Inputs struct {
+	Command     string // the resolved program
+	WorkingDir  string // "" when the server runs in tether's
+	ManifestDir string // relative policy paths resolve against it
+	Home        string // ~/ expands to it
+	Path        string // the child's PATH (what /usr/bin/env looks up)
+	Tmp         string // the private temporary directory, made by the caller
+}
+
+// Build resolves policy for one start. A listed path that does not exist is
+// an error naming the field; the named grants skip what is missing.
+func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
+	p := &Plan{Network: policy.NetworkMode(), BestEffort: policy.BestEffort}
+	add := func(path, rights string) { p.Paths = append(p.Paths, PathRule{Path: path, Rights: rights}) }
+	if policy.Granted(spec.GrantCommand) {
+		add(in.Command, RightExec)
+	}
+	var programs []string // ELF files whose libraries are granted
+	programs = append(programs, in.Command)
+	if policy.Granted(spec.GrantInterpreter) {
+		for _, interp := range interpreters(in.Command, in.Path) {
+			add(interp, RightExec)
+			programs = append(programs, interp)
+		}
+	}
+	if policy.Granted(spec.GrantLibraries) {
+		for _, lib := range libraries(programs) {
+			add(lib, RightExec)
+		}
+	}
+	if policy.Granted(spec.GrantWorkingDir) && in.WorkingDir != "" {
+		add(in.WorkingDir, RightRead)
+	}
+	if policy.Granted(spec.GrantTmp) && in.Tmp != "" {
+		p.Tmp = in.Tmp
+		add(in.Tmp, RightWrite)
+	}
+	if policy.Granted(spec.GrantDevices) {
+		for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
+			if _, err := os.Stat(d); err == nil {
+				add(d, RightDevice)
+			}
+		}
+	}
+	for _, list := range []struct {
+		field  string
+		paths  []string
+		rights string
+	}{{"read", policy.Read, RightRead}, {"write", policy.Write, RightWrite}, {"execute", policy.Execute, RightExec}} {
+		for i, raw := range list.paths {
+			path := expand(raw, in.Home, in.ManifestDir)
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("spec.stdio.sandbox.%s[%d]: %s: %w", list.field, i, path, errors.Unwrap(err))
+			}
+			add(path, list.rights)
+		}
+	}
+	switch p.Network {
+	case spec.NetworkNone:
+		p.Namespace = true
+	case spec.NetworkLoopback:
+		p.Namespace, p.LoopbackUp = true, true
+	case spec.NetworkConnect:
+		p.HandleTCP, p.HandleUDP = true, true
+		for _, c := range policy.Connect {
+			r, err := spec.ParseConnect(c)
+			if err != nil {
+				return nil, err // validation refused it already
+			}
+			if r.Host != "" {
+				p.Hosts = append(p.Hosts, c)
+			}
+			if !slices.Contains(p.ConnectTCP, r.Port) {
+				p.ConnectTCP = append(p.ConnectTCP, r.Port)
+			}
+		}
+		if policy.DNS {
+			p.ConnectTCP = append(p.ConnectTCP, 53)
+			p.ConnectUDP = append(p.ConnectUDP, 53)
+			for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf"} {
+				if _, err := os.Stat(f); err == nil {
+					add(f, RightRead)
+				}
+			}
+		}
+	}
+	if l := policy.Limits; l != nil {
+		if l.Memory != "" {
+			m, err := spec.ParseMemory(l.Memory)
+			if err != nil {
+				return nil, err
+			}
+			p.Limits.Memory = m
+		}
+		if l.Processes != nil {
+			p.Limits.Processes = uint64(*l.Processes)
+		}
+		if l.OpenFiles != nil {
+			p.Limits.OpenFiles = uint64(*l.OpenFiles)
+		}
+	}
+	return p, nil
+}
+
+// expand makes a policy path absolute: ~/ is home, a relative path is
+// beneath the manifest's directory.
+func expand(path, home, manifestDir string) string {
+	switch {
+	case path == "~":
+		return home
+	case strings.HasPrefix(path, "~/"):
+		return filepath.Join(home, path[2:])
+	case !filepath.IsAbs(path):
+		return filepath.Join(manifestDir, path)
+	}
+	return filepath.Clean(path)
+}
+
+// interpreters are the programs a script's #! line runs: the interpreter,
+// and for /usr/bin/env the program it looks up on path.
+func interpreters(command, path string) []string {
+	interp, arg := shebang(command)
+	if interp == "" {
+		return nil
+	}
+	out := []string{interp}
+	if filepath.Base(interp) == "env" {
+		fields := strings.Fields(arg)
+		for len(fields) > 0 && strings.HasPrefix(fields[0], "-") {
+			fields = fields[1:] // env -S node: the options before the program
+		}
+		if len(fields) > 0 {
+			if prog := lookPath(fields[0], path); prog != "" {
+				out = append(out, prog)
+			}
+		}
+	}
+	return out
+}
+
+// shebang reads a script's #! line: the interpreter and the rest.
+func shebang(file string) (interp, arg string) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	buf := make([]byte, 256) // the kernel reads no more of a #! line
+	n, _ := f.Read(buf)
+	line, ok := bytes.CutPrefix(buf[:n], []byte("#!"))
+	if !ok {
+		return "", ""
+	}
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	interp, arg, _ = strings.Cut(strings.TrimSpace(string(line)), " ")
+	return interp, strings.TrimSpace(arg)
+}
+
+// lookPath finds name in the directories of path, as env does.
+func lookPath(name, path string) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		c := filepath.Join(dir, name)
+		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return c
+		}
+	}
+	return ""
+}
+
+// libraries are the shared libraries the ELF programs load, and those
+// libraries' own, as the dynamic loader finds them: the program's
+// interpreter (ld.so), DT_RUNPATH/DT_RPATH ($ORIGIN too), then the
+// directories of /etc/ld.so.conf and the defaults; and /etc/ld.so.cache.
+func libraries(programs []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	dirs := systemLibraryDirs()
+	queue := slices.Clone(programs)
+	for len(queue) > 0 && len(out) < maxLibraries {
+		file := queue[0]
+		queue = queue[1:]
+		f, err := elf.Open(file)
+		if err != nil {
+			continue // a script, or not readable: nothing to load
+		}
+		var search []string
+		for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+			vals, _ := f.DynString(tag)
+			for _, v := range vals {
+				for _, d := range filepath.SplitList(v) {
+					search = append(search, strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(file)))
+				}
+			}
+		}
+		search = append(search, dirs...)
+		var found []string
+		for _, prog := range f.Progs {
+			if prog.Type == elf.PT_INTERP {
+				b := make([]byte, prog.Filesz)
+				if _, err := prog.ReadAt(b, 0); err == nil {
+					found = append(found, string(bytes.TrimRight(b, "\x00")))
+				}
+			}
+		}
+		needed, _ := f.ImportedLibraries()
+		_ = f.Close()
+		for _, lib := range needed {
+			for _, d := range search {
+				c := filepath.Join(d, lib)
+				if _, err := os.Stat(c); err == nil {
+					found = append(found, c)
+					break
+				}
+			}
+		}
+		for _, lib := range found {
+			if real, err := filepath.EvalSymlinks(lib); err == nil && !seen[real] {
+				seen[real] = true
+				out = append(out, real)
+				queue = append(queue, real)
+			}
+		}
+	}
+	if len(out) > 0 {
+		if _, err := os.Stat("/etc/ld.so.cache"); err == nil {
+			out = append(out, "/etc/ld.so.cache")
+		}
+	}
+	return out
+}
+
+// systemLibraryDirs are the dynamic loader's directories: those of
+// /etc/ld.so.conf (and the files it includes), then its defaults.
+func systemLibraryDirs() []string {
+	var dirs []string
+	var read func(file string, depth int)
+	read = func(file string, depth int) {
+		b, err := os.ReadFile(file)
+		if err != nil || depth > 4 {
+			return
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if i := strings.IndexByte(line, '#'); i >= 0 {
+				line = strings.TrimSpace(line[:i])
+			}
+			if inc, ok := strings.CutPrefix(line, "include "); ok {
+				matches, _ := filepath.Glob(strings.TrimSpace(inc))
+				for _, m := range matches {
+					read(m, depth+1)
+				}
+				continue
+			}
+			if filepath.IsAbs(line) {
+				dirs = append(dirs, line)
+			}
+		}
+	}
+	read("/etc/ld.so.conf", 0)
+	return append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+}
+
+// Describe is status.sandbox for a plan that kernel enforces: "landlock
+// fs+net", with "(best effort)" when Check found something missing.
+func (p *Plan) Describe(missing []string) string {
+	parts := []string{"fs"}
+	switch p.Network {
+	case spec.NetworkNone:
+		parts = append(parts, "netns none")
+	case spec.NetworkLoopback:
+		parts = append(parts, "netns loopback")
+	case spec.NetworkConnect:
+		parts = append(parts, "net")
+	}
+	s := "landlock " + strings.Join(parts, "+")
+	if len(missing) > 0 {
+		s += " (best effort)"
+	}
+	return s
+}
