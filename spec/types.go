@@ -197,10 +197,10 @@ type SandboxLimits struct {
 	// (RLIMIT_NPROC: the kernel counts every process of the user, not only
 	// the server's).
 	// +tether:minimum=1
-	Processes *int64 `json:"processes,omitempty"`
+	Processes *int `json:"processes,omitempty"`
 	// The most open files per process (RLIMIT_NOFILE).
 	// +tether:minimum=3
-	OpenFiles *int64 `json:"openFiles,omitempty"`
+	OpenFiles *int `json:"openFiles,omitempty"`
 }
 
 // Transport names for HTTPSpec.Transport.

@@ -201,12 +201,15 @@ func authRequired(err error) (msg string, login, ok bool) {
 // sandboxUnsupported finds, in err's chain, the error that says the
 // kernel cannot enforce the server's sandbox (controller/sandbox's
 // UnsupportedError, found by its method).
-func sandboxUnsupported(err error) bool {
+func sandboxUnsupported(err error) (msg string, ok bool) {
 	var se interface {
 		error
 		SandboxUnsupported() bool
 	}
-	return errors.As(err, &se) && se.SandboxUnsupported()
+	if errors.As(err, &se) && se.SandboxUnsupported() {
+		return se.Error(), true
+	}
+	return "", false
 }
 
 // capSteps is a backoff step past any cap: the retries of refused client
@@ -661,8 +664,8 @@ func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.M
 		}
 		s.backoffStep = capSteps
 	}
-	if sandboxUnsupported(cause) {
-		s.unsupported = msg
+	if smsg, ok := sandboxUnsupported(cause); ok {
+		s.unsupported = smsg
 		s.backoffStep = capSteps // the kernel will not change soon: the longest wait
 	}
 	delay := s.backoff(want, s.backoffStep)
