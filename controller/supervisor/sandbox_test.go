@@ -13,7 +13,9 @@ import (
 // to the supervisor.
 type unsupportedErr struct{ unsupported bool }
 
-func (e unsupportedErr) Error() string            { return "sandbox: this kernel cannot enforce the policy fully: UDP rules" }
+func (e unsupportedErr) Error() string {
+	return "sandbox: this kernel cannot enforce the policy fully: UDP rules"
+}
 func (e unsupportedErr) SandboxUnsupported() bool { return e.unsupported }
 
 // sandboxedSession is a live session that says what confines its server.
