@@ -166,3 +166,122 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxLoopbackLimitsAndTmp: network loopback is a namespace with
+// only its own lo (the host's loopback services are out of reach); the
+// limits are the server's, hard; the private TMPDIR is writable and goes
+// with the process.
+func TestSandboxLoopbackLimitsAndTmp(t *testing.T) {
+	bin := hostileServer(t)
+	home, _ := sandboxHome(t)
+	hostPort := listenLoopback(t)
+	dir := t.TempDir()
+	policy := "    sandbox:\n      network: loopback\n      limits: {memory: 4Gi, processes: 4000, openFiles: 64}\n"
+	manifest := filepath.Join(dir, "lo.yaml")
+	writeFile(t, manifest, stdioManifest("lo", bin, nil, policy))
+	_, ep := startSandboxTether(t, dir, home)
+	st := waitStatus(t, manifest, "lo", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	if st.Sandbox != "landlock fs+netns loopback" {
+		t.Errorf("status.sandbox = %q", st.Sandbox)
+	}
+	s := connectClient(t, ep)
+	if got := attempt(t, s, "lo_interfaces", nil); got != "ok: [lo]" {
+		t.Errorf("interfaces up = %q, want lo alone", got)
+	}
+	expectPrefix(t, "connect to the host's loopback", attempt(t, s, "lo_connect", map[string]any{"addr": fmt.Sprintf("127.0.0.1:%d", hostPort)}), "refused: ")
+	if got, want := attempt(t, s, "lo_limits", nil), fmt.Sprintf("ok: as=%d nproc=4000 nofile=64", 4<<30); got != want {
+		t.Errorf("limits = %q, want %q", got, want)
+	}
+	tmp := strings.TrimPrefix(attempt(t, s, "lo_tmpdir", nil), "ok: ")
+	if !strings.Contains(filepath.Base(tmp), "tether-sandbox-lo-") {
+		t.Fatalf("TMPDIR = %q, want a private tether-sandbox-lo-* directory", tmp)
+	}
+	expectPrefix(t, "write in TMPDIR", attempt(t, s, "lo_write_file", map[string]any{"path": filepath.Join(tmp, "scratch")}), "ok: ")
+	expectPrefix(t, "write in the TMPDIR's parent", attempt(t, s, "lo_write_file", map[string]any{"path": filepath.Join(filepath.Dir(tmp), "escaped")}), "refused: ")
+
+	// The connection's removal stops the server and removes its TMPDIR.
+	must(t, os.Remove(manifest))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(tmp); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists after the connection was removed", tmp)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSandboxUnsupportedIsStalled: a policy the kernel cannot enforce fully
+// (Landlock holds ports, not hosts) starts nothing: Stalled, reason
+// SandboxUnsupported, saying what is missing; accepting less (bestEffort)
+// starts the server and says so.
+func TestSandboxUnsupportedIsStalled(t *testing.T) {
+	bin := hostileServer(t)
+	home, key := sandboxHome(t)
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "h.yaml")
+	policy := "    sandbox:\n      network: connect\n      connect: [\"example.com:443\"]\n"
+	writeFile(t, manifest, stdioManifest("h", bin, nil, policy))
+	_, ep := startSandboxTether(t, dir, home)
+	st := waitStatus(t, manifest, "h", 30*time.Second, "Stalled SandboxUnsupported", func(st spec.ConnectionStatus) bool {
+		c := conditionOf(st, spec.ConditionStalled)
+		return c.Status == spec.ConditionTrue && c.Reason == spec.ReasonSandboxUnsupported
+	})
+	if msg := conditionOf(st, spec.ConditionStalled).Message; !strings.Contains(msg, `connect "example.com:443": Landlock filters ports, not hosts`) || !strings.Contains(msg, "bestEffort: true") {
+		t.Errorf("Stalled message %q: want what is missing and the way out", msg)
+	}
+	if st.Process != nil && st.Process.PID != 0 || st.Sandbox != "" {
+		t.Errorf("process %+v, sandbox %q: nothing should run", st.Process, st.Sandbox)
+	}
+
+	writeFile(t, manifest, stdioManifest("h", bin, nil, policy+"      bestEffort: true\n"))
+	st = waitStatus(t, manifest, "h", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	if st.Sandbox != "landlock fs+net (best effort)" {
+		t.Errorf("status.sandbox = %q, want best effort said", st.Sandbox)
+	}
+	if c := conditionOf(st, spec.ConditionStalled); c.Status != spec.ConditionFalse {
+		t.Errorf("Stalled = %+v after bestEffort", c)
+	}
+	expectPrefix(t, "read ~/.ssh/id_ed25519", attempt(t, connectClient(t, ep), "h_read_file", map[string]any{"path": key}), "refused: ")
+}
+
+// TestSandboxStartsFromNothing: a policy grants only what it names: every
+// grant but the command's, and the launcher cannot run it, and says why.
+func TestSandboxStartsFromNothing(t *testing.T) {
+	bin := hostileServer(t)
+	home, _ := sandboxHome(t)
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "n.yaml")
+	writeFile(t, manifest, stdioManifest("n", bin, nil, "    sandbox: {grants: [interpreter, libraries, workingDir, tmp, devices]}\n"+quickBackoff))
+	startSandboxTether(t, dir, home)
+	waitStatus(t, manifest, "n", 30*time.Second, "the launcher's refusal", func(st spec.ConnectionStatus) bool {
+		return strings.Contains(st.LastError, "tether sandbox: exec "+bin+": permission denied (does the policy grant it? grants: command)")
+	})
+}
+
+// TestDefaultSandbox: --default-sandbox confines the servers whose
+// manifests set no sandbox; a bad policy file stops tether run at once,
+// naming the file, line and field.
+func TestDefaultSandbox(t *testing.T) {
+	bin := hostileServer(t)
+	home, key := sandboxHome(t)
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "d.yaml")
+	writeFile(t, manifest, stdioManifest("d", bin, nil, ""))
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, policy, "network: none\n")
+	_, ep := startSandboxTether(t, dir, home, "--default-sandbox", policy)
+	st := waitStatus(t, manifest, "d", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	if st.Sandbox != "landlock fs+netns none" {
+		t.Errorf("status.sandbox = %q, want the default's", st.Sandbox)
+	}
+	expectPrefix(t, "read ~/.ssh/id_ed25519", attempt(t, connectClient(t, ep), "d_read_file", map[string]any{"path": key}), "refused: ")
+
+	writeFile(t, policy, "network: none\nlimits: {openFiles: 1}\n")
+	out, err := exec.Command(filepath.Join(builtBinaries(t), "tether"), "run", "--dir", dir, "--listen", "", "--metrics-addr", "", "--default-sandbox", policy).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), policy+":2: limits.openFiles: must be at least 3") {
+		t.Errorf("tether run with a bad policy: %v\n%s", err, out)
+	}
+}

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -19,6 +20,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// rlimitNPROC is RLIMIT_NPROC, which package syscall does not name.
+const rlimitNPROC = 6
 
 type pathArgs struct {
 	Path string `json:"path"`
@@ -80,6 +84,14 @@ func main() {
 			}
 		}
 		return outcome(err, fmt.Sprint(up))
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "limits", Description: "the process's resource limits"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
+		var as, nproc, nofile syscall.Rlimit
+		err := errors.Join(syscall.Getrlimit(syscall.RLIMIT_AS, &as), syscall.Getrlimit(rlimitNPROC, &nproc), syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile))
+		return outcome(err, fmt.Sprintf("as=%d nproc=%d nofile=%d", as.Max, nproc.Max, nofile.Max))
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "tmpdir", Description: "the TMPDIR the server got"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
+		return answer("ok: %s", os.Getenv("TMPDIR"))
 	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
