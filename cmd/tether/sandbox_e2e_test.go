@@ -21,6 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/sandbox"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -30,9 +31,30 @@ var (
 	hostileErr  error
 )
 
+// requireSandbox skips a test on a kernel without what the sandbox tests
+// use (Landlock ABI 6, unprivileged user namespaces), and fails it there
+// under CI=true, whose machines have both.
+func requireSandbox(t testing.TB) {
+	t.Helper()
+	problem := ""
+	if abi := sandbox.ABI(); abi < 6 {
+		problem = fmt.Sprintf("the kernel's Landlock ABI is %d, the tests need 6", abi)
+	} else if out, err := exec.Command("unshare", "-U", "-n", "true").CombinedOutput(); err != nil {
+		problem = fmt.Sprintf("no unprivileged user and network namespaces (unshare -U -n: %v %s)", err, out)
+	}
+	if problem == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(problem)
+	}
+	t.Skip(problem)
+}
+
 // hostileServer builds testdata/hostileserver once per test binary.
 func hostileServer(t testing.TB) string {
 	t.Helper()
+	requireSandbox(t)
 	dir := builtBinaries(t)
 	hostileOnce.Do(func() {
 		out := filepath.Join(dir, "hostileserver")
