@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -77,6 +78,31 @@ func TestSandboxDeepCopyKeepsAnEmptyGrantList(t *testing.T) {
 	}
 	if !(&SandboxSpec{}).Granted(GrantTmp) {
 		t.Error("an absent grants list must grant every name")
+	}
+}
+
+// TestSandboxEmptyGrantsSurviveJSON: grants: [] (nothing) and no grants
+// (everything) differ in the hashes, so a change reconnects, and through
+// JSON, as the state directory keeps the last valid spec.
+func TestSandboxEmptyGrantsSurviveJSON(t *testing.T) {
+	none := DecodeFile("s.yaml", []byte(sandboxManifest("      grants: []\n")))[0].Conn
+	all := DecodeFile("s.yaml", []byte(sandboxManifest("      {}\n")))[0].Conn
+	if none == nil || all == nil {
+		t.Fatal("the manifests do not decode")
+	}
+	if none.Spec.ConnectHash() == all.Spec.ConnectHash() {
+		t.Error("grants: [] and no grants have the same ConnectHash")
+	}
+	b, err := json.Marshal(none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back McpConnection
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Spec.Stdio.Sandbox.Granted(GrantCommand) {
+		t.Errorf("grants: [] grants the command after a JSON round trip (%s)", b)
 	}
 }
 

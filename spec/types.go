@@ -131,8 +131,9 @@ type SandboxSpec struct {
 	// libraries (the shared libraries they load), workingDir (read),
 	// tmp (a private temporary directory, read and write, as TMPDIR, removed
 	// with the process), devices (/dev/null, /dev/zero, /dev/urandom,
-	// /dev/random, /dev/full). Absent: all of them; [] grants nothing.
-	Grants []string `json:"grants,omitempty"`
+	// /dev/random, /dev/full). Absent: all of them; [] grants nothing (no
+	// omitempty: [] must survive the JSON of hashes and the state directory).
+	Grants []string `json:"grants"`
 	// Paths (files or directories, and everything below a directory) the
 	// server may read. ~/ is tether's HOME; a relative path is resolved
 	// against the manifest's directory.
