@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -35,13 +36,12 @@ func ABI() int {
 // program; it returns only on failure, with the exit code (126, as a shell
 // has for a command it cannot run), having said why on stderr.
 func Launch(args []string) int {
-	if err := launch(args); err != nil {
-		fmt.Fprintf(os.Stderr, "tether sandbox: %v\n", err)
-		return 126
-	}
-	return 0 // not reached: exec replaced the process
+	fmt.Fprintf(os.Stderr, "tether sandbox: %v\n", launch(args))
+	return 126
 }
 
+// launch returns only when something failed: on success exec replaced the
+// process.
 func launch(args []string) error {
 	if len(args) < 2 {
 		return errors.New("launcher: want PROGRAM ARGV0 [ARG...]")
@@ -72,6 +72,15 @@ func launch(args []string) error {
 		return fmt.Errorf("exec %s: %w (does the policy grant it? grants: command)", args[0], err)
 	}
 	return fmt.Errorf("exec %s: %w", args[0], err)
+}
+
+// decode reads PlanEnv's value.
+func decode(s string) (*Plan, error) {
+	var p Plan
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return nil, fmt.Errorf("reading the sandbox plan: %w", err)
+	}
+	return &p, nil
 }
 
 // loopbackUp sets IFF_UP on lo: a new network namespace's lo is down.

@@ -77,15 +77,6 @@ func (p *Plan) Encode() (string, error) {
 	return string(b), err
 }
 
-// decode reads PlanEnv's value.
-func decode(s string) (*Plan, error) {
-	var p Plan
-	if err := json.Unmarshal([]byte(s), &p); err != nil {
-		return nil, fmt.Errorf("reading the sandbox plan: %w", err)
-	}
-	return &p, nil
-}
-
 // Inputs is what a plan is resolved against.
 type Inputs struct {
 	Command     string // the resolved program
