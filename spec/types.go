@@ -128,15 +128,16 @@ type StdioSpec struct {
 type SandboxSpec struct {
 	// What tether grants by name: command (the program, read and execute),
 	// interpreter (the #! interpreter, and what /usr/bin/env runs),
-	// libraries (the shared libraries they load), workingDir (read),
+	// libraries (the shared libraries they load), workingDir (read, when
+	// workingDir is set: tether's own working directory is never granted),
 	// tmp (a private temporary directory, read and write, as TMPDIR, removed
 	// with the process), devices (/dev/null, /dev/zero, /dev/urandom,
 	// /dev/random, /dev/full). Absent: all of them; [] grants nothing (no
 	// omitempty: [] must survive the JSON of hashes and the state directory).
 	Grants []string `json:"grants"`
 	// Paths (files or directories, and everything below a directory) the
-	// server may read. ~/ is tether's HOME; a relative path is resolved
-	// against the manifest's directory.
+	// server may read. ~/ is the server's HOME (tether's, unless env sets
+	// one); a relative path is resolved against the manifest's directory.
 	Read []string `json:"read,omitempty"`
 	// Paths the server may read and write (create, remove, rename below).
 	Write []string `json:"write,omitempty"`

@@ -125,6 +125,9 @@ func attempt(t *testing.T, s *mcp.ClientSession, tool string, args map[string]an
 func expectPrefix(t *testing.T, what, got, prefix string) {
 	t.Helper()
 	if !strings.HasPrefix(got, prefix) {
+		if len(got) > 200 {
+			got = got[:200] + "…"
+		}
 		t.Errorf("%s: got %q, want it to start with %q", what, got, prefix)
 	}
 }
@@ -155,6 +158,9 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	expectPrefix(t, "open: write outside", attempt(t, s, "open_write_file", map[string]any{"path": outside}), "ok: ")
 	expectPrefix(t, "open: connect to a loopback port", attempt(t, s, "open_connect", map[string]any{"addr": otherAddr}), "ok: ")
 	expectPrefix(t, "open: signal tether", attempt(t, s, "open_signal_parent", nil), "ok: ")
+	// tether's working directory (this package's, under go test) is where
+	// a server without workingDir runs.
+	expectPrefix(t, "open: read in tether's working directory", attempt(t, s, "open_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "ok: ")
 	must(t, os.Remove(outside))
 
 	// Under the sandbox each is refused, and what is granted still works.
@@ -167,6 +173,7 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	expectPrefix(t, "confined: connect to a port not granted", attempt(t, s, "confined_connect", map[string]any{"addr": otherAddr}), "refused: ")
 	expectPrefix(t, "confined: connect to the granted port", attempt(t, s, "confined_connect", map[string]any{"addr": grantedAddr}), "ok: ")
 	expectPrefix(t, "confined: signal tether", attempt(t, s, "confined_signal_parent", nil), "refused: ")
+	expectPrefix(t, "confined: read in tether's working directory", attempt(t, s, "confined_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "refused: ")
 
 	// network none: its own empty network namespace.
 	expectPrefix(t, "offline: connect to a loopback port", attempt(t, s, "offline_connect", map[string]any{"addr": grantedAddr}), "refused: ")
@@ -191,14 +198,16 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 
 // TestSandboxLoopbackLimitsAndTmp: network loopback is a namespace with
 // only its own lo (the host's loopback services are out of reach); the
-// limits are the server's, hard; the private TMPDIR is writable and goes
-// with the process.
+// limits are the server's, hard; the workingDir the manifest sets is
+// readable; the private TMPDIR is writable and goes with the process.
 func TestSandboxLoopbackLimitsAndTmp(t *testing.T) {
 	bin := hostileServer(t)
 	home, _ := sandboxHome(t)
 	hostPort := listenLoopback(t)
 	dir := t.TempDir()
-	policy := "    sandbox:\n      network: loopback\n      limits: {memory: 4Gi, processes: 4000, openFiles: 64}\n"
+	work := t.TempDir()
+	writeFile(t, filepath.Join(work, "notes.txt"), "the working directory's\n")
+	policy := fmt.Sprintf("    workingDir: %q\n    sandbox:\n      network: loopback\n      limits: {memory: 4Gi, processes: 4000, openFiles: 64}\n", work)
 	manifest := filepath.Join(dir, "lo.yaml")
 	writeFile(t, manifest, stdioManifest("lo", bin, nil, policy))
 	_, ep := startSandboxTether(t, dir, home)
@@ -213,6 +222,9 @@ func TestSandboxLoopbackLimitsAndTmp(t *testing.T) {
 	expectPrefix(t, "connect to the host's loopback", attempt(t, s, "lo_connect", map[string]any{"addr": fmt.Sprintf("127.0.0.1:%d", hostPort)}), "refused: ")
 	if got, want := attempt(t, s, "lo_limits", nil), fmt.Sprintf("ok: as=%d nproc=4000 nofile=64", 4<<30); got != want {
 		t.Errorf("limits = %q, want %q", got, want)
+	}
+	if got := attempt(t, s, "lo_read_file", map[string]any{"path": "notes.txt"}); got != "ok: the working directory's\n" {
+		t.Errorf("read in the granted workingDir = %q", got)
 	}
 	tmp := strings.TrimPrefix(attempt(t, s, "lo_tmpdir", nil), "ok: ")
 	if !strings.Contains(filepath.Base(tmp), "tether-sandbox-lo-") {

@@ -46,13 +46,11 @@ func confine(name string, policy *spec.SandboxSpec, program, argv0 string, args 
 		c.tmp = tmp
 		env = setEnv(env, "TMPDIR", tmp)
 	}
-	workDir := dir
-	if workDir == "" {
-		workDir, _ = os.Getwd()
-	}
+	// Only a working directory the manifest names is granted: tether's own
+	// (where a child without one runs) may be / or a home directory.
 	plan, err := sandbox.Build(policy, sandbox.Inputs{
 		Command:     program,
-		WorkingDir:  workDir,
+		WorkingDir:  dir,
 		ManifestDir: manifestDir,
 		Home:        envValue(env, "HOME"),
 		Path:        envValue(env, "PATH"),

@@ -80,9 +80,9 @@ func (p *Plan) Encode() (string, error) {
 // Inputs is what a plan is resolved against.
 type Inputs struct {
 	Command     string // the resolved program
-	WorkingDir  string // "" when the server runs in tether's
+	WorkingDir  string // spec.stdio.workingDir, resolved; "" when the manifest sets none
 	ManifestDir string // relative policy paths resolve against it
-	Home        string // ~/ expands to it
+	Home        string // ~/ expands to it: the server's HOME
 	Path        string // the child's PATH (what /usr/bin/env looks up)
 	Tmp         string // the private temporary directory, made by the caller
 }
