@@ -60,13 +60,14 @@ func confine(name string, policy *spec.SandboxSpec, program, argv0 string, args 
 		c.cleanup()
 		return nil, nil, err
 	}
-	missing := sandbox.Check(plan, sandbox.ABI())
+	abi := sandbox.ABI()
+	missing := sandbox.Check(plan, abi)
 	if len(missing) > 0 && !plan.BestEffort {
 		c.cleanup()
 		return nil, nil, &sandbox.UnsupportedError{Missing: missing}
 	}
 	c.plan = plan
-	c.describe = plan.Describe(missing)
+	c.describe = plan.Describe(missing, abi)
 	encoded, err := plan.Encode()
 	if err != nil {
 		c.cleanup()

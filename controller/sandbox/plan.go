@@ -348,19 +348,27 @@ func systemLibraryDirs() []string {
 	return append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 }
 
-// Describe is status.sandbox for a plan that kernel enforces: "landlock
-// fs+net", with "(best effort)" when Check found something missing.
-func (p *Plan) Describe(missing []string) string {
-	parts := []string{"fs"}
+// Describe is status.sandbox for the plan on a kernel with Landlock ABI
+// abi: "landlock fs+net", "landlock fs+netns none", "landlock fs" (network
+// all), with " (best effort)" when Check found something missing; without
+// Landlock at all (best effort) only the namespace and no-new-privileges
+// remain, and it says so.
+func (p *Plan) Describe(missing []string, abi int) string {
+	var s string
 	switch p.Network {
-	case spec.NetworkNone:
-		parts = append(parts, "netns none")
-	case spec.NetworkLoopback:
-		parts = append(parts, "netns loopback")
+	case spec.NetworkNone, spec.NetworkLoopback:
+		s = "landlock fs+netns " + p.Network
 	case spec.NetworkConnect:
-		parts = append(parts, "net")
+		s = "landlock fs+net"
+	default:
+		s = "landlock fs"
 	}
-	s := "landlock " + strings.Join(parts, "+")
+	if abi < 1 {
+		s = "no-new-privileges, no landlock"
+		if p.Namespace {
+			s = "netns " + p.Network + ", " + s
+		}
+	}
 	if len(missing) > 0 {
 		s += " (best effort)"
 	}

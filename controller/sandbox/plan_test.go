@@ -1,0 +1,197 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+func rightsOf(p *Plan, path string) string {
+	for _, r := range p.Paths {
+		if r.Path == path {
+			return r.Rights
+		}
+	}
+	return ""
+}
+
+// script writes an executable #! script that runs interp.
+func script(t *testing.T, line string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "server")
+	if err := os.WriteFile(f, []byte(line+"\nconsole.log(1)\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestBuildGrantsByName: the command, its #! interpreter and what
+// /usr/bin/env runs, their shared libraries (as the dynamic loader finds
+// them), the workingDir the manifest sets, the TMPDIR and the devices.
+func TestBuildGrantsByName(t *testing.T) {
+	bin := t.TempDir()
+	prog := filepath.Join(bin, "prog")
+	env, err := os.ReadFile("/usr/bin/env") // a dynamically linked ELF program
+	if err != nil {
+		t.Skip("no /usr/bin/env")
+	}
+	if err := os.WriteFile(prog, env, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := script(t, "#!/usr/bin/env -S prog --flag")
+	work, tmp := t.TempDir(), t.TempDir()
+	p, err := Build(&spec.SandboxSpec{}, Inputs{Command: cmd, WorkingDir: work, Tmp: tmp, Path: "relative:" + bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{cmd: RightExec, "/usr/bin/env": RightExec, prog: RightExec, work: RightRead, tmp: RightWrite, "/dev/null": RightDevice, "/dev/urandom": RightDevice, "/etc/ld.so.cache": RightExec} {
+		if got := rightsOf(p, path); got != want {
+			t.Errorf("%s: rights %q, want %q", path, got, want)
+		}
+	}
+	libc := ""
+	for _, r := range p.Paths {
+		if strings.HasPrefix(filepath.Base(r.Path), "libc.so") {
+			libc = r.Path
+		}
+		if strings.HasPrefix(filepath.Base(r.Path), "ld-linux") && r.Rights != RightExec {
+			t.Errorf("the dynamic loader %s: rights %q", r.Path, r.Rights)
+		}
+	}
+	if libc == "" {
+		t.Errorf("no libc among the grants: %+v", p.Paths)
+	}
+	if p.Tmp != tmp || !p.Namespace || p.LoopbackUp || p.HandleTCP {
+		t.Errorf("plan %+v: want TMPDIR, network none in a namespace", p)
+	}
+
+	// Named grants left out are not granted; nothing else is.
+	p, err = Build(&spec.SandboxSpec{Grants: []string{spec.GrantCommand}}, Inputs{Command: cmd, WorkingDir: work, Tmp: tmp, Path: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Paths) != 1 || p.Paths[0] != (PathRule{Path: cmd, Rights: RightExec}) || p.Tmp != "" {
+		t.Errorf("grants [command]: %+v, TMPDIR %q; want the command alone", p.Paths, p.Tmp)
+	}
+	if p, _ := Build(&spec.SandboxSpec{Grants: []string{}}, Inputs{Command: cmd}); len(p.Paths) != 0 {
+		t.Errorf("grants []: %+v, want nothing", p.Paths)
+	}
+}
+
+// TestBuildLists: read, write and execute resolve ~/ and relative paths; a
+// path that does not exist names its field.
+func TestBuildLists(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	for _, d := range []string{filepath.Join(home, "data"), filepath.Join(dir, "out"), filepath.Join(dir, "tools")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policy := &spec.SandboxSpec{Grants: []string{}, Read: []string{"~/data", "~"}, Write: []string{"out"}, Execute: []string{dir + "/tools/"}}
+	p, err := Build(policy, Inputs{Command: "/bin/true", Home: home, ManifestDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PathRule{{filepath.Join(home, "data"), RightRead}, {home, RightRead}, {filepath.Join(dir, "out"), RightWrite}, {filepath.Join(dir, "tools"), RightExec}}
+	if !slices.Equal(p.Paths, want) {
+		t.Errorf("paths %+v, want %+v", p.Paths, want)
+	}
+	policy.Write = []string{"out", "missing"}
+	if _, err := Build(policy, Inputs{Command: "/bin/true", Home: home, ManifestDir: dir}); err == nil || !strings.HasPrefix(err.Error(), "spec.stdio.sandbox.write[1]: "+filepath.Join(dir, "missing")+": no such file") {
+		t.Errorf("a missing path: %v", err)
+	}
+}
+
+// TestBuildNetwork: each mode's namespace and rules; connect's ports once
+// each, its hosts kept for Check; dns adds port 53 and the resolver files.
+func TestBuildNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		policy                                    spec.SandboxSpec
+		namespace, loopback, handleTCP, handleUDP bool
+		tcp, udp                                  []uint16
+		hosts                                     []string
+	}{
+		{policy: spec.SandboxSpec{Network: "none"}, namespace: true},
+		{policy: spec.SandboxSpec{Network: "loopback"}, namespace: true, loopback: true},
+		{policy: spec.SandboxSpec{Network: "all"}},
+		{policy: spec.SandboxSpec{Network: "connect", Connect: []string{"443", "h.example:443", "8080"}}, handleTCP: true, handleUDP: true, tcp: []uint16{443, 8080}, hosts: []string{"h.example:443"}},
+		{policy: spec.SandboxSpec{Network: "connect", Connect: []string{"443"}, DNS: true}, handleTCP: true, handleUDP: true, tcp: []uint16{443, 53}, udp: []uint16{53}},
+	} {
+		p, err := Build(&tc.policy, Inputs{Command: "/bin/true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Namespace != tc.namespace || p.LoopbackUp != tc.loopback || p.HandleTCP != tc.handleTCP || p.HandleUDP != tc.handleUDP ||
+			!slices.Equal(p.ConnectTCP, tc.tcp) || !slices.Equal(p.ConnectUDP, tc.udp) || !slices.Equal(p.Hosts, tc.hosts) {
+			t.Errorf("%+v: plan %+v", tc.policy, p)
+		}
+		if tc.policy.DNS && rightsOf(p, "/etc/resolv.conf") != RightRead {
+			if _, err := os.Stat("/etc/resolv.conf"); err == nil {
+				t.Errorf("dns: /etc/resolv.conf not readable: %+v", p.Paths)
+			}
+		}
+	}
+}
+
+// TestCheck: what each Landlock ABI cannot enforce of a plan.
+func TestCheck(t *testing.T) {
+	fs := &Plan{Network: "none", Namespace: true}
+	connect := &Plan{Network: "connect", HandleTCP: true, HandleUDP: true, Hosts: []string{"h:443"}}
+	for _, tc := range []struct {
+		plan *Plan
+		abi  int
+		want []string // each a part of one missing item, in order
+	}{
+		{fs, 7, nil},
+		{fs, 11, nil},
+		{fs, 6, nil},
+		{fs, 5, []string{"signal and abstract Unix socket scoping (Landlock ABI 6; this kernel has 5)"}},
+		{fs, 0, []string{"file system rules", "truncate", "ioctl", "scoping"}},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 10, nil},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 7, []string{"UDP rules"}},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 3, []string{"ioctl", "scoping", "TCP connect and bind rules (Landlock ABI 4; this kernel has 3)", "UDP rules"}},
+		{connect, 10, []string{`connect "h:443": Landlock filters ports, not hosts`}},
+	} {
+		got := Check(tc.plan, tc.abi)
+		if len(got) != len(tc.want) {
+			t.Errorf("Check(%+v, ABI %d) = %q, want %d items %q", tc.plan, tc.abi, got, len(tc.want), tc.want)
+			continue
+		}
+		for i := range got {
+			if !strings.Contains(got[i], tc.want[i]) {
+				t.Errorf("Check(%+v, ABI %d)[%d] = %q, want it to hold %q", tc.plan, tc.abi, i, got[i], tc.want[i])
+			}
+		}
+	}
+	err := &UnsupportedError{Missing: Check(connect, 7)}
+	if !err.SandboxUnsupported() || !strings.Contains(err.Error(), "bestEffort: true") || !strings.Contains(err.Error(), "UDP rules") {
+		t.Errorf("UnsupportedError: %v", err)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		plan    Plan
+		missing []string
+		abi     int
+		want    string
+	}{
+		{Plan{Network: "connect"}, nil, 10, "landlock fs+net"},
+		{Plan{Network: "connect"}, []string{"UDP"}, 7, "landlock fs+net (best effort)"},
+		{Plan{Network: "none", Namespace: true}, nil, 7, "landlock fs+netns none"},
+		{Plan{Network: "loopback", Namespace: true}, nil, 7, "landlock fs+netns loopback"},
+		{Plan{Network: "all"}, nil, 7, "landlock fs"},
+		{Plan{Network: "none", Namespace: true}, []string{"all"}, 0, "netns none, no-new-privileges, no landlock (best effort)"},
+		{Plan{Network: "all"}, []string{"all"}, 0, "no-new-privileges, no landlock (best effort)"},
+	} {
+		if got := tc.plan.Describe(tc.missing, tc.abi); got != tc.want {
+			t.Errorf("Describe(%+v, %q, %d) = %q, want %q", tc.plan, tc.missing, tc.abi, got, tc.want)
+		}
+	}
+}
