@@ -319,3 +319,45 @@ func TestDefaultSandbox(t *testing.T) {
 		t.Errorf("tether run with a bad policy: %v\n%s", err, out)
 	}
 }
+
+// TestSandboxKeepsProcessHandling: the launcher becomes the server, so what
+// tether does with any child holds for a confined one: its secrets are
+// redacted from its stderr, it leads its own process group, the plan is
+// gone from its environment, and it dies with tether (Pdeathsig), even by
+// SIGKILL, from inside its own user and network namespace.
+func TestSandboxKeepsProcessHandling(t *testing.T) {
+	requireSandbox(t)
+	const secret = "sandboxed-s3cret-value-42"
+	secretFile := filepath.Join(t.TempDir(), "token")
+	must(t, os.WriteFile(secretFile, []byte(secret+"\n"), 0o600))
+	dir := t.TempDir()
+	m := filepath.Join(dir, "leaky.yaml")
+	writeFile(t, m, faultManifest(t, "leaky", []string{"-print-env", "FILE_SECRET"}, fmt.Sprintf(
+		"    env:\n      - {name: FILE_SECRET, valueFrom: {file: %s}}\n    sandbox: {network: none}\n", secretFile)))
+	tt := startTether(t, dir)
+	st := waitStatus(t, m, "leaky", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	if st.Sandbox != "landlock fs+netns none" || st.Process == nil || st.Process.PID == 0 {
+		t.Fatalf("sandbox %q, process %+v", st.Sandbox, st.Process)
+	}
+	pid := st.Process.PID
+	if tail := strings.Join(st.Process.StderrTail, "\n"); !strings.Contains(tail, "starting with FILE_SECRET=[redacted]") || strings.Contains(tail, secret) {
+		t.Errorf("stderr tail %q: want the secret redacted", tail)
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	must(t, err)
+	if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) < 3 || f[2] != fmt.Sprint(pid) {
+		t.Errorf("process group of %d: %v, want its own", pid, f[:3])
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	must(t, err)
+	if strings.Contains(string(environ), sandbox.PlanEnv) {
+		t.Errorf("the server's environment holds %s", sandbox.PlanEnv) // not printed: it holds the secret
+	}
+	if !strings.Contains(string(environ), "FILE_SECRET=") {
+		t.Error("the server's environment lacks its env FILE_SECRET")
+	}
+	must(t, tt.cmd.Process.Kill())
+	if !processGone(pid, 10*time.Second) {
+		t.Errorf("the confined server %d outlived a SIGKILLed tether", pid)
+	}
+}
