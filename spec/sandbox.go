@@ -14,7 +14,9 @@ import (
 )
 
 // DeepCopy returns a copy of p that shares no memory with it. An empty
-// grants list stays empty (not absent): it grants nothing.
+// grants list stays empty (not absent): it grants nothing. (Grants has no
+// omitempty for the same reason: [] must survive the JSON that hashes and
+// the state directory's last valid spec are made of.)
 func (p *SandboxSpec) DeepCopy() *SandboxSpec {
 	if p == nil {
 		return nil

@@ -132,8 +132,7 @@ type SandboxSpec struct {
 	// workingDir is set: tether's own working directory is never granted),
 	// tmp (a private temporary directory, read and write, as TMPDIR, removed
 	// with the process), devices (/dev/null, /dev/zero, /dev/urandom,
-	// /dev/random, /dev/full). Absent: all of them; [] grants nothing (no
-	// omitempty: [] must survive the JSON of hashes and the state directory).
+	// /dev/random, /dev/full). Absent: all of them; [] grants nothing.
 	Grants []string `json:"grants"`
 	// Paths (files or directories, and everything below a directory) the
 	// server may read. ~/ is the server's HOME (tether's, unless env sets
