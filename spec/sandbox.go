@@ -131,12 +131,16 @@ func (v validator) sandbox(field string, p *SandboxSpec) {
 		}
 	}
 	mode := p.NetworkMode()
+	validMode := true
 	switch mode {
 	case NetworkNone, NetworkLoopback, NetworkConnect, NetworkAll:
 	default:
+		validMode = false
 		v.errorf(join(field, "network"), "%s is not one of none, loopback, connect, all", truncateQuote(p.Network))
 	}
 	switch {
+	case !validMode:
+		// What connect and dns go with is unknown: network says what to fix.
 	case mode == NetworkConnect && len(p.Connect) == 0:
 		v.errorf(join(field, "connect"), "required with network connect: the ports the server may connect to (\"443\" or \"host:443\")")
 	case mode != NetworkConnect && len(p.Connect) > 0:
@@ -147,7 +151,7 @@ func (v validator) sandbox(field string, p *SandboxSpec) {
 			v.errorf(fmt.Sprintf("%s[%d]", join(field, "connect"), i), "%v", err)
 		}
 	}
-	if p.DNS && mode != NetworkConnect {
+	if p.DNS && validMode && mode != NetworkConnect {
 		v.errorf(join(field, "dns"), "applies to network connect only (none and loopback have no DNS server to reach, all reaches it anyway)")
 	}
 	if l := p.Limits; l != nil {

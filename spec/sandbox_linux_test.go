@@ -24,6 +24,7 @@ func TestSandboxValidation(t *testing.T) {
 		{"~user", "      write: [\"~root/x\"]\n", []string{"spec.stdio.sandbox.write[0]: \"~root/x\": only ~/"}},
 		{"NUL", "      execute: [\"/bin/\\0sh\"]\n", []string{"spec.stdio.sandbox.execute[0]: must not contain a NUL"}},
 		{"unknown network", "      network: internet\n", []string{`spec.stdio.sandbox.network: "internet" is not one of none, loopback, connect, all`}},
+		{"unknown network, with ports and dns", "      network: internet\n      connect: [\"80\"]\n      dns: true\n", []string{`spec.stdio.sandbox.network: "internet" is not one of`}},
 		{"connect without ports", "      network: connect\n", []string{"spec.stdio.sandbox.connect: required with network connect"}},
 		{"ports without connect", "      network: loopback\n      connect: [\"80\"]\n", []string{"spec.stdio.sandbox.connect: applies to network connect only (network is loopback)"}},
 		{"ports, network defaulted", "      connect: [\"80\"]\n", []string{"spec.stdio.sandbox.connect: applies to network connect only (network is none)"}},
