@@ -319,7 +319,11 @@ func libraries(programs []string) []string {
 
 // systemLibraryDirs are the dynamic loader's directories: those of
 // /etc/ld.so.conf (and the files it includes), then its defaults.
-func systemLibraryDirs() []string {
+func systemLibraryDirs() []string { return libraryDirs("/etc/ld.so.conf") }
+
+// libraryDirs reads the ld.so.conf at conf, its includes to a depth of 4
+// (a file that includes itself ends there), then adds the defaults.
+func libraryDirs(conf string) []string {
 	var dirs []string
 	var read func(file string, depth int)
 	read = func(file string, depth int) {
@@ -344,7 +348,8 @@ func systemLibraryDirs() []string {
 			}
 		}
 	}
-	read("/etc/ld.so.conf", 0)
+	read(conf, 0)
+	dirs = slices.Compact(dirs) // a file that includes itself adds its directories once
 	return append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 }
 

@@ -189,9 +189,90 @@ func TestDescribe(t *testing.T) {
 		{Plan{Network: "all"}, nil, 7, "landlock fs"},
 		{Plan{Network: "none", Namespace: true}, []string{"all"}, 0, "netns none, no-new-privileges, no landlock (best effort)"},
 		{Plan{Network: "all"}, []string{"all"}, 0, "no-new-privileges, no landlock (best effort)"},
+		{Plan{Network: "all"}, []string{"ioctl"}, 1, "landlock fs (best effort)"},
 	} {
 		if got := tc.plan.Describe(tc.missing, tc.abi); got != tc.want {
 			t.Errorf("Describe(%+v, %q, %d) = %q, want %q", tc.plan, tc.missing, tc.abi, got, tc.want)
 		}
+	}
+}
+
+// TestBuildLimits: the limits become the plan's, memory in bytes.
+func TestBuildLimits(t *testing.T) {
+	procs, files := 64, 256
+	p, err := Build(&spec.SandboxSpec{Limits: &spec.SandboxLimits{Memory: "3Mi", Processes: &procs, OpenFiles: &files}}, Inputs{Command: "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Limits != (Limits{Memory: 3 << 20, Processes: 64, OpenFiles: 256}) {
+		t.Errorf("limits %+v", p.Limits)
+	}
+	if p, _ := Build(&spec.SandboxSpec{Limits: &spec.SandboxLimits{}}, Inputs{Command: "/bin/true"}); p.Limits != (Limits{}) {
+		t.Errorf("no limits set: %+v", p.Limits)
+	}
+}
+
+// TestInterpreters: #! lines as the kernel reads them, and env's program.
+func TestInterpreters(t *testing.T) {
+	bin := t.TempDir()
+	prog := filepath.Join(bin, "node")
+	if err := os.WriteFile(prog, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		line string
+		want []string
+	}{
+		{"#!/bin/sh -e", []string{"/bin/sh"}},
+		{"#!/usr/bin/env node", []string{"/usr/bin/env", prog}},
+		{"#! /usr/bin/env -S -i node --flag", []string{"/usr/bin/env", prog}},
+		{"#!/usr/bin/env", []string{"/usr/bin/env"}},
+		{"#!/usr/bin/env -S", []string{"/usr/bin/env"}},
+		{"#!/usr/bin/env missing", []string{"/usr/bin/env"}},
+		{"#!\n/bin/sh", nil},
+		{"echo not a script", nil},
+	} {
+		if got := interpreters(script(t, tc.line), bin); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: interpreters %q, want %q", tc.line, got, tc.want)
+		}
+	}
+	// A #! line without a newline (the whole file).
+	f := filepath.Join(t.TempDir(), "s")
+	if err := os.WriteFile(f, []byte("#!/bin/sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := interpreters(f, bin); !slices.Equal(got, []string{"/bin/sh"}) {
+		t.Errorf("a #! line without a newline: %q", got)
+	}
+}
+
+// TestLibrariesOfAScript: a script has no libraries of its own (and so no
+// loader cache either); its interpreter's come with the interpreter grant.
+func TestLibrariesOfAScript(t *testing.T) {
+	p, err := Build(&spec.SandboxSpec{Grants: []string{spec.GrantLibraries}}, Inputs{Command: script(t, "#!/bin/sh")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Paths) != 0 {
+		t.Errorf("libraries of a script without the interpreter grant: %+v, want none", p.Paths)
+	}
+}
+
+// TestLibraryDirs: ld.so.conf's directories, comments and includes (a file
+// that includes itself stops at the depth bound), then the defaults.
+func TestLibraryDirs(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "main")
+	inc := filepath.Join(dir, "x.conf")
+	if err := os.WriteFile(conf, []byte("# comment\n/opt/lib # trailing\ninclude "+dir+"/*.conf\nrelative/lib\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(inc, []byte("/opt/x\ninclude "+inc+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := libraryDirs(conf)
+	want := []string{"/opt/lib", "/opt/x", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
+	if !slices.Equal(got, want) {
+		t.Errorf("libraryDirs = %q, want %q", got, want)
 	}
 }
