@@ -160,8 +160,9 @@ type SandboxSpec struct {
 	// Resource limits (setrlimit) of the server and its children.
 	Limits *SandboxLimits `json:"limits,omitempty"`
 	// Run with what the kernel can enforce when it cannot enforce the whole
-	// policy (an older Landlock, no user namespaces, a host in connect),
-	// instead of refusing to start the server (reason SandboxUnsupported).
+	// policy (an older Landlock, no user namespaces; with connect: UDP
+	// before Landlock ABI 10, Multipath TCP enabled, a host), instead of
+	// refusing to start the server (reason SandboxUnsupported).
 	BestEffort bool `json:"bestEffort,omitempty"`
 }
 

@@ -172,6 +172,12 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	expectPrefix(t, "confined: write inside its grant", attempt(t, s, "confined_write_file", map[string]any{"path": filepath.Join(allowed, "f")}), "ok: ")
 	expectPrefix(t, "confined: connect to a port not granted", attempt(t, s, "confined_connect", map[string]any{"addr": otherAddr}), "refused: ")
 	expectPrefix(t, "confined: connect to the granted port", attempt(t, s, "confined_connect", map[string]any{"addr": grantedAddr}), "ok: ")
+	// What connect does not hold (docs/security.md): Multipath TCP, on a
+	// kernel that has it enabled, which is why such a policy needs
+	// bestEffort there (TestSandboxUnsupportedIsStalled).
+	if sandbox.DetectKernel().MPTCP {
+		expectPrefix(t, "confined: MPTCP to a port not granted (Landlock does not hold it)", attempt(t, s, "confined_connect_mptcp", map[string]any{"addr": otherAddr}), "ok: connected to "+otherAddr+" (multipath: true)")
+	}
 	expectPrefix(t, "confined: signal tether", attempt(t, s, "confined_signal_parent", nil), "refused: ")
 	expectPrefix(t, "confined: read in tether's working directory", attempt(t, s, "confined_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "refused: ")
 
@@ -263,8 +269,12 @@ func TestSandboxUnsupportedIsStalled(t *testing.T) {
 		c := conditionOf(st, spec.ConditionStalled)
 		return c.Status == spec.ConditionTrue && c.Reason == spec.ReasonSandboxUnsupported
 	})
-	if msg := conditionOf(st, spec.ConditionStalled).Message; !strings.Contains(msg, `connect "example.com:443": Landlock filters ports, not hosts`) || !strings.Contains(msg, "bestEffort: true") {
+	msg := conditionOf(st, spec.ConditionStalled).Message
+	if !strings.Contains(msg, `connect "example.com:443": Landlock filters ports, not hosts`) || !strings.Contains(msg, "bestEffort: true") {
 		t.Errorf("Stalled message %q: want what is missing and the way out", msg)
+	}
+	if sandbox.DetectKernel().MPTCP && !strings.Contains(msg, "Multipath TCP rules") {
+		t.Errorf("Stalled message %q: want Multipath TCP named (this kernel has it enabled)", msg)
 	}
 	if st.Process != nil && st.Process.PID != 0 || st.Sandbox != "" {
 		t.Errorf("process %+v, sandbox %q: nothing should run", st.Process, st.Sandbox)

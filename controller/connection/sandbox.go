@@ -60,14 +60,14 @@ func confine(name string, policy *spec.SandboxSpec, program, argv0 string, args 
 		c.cleanup()
 		return nil, nil, err
 	}
-	abi := sandbox.ABI()
-	missing := sandbox.Check(plan, abi)
+	kernel := sandbox.DetectKernel()
+	missing := sandbox.Check(plan, kernel)
 	if len(missing) > 0 && !plan.BestEffort {
 		c.cleanup()
 		return nil, nil, &sandbox.UnsupportedError{Missing: missing}
 	}
 	c.plan = plan
-	c.describe = plan.Describe(missing, abi)
+	c.describe = plan.Describe(missing, kernel.ABI)
 	encoded, err := plan.Encode()
 	if err != nil {
 		c.cleanup()

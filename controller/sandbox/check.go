@@ -21,10 +21,19 @@ func (e *UnsupportedError) Error() string {
 // this method (it does not import this package).
 func (e *UnsupportedError) SandboxUnsupported() bool { return true }
 
-// Check lists what of p a kernel with Landlock ABI abi cannot enforce (nil:
-// all of it). The namespaces are checked when the launcher is started (a
-// refused clone).
-func Check(p *Plan, abi int) []string {
+// Kernel is what the running kernel offers the sandbox (DetectKernel).
+type Kernel struct {
+	ABI int // Landlock ABI version, 0 without Landlock
+	// MPTCP: Multipath TCP is enabled (net.mptcp.enabled). Landlock's TCP
+	// rules cover classic TCP only: a socket(…, IPPROTO_MPTCP) connects
+	// and binds past them.
+	MPTCP bool
+}
+
+// Check lists what of p kernel k cannot enforce (nil: all of it). The
+// namespaces are checked when the launcher is started (a refused clone).
+func Check(p *Plan, k Kernel) []string {
+	abi := k.ABI
 	var missing []string
 	need := func(version int, what string) {
 		if abi < version {
@@ -40,6 +49,9 @@ func Check(p *Plan, abi int) []string {
 	}
 	if p.HandleUDP {
 		need(10, "UDP rules: UDP, DNS over UDP included, stays open to every port")
+	}
+	if p.HandleTCP && k.MPTCP {
+		missing = append(missing, "Multipath TCP rules: Landlock filters classic TCP only, and this kernel has MPTCP enabled (net.mptcp.enabled), so an MPTCP socket connects to every port")
 	}
 	for _, h := range p.Hosts {
 		missing = append(missing, fmt.Sprintf("connect %q: Landlock filters ports, not hosts, so the port would be open to every host", h))

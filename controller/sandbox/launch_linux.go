@@ -15,6 +15,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// DetectKernel is what the running kernel offers: its Landlock ABI, and
+// whether Multipath TCP is enabled (read from /proc/sys; unreadable counts
+// as enabled, the side that refuses rather than trusts).
+func DetectKernel() Kernel {
+	k := Kernel{ABI: ABI(), MPTCP: true}
+	if b, err := os.ReadFile("/proc/sys/net/mptcp/enabled"); err == nil {
+		k.MPTCP = strings.TrimSpace(string(b)) != "0"
+	} else if errors.Is(err, os.ErrNotExist) {
+		k.MPTCP = false // a kernel built without MPTCP
+	}
+	return k
+}
+
 // ABI is the running kernel's Landlock ABI version, 0 without Landlock. A
 // kernel whose signal scoping has a known bug (errata 2 not fixed) counts as
 // ABI 5, as go-landlock does.

@@ -8,6 +8,9 @@ import (
 	"runtime"
 )
 
+// DetectKernel: no Landlock here.
+func DetectKernel() Kernel { return Kernel{} }
+
 // ABI is 0: Landlock is Linux's.
 func ABI() int { return 0 }
 

@@ -158,7 +158,7 @@ func TestCheck(t *testing.T) {
 		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 3, []string{"ioctl", "scoping", "TCP connect and bind rules (Landlock ABI 4; this kernel has 3)", "UDP rules"}},
 		{connect, 10, []string{`connect "h:443": Landlock filters ports, not hosts`}},
 	} {
-		got := Check(tc.plan, tc.abi)
+		got := Check(tc.plan, Kernel{ABI: tc.abi})
 		if len(got) != len(tc.want) {
 			t.Errorf("Check(%+v, ABI %d) = %q, want %d items %q", tc.plan, tc.abi, got, len(tc.want), tc.want)
 			continue
@@ -169,7 +169,13 @@ func TestCheck(t *testing.T) {
 			}
 		}
 	}
-	err := &UnsupportedError{Missing: Check(connect, 7)}
+	if got := Check(&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, Kernel{ABI: 11, MPTCP: true}); len(got) != 1 || !strings.Contains(got[0], "Multipath TCP") {
+		t.Errorf("connect on a kernel with MPTCP: %q, want Multipath TCP missing", got)
+	}
+	if got := Check(&Plan{Network: "none", Namespace: true}, Kernel{ABI: 11, MPTCP: true}); got != nil {
+		t.Errorf("none on a kernel with MPTCP: %q, want nothing missing (a namespace holds MPTCP too)", got)
+	}
+	err := &UnsupportedError{Missing: Check(connect, Kernel{ABI: 7})}
 	if !err.SandboxUnsupported() || !strings.Contains(err.Error(), "bestEffort: true") || !strings.Contains(err.Error(), "UDP rules") {
 		t.Errorf("UnsupportedError: %v", err)
 	}

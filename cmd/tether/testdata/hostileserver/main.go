@@ -62,6 +62,17 @@ func main() {
 		}
 		return outcome(err, "connected to "+a.Addr)
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "connect_mptcp", Description: "open a Multipath TCP connection"}, func(ctx context.Context, _ *mcp.CallToolRequest, a addrArgs) (*mcp.CallToolResult, any, error) {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		d.SetMultipathTCP(true)
+		c, err := d.DialContext(ctx, "tcp", a.Addr)
+		mptcp := false
+		if err == nil {
+			mptcp, _ = c.(*net.TCPConn).MultipathTCP()
+			_ = c.Close()
+		}
+		return outcome(err, fmt.Sprintf("connected to %s (multipath: %v)", a.Addr, mptcp))
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "send_udp", Description: "send a UDP datagram"}, func(_ context.Context, _ *mcp.CallToolRequest, a addrArgs) (*mcp.CallToolResult, any, error) {
 		c, err := net.Dial("udp", a.Addr)
 		if err == nil {
