@@ -9,6 +9,11 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
+// maxPlanBytes bounds the encoded plan: it travels as one environment
+// string, which Linux caps at 128 KiB (MAX_ARG_STRLEN); past it the exec of
+// the launcher would fail with a bare "argument list too long".
+const maxPlanBytes = 120 << 10
+
 // confinement is how a sandboxed child is started: tether itself as the
 // launcher (controller/sandbox), which applies the plan and execs the
 // server.
@@ -72,6 +77,10 @@ func confine(name string, policy *spec.SandboxSpec, program, argv0 string, args 
 	if err != nil {
 		c.cleanup()
 		return nil, nil, err
+	}
+	if len(encoded) > maxPlanBytes {
+		c.cleanup()
+		return nil, nil, fmt.Errorf("sandbox: the policy resolves to %d bytes of paths and rules, over the %d the launcher can be given (one environment string); grant directories rather than many files", len(encoded), maxPlanBytes)
 	}
 	c.planEnv = sandbox.PlanEnv + "=" + encoded
 	c.args = append([]string{sandbox.LauncherArg, program, argv0}, args...)
