@@ -328,6 +328,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	var lastValid manifest.LastValidStore
 	var catalogs controller.CatalogStore
 	var tokens *oauth.Store
+	var sandboxTemp string
 	if stateDir != nil {
 		lastValid, catalogs = stateDir, stateDir
 		tokens = oauth.NewStore(stateDir.Path())
@@ -336,11 +337,17 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
 			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
 		}
+		// The sandboxed servers' TMPDIRs, emptied of what such a tether left.
+		sandboxTemp = filepath.Join(stateDir.Path(), "sandbox-tmp")
+		if err := connection.PrepareSandboxTemp(sandboxTemp); err != nil {
+			log.Warn("sandboxed servers get their TMPDIR in the system's temporary directory", "err", err)
+			sandboxTemp = ""
+		}
 	}
 	// What every session shares (handshake gates, protocol-version memory,
 	// the HTTP connection pool, tool definitions, the ledger): one value,
 	// made once, in either mode.
-	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox})
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp})
 	defer connector.Close()
 	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {

@@ -236,8 +236,8 @@ func TestSandboxLoopbackLimitsAndTmp(t *testing.T) {
 		t.Errorf("read in the granted workingDir = %q", got)
 	}
 	tmp := strings.TrimPrefix(attempt(t, s, "lo_tmpdir", nil), "ok: ")
-	if !strings.Contains(filepath.Base(tmp), "tether-sandbox-lo-") {
-		t.Fatalf("TMPDIR = %q, want a private tether-sandbox-lo-* directory", tmp)
+	if filepath.Dir(tmp) != filepath.Join(dir, ".tether", "sandbox-tmp") || !strings.HasPrefix(filepath.Base(tmp), "tether-sandbox-lo-") {
+		t.Fatalf("TMPDIR = %q, want a private tether-sandbox-lo-* directory in the state directory", tmp)
 	}
 	expectPrefix(t, "write in TMPDIR", attempt(t, s, "lo_write_file", map[string]any{"path": filepath.Join(tmp, "scratch")}), "ok: ")
 	expectPrefix(t, "write in the TMPDIR's parent", attempt(t, s, "lo_write_file", map[string]any{"path": filepath.Join(filepath.Dir(tmp), "escaped")}), "refused: ")
@@ -337,7 +337,8 @@ func TestDefaultSandbox(t *testing.T) {
 // tether does with any child holds for a confined one: its secrets are
 // redacted from its stderr, it leads its own process group, the plan is
 // gone from its environment, and it dies with tether (Pdeathsig), even by
-// SIGKILL, from inside its own user and network namespace.
+// SIGKILL, from inside its own user and network namespace; the next tether
+// removes the TMPDIR the killed one left.
 func TestSandboxKeepsProcessHandling(t *testing.T) {
 	requireSandbox(t)
 	const secret = "sandboxed-s3cret-value-42"
@@ -369,8 +370,21 @@ func TestSandboxKeepsProcessHandling(t *testing.T) {
 	if !strings.Contains(string(environ), "FILE_SECRET=") {
 		t.Error("the server's environment lacks its env FILE_SECRET")
 	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".tether", "sandbox-tmp", "tether-sandbox-leaky-*"))
+	if len(left) != 1 {
+		t.Fatalf("TMPDIRs in the state directory: %q, want the server's one", left)
+	}
 	must(t, tt.cmd.Process.Kill())
 	if !processGone(pid, 10*time.Second) {
 		t.Errorf("the confined server %d outlived a SIGKILLed tether", pid)
+	}
+
+	// The next tether on the directory removes what the killed one left.
+	startTether(t, dir)
+	waitStatus(t, m, "leaky", 30*time.Second, "Connected again", func(st spec.ConnectionStatus) bool {
+		return st.Phase == spec.PhaseConnected && st.Process != nil && st.Process.PID != pid && st.Process.PID != 0
+	})
+	if _, err := os.Stat(left[0]); !os.IsNotExist(err) {
+		t.Errorf("%s, left by a SIGKILLed tether, is still there (%v)", left[0], err)
 	}
 }

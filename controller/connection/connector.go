@@ -26,6 +26,7 @@ type Connector struct {
 	ledger             *GroupLedger // nil: children are not recorded
 	ownedBySoleSession bool         // made by Connect for one session, which lets it go on Close
 	defaultSandbox     *spec.SandboxSpec
+	sandboxTemp        string
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector
@@ -40,6 +41,9 @@ type ConnectorOptions struct {
 	// DefaultSandbox confines every stdio server whose manifest sets no
 	// spec.stdio.sandbox (tether run --default-sandbox); nil confines none.
 	DefaultSandbox *spec.SandboxSpec
+	// SandboxTemp is where sandboxed servers' private TMPDIRs are made
+	// (PrepareSandboxTemp); "" is the system's temporary directory.
+	SandboxTemp string
 }
 
 // NewConnector returns a Connector whose sessions share what o says and
@@ -57,6 +61,7 @@ func NewConnector(o ConnectorOptions) *Connector {
 		tools:          &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
 		ledger:         o.Ledger,
 		defaultSandbox: o.DefaultSandbox,
+		sandboxTemp:    o.SandboxTemp,
 	}
 }
 

@@ -33,18 +33,33 @@ func (c *confinement) cleanup() {
 	}
 }
 
+// PrepareSandboxTemp empties root, which holds the private TMPDIRs of this
+// tether's sandboxed servers (what a tether killed with SIGKILL left there
+// goes), and makes it again, mode 0700. tether run keeps it in the state
+// directory, which is its alone.
+func PrepareSandboxTemp(root string) error {
+	if err := os.RemoveAll(root); err != nil {
+		return fmt.Errorf("sandbox: emptying %s: %w", root, err)
+	}
+	if err := os.Mkdir(root, 0o700); err != nil {
+		return fmt.Errorf("sandbox: making %s: %w", root, err)
+	}
+	return nil
+}
+
 // confine resolves policy for starting program (argv0, args) in dir with
 // env, and says what the kernel cannot enforce: an error the status calls
 // SandboxUnsupported unless the policy accepts less (bestEffort). env gets
-// TMPDIR when the policy grants the private temporary directory.
-func confine(name string, policy *spec.SandboxSpec, program, argv0 string, args []string, dir, manifestDir string, env []string) (*confinement, []string, error) {
+// TMPDIR when the policy grants the private temporary directory, made in
+// tmpRoot ("": the system's).
+func confine(name string, policy *spec.SandboxSpec, tmpRoot, program, argv0 string, args []string, dir, manifestDir string, env []string) (*confinement, []string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: finding tether's own executable (the launcher): %w", err)
 	}
 	c := &confinement{launcher: self}
 	if policy.Granted(spec.GrantTmp) {
-		tmp, err := os.MkdirTemp("", "tether-sandbox-"+name+"-")
+		tmp, err := os.MkdirTemp(tmpRoot, "tether-sandbox-"+name+"-")
 		if err != nil {
 			return nil, nil, fmt.Errorf("sandbox: making the private temporary directory: %w", err)
 		}
