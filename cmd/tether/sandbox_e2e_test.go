@@ -181,6 +181,20 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	expectPrefix(t, "confined: signal tether", attempt(t, s, "confined_signal_parent", nil), "refused: ")
 	expectPrefix(t, "confined: read in tether's working directory", attempt(t, s, "confined_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "refused: ")
 
+	// Capabilities: a root tether's (CI's, a container's) are the
+	// unconfined server's, CAP_SYS_MODULE included, past any Landlock
+	// rule; a confined server has none, and no bounding or inheritable set
+	// to regain them by an exec as uid 0, in a namespace of its own or not.
+	noCaps := "ok: effective=0 permitted=0 inheritable=0 ambient=0 "
+	if os.Getuid() == 0 {
+		if got := attempt(t, s, "open_capabilities", nil); strings.HasPrefix(got, noCaps) {
+			t.Errorf("open: capabilities as root = %q, want some (the attempt is real)", got)
+		}
+		noCaps += "bounding=0"
+	}
+	expectPrefix(t, "confined: capabilities", attempt(t, s, "confined_capabilities", nil), noCaps)
+	expectPrefix(t, "offline: capabilities", attempt(t, s, "offline_capabilities", nil), noCaps)
+
 	// network none: its own empty network namespace.
 	expectPrefix(t, "offline: connect to a loopback port", attempt(t, s, "offline_connect", map[string]any{"addr": grantedAddr}), "refused: ")
 	expectPrefix(t, "offline: send UDP", attempt(t, s, "offline_send_udp", map[string]any{"addr": grantedAddr}), "refused: ")

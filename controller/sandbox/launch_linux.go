@@ -78,8 +78,12 @@ func launch(args []string) error {
 	if err := restrict(plan); err != nil {
 		return err
 	}
-	// The capability the launcher kept for lo ends here.
-	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	// The capability the launcher kept for lo ends here, and so do all of
+	// a root tether's: Landlock does not hold a process with
+	// CAP_SYS_MODULE or CAP_SYS_RAWIO.
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
 	err = syscall.Exec(args[0], args[1:], env)
 	if errors.Is(err, syscall.EACCES) {
 		return fmt.Errorf("exec %s: %w (does the policy grant it? grants: command)", args[0], err)
@@ -112,6 +116,39 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// dropCapabilities leaves the thread that execs the server no capability,
+// and nothing to regain one by the exec: a uid 0 process (tether run as
+// root, or the launcher in its own user namespace) gets at exec the
+// permitted set's bounding and inheritable capabilities, so both are
+// emptied, with the ambient, effective and permitted sets.
+func dropCapabilities() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capabilities: %w", err)
+	}
+	// Dropping from the bounding set needs CAP_SETPCAP; without it the
+	// launcher has no capability, and with no new privileges an exec
+	// gains none (a non-root uid gets nothing from the bounding set).
+	if data[0].Effective&(1<<unix.CAP_SETPCAP) != 0 {
+		for c := 0; ; c++ {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); errors.Is(err, unix.EINVAL) {
+				break // past the kernel's last capability
+			} else if err != nil {
+				return fmt.Errorf("capabilities: dropping %d from the bounding set: %w", c, err)
+			}
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("capabilities: clearing the ambient set: %w", err)
+	}
+	data = [2]unix.CapUserData{}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capabilities: clearing them: %w", err)
+	}
+	return nil
 }
 
 // setLimits sets soft and hard limits alike: the server cannot raise them.

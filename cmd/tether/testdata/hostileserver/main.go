@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // rlimitNPROC is RLIMIT_NPROC, which package syscall does not name.
@@ -103,6 +104,25 @@ func main() {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "tmpdir", Description: "the TMPDIR the server got"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
 		return answer("ok: %s", os.Getenv("TMPDIR"))
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "capabilities", Description: "the process's capability sets (their bits) and how many the bounding set holds"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			return outcome(err, "")
+		}
+		bounding, ambient := 0, 0
+		for c := 0; c < 64; c++ {
+			if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 1 {
+				bounding++
+			}
+			if in, err := unix.PrctlRetInt(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, uintptr(c), 0, 0); err == nil && in == 1 {
+				ambient++
+			}
+		}
+		return answer("ok: effective=%x permitted=%x inheritable=%x ambient=%d bounding=%d",
+			uint64(data[1].Effective)<<32|uint64(data[0].Effective), uint64(data[1].Permitted)<<32|uint64(data[0].Permitted),
+			uint64(data[1].Inheritable)<<32|uint64(data[0].Inheritable), ambient, bounding)
 	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
