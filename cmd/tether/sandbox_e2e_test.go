@@ -145,7 +145,19 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "confined.yaml"), stdioManifest("confined", bin, nil, confined))
 	writeFile(t, filepath.Join(dir, "offline.yaml"), stdioManifest("offline", bin, nil, "    sandbox: {}\n"))
 	writeFile(t, filepath.Join(dir, "open.yaml"), stdioManifest("open", bin, nil, ""))
-	_, ep := startSandboxTether(t, dir, home)
+	// tether inherits the private key open as descriptor 3, as from a
+	// careless parent (no close-on-exec): Landlock does not check what is
+	// already open.
+	keyFile, err := os.Open(key)
+	must(t, err)
+	defer keyFile.Close()
+	gw := freePort(t)
+	cmd := exec.Command(filepath.Join(builtBinaries(t), "tether"), "run", "--dir", dir, "--metrics-addr", "", "--log-level", "debug", "--listen", fmt.Sprintf("127.0.0.1:%d", gw))
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	cmd.ExtraFiles = []*os.File{keyFile}
+	startCmd(t, cmd, dir)
+	waitTCP(t, gw, 20*time.Second)
+	ep := endpoints{gateway: fmt.Sprintf("http://127.0.0.1:%d/mcp", gw)}
 	for _, name := range []string{"confined", "offline", "open"} {
 		waitStatus(t, filepath.Join(dir, name+".yaml"), name, 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	}
@@ -161,6 +173,7 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	// tether's working directory (this package's, under go test) is where
 	// a server without workingDir runs.
 	expectPrefix(t, "open: read in tether's working directory", attempt(t, s, "open_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "ok: ")
+	expectPrefix(t, "open: read a descriptor tether inherited", attempt(t, s, "open_read_fd", map[string]any{"fd": 3}), "ok: -----BEGIN OPENSSH PRIVATE KEY")
 	must(t, os.Remove(outside))
 
 	// Under the sandbox each is refused, and what is granted still works.
@@ -178,6 +191,8 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	if sandbox.DetectKernel().MPTCP {
 		expectPrefix(t, "confined: MPTCP to a port not granted (Landlock does not hold it)", attempt(t, s, "confined_connect_mptcp", map[string]any{"addr": otherAddr}), "ok: connected to "+otherAddr+" (multipath: true)")
 	}
+	expectPrefix(t, "confined: read a descriptor tether inherited", attempt(t, s, "confined_read_fd", map[string]any{"fd": 3}), "refused: ")
+	expectPrefix(t, "offline: read a descriptor tether inherited", attempt(t, s, "offline_read_fd", map[string]any{"fd": 3}), "refused: ")
 	expectPrefix(t, "confined: signal tether", attempt(t, s, "confined_signal_parent", nil), "refused: ")
 	expectPrefix(t, "confined: read in tether's working directory", attempt(t, s, "confined_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "refused: ")
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -73,6 +74,9 @@ func launch(args []string) error {
 		}
 	}
 	if err := setLimits(plan.Limits); err != nil {
+		return err
+	}
+	if err := closeInherited(); err != nil {
 		return err
 	}
 	if err := restrict(plan); err != nil {
@@ -147,6 +151,32 @@ func dropCapabilities() error {
 	data = [2]unix.CapUserData{}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capabilities: clearing them: %w", err)
+	}
+	return nil
+}
+
+// closeInherited makes every descriptor but stdin, stdout and stderr close
+// at the exec. Landlock does not restrict what is already open: a
+// descriptor tether inherited without close-on-exec (from a shell, a
+// service manager, a test harness) would hand the server a file, directory
+// or socket past its rules.
+func closeInherited() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	// Before Linux 5.11: each open descriptor, from /proc (Landlock is
+	// not yet in force).
+	entries, rerr := os.ReadDir("/proc/self/fd")
+	if rerr != nil {
+		return fmt.Errorf("closing inherited descriptors: %w (close_range: %w)", rerr, err)
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+				return fmt.Errorf("closing inherited descriptor %d: %w", fd, err)
+			}
+		}
 	}
 	return nil
 }

@@ -33,6 +33,10 @@ type addrArgs struct {
 	Addr string `json:"addr"`
 }
 
+type fdArgs struct {
+	FD int `json:"fd"`
+}
+
 type noArgs struct{}
 
 func answer(format string, args ...any) (*mcp.CallToolResult, any, error) {
@@ -104,6 +108,14 @@ func main() {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "tmpdir", Description: "the TMPDIR the server got"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
 		return answer("ok: %s", os.Getenv("TMPDIR"))
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "read_fd", Description: "read an inherited file descriptor"}, func(_ context.Context, _ *mcp.CallToolRequest, a fdArgs) (*mcp.CallToolResult, any, error) {
+		buf := make([]byte, 4096)
+		n, err := syscall.Pread(a.FD, buf, 0)
+		if n < 0 {
+			n = 0
+		}
+		return outcome(err, string(buf[:n]))
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "capabilities", Description: "the process's capability sets (their bits) and how many the bounding set holds"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
 		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
