@@ -44,6 +44,11 @@ func Check(p *Plan, k Kernel) []string {
 	need(3, "the truncate right")
 	need(5, "the device ioctl right")
 	need(6, "signal and abstract Unix socket scoping")
+	// A connect to a socket file is no open: before ABI 9 Landlock does not
+	// see it, and the server reaches every Unix socket its user may (a
+	// D-Bus session bus that starts programs unconfined, docker.sock),
+	// whatever its grants and network.
+	need(9, "Unix socket files outside the grants refused (connect to a D-Bus bus, docker.sock)")
 	if p.HandleTCP {
 		need(4, "TCP connect and bind rules")
 	}

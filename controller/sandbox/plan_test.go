@@ -148,14 +148,16 @@ func TestCheck(t *testing.T) {
 		abi  int
 		want []string // each a part of one missing item, in order
 	}{
-		{fs, 7, nil},
+		{fs, 9, nil},
 		{fs, 11, nil},
-		{fs, 6, nil},
-		{fs, 5, []string{"signal and abstract Unix socket scoping (Landlock ABI 6; this kernel has 5)"}},
-		{fs, 0, []string{"file system rules", "truncate", "ioctl", "scoping"}},
+		{fs, 8, []string{"Unix socket files outside the grants refused (connect to a D-Bus bus, docker.sock) (Landlock ABI 9; this kernel has 8)"}},
+		{fs, 7, []string{"Unix socket files"}},
+		{fs, 5, []string{"signal and abstract Unix socket scoping (Landlock ABI 6; this kernel has 5)", "Unix socket files"}},
+		{fs, 0, []string{"file system rules", "truncate", "ioctl", "scoping", "Unix socket files"}},
 		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 10, nil},
-		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 7, []string{"UDP rules"}},
-		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 3, []string{"ioctl", "scoping", "TCP connect and bind rules (Landlock ABI 4; this kernel has 3)", "UDP rules"}},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 9, []string{"UDP rules"}},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 7, []string{"Unix socket files", "UDP rules"}},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 3, []string{"ioctl", "scoping", "Unix socket files", "TCP connect and bind rules (Landlock ABI 4; this kernel has 3)", "UDP rules"}},
 		{connect, 10, []string{`connect "h:443": Landlock filters ports, not hosts`}},
 	} {
 		got := Check(tc.plan, Kernel{ABI: tc.abi})

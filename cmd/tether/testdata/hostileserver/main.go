@@ -67,6 +67,13 @@ func main() {
 		}
 		return outcome(err, "connected to "+a.Addr)
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "connect_unix", Description: "connect to a Unix socket file"}, func(_ context.Context, _ *mcp.CallToolRequest, a pathArgs) (*mcp.CallToolResult, any, error) {
+		c, err := net.DialTimeout("unix", a.Path, 5*time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return outcome(err, "connected to "+a.Path)
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "connect_mptcp", Description: "open a Multipath TCP connection"}, func(ctx context.Context, _ *mcp.CallToolRequest, a addrArgs) (*mcp.CallToolResult, any, error) {
 		d := net.Dialer{Timeout: 5 * time.Second}
 		d.SetMultipathTCP(true)
