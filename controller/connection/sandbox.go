@@ -3,6 +3,7 @@ package connection
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/sandbox"
@@ -75,6 +76,7 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, program, argv0 stri
 		Home:        envValue(env, "HOME"),
 		Path:        envValue(env, "PATH"),
 		Tmp:         c.tmp,
+		Protected:   protected(self, manifestDir, tmpRoot),
 	})
 	if err != nil {
 		c.cleanup()
@@ -100,6 +102,17 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, program, argv0 stri
 	c.planEnv = sandbox.PlanEnv + "=" + encoded
 	c.args = append([]string{sandbox.LauncherArg, program, argv0}, args...)
 	return c, env, nil
+}
+
+// protected are what no write grant may hold: tether's executable (the
+// launcher), the manifest's directory, and the state directory (tmpRoot's
+// parent, when tether run keeps one).
+func protected(self, manifestDir, tmpRoot string) []sandbox.Protected {
+	out := []sandbox.Protected{{Path: self, What: "tether's executable, the sandbox launcher"}, {Path: manifestDir, What: "the manifest's directory"}}
+	if tmpRoot != "" {
+		out = append(out, sandbox.Protected{Path: filepath.Dir(tmpRoot), What: "tether's state directory"})
+	}
+	return out
 }
 
 // setEnv sets name in env ("NAME=value" entries).

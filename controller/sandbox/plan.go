@@ -85,6 +85,15 @@ type Inputs struct {
 	Home        string // ~/ expands to it: the server's HOME
 	Path        string // the child's PATH (what /usr/bin/env looks up)
 	Tmp         string // the private temporary directory, made by the caller
+	// Protected are what a server must not write, named: tether's
+	// executable (the launcher, which runs unconfined), the manifest's
+	// directory (a manifest there runs unconfined), the state directory.
+	Protected []Protected
+}
+
+// Protected is a path no write grant may hold, and what it is.
+type Protected struct {
+	Path, What string
 }
 
 // Build resolves policy for one start. A listed path that does not exist is
@@ -131,6 +140,11 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 			path := expand(raw, in.Home, in.ManifestDir)
 			if _, err := os.Stat(path); err != nil {
 				return nil, fmt.Errorf("spec.stdio.sandbox.%s[%d]: %s: %w", list.field, i, path, errors.Unwrap(err))
+			}
+			if list.rights == RightWrite {
+				if err := holdsNone(path, in.Protected); err != nil {
+					return nil, fmt.Errorf("spec.stdio.sandbox.%s[%d]: %w", list.field, i, err)
+				}
 			}
 			add(path, list.rights)
 		}
@@ -180,6 +194,32 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// holdsNone refuses a write grant that holds (is, or is a parent of) a
+// protected path: through it the server could change what tether runs
+// next, unconfined. Both sides are compared with their symbolic links
+// resolved.
+func holdsNone(grant string, protected []Protected) error {
+	g := resolved(grant)
+	for _, p := range protected {
+		if p.Path == "" {
+			continue
+		}
+		if rel, err := filepath.Rel(g, resolved(p.Path)); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("%s holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", grant, p.What, p.Path)
+		}
+	}
+	return nil
+}
+
+// resolved is path with its symbolic links resolved, or cleaned when that
+// fails.
+func resolved(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return filepath.Clean(path)
 }
 
 // expand makes a policy path absolute: ~/ is home, a relative path is

@@ -205,6 +205,50 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
+// TestBuildRefusesWritingWhatTetherRuns: a write grant that is, or holds,
+// tether's executable, the manifest's directory or the state directory
+// (through a symbolic link too) fails the start naming the field; one
+// beside or below them does not.
+func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
+	root := t.TempDir()
+	manifests := filepath.Join(root, "manifests")
+	state := filepath.Join(manifests, ".tether")
+	beside := filepath.Join(root, "data")
+	for _, d := range []string{state, beside} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(beside, "to-root")
+	if err := os.Symlink(root, link); err != nil {
+		t.Fatal(err)
+	}
+	in := Inputs{Command: "/bin/true", ManifestDir: manifests, Protected: []Protected{
+		{Path: "/bin/true", What: "tether's executable"}, {Path: manifests, What: "the manifest's directory"}, {Path: state, What: "the state directory"}}}
+	for _, tc := range []struct {
+		write []string
+		want  string // "" for no error
+	}{
+		{[]string{beside}, ""},
+		{[]string{"data2"}, "no such file"},
+		{[]string{filepath.Join(state, "..", "..", "data")}, ""},
+		{[]string{beside, "."}, "spec.stdio.sandbox.write[1]: " + manifests + " holds the manifest's directory"},
+		{[]string{root}, "spec.stdio.sandbox.write[0]: " + root + " holds the manifest's directory"},
+		{[]string{link}, "spec.stdio.sandbox.write[0]: " + link + " holds the manifest's directory"},
+		{[]string{".tether"}, "holds the state directory"},
+		{[]string{"/bin"}, "holds tether's executable"},
+	} {
+		_, err := Build(&spec.SandboxSpec{Grants: []string{}, Write: tc.write}, in)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("write %q: %v, want %q", tc.write, err, tc.want)
+		}
+	}
+	// Read grants of them are the manifest's to give.
+	if _, err := Build(&spec.SandboxSpec{Grants: []string{}, Read: []string{root}}, in); err != nil {
+		t.Errorf("read of a parent of the manifests: %v", err)
+	}
+}
+
 // TestBuildLimits: the limits become the plan's, memory in bytes.
 func TestBuildLimits(t *testing.T) {
 	procs, files := 64, 256
