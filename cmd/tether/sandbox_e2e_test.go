@@ -217,6 +217,9 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	if _, err := os.Stat(outside); !os.IsNotExist(err) {
 		t.Errorf("confined: %s exists after a refused write (%v)", outside, err)
 	}
+	// What Landlock does not check (docs/security.md): a file's metadata.
+	// The key's mode is 0600 already, so the attempt changes nothing.
+	expectPrefix(t, "confined: chmod ~/.ssh/id_ed25519 (Landlock does not hold it)", attempt(t, s, "confined_chmod", map[string]any{"path": key}), "ok: ")
 	expectPrefix(t, "confined: write inside its grant", attempt(t, s, "confined_write_file", map[string]any{"path": filepath.Join(allowed, "f")}), "ok: ")
 	expectPrefix(t, "confined: connect to a port not granted", attempt(t, s, "confined_connect", map[string]any{"addr": otherAddr}), "refused: ")
 	expectPrefix(t, "confined: connect to the granted port", attempt(t, s, "confined_connect", map[string]any{"addr": grantedAddr}), "ok: ")

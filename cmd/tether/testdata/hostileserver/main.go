@@ -56,6 +56,9 @@ func main() {
 		b, err := os.ReadFile(a.Path)
 		return outcome(err, string(b))
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "chmod", Description: "set a file's mode to 0600"}, func(_ context.Context, _ *mcp.CallToolRequest, a pathArgs) (*mcp.CallToolResult, any, error) {
+		return outcome(os.Chmod(a.Path, 0o600), "chmod 0600 "+a.Path)
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "create a file"}, func(_ context.Context, _ *mcp.CallToolRequest, a pathArgs) (*mcp.CallToolResult, any, error) {
 		err := os.WriteFile(a.Path, []byte("written by hostileserver\n"), 0o600)
 		return outcome(err, "wrote "+a.Path)
