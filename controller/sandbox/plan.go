@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -240,7 +241,7 @@ func expand(path, home, manifestDir string) string {
 // and for /usr/bin/env the program it looks up on path.
 func interpreters(command, path string) []string {
 	interp, arg := shebang(command)
-	if interp == "" {
+	if !isELF(interp) {
 		return nil
 	}
 	out := []string{interp}
@@ -250,12 +251,31 @@ func interpreters(command, path string) []string {
 			fields = fields[1:] // env -S node: the options before the program
 		}
 		if len(fields) > 0 {
-			if prog := lookPath(fields[0], path); prog != "" {
+			if prog := lookPath(fields[0], path); isELF(prog) {
 				out = append(out, prog)
 			}
 		}
 	}
 	return out
+}
+
+// isELF reports whether path is absolute and names an ELF file. What the
+// interpreter and libraries grants add is read from files a server may be
+// able to write (its own script, beneath a write grant): a #! line or a
+// DT_NEEDED naming ~/.ssh/id_ed25519 must not grant it at the next start,
+// so only what could be an interpreter or a library is granted.
+func isELF(path string) bool {
+	if !filepath.IsAbs(path) {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == elf.ELFMAG
 }
 
 // shebang reads a script's #! line: the interpreter and the rest.
@@ -342,7 +362,7 @@ func libraries(programs []string) []string {
 			}
 		}
 		for _, lib := range found {
-			if real, err := filepath.EvalSymlinks(lib); err == nil && !seen[real] {
+			if real, err := filepath.EvalSymlinks(lib); err == nil && !seen[real] && isELF(real) {
 				seen[real] = true
 				out = append(out, real)
 				queue = append(queue, real)

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"debug/elf"
 	"os"
 	"path/filepath"
 	"slices"
@@ -268,13 +269,26 @@ func TestBuildLimits(t *testing.T) {
 func TestInterpreters(t *testing.T) {
 	bin := t.TempDir()
 	prog := filepath.Join(bin, "node")
-	if err := os.WriteFile(prog, nil, 0o755); err != nil {
-		t.Fatal(err)
+	elfProgram, err := os.ReadFile("/usr/bin/env")
+	if err != nil {
+		t.Skip("no /usr/bin/env")
+	}
+	// A file that is no interpreter (a key, or a script that names one) is
+	// not granted by a #! line, which a server may have rewritten.
+	secret := filepath.Join(bin, "id_ed25519")
+	for file, data := range map[string][]byte{prog: elfProgram, secret: []byte("-----BEGIN OPENSSH PRIVATE KEY-----\n")} {
+		if err := os.WriteFile(file, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tc := range []struct {
 		line string
 		want []string
 	}{
+		{"#!" + secret, nil},
+		{"#!/usr/bin/env id_ed25519", []string{"/usr/bin/env"}},
+		{"#!/usr/bin/env " + secret, []string{"/usr/bin/env"}},
+		{"#!node", nil},
 		{"#!/bin/sh -e", []string{"/bin/sh"}},
 		{"#!/usr/bin/env node", []string{"/usr/bin/env", prog}},
 		{"#! /usr/bin/env -S -i node --flag", []string{"/usr/bin/env", prog}},
@@ -295,6 +309,56 @@ func TestInterpreters(t *testing.T) {
 	}
 	if got := interpreters(f, bin); !slices.Equal(got, []string{"/bin/sh"}) {
 		t.Errorf("a #! line without a newline: %q", got)
+	}
+}
+
+// TestLibrariesAreELF: a library the walk finds is granted only when it is
+// an ELF file: an ELF program a server rewrote (beneath a write grant) to
+// name ~/.ssh/id_ed25519 as its loader does not get it granted.
+func TestLibrariesAreELF(t *testing.T) {
+	data, err := os.ReadFile("/usr/bin/env")
+	if err != nil {
+		t.Skip("no /usr/bin/env")
+	}
+	f, err := elf.Open("/usr/bin/env")
+	if err != nil {
+		t.Skip(err)
+	}
+	var interp *elf.Prog
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			interp = p
+		}
+	}
+	_ = f.Close()
+	if interp == nil || interp.Filesz < 12 {
+		t.Skip("/usr/bin/env has no PT_INTERP to rewrite")
+	}
+	// The hostile loader's path, exactly as long as the real one.
+	dir, err := os.MkdirTemp("", "t") // t.TempDir's name is too long
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	n := int(interp.Filesz) - 1 - len(dir) - 1
+	if n < 1 {
+		t.Skip("the temporary directory's path is longer than the loader's")
+	}
+	secret := filepath.Join(dir, strings.Repeat("k", n))
+	if err := os.WriteFile(secret, []byte("-----BEGIN OPENSSH PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	copy(data[interp.Off:], secret+"\x00")
+	prog := filepath.Join(dir, "prog")
+	if err := os.WriteFile(prog, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := libraries([]string{prog})
+	if slices.Contains(got, secret) {
+		t.Errorf("libraries of a program whose loader is a key: %q, want the key left out", got)
+	}
+	if !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(filepath.Base(l), "libc.so") }) {
+		t.Errorf("libraries %q: want its libc still", got)
 	}
 }
 
