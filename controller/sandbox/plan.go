@@ -101,34 +101,38 @@ type Protected struct {
 // an error naming the field; the named grants skip what is missing.
 func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 	p := &Plan{Network: policy.NetworkMode(), BestEffort: policy.BestEffort}
-	add := func(path, rights string) { p.Paths = append(p.Paths, PathRule{Path: path, Rights: rights}) }
+	var from []string // where each of p.Paths comes from, for errors
+	add := func(path, rights, origin string) {
+		p.Paths = append(p.Paths, PathRule{Path: path, Rights: rights})
+		from = append(from, origin)
+	}
 	if policy.Granted(spec.GrantCommand) {
-		add(in.Command, RightExec)
+		add(in.Command, RightExec, "the command (grants: command)")
 	}
 	var programs []string // ELF files whose libraries are granted
 	programs = append(programs, in.Command)
 	if policy.Granted(spec.GrantInterpreter) {
 		for _, interp := range interpreters(in.Command, in.Path) {
-			add(interp, RightExec)
+			add(interp, RightExec, "the interpreter (grants: interpreter)")
 			programs = append(programs, interp)
 		}
 	}
 	if policy.Granted(spec.GrantLibraries) {
 		for _, lib := range libraries(programs) {
-			add(lib, RightExec)
+			add(lib, RightExec, "a library (grants: libraries)")
 		}
 	}
 	if policy.Granted(spec.GrantWorkingDir) && in.WorkingDir != "" {
-		add(in.WorkingDir, RightRead)
+		add(in.WorkingDir, RightRead, "workingDir (grants: workingDir)")
 	}
 	if policy.Granted(spec.GrantTmp) && in.Tmp != "" {
 		p.Tmp = in.Tmp
-		add(in.Tmp, RightWrite)
+		add(in.Tmp, RightWrite, "TMPDIR (grants: tmp)")
 	}
 	if policy.Granted(spec.GrantDevices) {
 		for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
 			if _, err := os.Stat(d); err == nil {
-				add(d, RightDevice)
+				add(d, RightDevice, "a device (grants: devices)")
 			}
 		}
 	}
@@ -147,7 +151,7 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 					return nil, fmt.Errorf("spec.stdio.sandbox.%s[%d]: %w", list.field, i, err)
 				}
 			}
-			add(path, list.rights)
+			add(path, list.rights, fmt.Sprintf("spec.stdio.sandbox.%s[%d]", list.field, i))
 		}
 	}
 	switch p.Network {
@@ -174,10 +178,13 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 			p.ConnectUDP = append(p.ConnectUDP, 53)
 			for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf"} {
 				if _, err := os.Stat(f); err == nil {
-					add(f, RightRead)
+					add(f, RightRead, "a resolver file (dns)")
 				}
 			}
 		}
+	}
+	if err := noWayOut(p.Paths, from); err != nil {
+		return nil, err
 	}
 	if l := policy.Limits; l != nil {
 		if l.Memory != "" {
@@ -207,11 +214,39 @@ func holdsNone(grant string, protected []Protected) error {
 		if p.Path == "" {
 			continue
 		}
-		if rel, err := filepath.Rel(g, resolved(p.Path)); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		if beneath(resolved(p.Path), g) {
 			return fmt.Errorf("%s holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", grant, p.What, p.Path)
 		}
 	}
 	return nil
+}
+
+// noWayOut refuses a path that lies beneath a write grant but resolves,
+// through a symbolic link, outside it: the server may make that link
+// before its next start (read: [~/work/config] with write: [~/work], config
+// turned into a link to ~/.ssh), and the kernel's rule follows it.
+func noWayOut(paths []PathRule, from []string) error {
+	for _, w := range paths {
+		if w.Rights != RightWrite && w.Rights != RightWriteX {
+			continue
+		}
+		wr := resolved(w.Path)
+		for i, r := range paths {
+			if r.Path == w.Path || !beneath(r.Path, w.Path) {
+				continue
+			}
+			if rr := resolved(r.Path); !beneath(rr, wr) {
+				return fmt.Errorf("%s: %s is beneath the write grant %s but resolves to %s, outside it: a server could point it anywhere before its next start; grant %s by its own path", from[i], r.Path, w.Path, rr, rr)
+			}
+		}
+	}
+	return nil
+}
+
+// beneath reports whether path is dir or lies below it (both clean).
+func beneath(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // resolved is path with its symbolic links resolved, or cleaned when that

@@ -103,6 +103,40 @@ func TestBuildLists(t *testing.T) {
 	if !slices.Equal(p.Paths, want) {
 		t.Errorf("paths %+v, want %+v", p.Paths, want)
 	}
+	// A path beneath a write grant that a link takes outside it: the
+	// server could have made that link.
+	secret := filepath.Join(home, "id_ed25519")
+	if err := os.WriteFile(secret, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "out", "config")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "tools"), filepath.Join(dir, "out", "tools")); err != nil {
+		t.Fatal(err)
+	}
+	links := &spec.SandboxSpec{Grants: []string{}, Write: []string{"out"}, Read: []string{"out", "out/config"}}
+	if _, err := Build(links, Inputs{Command: "/bin/true", Home: home, ManifestDir: dir}); err == nil || !strings.HasPrefix(err.Error(), "spec.stdio.sandbox.read[1]: "+filepath.Join(dir, "out", "config")+" is beneath the write grant "+filepath.Join(dir, "out")+" but resolves to "+secret) {
+		t.Errorf("a link out of a write grant: %v", err)
+	}
+	links.Read = []string{"out/tools"} // a link to a directory beside it is as much a way out
+	if _, err := Build(links, Inputs{Command: "/bin/true", Home: home, ManifestDir: dir}); err == nil {
+		t.Error("a link to a directory outside the write grant: no error")
+	}
+	links.Read, links.Grants = nil, nil
+	if _, err := Build(links, Inputs{Command: filepath.Join(dir, "out", "config"), WorkingDir: filepath.Join(dir, "out"), Home: home, ManifestDir: dir}); err == nil || !strings.HasPrefix(err.Error(), "the command (grants: command): ") {
+		t.Errorf("a command linked out of a write grant: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "out", "real"), nil, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(dir, "out", "inside")); err != nil {
+		t.Fatal(err)
+	}
+	links.Grants, links.Read = []string{}, []string{"out/inside"}
+	if _, err := Build(links, Inputs{Command: "/bin/true", Home: home, ManifestDir: dir}); err != nil {
+		t.Errorf("a link that stays inside the write grant: %v", err)
+	}
 	policy.Write = []string{"out", "missing"}
 	if _, err := Build(policy, Inputs{Command: "/bin/true", Home: home, ManifestDir: dir}); err == nil || !strings.HasPrefix(err.Error(), "spec.stdio.sandbox.write[1]: "+filepath.Join(dir, "missing")+": no such file") {
 		t.Errorf("a missing path: %v", err)
