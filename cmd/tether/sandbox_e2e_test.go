@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -408,6 +409,41 @@ func TestDefaultSandbox(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), policy+":2: limits.openFiles: must be at least 3") {
 		t.Errorf("tether run with a bad policy: %v\n%s", err, out)
 	}
+}
+
+// TestSandboxLauncherIsTheRunningTether: the launcher is the tether that
+// planned the start, not whatever file is at its path now: after an
+// upgrade replaced the executable (here, with a program that would run the
+// server unconfined), a confined server's restart still runs confined.
+func TestSandboxLauncherIsTheRunningTether(t *testing.T) {
+	bin := hostileServer(t)
+	home, key := sandboxHome(t)
+	exe := filepath.Join(t.TempDir(), "tether")
+	data, err := os.ReadFile(filepath.Join(builtBinaries(t), "tether"))
+	must(t, err)
+	must(t, os.WriteFile(exe, data, 0o755))
+	dir := t.TempDir()
+	m := filepath.Join(dir, "up.yaml")
+	writeFile(t, m, stdioManifest("up", bin, nil, policyHere("")+quickBackoff))
+	gw := freePort(t)
+	cmd := exec.Command(exe, "run", "--dir", dir, "--metrics-addr", "", "--log-level", "debug", "--listen", fmt.Sprintf("127.0.0.1:%d", gw))
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	startCmd(t, cmd, dir)
+	waitTCP(t, gw, 20*time.Second)
+	st := waitStatus(t, m, "up", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	first := st.Process.PID
+
+	// The upgrade: a new file at tether's path, which as a launcher
+	// would exec the server with nothing applied.
+	next := exe + ".new"
+	must(t, os.WriteFile(next, []byte("#!/bin/sh\nshift; exec \"$@\"\n"), 0o755))
+	must(t, os.Rename(next, exe))
+	must(t, syscall.Kill(first, syscall.SIGKILL))
+	waitStatus(t, m, "up", 30*time.Second, "Connected again", func(st spec.ConnectionStatus) bool {
+		return st.Phase == spec.PhaseConnected && st.Process != nil && st.Process.PID != first && st.Process.PID != 0
+	})
+	ep := endpoints{gateway: fmt.Sprintf("http://127.0.0.1:%d/mcp", gw)}
+	expectPrefix(t, "after the upgrade: read ~/.ssh/id_ed25519", attempt(t, connectClient(t, ep), "up_read_file", map[string]any{"path": key}), "refused: ")
 }
 
 // TestSandboxKeepsProcessHandling: the launcher becomes the server, so what

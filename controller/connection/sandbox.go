@@ -58,7 +58,7 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, program, argv0 stri
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: finding tether's own executable (the launcher): %w", err)
 	}
-	c := &confinement{launcher: self}
+	c := &confinement{launcher: launcherPath(self)}
 	if policy.Granted(spec.GrantTmp) {
 		tmp, err := os.MkdirTemp(tmpRoot, "tether-sandbox-"+name+"-")
 		if err != nil {

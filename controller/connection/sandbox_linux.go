@@ -8,6 +8,18 @@ import (
 	"github.com/tether-mcp/tether/controller/sandbox"
 )
 
+// launcherPath is the executable that runs as the launcher: the running
+// tether itself (/proc/self/exe names its file even once an upgrade
+// replaced or removed it at self), so a launcher and the tether that
+// planned for it are one build; self when /proc is not mounted.
+func launcherPath(self string) string {
+	const running = "/proc/self/exe"
+	if _, err := os.Stat(running); err != nil {
+		return self
+	}
+	return running
+}
+
 // namespaces makes the launcher's clone create the user and network
 // namespaces of a plan that has its own network (none, loopback): the user
 // namespace is what lets an unprivileged tether make the network one. The
