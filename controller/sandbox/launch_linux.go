@@ -95,11 +95,17 @@ func launch(args []string) error {
 	return fmt.Errorf("exec %s: %w", args[0], err)
 }
 
-// decode reads PlanEnv's value.
+// decode reads PlanEnv's value, strictly: a field this launcher does not
+// know is a rule it would not apply.
 func decode(s string) (*Plan, error) {
 	var p Plan
-	if err := json.Unmarshal([]byte(s), &p); err != nil {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&p); err != nil {
 		return nil, fmt.Errorf("reading the sandbox plan: %w", err)
+	}
+	if d.More() {
+		return nil, errors.New("reading the sandbox plan: more than one JSON value")
 	}
 	return &p, nil
 }

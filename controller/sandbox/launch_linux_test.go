@@ -59,6 +59,14 @@ func TestLaunchRefusesWithoutAPlan(t *testing.T) {
 	if err := launch([]string{"/bin/true", "true"}); err == nil || !strings.Contains(err.Error(), "reading the sandbox plan") {
 		t.Errorf("a bad plan: %v", err)
 	}
+	t.Setenv(PlanEnv, `{"paths":[],"network":"none","seccomp":"strict"}`)
+	if err := launch([]string{"/bin/true", "true"}); err == nil || !strings.Contains(err.Error(), `unknown field "seccomp"`) {
+		t.Errorf("a plan with a rule this launcher does not know: %v", err)
+	}
+	t.Setenv(PlanEnv, `{"paths":[]} {}`)
+	if err := launch([]string{"/bin/true", "true"}); err == nil || !strings.Contains(err.Error(), "more than one JSON value") {
+		t.Errorf("a plan followed by more: %v", err)
+	}
 	if err := launch([]string{"/bin/true"}); err == nil || !strings.Contains(err.Error(), "want PROGRAM ARGV0") {
 		t.Errorf("no argv0: %v", err)
 	}
