@@ -67,6 +67,7 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 			st.Phase, reason = spec.PhaseConnected, spec.ReasonConnected
 			msg = fmt.Sprintf("connected to %s %s, %d tools", info.Name, info.Version, sn.Tools)
 		}
+		st.Sandbox = sn.Sandbox
 		st.Collisions = in.Exposure.Collisions
 		st.NameWarnings = in.Exposure.NameWarnings
 	case sn.AuthRequired != "" && !sn.Attempting:
@@ -86,6 +87,9 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 		st.Phase, reason, msg = spec.PhaseConnecting, spec.ReasonConnecting, "connecting"
 	case sn.Failures > 0:
 		st.Phase, reason = spec.PhaseReconnecting, spec.ReasonConnectFailed
+		if sn.SandboxUnsupported != "" {
+			reason = spec.ReasonSandboxUnsupported
+		}
 		if sn.Attempting {
 			msg = fmt.Sprintf("attempt %d in progress; last error: %s", sn.Failures+1, sn.LastError)
 		} else {
@@ -134,6 +138,10 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 	case st.Phase == spec.PhaseAuthRequired:
 		// No progress without someone: a login, or a fixed client.
 		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonAuthRequired, msg)
+	case reason == spec.ReasonSandboxUnsupported:
+		// No progress until the manifest accepts less or the kernel
+		// can do more.
+		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonSandboxUnsupported, sn.SandboxUnsupported)
 	}
 	st.Conditions = []spec.Condition{ready, rec, stalled}
 	for i := range st.Conditions {

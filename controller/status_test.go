@@ -118,6 +118,15 @@ func TestComputeStatus(t *testing.T) {
 			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionFalse,
 		},
 		{
+			name: "sandbox unsupported",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 2, LastError: "sandbox: this kernel cannot enforce the policy fully: UDP rules", NextRetry: now.Add(3 * time.Second),
+				SandboxUnsupported: "sandbox: this kernel cannot enforce the policy fully: UDP rules",
+			}},
+			phase: spec.PhaseReconnecting, reason: spec.ReasonSandboxUnsupported, msg: "attempt 2 failed: sandbox: this kernel cannot enforce the policy fully: UDP rules",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionTrue,
+		},
+		{
 			name:  "pending",
 			in:    StatusInput{Entry: valid},
 			phase: spec.PhasePending, reason: spec.ReasonPending, msg: "waiting to connect",
@@ -136,6 +145,11 @@ func TestComputeStatus(t *testing.T) {
 			} {
 				if got := conditionOf(st, typ).Status; got != want {
 					t.Errorf("%s = %s, want %s", typ, got, want)
+				}
+			}
+			if tc.reason == spec.ReasonSandboxUnsupported {
+				if c := conditionOf(st, spec.ConditionStalled); c.Reason != spec.ReasonSandboxUnsupported || c.Message != tc.in.Snapshot.SandboxUnsupported {
+					t.Errorf("Stalled = %s/%q, want %s/%q", c.Reason, c.Message, spec.ReasonSandboxUnsupported, tc.in.Snapshot.SandboxUnsupported)
 				}
 			}
 			for _, c := range st.Conditions {
@@ -158,7 +172,7 @@ func TestComputeStatusDetails(t *testing.T) {
 	in := StatusInput{
 		Entry: desired.Entry{Name: "one", Conn: conn, Generation: 7},
 		Snapshot: supervisor.Snapshot{Session: live, Running: conn, Server: live.Server(), Tools: 2, ConnectedAt: now.Add(-90 * time.Second),
-			Starts: 4, LastExitCode: &exit, Process: &spec.ProcessStatus{PID: 42, StderrTail: []string{"ready"}}},
+			Starts: 4, LastExitCode: &exit, Process: &spec.ProcessStatus{PID: 42, StderrTail: []string{"ready"}}, Sandbox: "landlock fs+net"},
 		Exposure: gateway.Exposure{Tools: 1, Collisions: []spec.ToolCollision{{Tool: "one_b", Connection: "another"}}},
 		Now:      now,
 	}
@@ -190,6 +204,9 @@ func TestComputeStatusDetails(t *testing.T) {
 		if c.got == nil || *c.got != c.want {
 			t.Errorf("%s = %+v, want %+v", c.kind, c.got, c.want)
 		}
+	}
+	if st.Sandbox != "landlock fs+net" {
+		t.Errorf("sandbox = %q, want the live session's", st.Sandbox)
 	}
 	if p := st.Process; p == nil || p.PID != 42 || p.Restarts != 3 || p.LastExitCode == nil || *p.LastExitCode != 1 || len(p.StderrTail) != 1 {
 		t.Errorf("process = %+v, want pid 42, 3 restarts, last exit 1, the tail", p)

@@ -27,6 +27,7 @@ func (s *Spec) DeepCopy() *Spec {
 		st := *s.Stdio
 		st.Args = cloneStrings(s.Stdio.Args)
 		st.Env = cloneEnv(s.Stdio.Env)
+		st.Sandbox = s.Stdio.Sandbox.DeepCopy()
 		out.Stdio = &st
 	}
 	if s.HTTP != nil {

@@ -114,6 +114,95 @@ type StdioSpec struct {
 	// HOME, USER, LANG, TZ, ...); nothing else of tether's environment
 	// reaches the server.
 	Env []EnvVar `json:"env,omitempty"`
+	// Confines the server with the kernel (Linux only: Landlock and
+	// namespaces; docs/security.md): what it may read, write and execute,
+	// which network it has, its resource limits. Absent: the server runs with
+	// all of tether's user's rights, unless tether run --default-sandbox
+	// names a policy.
+	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
+}
+
+// SandboxSpec is a least-privilege policy for a stdio server
+// (docs/security.md). It starts from nothing: the server may use only what
+// its grants and lists name.
+type SandboxSpec struct {
+	// What tether grants by name: command (the program, read and execute),
+	// interpreter (the #! interpreter, and what /usr/bin/env runs),
+	// libraries (the shared libraries they load), workingDir (read, when
+	// workingDir is set: tether's own working directory is never granted),
+	// tmp (a private temporary directory, read and write, as TMPDIR, removed
+	// with the process), devices (/dev/null, /dev/zero, /dev/urandom,
+	// /dev/random, /dev/full). Absent: all of them; [] grants nothing.
+	Grants []string `json:"grants"`
+	// Paths (files or directories, and everything below a directory) the
+	// server may read. ~/ is the server's HOME (tether's, unless env sets
+	// one); a relative path is resolved against the manifest's directory.
+	Read []string `json:"read,omitempty"`
+	// Paths the server may read and write (create, remove, rename below).
+	Write []string `json:"write,omitempty"`
+	// Paths the server may read and execute.
+	Execute []string `json:"execute,omitempty"`
+	// The network the server has: none (its own empty network namespace:
+	// no interface, not even loopback, no abstract sockets of the host), loopback (its own
+	// network namespace with only its own loopback interface), connect (the
+	// host's network, TCP connect only to the ports listed in connect) or
+	// all. Default none.
+	// +tether:enum=none;loopback;connect;all
+	Network string `json:"network,omitempty"`
+	// With network connect: the TCP ports the server may connect to, as
+	// "443" or "host:443". Landlock filters ports, not hosts: a host makes
+	// the policy one the kernel cannot enforce fully.
+	Connect []string `json:"connect,omitempty"`
+	// With network connect: allow name resolution (connect to port 53, and
+	// read /etc/resolv.conf, /etc/hosts, /etc/nsswitch.conf, /etc/gai.conf,
+	// /etc/host.conf).
+	DNS bool `json:"dns,omitempty"`
+	// Resource limits (setrlimit) of the server and its children.
+	Limits *SandboxLimits `json:"limits,omitempty"`
+	// Run with what the kernel can enforce when it cannot enforce the whole
+	// policy (an older Landlock, no user namespaces; with connect: UDP
+	// before Landlock ABI 10, Multipath TCP enabled, a host), instead of
+	// refusing to start the server (reason SandboxUnsupported).
+	BestEffort bool `json:"bestEffort,omitempty"`
+}
+
+// Sandbox grant names (SandboxSpec.Grants).
+const (
+	GrantCommand     = "command"
+	GrantInterpreter = "interpreter"
+	GrantLibraries   = "libraries"
+	GrantWorkingDir  = "workingDir"
+	GrantTmp         = "tmp"
+	GrantDevices     = "devices"
+)
+
+// SandboxGrants are the grant names, in the order docs/security.md lists
+// them; an absent grants list grants them all.
+var SandboxGrants = []string{GrantCommand, GrantInterpreter, GrantLibraries, GrantWorkingDir, GrantTmp, GrantDevices}
+
+// Sandbox network modes (SandboxSpec.Network).
+const (
+	NetworkNone     = "none"
+	NetworkLoopback = "loopback"
+	NetworkConnect  = "connect"
+	NetworkAll      = "all"
+)
+
+// SandboxLimits are resource limits of a sandboxed server.
+type SandboxLimits struct {
+	// The largest virtual address space of each process (RLIMIT_AS), as
+	// bytes or with a suffix Ki, Mi, Gi: "2Gi". Runtimes reserve much more
+	// than they use (Node about 1 GiB, Go's race detector far more).
+	// +tether:pattern=^[0-9]+(Ki|Mi|Gi)?$
+	Memory string `json:"memory,omitempty"`
+	// The most processes (threads count) tether's user may have
+	// (RLIMIT_NPROC: the kernel counts every process of the user, not only
+	// the server's).
+	// +tether:minimum=1
+	Processes *int `json:"processes,omitempty"`
+	// The most open files per process (RLIMIT_NOFILE).
+	// +tether:minimum=3
+	OpenFiles *int `json:"openFiles,omitempty"`
 }
 
 // Transport names for HTTPSpec.Transport.
@@ -370,6 +459,9 @@ type ConnectionStatus struct {
 	ConnectedSince *time.Time `json:"connectedSince,omitempty"`
 	// The stdio server's process.
 	Process *ProcessStatus `json:"process,omitempty"`
+	// What confines the live server ("landlock fs+net", "landlock fs
+	// (best effort)"); absent when nothing does (docs/security.md).
+	Sandbox string `json:"sandbox,omitempty"`
 	// Why the manifest cannot be used; set while it is invalid (tether keeps
 	// the last valid spec, if there was one).
 	ManifestError string `json:"manifestError"`
@@ -436,6 +528,9 @@ const (
 	ReasonStopped         = "Stopped"
 	ReasonPending         = "Pending"
 	ReasonSucceeded       = "Succeeded"
+	// The kernel cannot enforce the server's sandbox fully and the
+	// manifest did not accept less (spec.stdio.sandbox.bestEffort).
+	ReasonSandboxUnsupported = "SandboxUnsupported"
 )
 
 // InvalidStatus is the status of a manifest document tether cannot use (it

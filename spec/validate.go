@@ -222,6 +222,9 @@ func (v validator) stdio(s *StdioSpec) {
 		v.errorf("spec.stdio.workingDir", "must not contain a NUL character")
 	}
 	v.values("spec.stdio.env", s.Env, envNameProblem, envValueProblem)
+	if s.Sandbox != nil {
+		v.sandbox("spec.stdio.sandbox", s.Sandbox)
+	}
 }
 
 func (v validator) http(h *HTTPSpec) {

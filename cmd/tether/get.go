@@ -60,7 +60,8 @@ Columns:
               the connection has been connected, or how long it has not
   MESSAGE     the Ready condition's message
   -o wide adds ATTEMPTS (failed attempts since the last success), ENDPOINT
-  (command and arguments, or URL; never env or header values) and LAST ERROR.
+  (command and arguments, or URL; never env or header values), SANDBOX (what
+  confines the server: landlock fs+net) and LAST ERROR.
 
 A manifest document tether has not reported on yet shows phase Pending with
 Ready status Unknown (reason NoStatus); its AGE counts from the manifest

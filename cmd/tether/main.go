@@ -8,9 +8,20 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tether-mcp/tether/controller/sandbox"
 )
 
-func main() { os.Exit(run()) }
+func main() {
+	// The sandbox launcher (controller/sandbox) is tether re-executed by
+	// itself to confine a stdio server between fork and exec: it is
+	// handled before the command line, so no flag or command can collide
+	// with it and nothing of cobra runs in it.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.LauncherArg {
+		os.Exit(sandbox.Launch(os.Args[2:]))
+	}
+	os.Exit(run())
+}
 
 func run() int {
 	root := newRootCmd()

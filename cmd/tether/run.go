@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tether-mcp/tether/controller"
+	"github.com/tether-mcp/tether/controller/boundedfile"
 	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/gateway"
@@ -31,6 +32,7 @@ import (
 	"github.com/tether-mcp/tether/controller/state"
 	"github.com/tether-mcp/tether/controller/statusfile"
 	"github.com/tether-mcp/tether/controller/tracing"
+	"github.com/tether-mcp/tether/spec"
 )
 
 // minMaxMessageBytes is the smallest --max-message-bytes: below it, even a
@@ -83,8 +85,9 @@ type runOptions struct {
 	// takeover is set when this run took the directory over from its
 	// owner as a bridge (owner.go): the lock is held already, and the
 	// run's own client is the bridge's.
-	takeover *takeover
-	sse      bool // the legacy HTTP+SSE endpoint (docs/contract.md §5)
+	takeover       *takeover
+	sse            bool // the legacy HTTP+SSE endpoint (docs/contract.md §5)
+	defaultSandbox string
 }
 
 func newRunCmd() *cobra.Command {
@@ -190,7 +193,25 @@ takes over. tether connect is that bridge for a daemon-owned directory.`,
 	f.DurationVar(&o.ownerWait, "owner-wait", defaultOwnerWait, "with --stdio on a directory another tether owns: how long the bridge waits for an owner (the next one, after the owner went) before it answers its client's waiting requests with an error and exits")
 	// Clients (docs/contract.md §5): the legacy transport, opt-in.
 	f.BoolVar(&o.sse, "sse", false, "also serve the legacy HTTP+SSE transport (protocol 2024-11-05) at /sse beside /mcp, for clients that speak only it; same token, Host/Origin checks and limits")
+	// The sandbox of stdio servers whose manifests set none (docs/security.md).
+	f.StringVar(&o.defaultSandbox, "default-sandbox", "", "a file holding the sandbox policy (spec.stdio.sandbox's fields) of every stdio server whose manifest sets none; \"\": none (Linux only)")
 	return cmd
+}
+
+// readDefaultSandbox reads --default-sandbox: nil when it names no file.
+func readDefaultSandbox(file string) (*spec.SandboxSpec, error) {
+	if file == "" {
+		return nil, nil
+	}
+	data, _, err := boundedfile.Read(file, spec.MaxFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("--default-sandbox: %w", err)
+	}
+	policy, err := spec.DecodeSandboxPolicy(file, data)
+	if err != nil {
+		return nil, fmt.Errorf("--default-sandbox: %w", err)
+	}
+	return policy, nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -214,6 +235,10 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		return err
 	}
 	if err := o.checkMode(); err != nil {
+		return err
+	}
+	defaultSandbox, err := readDefaultSandbox(o.defaultSandbox)
+	if err != nil {
 		return err
 	}
 	if !o.kubernetes {
@@ -354,6 +379,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	var lastValid manifest.LastValidStore
 	var catalogs controller.CatalogStore
 	var tokens *oauth.Store
+	var sandboxTemp string
 	if stateDir != nil {
 		lastValid, catalogs = stateDir, stateDir
 		tokens = oauth.NewStore(stateDir.Path())
@@ -362,11 +388,17 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		if stopped := ledger.StopLeftovers(5 * time.Second); len(stopped) > 0 {
 			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
 		}
+		// The sandboxed servers' TMPDIRs, emptied of what such a tether left.
+		sandboxTemp = filepath.Join(stateDir.Path(), "sandbox-tmp")
+		if err := connection.PrepareSandboxTemp(sandboxTemp); err != nil {
+			log.Warn("sandboxed servers get their TMPDIR in the system's temporary directory", "err", err)
+			sandboxTemp = ""
+		}
 	}
 	// What every session shares (handshake gates, protocol-version memory,
 	// the HTTP connection pool, tool definitions, the ledger): one value,
 	// made once, in either mode.
-	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger})
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp})
 	defer connector.Close()
 	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {

@@ -1,6 +1,7 @@
 package connection
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/sandbox"
 	"github.com/tether-mcp/tether/controller/tracing"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -313,8 +315,25 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	if dir != "" && !filepath.IsAbs(dir) {
 		dir = filepath.Join(manifestDir, dir)
 	}
-	proc, err := startProcess(st.Command, path, st.Args, dir, env, newStderrTail(s.red), s.log, s.conn.ledger)
+	var conf *confinement
+	if policy := cmp.Or(st.Sandbox, s.conn.defaultSandbox); policy != nil {
+		if conf, env, err = confine(s.name, policy, s.conn.sandboxTemp, path, st.Command, st.Args, dir, manifestDir, env); err != nil {
+			return nil, err
+		}
+	}
+	tail := newStderrTail(s.red)
+	proc, err := startProcess(st.Command, path, st.Args, dir, env, tail, s.log, s.conn.ledger, conf)
+	if err != nil && conf != nil && conf.plan.Namespace && namespaceRefused(err) {
+		if !conf.plan.BestEffort {
+			conf.cleanup()
+			return nil, &sandbox.UnsupportedError{Missing: []string{"a network namespace of its own: the kernel refused an unprivileged user namespace (" + err.Error() + ")"}}
+		}
+		if err = conf.withoutNamespace(); err == nil {
+			proc, err = startProcess(st.Command, path, st.Args, dir, env, tail, s.log, s.conn.ledger, conf)
+		}
+	}
 	if err != nil {
+		conf.cleanup()
 		return nil, fmt.Errorf("starting %s: %w", st.Command, err)
 	}
 	s.proc = proc

@@ -7,6 +7,8 @@ import (
 	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/spec"
 )
 
 // Connector is what the sessions of one tether share: the handshake gate
@@ -23,6 +25,8 @@ type Connector struct {
 	tools              *internTable
 	ledger             *GroupLedger // nil: children are not recorded
 	ownedBySoleSession bool         // made by Connect for one session, which lets it go on Close
+	defaultSandbox     *spec.SandboxSpec
+	sandboxTemp        string
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector
@@ -34,6 +38,12 @@ type ConnectorOptions struct {
 	// HandshakesPerEndpoint bounds the handshakes in flight to one HTTP
 	// endpoint (0: DefaultHandshakesPerEndpoint).
 	HandshakesPerEndpoint int
+	// DefaultSandbox confines every stdio server whose manifest sets no
+	// spec.stdio.sandbox (tether run --default-sandbox); nil confines none.
+	DefaultSandbox *spec.SandboxSpec
+	// SandboxTemp is where sandboxed servers' private TMPDIRs are made
+	// (PrepareSandboxTemp); "" is the system's temporary directory.
+	SandboxTemp string
 }
 
 // NewConnector returns a Connector whose sessions share what o says and
@@ -44,12 +54,14 @@ func NewConnector(o ConnectorOptions) *Connector {
 		per = DefaultHandshakesPerEndpoint
 	}
 	return &Connector{
-		handshakes:  &endpointGates{gates: map[string]*endpointGate{}},
-		perEndpoint: per,
-		versions:    &versionMemo{m: make(map[string]*endpointVersion)},
-		transport:   newSharedHTTPTransport(),
-		tools:       &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
-		ledger:      o.Ledger,
+		handshakes:     &endpointGates{gates: map[string]*endpointGate{}},
+		perEndpoint:    per,
+		versions:       &versionMemo{m: make(map[string]*endpointVersion)},
+		transport:      newSharedHTTPTransport(),
+		tools:          &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
+		ledger:         o.Ledger,
+		defaultSandbox: o.DefaultSandbox,
+		sandboxTemp:    o.SandboxTemp,
 	}
 }
 

@@ -32,6 +32,15 @@ func (s *Session) Process() *spec.ProcessStatus {
 	return s.proc.status()
 }
 
+// Sandbox says what confines the stdio child (status.sandbox: "landlock
+// fs+net"); "" for none, and for HTTP.
+func (s *Session) Sandbox() string {
+	if s.proc == nil || s.proc.conf == nil {
+		return ""
+	}
+	return s.proc.conf.describe
+}
+
 // Endpoint describes where the session goes, for traces: the URL without
 // credentials or query values, or the stdio command without its arguments,
 // redacted like everything else the session shows.

@@ -147,7 +147,7 @@ func TestStopLeftoversStopsOnlyWhatIsProvablyLeftOver(t *testing.T) {
 // is recorded until its group is stopped.
 func TestLedgerRecordsAndForgetsAChild(t *testing.T) {
 	files := ledgerFiles(t)
-	p, err := startProcess("sleep", sleepPath(t), []string{"300"}, "", nil, newStderrTail(nil), slog.New(slog.DiscardHandler), NewGroupLedger(files, nil))
+	p, err := startProcess("sleep", sleepPath(t), []string{"300"}, "", nil, newStderrTail(nil), slog.New(slog.DiscardHandler), NewGroupLedger(files, nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func runUntilKilled() {
 // Connect does) that starts a grandchild, and returns both pids.
 func startTree() (server, grandchild int, p *process, err error) {
 	env := append(childEnv(os.Getenv, nil), helperEnv+"=server")
-	p, err = startProcess("server", os.Args[0], []string{"-test.run=^$"}, "", env, newStderrTail(nil), slog.New(slog.DiscardHandler), nil)
+	p, err = startProcess("server", os.Args[0], []string{"-test.run=^$"}, "", env, newStderrTail(nil), slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		return 0, 0, nil, err
 	}

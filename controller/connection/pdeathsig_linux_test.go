@@ -47,7 +47,7 @@ func startChildThenWait() {
 			go start()
 			return
 		}
-		p, err := startProcess("sleep", sleep, []string{"300"}, "", nil, newStderrTail(nil), slog.New(slog.DiscardHandler), nil)
+		p, err := startProcess("sleep", sleep, []string{"300"}, "", nil, newStderrTail(nil), slog.New(slog.DiscardHandler), nil, nil)
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)

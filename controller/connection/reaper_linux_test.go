@@ -38,7 +38,7 @@ func TestReapOrphans(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	script := `(setsid sh -c 'sleep 0.2' &) ; (sh -c 'sleep 0.2' &) ; sleep 30`
-	p, err := startProcess("sh", "/bin/sh", []string{"-c", script}, "", []string{"PATH=" + os.Getenv("PATH")}, newStderrTail(nil), slog.New(slog.DiscardHandler), nil)
+	p, err := startProcess("sh", "/bin/sh", []string{"-c", script}, "", []string{"PATH=" + os.Getenv("PATH")}, newStderrTail(nil), slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

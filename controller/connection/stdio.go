@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -128,12 +129,18 @@ type process struct {
 	exitDesc string // "exit code 1", "killed by SIGKILL (exit code 137)"
 
 	stopOnce sync.Once
+
+	// conf is the child's sandbox (nil: none); its temporary directory is
+	// removed once the child's group is gone.
+	conf *confinement
 }
 
 // startProcess starts path with args in dir and env, in its own process
 // group. The child's stdin/stdout are pipes the caller gets as p.stdin and
 // p.stdout; stderr goes to tail.
-func startProcess(argv0, path string, args []string, dir string, env []string, tail *stderrTail, log *slog.Logger, ledger *GroupLedger) (p *process, err error) {
+// conf, when not nil, starts tether's launcher instead, which confines
+// itself and then execs path (sandbox.go).
+func startProcess(argv0, path string, args []string, dir string, env []string, tail *stderrTail, log *slog.Logger, ledger *GroupLedger, conf *confinement) (p *process, err error) {
 	var files []*os.File // every pipe end, closed on failure
 	defer func() {
 		if err != nil {
@@ -174,8 +181,15 @@ func startProcess(argv0, path string, args []string, dir string, env []string, t
 		Stderr:      stderrW,
 		SysProcAttr: childSysProcAttr(),
 	}
+	if conf != nil {
+		cmd.Path = conf.launcher
+		cmd.Args = append([]string{argv0}, conf.args...)
+		cmd.Env = append(slices.Clip(env), conf.planEnv)
+		conf.namespaces(cmd.SysProcAttr)
+	}
 	p = &process{
 		cmd:     cmd,
+		conf:    conf,
 		tail:    tail,
 		log:     log,
 		stdin:   stdinW,
@@ -304,6 +318,9 @@ func (p *process) doStop(stdinWait, termWait time.Duration) {
 	}
 	if p.ledger != nil && gone {
 		p.ledger.forget(p.pid) // one left running stays recorded for the next start
+	}
+	if gone {
+		p.conf.cleanup()
 	}
 	// With the whole group gone, stderr reaches EOF at once; a process that
 	// left the group (setsid) may still hold it, so do not wait for that.

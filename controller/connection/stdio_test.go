@@ -385,7 +385,7 @@ func TestStdoutBannerExplained(t *testing.T) {
 // line races its reaping the same way).
 func TestExitErrCarriesLastWords(t *testing.T) {
 	tail := newStderrTail(nil)
-	p, err := startProcess("sh", "/bin/sh", []string{"-c", `(sleep 0.05; printf 'last words' >&2) & exit 3`}, "", nil, tail, slog.New(slog.DiscardHandler), nil)
+	p, err := startProcess("sh", "/bin/sh", []string{"-c", `(sleep 0.05; printf 'last words' >&2) & exit 3`}, "", nil, tail, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestModernSubscriptions(t *testing.T) {
 				rc = dialRich(t, url, "2026-07-28", nil)
 			} else {
 				ct, st := mcp.NewInMemoryTransports()
-				go func() { _ = g.serveTransport(t.Context(), st) }()
+				go func() { _ = g.serveTransport(t.Context(), st, "stdio") }()
 				rc = dialRichOn(t, ct, "2026-07-28", nil)
 			}
 			if v := rc.cs.InitializeResult().ProtocolVersion; v != modernProtocol {

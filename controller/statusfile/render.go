@@ -136,6 +136,11 @@ func render(doc *spec.StatusDocument) []byte {
 			}
 		}
 	}
+	if st.Sandbox != "" {
+		b.WriteString("  sandbox: ")
+		scalar(&b, st.Sandbox)
+		b.WriteByte('\n')
+	}
 	b.WriteString("  manifestError: ")
 	scalar(&b, st.ManifestError)
 	b.WriteByte('\n')

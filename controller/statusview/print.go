@@ -64,7 +64,7 @@ type Table struct {
 const columnGap = 3
 
 // NewTable returns a table that writes to w; wide adds the ATTEMPTS,
-// ENDPOINT and LAST ERROR columns. now gives the time AGE is measured to.
+// ENDPOINT, SANDBOX and LAST ERROR columns. now gives the time AGE is measured to.
 func NewTable(w io.Writer, wide bool, now func() time.Time) *Table {
 	return &Table{w: w, wide: wide, now: now}
 }
@@ -72,7 +72,7 @@ func NewTable(w io.Writer, wide bool, now func() time.Time) *Table {
 // Columns returns the column names of the table.
 func (t *Table) Columns() []string {
 	if t.wide {
-		return []string{"NAME", "TRANSPORT", "PHASE", "TOOLS", "AGE", "ATTEMPTS", "ENDPOINT", "MESSAGE", "LAST ERROR"}
+		return []string{"NAME", "TRANSPORT", "PHASE", "TOOLS", "AGE", "ATTEMPTS", "ENDPOINT", "SANDBOX", "MESSAGE", "LAST ERROR"}
 	}
 	return []string{"NAME", "TRANSPORT", "PHASE", "TOOLS", "AGE", "MESSAGE"}
 }
@@ -145,7 +145,11 @@ func (t *Table) Row(c *Connection, now time.Time) []string {
 		if lastErr == "" {
 			lastErr = none
 		}
-		row = append(row, strconv.Itoa(st.Attempt), endpoint, msg, lastErr)
+		sandbox := st.Sandbox
+		if sandbox == "" {
+			sandbox = none
+		}
+		row = append(row, strconv.Itoa(st.Attempt), endpoint, sandbox, msg, lastErr)
 	} else {
 		row = append(row, msg)
 	}

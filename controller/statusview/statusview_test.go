@@ -175,7 +175,7 @@ func TestRowCells(t *testing.T) {
 		want string
 	}{
 		{false, "n|sse|Reconnecting|<none>|90s|a b"},
-		{true, "n|sse|Reconnecting|<none>|90s|7|http://h/mcp|a b|line one line two"},
+		{true, "n|sse|Reconnecting|<none>|90s|7|http://h/mcp|<none>|a b|line one line two"},
 	}
 	for _, tt := range tests {
 		tab := NewTable(nil, tt.wide, nil)
@@ -185,6 +185,11 @@ func TestRowCells(t *testing.T) {
 		if len(tab.Row(&c, now)) != len(tab.Columns()) {
 			t.Errorf("wide=%v: row and header differ in length", tt.wide)
 		}
+	}
+	// The sandbox in force has its own column in wide.
+	c.Status.Status.Sandbox = "landlock fs+net"
+	if got := strings.Join(NewTable(nil, true, nil).Row(&c, now), "|"); got != "n|sse|Reconnecting|<none>|90s|7|http://h/mcp|landlock fs+net|a b|line one line two" {
+		t.Errorf("wide row with a sandbox: %q", got)
 	}
 	// No Ready condition: AGE is unknown and MESSAGE empty.
 	c.Status.Status.Conditions = nil

@@ -39,6 +39,12 @@ type Snapshot struct {
 	// no attempt starts before new tokens are stored.
 	AuthRequired  string
 	AwaitingLogin bool
+	// SandboxUnsupported is the last failure's message when it was a
+	// sandbox the kernel cannot enforce fully ("" otherwise).
+	SandboxUnsupported string
+	// Sandbox is what confines the live session's server ("landlock
+	// fs+net"), "" when nothing does.
+	Sandbox string
 	// HealthFailures counts failed probes in a row of the live session.
 	HealthFailures int
 	HealthError    string
@@ -58,22 +64,23 @@ func (s *Supervisor) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{
-		Session:        s.session,
-		Running:        s.sessionSpec,
-		ConnectedAt:    s.connectedAt,
-		State:          s.state,
-		Connecting:     s.attempt != nil || s.state == Reported,
-		Attempting:     s.attempt != nil,
-		Failures:       s.failures,
-		LastError:      s.lastError,
-		NextRetry:      s.nextRetry,
-		Idle:           s.state == Dormant && !s.demanded,
-		HealthFailures: s.health.failures,
-		HealthError:    s.health.lastErr,
-		Starts:         s.starts,
-		LastExitCode:   s.lastExitCode,
-		Process:        s.process,
-		IllegalMoves:   s.illegalMoves,
+		Session:            s.session,
+		Running:            s.sessionSpec,
+		ConnectedAt:        s.connectedAt,
+		State:              s.state,
+		Connecting:         s.attempt != nil || s.state == Reported,
+		Attempting:         s.attempt != nil,
+		Failures:           s.failures,
+		LastError:          s.lastError,
+		NextRetry:          s.nextRetry,
+		Idle:               s.state == Dormant && !s.demanded,
+		HealthFailures:     s.health.failures,
+		HealthError:        s.health.lastErr,
+		Starts:             s.starts,
+		LastExitCode:       s.lastExitCode,
+		Process:            s.process,
+		IllegalMoves:       s.illegalMoves,
+		SandboxUnsupported: s.unsupported,
 	}
 	if a := s.auth; a != nil {
 		snap.AuthRequired = a.msg
@@ -87,6 +94,9 @@ func (s *Supervisor) Snapshot() Snapshot {
 		snap.ResourceTemplates = len(ss.ResourceTemplates())
 		if live := ss.Process(); live != nil {
 			snap.Process = live
+		}
+		if sb, ok := ss.(interface{ Sandbox() string }); ok {
+			snap.Sandbox = sb.Sandbox()
 		}
 	}
 	if snap.Process != nil {

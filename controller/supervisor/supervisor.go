@@ -124,6 +124,10 @@ type Supervisor struct {
 	// can be had; a login-kind one stops the retries until RetryNow (new
 	// tokens) or a new spec.
 	auth *authState
+	// unsupported is the message of the last failure when it was a
+	// sandbox the kernel cannot enforce (SandboxUnsupported): retrying
+	// will not help until the manifest or the kernel changes.
+	unsupported string
 	// backoffSpan is the open mcp.backoff_wait span: started when a failure
 	// decides the delay, ended when the next attempt starts or the wait is
 	// abandoned (stopLocked).
@@ -192,6 +196,20 @@ func authRequired(err error) (msg string, login, ok bool) {
 		return ae.Error(), ae.AuthRequired(), true
 	}
 	return "", false, false
+}
+
+// sandboxUnsupported finds, in err's chain, the error that says the
+// kernel cannot enforce the server's sandbox (controller/sandbox's
+// UnsupportedError, found by its method).
+func sandboxUnsupported(err error) (msg string, ok bool) {
+	var se interface {
+		error
+		SandboxUnsupported() bool
+	}
+	if errors.As(err, &se) && se.SandboxUnsupported() {
+		return se.Error(), true
+	}
+	return "", false
 }
 
 // capSteps is a backoff step past any cap: the retries of refused client
@@ -630,6 +648,7 @@ func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.M
 	s.failures++
 	s.lastError = msg
 	s.auth = nil
+	s.unsupported = ""
 	lctx := ctx
 	if failed.IsValid() {
 		lctx = trace.ContextWithSpanContext(ctx, failed) // the line is about that attempt
@@ -644,6 +663,10 @@ func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.M
 			return
 		}
 		s.backoffStep = capSteps
+	}
+	if smsg, ok := sandboxUnsupported(cause); ok {
+		s.unsupported = smsg
+		s.backoffStep = capSteps // the kernel will not change soon: the longest wait
 	}
 	delay := s.backoff(want, s.backoffStep)
 	s.backoffStep++
@@ -702,6 +725,7 @@ func (s *Supervisor) adoptLocked(ctx context.Context, res *attemptResult, now ti
 	s.nextRetry = time.Time{}
 	s.lastError = ""
 	s.auth = nil
+	s.unsupported = ""
 	s.health = healthState{}
 	s.to(Connected, EvAdopt)
 	if p := res.session.Process(); p != nil {

@@ -18,13 +18,15 @@ type manifest struct {
 	url     string // streamable HTTP endpoint
 	// extra is appended to spec: (already indented by two spaces).
 	extra string
+	// stdioExtra is appended to spec.stdio: (indented by four spaces).
+	stdioExtra string
 }
 
 func (m manifest) yaml() []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata:\n  name: %s\nspec:\n", m.name)
 	if m.command != "" {
-		fmt.Fprintf(&b, "  stdio:\n    command: %s\n", m.command)
+		fmt.Fprintf(&b, "  stdio:\n    command: %s\n%s", m.command, m.stdioExtra)
 	} else {
 		fmt.Fprintf(&b, "  http:\n    url: %s\n", m.url)
 	}

@@ -1,0 +1,127 @@
+package connection
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tether-mcp/tether/controller/sandbox"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// maxPlanBytes bounds the encoded plan: it travels as one environment
+// string, which Linux caps at 128 KiB (MAX_ARG_STRLEN); past it the exec of
+// the launcher would fail with a bare "argument list too long".
+const maxPlanBytes = 120 << 10
+
+// confinement is how a sandboxed child is started: tether itself as the
+// launcher (controller/sandbox), which applies the plan and execs the
+// server.
+type confinement struct {
+	launcher string   // tether's own executable
+	args     []string // LauncherArg, the program, argv[0], its arguments
+	planEnv  string   // PlanEnv=<the plan>
+	plan     *sandbox.Plan
+	describe string // status.sandbox
+	tmp      string // the private temporary directory, removed after the child
+}
+
+// cleanup removes what the confinement made for one start.
+func (c *confinement) cleanup() {
+	if c != nil && c.tmp != "" {
+		_ = os.RemoveAll(c.tmp)
+	}
+}
+
+// PrepareSandboxTemp empties root, which holds the private TMPDIRs of this
+// tether's sandboxed servers (what a tether killed with SIGKILL left there
+// goes), and makes it again, mode 0700. tether run keeps it in the state
+// directory, which is its alone.
+func PrepareSandboxTemp(root string) error {
+	if err := os.RemoveAll(root); err != nil {
+		return fmt.Errorf("sandbox: emptying %s: %w", root, err)
+	}
+	if err := os.Mkdir(root, 0o700); err != nil {
+		return fmt.Errorf("sandbox: making %s: %w", root, err)
+	}
+	return nil
+}
+
+// confine resolves policy for starting program (argv0, args) in dir with
+// env, and says what the kernel cannot enforce: an error the status calls
+// SandboxUnsupported unless the policy accepts less (bestEffort). env gets
+// TMPDIR when the policy grants the private temporary directory, made in
+// tmpRoot ("": the system's).
+func confine(name string, policy *spec.SandboxSpec, tmpRoot, program, argv0 string, args []string, dir, manifestDir string, env []string) (*confinement, []string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: finding tether's own executable (the launcher): %w", err)
+	}
+	c := &confinement{launcher: launcherPath(self)}
+	if policy.Granted(spec.GrantTmp) {
+		tmp, err := os.MkdirTemp(tmpRoot, "tether-sandbox-"+name+"-")
+		if err != nil {
+			return nil, nil, fmt.Errorf("sandbox: making the private temporary directory: %w", err)
+		}
+		c.tmp = tmp
+		env = setEnv(env, "TMPDIR", tmp)
+	}
+	// Only a working directory the manifest names is granted: tether's own
+	// (where a child without one runs) may be / or a home directory.
+	plan, err := sandbox.Build(policy, sandbox.Inputs{
+		Command:     program,
+		WorkingDir:  dir,
+		ManifestDir: manifestDir,
+		Home:        envValue(env, "HOME"),
+		Path:        envValue(env, "PATH"),
+		Tmp:         c.tmp,
+		Protected:   protected(self, manifestDir, tmpRoot),
+	})
+	if err != nil {
+		c.cleanup()
+		return nil, nil, err
+	}
+	kernel := sandbox.DetectKernel()
+	missing := sandbox.Check(plan, kernel)
+	if len(missing) > 0 && !plan.BestEffort {
+		c.cleanup()
+		return nil, nil, &sandbox.UnsupportedError{Missing: missing}
+	}
+	c.plan = plan
+	c.describe = plan.Describe(missing, kernel.ABI)
+	encoded, err := plan.Encode()
+	if err != nil {
+		c.cleanup()
+		return nil, nil, err
+	}
+	if len(encoded) > maxPlanBytes {
+		c.cleanup()
+		return nil, nil, fmt.Errorf("sandbox: the policy resolves to %d bytes of paths and rules, over the %d the launcher can be given (one environment string); grant directories rather than many files", len(encoded), maxPlanBytes)
+	}
+	c.planEnv = sandbox.PlanEnv + "=" + encoded
+	c.args = append([]string{sandbox.LauncherArg, program, argv0}, args...)
+	return c, env, nil
+}
+
+// protected are what no write grant may hold: tether's executable (the
+// launcher), the manifest's directory, and the state directory (tmpRoot's
+// parent, when tether run keeps one).
+func protected(self, manifestDir, tmpRoot string) []sandbox.Protected {
+	out := []sandbox.Protected{{Path: self, What: "tether's executable, the sandbox launcher"}, {Path: manifestDir, What: "the manifest's directory"}}
+	if tmpRoot != "" {
+		out = append(out, sandbox.Protected{Path: filepath.Dir(tmpRoot), What: "tether's state directory"})
+	}
+	return out
+}
+
+// setEnv sets name in env ("NAME=value" entries).
+func setEnv(env []string, name, value string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			env[i] = name + "=" + value
+			return env
+		}
+	}
+	return append(env, name+"="+value)
+}

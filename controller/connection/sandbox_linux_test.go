@@ -1,0 +1,46 @@
+package connection
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// TestConfineBoundsThePlan: a policy that resolves to more than the
+// launcher can be given fails with a clear error, and leaves no TMPDIR.
+// (The policies accept less, bestEffort, so that a kernel before Landlock
+// ABI 9 gets as far as the plan's size.)
+func TestConfineBoundsThePlan(t *testing.T) {
+	long := t.TempDir()
+	for range 20 {
+		long = filepath.Join(long, strings.Repeat("d", 200))
+	}
+	if err := os.MkdirAll(long, 0o700); err != nil {
+		t.Skipf("cannot make a long path: %v", err)
+	}
+	read := make([]string, 40)
+	for i := range read {
+		read[i] = long
+	}
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "tether-sandbox-big-*"))
+	_, _, err := confine("big", &spec.SandboxSpec{Read: read, BestEffort: true}, "", "/bin/true", "true", nil, "", "", []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+	if err == nil || !strings.Contains(err.Error(), "over the 122880 the launcher can be given") {
+		t.Fatalf("a huge plan: %v", err)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "tether-sandbox-big-*"))
+	if len(after) != len(before) {
+		t.Errorf("a TMPDIR was left behind: %v", after)
+	}
+	// A small one passes, with its TMPDIR in the environment.
+	c, env, err := confine("small", &spec.SandboxSpec{BestEffort: true}, "", "/bin/true", "true", nil, "", "", []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.cleanup()
+	if envValue(env, "TMPDIR") != c.tmp || c.tmp == "" || !strings.HasPrefix(c.planEnv, "TETHER_SANDBOX_PLAN={") {
+		t.Errorf("TMPDIR %q (made %q), plan %.40q", envValue(env, "TMPDIR"), c.tmp, c.planEnv)
+	}
+}

@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// TestRulesRights: each plan right is the exact Landlock access set (read
+// does not execute; write makes no device nodes), cut to the rights that
+// apply to a file for a file.
+func TestRulesRights(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plan := &Plan{Paths: []PathRule{{dir, RightRead}, {dir, RightExec}, {dir, RightWrite}, {file, RightWrite}, {file, RightDevice}}, ConnectTCP: []uint16{443}, ConnectUDP: []uint16{53}}
+	rs, err := rules(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		landlock.PathAccess(ll.AccessFSReadFile|ll.AccessFSReadDir, dir).String(),
+		landlock.PathAccess(ll.AccessFSReadFile|ll.AccessFSReadDir|ll.AccessFSExecute, dir).String(),
+		landlock.PathAccess(writeRights, dir).String(),
+		landlock.PathAccess(ll.AccessFSReadFile|ll.AccessFSWriteFile|ll.AccessFSTruncate, file).String(),
+		landlock.PathAccess(ll.AccessFSReadFile|ll.AccessFSWriteFile|ll.AccessFSTruncate, file).String(),
+		landlock.ConnectTCP(443).String(),
+		landlock.ConnectSendUDP(53).String(),
+	}
+	if len(rs) != len(want) {
+		t.Fatalf("%d rules, want %d", len(rs), len(want))
+	}
+	for i, r := range rs {
+		if got := r.(interface{ String() string }).String(); got != want[i] {
+			t.Errorf("rule %d = %s, want %s", i, got, want[i])
+		}
+	}
+	if writeRights&(ll.AccessFSMakeChar|ll.AccessFSMakeBlock|ll.AccessFSExecute) != 0 {
+		t.Error("write grants device nodes or execution")
+	}
+	if _, err := rules(&Plan{Paths: []PathRule{{dir, "x"}}}); err == nil || !strings.Contains(err.Error(), `unknown rights "x"`) {
+		t.Errorf("unknown rights: %v", err)
+	}
+	if _, err := rules(&Plan{Paths: []PathRule{{filepath.Join(dir, "gone"), RightRead}}}); err == nil {
+		t.Error("a path that vanished before the launch: no error")
+	}
+}
+
+// TestLaunchRefusesWithoutAPlan: a launcher without its plan or program
+// says so and exits 126, running nothing.
+func TestLaunchRefusesWithoutAPlan(t *testing.T) {
+	t.Setenv(PlanEnv, "{not json")
+	if err := launch([]string{"/bin/true", "true"}); err == nil || !strings.Contains(err.Error(), "reading the sandbox plan") {
+		t.Errorf("a bad plan: %v", err)
+	}
+	t.Setenv(PlanEnv, `{"paths":[],"network":"none","seccomp":"strict"}`)
+	if err := launch([]string{"/bin/true", "true"}); err == nil || !strings.Contains(err.Error(), `unknown field "seccomp"`) {
+		t.Errorf("a plan with a rule this launcher does not know: %v", err)
+	}
+	t.Setenv(PlanEnv, `{"paths":[]} {}`)
+	if err := launch([]string{"/bin/true", "true"}); err == nil || !strings.Contains(err.Error(), "more than one JSON value") {
+		t.Errorf("a plan followed by more: %v", err)
+	}
+	if err := launch([]string{"/bin/true"}); err == nil || !strings.Contains(err.Error(), "want PROGRAM ARGV0") {
+		t.Errorf("no argv0: %v", err)
+	}
+}
