@@ -76,6 +76,8 @@ type runOptions struct {
 	maxBytesInFlight   int64
 	streamWrite        time.Duration
 	maxMessageBytes    int64
+
+	containerRuntime string // spec.container's runtime (docs/contract.md §6)
 }
 
 func newRunCmd() *cobra.Command {
@@ -171,6 +173,8 @@ status.`,
 	// Routing by ownership (docs/contract.md §5a): templates a URI is tried against.
 	f.IntVar(&o.maxCatchAllTemplates, "max-catch-all-templates", gateway.DefaultMaxCatchAllTemplates, "the most resource templates that match URIs of any scheme one connection exposes; the others are not exposed and are reported in its connection's status")
 	f.IntVar(&o.maxTemplatesPerPrefix, "max-templates-per-prefix", gateway.DefaultMaxTemplatesPerPrefix, "the most resource templates with one literal prefix (the text before the first {expression}) one connection exposes; the others are not exposed and are reported in its connection's status")
+	// Container servers (docs/contract.md §1, spec.container).
+	f.StringVar(&o.containerRuntime, "container-runtime", "auto", "the container runtime's command that runs spec.container servers: auto (docker if on PATH, else podman), docker, podman, or a path to either")
 	return cmd
 }
 
@@ -312,10 +316,14 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			log.Warn("stopped process groups a previous tether left running", "groups", len(stopped))
 		}
 	}
+	containers, err := containerRuntime(o, stateDir, log)
+	if err != nil {
+		return err
+	}
 	// What every session shares (handshake gates, protocol-version memory,
-	// the HTTP connection pool, tool definitions, the ledger): one value,
-	// made once, in either mode.
-	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger})
+	// the HTTP connection pool, tool definitions, the ledger, the container
+	// runtime): one value, made once, in either mode.
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, Containers: containers})
 	defer connector.Close()
 	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {
@@ -427,6 +435,17 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			return nil
 		})
 	}
+	if containers != nil && containers.Owner != "" {
+		// Beside the start, not before it: a runtime whose daemon does not
+		// answer must not hold tether up. Containers started meanwhile are
+		// this tether's and are left alone.
+		serve("leftover containers", func(ctx context.Context) error {
+			if removed := connection.RemoveLeftoverContainers(ctx, containers, log); len(removed) > 0 {
+				log.Warn("removed containers a previous tether left running", "containers", removed)
+			}
+			return nil
+		})
+	}
 	if ledger != nil {
 		// The groups recorded can gain members while this tether runs:
 		// its heartbeat bounds them for the next start's StopLeftovers.
@@ -464,6 +483,30 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	log.Info("tether stopped")
 	return err
+}
+
+// containerRuntime resolves --container-runtime. With auto and no runtime
+// on PATH there is none (a container server's connect says so); a runtime
+// named and not found is an error. Its containers' directories go in the
+// state directory (containers/), else in temporary directories.
+func containerRuntime(o *runOptions, stateDir *state.Dir, log *slog.Logger) (*connection.ContainerRuntime, error) {
+	var dir, owner string
+	if stateDir != nil {
+		owner = stateDir.Path()
+		dir = filepath.Join(owner, "containers")
+	}
+	rt, err := connection.FindContainerRuntime(o.containerRuntime, dir, owner)
+	if err != nil {
+		if o.containerRuntime == "auto" {
+			log.Debug("no container runtime: container servers cannot run", "err", err)
+			return nil, nil
+		}
+		return nil, err
+	}
+	if rt.InitProblem != "" {
+		log.Debug("container servers cannot have env", "reason", rt.InitProblem)
+	}
+	return rt, nil
 }
 
 // openState opens the state directory. tether runs without one when it

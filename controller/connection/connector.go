@@ -21,8 +21,9 @@ type Connector struct {
 	versions           *versionMemo
 	transport          *http.Transport
 	tools              *internTable
-	ledger             *GroupLedger // nil: children are not recorded
-	ownedBySoleSession bool         // made by Connect for one session, which lets it go on Close
+	ledger             *GroupLedger      // nil: children are not recorded
+	containers         *ContainerRuntime // nil: no container runtime
+	ownedBySoleSession bool              // made by Connect for one session, which lets it go on Close
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector
@@ -34,6 +35,9 @@ type ConnectorOptions struct {
 	// HandshakesPerEndpoint bounds the handshakes in flight to one HTTP
 	// endpoint (0: DefaultHandshakesPerEndpoint).
 	HandshakesPerEndpoint int
+	// Containers runs spec.container servers; nil: a container server
+	// fails to connect with an error that says no runtime was found.
+	Containers *ContainerRuntime
 }
 
 // NewConnector returns a Connector whose sessions share what o says and
@@ -50,6 +54,7 @@ func NewConnector(o ConnectorOptions) *Connector {
 		transport:   newSharedHTTPTransport(),
 		tools:       &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
 		ledger:      o.Ledger,
+		containers:  o.Containers,
 	}
 }
 
