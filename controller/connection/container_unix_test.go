@@ -43,4 +43,3 @@ func TestWriteContainerDir(t *testing.T) {
 		t.Errorf("a second directory of the same name was made")
 	}
 }
-
