@@ -210,7 +210,7 @@ func (c *ContainerSpec) withDefaults() *ContainerSpec {
 	}
 	out := *c
 	if out.Network == "" {
-		out.Network = NetworkNone
+		out.Network = ContainerNetworkNone
 	}
 	if out.Memory == "" {
 		out.Memory = FormatMemory(DefaultContainerMemory)
@@ -229,7 +229,7 @@ func (c *ContainerSpec) withDefaults() *ContainerSpec {
 
 // MemoryBytes is the container's memory limit in bytes (the default when
 // none is set or it does not parse: validation reports that).
-func (c *ContainerSpec) MemoryBytes() int64 {
+func (c *ContainerSpec) MemoryBytes() uint64 {
 	if n, err := ParseMemory(c.Memory); err == nil && c.Memory != "" {
 		return n
 	}
@@ -245,7 +245,7 @@ func (c *ContainerSpec) PidsLimit() int {
 }
 
 // NetworkMode is the container's network: none unless set.
-func (c *ContainerSpec) NetworkMode() string { return cmp.Or(c.Network, NetworkNone) }
+func (c *ContainerSpec) NetworkMode() string { return cmp.Or(c.Network, ContainerNetworkNone) }
 
 // EndpointPath is the path of a port server's MCP endpoint.
 func (c *ContainerSpec) EndpointPath() string { return cmp.Or(c.Path, DefaultContainerPath) }

@@ -1,50 +1,45 @@
 package spec
 
 import (
-	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 )
 
-// Memory limits of a container (spec.container.memory).
-const (
-	// MinContainerMemory is the smallest limit: Docker refuses less than 6 MiB.
-	MinContainerMemory = 6 << 20
-	// maxContainerMemory keeps the bytes in an int64 with room to spare.
-	maxContainerMemory = 1 << 50
-)
+// MinContainerMemory is the smallest spec.container.memory: Docker refuses
+// less than 6 MiB.
+const MinContainerMemory = 6 << 20
 
-var memoryUnits = []struct {
-	suffix string
-	shift  uint
-}{{"Gi", 30}, {"Mi", 20}, {"Ki", 10}}
-
-// ParseMemory reads a memory limit: a number of bytes, optionally with the
-// suffix Ki, Mi or Gi (powers of 1024).
-func ParseMemory(s string) (int64, error) {
-	num, shift := s, uint(0)
-	for _, u := range memoryUnits {
-		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, shift = rest, u.shift
+// ParseMemory reads a memory size (spec.container.memory): bytes, or a
+// number with Ki, Mi or Gi.
+func ParseMemory(s string) (uint64, error) {
+	num, shift := s, 0
+	for _, u := range []struct {
+		suffix string
+		shift  int
+	}{{"Ki", 10}, {"Mi", 20}, {"Gi", 30}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, shift = v, u.shift
 			break
 		}
 	}
-	if num == "" || strings.TrimLeft(num, "0123456789") != "" {
-		return 0, errors.New("want a number of bytes, optionally with Ki, Mi or Gi (512Mi)")
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n > maxContainerMemory>>shift {
-		return 0, errors.New("too large")
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n == 0 || n > (1<<63)>>shift {
+		return 0, fmt.Errorf("%s is not a size: a positive number of bytes, or with Ki, Mi or Gi (2Gi)", truncateQuote(s))
 	}
 	return n << shift, nil
 }
 
-// FormatMemory writes n bytes with the largest unit that divides it.
-func FormatMemory(n int64) string {
-	for _, u := range memoryUnits {
+// FormatMemory writes n bytes with the largest unit (Gi, Mi, Ki) that
+// divides it, the way spec.container.memory is hashed.
+func FormatMemory(n uint64) string {
+	for _, u := range []struct {
+		suffix string
+		shift  int
+	}{{"Gi", 30}, {"Mi", 20}, {"Ki", 10}} {
 		if n != 0 && n%(1<<u.shift) == 0 {
-			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+			return strconv.FormatUint(n>>u.shift, 10) + u.suffix
 		}
 	}
-	return strconv.FormatInt(n, 10)
+	return strconv.FormatUint(n, 10)
 }

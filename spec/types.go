@@ -124,13 +124,13 @@ type StdioSpec struct {
 
 // Network modes of ContainerSpec.Network besides a network's name.
 const (
-	NetworkNone   = "none"
-	NetworkBridge = "bridge"
+	ContainerNetworkNone   = "none"
+	ContainerNetworkBridge = "bridge"
 )
 
 // Container defaults (docs/contract.md §1).
 const (
-	DefaultContainerMemory = 512 << 20
+	DefaultContainerMemory uint64 = 512 << 20
 	DefaultContainerPids   = 256
 	DefaultContainerPath   = "/mcp"
 	// ContainerSecretsDir is where a container finds its secretFiles.

@@ -593,7 +593,7 @@ func (v validator) container(c *ContainerSpec) {
 	v.values(f+".env", c.Env, envNameProblem, envValueProblem)
 	v.values(f+".secretFiles", c.SecretFiles, secretFileNameProblem, envValueProblem)
 	switch n := c.Network; {
-	case n == "", n == NetworkNone, n == NetworkBridge:
+	case n == "", n == ContainerNetworkNone, n == ContainerNetworkBridge:
 	case n == "host":
 		v.errorf(f+".network", "host is refused: it would give the server the host's network, loopback services included (use bridge or a network of your own)")
 	case len(n) > maxSubdomainLen || !networkName.MatchString(n):
@@ -602,7 +602,7 @@ func (v validator) container(c *ContainerSpec) {
 	switch {
 	case c.Port < 0 || c.Port > 65535:
 		v.errorf(f+".port", "must be a port from 1 to 65535, got %d", c.Port)
-	case c.Port > 0 && c.NetworkMode() == NetworkNone:
+	case c.Port > 0 && c.NetworkMode() == ContainerNetworkNone:
 		v.errorf(f+".port", "needs a network: with network none nothing can reach the port (set network: bridge or a network's name)")
 	}
 	switch {
@@ -643,7 +643,7 @@ func (v validator) container(c *ContainerSpec) {
 	if c.Memory != "" {
 		switch n, err := ParseMemory(c.Memory); {
 		case err != nil:
-			v.errorf(f+".memory", "invalid memory limit %s: %v", truncateQuote(c.Memory), err)
+			v.errorf(f+".memory", "%v", err)
 		case n < MinContainerMemory:
 			v.errorf(f+".memory", "%s is less than the least a container runtime takes (6Mi)", truncateQuote(c.Memory))
 		}

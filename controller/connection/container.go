@@ -398,8 +398,8 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 	args = append(args,
 		"--label="+ContainerLabelConnection+"="+s.name,
 		"--network="+c.NetworkMode(),
-		"--memory="+strconv.FormatInt(c.MemoryBytes(), 10),
-		"--memory-swap="+strconv.FormatInt(c.MemoryBytes(), 10), // no swap beyond the limit
+		"--memory="+strconv.FormatUint(c.MemoryBytes(), 10),
+		"--memory-swap="+strconv.FormatUint(c.MemoryBytes(), 10), // no swap beyond the limit
 		"--pids-limit="+strconv.Itoa(c.PidsLimit()),
 		"--cap-drop=ALL",
 		"--security-opt=no-new-privileges",
