@@ -131,8 +131,8 @@ const (
 // Container defaults (docs/contract.md §1).
 const (
 	DefaultContainerMemory uint64 = 512 << 20
-	DefaultContainerPids   = 256
-	DefaultContainerPath   = "/mcp"
+	DefaultContainerPids          = 256
+	DefaultContainerPath          = "/mcp"
 	// ContainerSecretsDir is where a container finds its secretFiles.
 	ContainerSecretsDir = "/run/secrets"
 	// ContainerInitDir is where tether mounts what starts a container's

@@ -482,7 +482,7 @@ func (s *Session) imageCommand(ctx context.Context, rt *ContainerRuntime, c *spe
 		return rt.output(ctx, "image", "inspect", "--format={{json .Config.Entrypoint}}\t{{json .Config.Cmd}}", "--", c.Image)
 	}
 	out, err := inspect()
-	if err != nil && strings.Contains(strings.ToLower(err.Error()), "no such image") {
+	if err != nil && (strings.Contains(strings.ToLower(err.Error()), "no such image") || strings.Contains(err.Error(), "image not known")) {
 		if _, perr := rt.output(ctx, "pull", "--quiet", "--", c.Image); perr != nil {
 			return nil, perr
 		}
@@ -567,21 +567,38 @@ func RemoveLeftoverContainers(ctx context.Context, rt *ContainerRuntime, log *sl
 	if rt == nil || rt.Owner == "" {
 		return nil
 	}
-	out, err := rt.output(ctx, "ps", "--all", "--no-trunc",
-		"--filter=label="+ContainerLabelOwner+"="+rt.Owner,
-		"--format={{.Names}}\t{{.Label \""+containerLabelTether+"\"}}")
+	// ps finds them by label; inspect reads each one's tether, in a form
+	// docker and podman both write (their ps templates differ).
+	out, err := rt.output(ctx, "ps", "--all", "--quiet", "--no-trunc", "--filter=label="+ContainerLabelOwner+"="+rt.Owner)
 	if err != nil {
-		log.Warn("cannot look for containers a previous tether left", "runtime", rt.Name, "err", err)
+		log.Debug("cannot look for containers a previous tether left", "runtime", rt.Name, "err", err)
 		return nil
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) > 0 {
+		args := append([]string{"container", "inspect", "--format={{.Name}}\t{{index .Config.Labels \"" + containerLabelTether + "\"}}", "--"}, ids...)
+		out, err = rt.output(ctx, args...)
+		if err != nil {
+			// One may have gone meanwhile (inspect fails for all then):
+			// the next start looks again.
+			log.Warn("cannot read the containers a previous tether may have left", "runtime", rt.Name, "err", err)
+			return nil
+		}
+	} else {
+		out = nil
 	}
 	var removed []string
 	keep := map[string]bool{}
+	// Where a process's start time cannot be read (not Linux), this
+	// tether's own containers are known by its pid and a start of 0.
+	self, _ := startTicks(os.Getpid())
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		name, owner, _ := strings.Cut(line, "\t")
+		name = strings.TrimPrefix(name, "/") // docker's names start with one
 		if name == "" {
 			continue
 		}
-		if pid, start, ok := parseTetherLabel(owner); ok && (pid == os.Getpid() || alive(pid, start)) {
+		if pid, start, ok := parseTetherLabel(owner); ok && ((pid == os.Getpid() && start == self) || alive(pid, start)) {
 			keep[name] = true
 			continue
 		}

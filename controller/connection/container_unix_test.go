@@ -3,12 +3,17 @@
 package connection
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestWriteContainerDir: the directory is 0700, what the container reads
@@ -41,5 +46,88 @@ func TestWriteContainerDir(t *testing.T) {
 	// A name taken already fails, and leaves nothing behind.
 	if _, err := writeContainerDir(parent, "tether-x-1", nil, nil); err == nil {
 		t.Errorf("a second directory of the same name was made")
+	}
+}
+
+// TestRemoveLeftoverContainers drives RemoveLeftoverContainers against a
+// runtime command that is a script: it lists four containers of the owner
+// label, and only those whose tether is gone (a dead pid, a label that
+// does not parse) are removed; this tether's own and a running process's
+// are kept. Of the directories, only an old one that no kept container
+// names goes; one made since the start (a container of this tether that
+// the listing may not show yet) stays.
+func TestRemoveLeftoverContainers(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	self, err := startTicks(os.Getpid())
+	if err != nil {
+		t.Skipf("no start time of a process here: %v", err)
+	}
+	parent, err := startTicks(os.Getppid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The container list the script prints for inspect: name, then the
+	// tether label.
+	listing := strings.Join([]string{
+		"/tether-a-dead\t999999999-12345",
+		"/tether-b-mine\t" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(self, 10),
+		"/tether-c-parent\t" + strconv.Itoa(os.Getppid()) + "-" + strconv.FormatUint(parent, 10),
+		"/tether-d-garbled\tnot-a-label",
+		"/tether-e-reused\t" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(self+1, 10),
+	}, "\n")
+	script := filepath.Join(dir, "docker")
+	writeScript(t, script, `#!/bin/sh
+echo "$*" >> `+calls+`
+case "$1" in
+ps) printf 'id1\nid2\nid3\nid4\nid5\n' ;;
+container) printf '%s\n' "`+listing+`" ;;
+rm) ;;
+esac
+`)
+	containers := filepath.Join(dir, "containers")
+	for _, d := range []string{"tether-a-dead", "tether-b-mine", "tether-old-gone"} {
+		if err := os.MkdirAll(filepath.Join(containers, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &ContainerRuntime{Name: "docker", Path: script, Dir: containers, Owner: "0123", Started: time.Now().Add(time.Hour)}
+	if err := os.MkdirAll(filepath.Join(containers, "tether-new"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(2 * time.Hour)
+	if err := os.Chtimes(filepath.Join(containers, "tether-new"), future, future); err != nil {
+		t.Fatal(err)
+	}
+	removed := RemoveLeftoverContainers(context.Background(), rt, slog.New(slog.DiscardHandler))
+	if want := []string{"tether-a-dead", "tether-d-garbled", "tether-e-reused"}; !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+	log, _ := os.ReadFile(calls)
+	for _, want := range []string{"ps --all --quiet --no-trunc --filter=label=dev.tether.owner=0123", "rm --force tether-a-dead", "rm --force tether-d-garbled"} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("the runtime was not asked %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(string(log), "tether-b-mine") && strings.Contains(string(log), "rm --force tether-b-mine") {
+		t.Errorf("this tether's own container was removed:\n%s", log)
+	}
+	if strings.Contains(string(log), "rm --force tether-c-parent") {
+		t.Errorf("a running tether's container was removed:\n%s", log)
+	}
+	entries, _ := os.ReadDir(containers)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{"tether-b-mine", "tether-new"}; !slices.Equal(left, want) {
+		t.Errorf("directories left %q, want %q", left, want)
+	}
+}
+
+func writeScript(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
 	}
 }
