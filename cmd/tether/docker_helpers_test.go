@@ -2,12 +2,14 @@
 
 package main
 
-// Helpers for the container image's end-to-end tests: a real Docker daemon,
-// either one that already answers (DOCKER_HOST or the default socket) or one
-// the test starts as root with everything of its own (data root, exec root,
-// pidfile and socket under a temporary directory) and stops by its pid at
-// the end. hack/install-peers.sh installs Debian's docker.io under CI=true
-// when no daemon answers.
+// Helpers for the end-to-end tests of the container image and of container
+// servers (spec.container): a real Docker daemon, either one that already
+// answers (DOCKER_HOST or the default socket) or the test process's own,
+// started as root by the first test that needs one, with everything of its
+// own (data root, exec root, pidfile and socket under a temporary
+// directory), shared by the later ones and stopped by its pid when every
+// test has run (TestMain). hack/install-peers.sh installs Debian's
+// docker.io under CI=true when no daemon answers.
 //
 // The test's own daemon leaves the host as it found it, as far as dockerd
 // allows (docs/deploy.md): no iptables rules or chains (--iptables=false),
