@@ -235,12 +235,22 @@ pids: 32
 		t.Errorf("the killed container's directory %s: %v, want it removed", secretsDir, err)
 	}
 
-	// The same server as a stdio child, for the start-up figure.
+	// The same server as a container without env (no image inspect, no
+	// entrypoint of tether's) and as a stdio child, for the start-up figure.
+	bare := filepath.Join(dir, "bare.yaml")
+	began = time.Now()
+	writeFile(t, bare, containerManifest("bare", image, "", ""))
+	waitStatus(t, bare, "bare", 2*time.Minute, "Connected", phaseIs(spec.PhaseConnected))
+	bareStart := time.Since(began)
 	stdio := filepath.Join(dir, "plain.yaml")
 	began = time.Now()
 	writeFile(t, stdio, stdioManifest("plain", filepath.Join(builtBinaries(t), "tether-example-server"), nil, ""))
 	waitStatus(t, stdio, "plain", time.Minute, "Connected", phaseIs(spec.PhaseConnected))
-	t.Logf("start-up to Connected (manifest written → status file): container %v, stdio %v", containerStart, time.Since(began))
+	t.Logf("start-up to Connected (manifest written → status file): container with env %v, container %v, stdio %v", containerStart, bareStart, time.Since(began))
+	if err := os.Remove(bare); err != nil {
+		t.Fatal(err)
+	}
+	waitNoContainers(t, d, "bare", time.Minute)
 
 	// Deleted, the connection leaves no container and no directory.
 	last := st.Process.Container
