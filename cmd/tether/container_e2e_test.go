@@ -7,6 +7,7 @@ package main
 // built in the test (static binary, FROM scratch), under a real dockerd.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -368,4 +369,23 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestContainerRuntimeNamedButMissing: a --container-runtime that names a
+// command that is not there stops tether run at once, saying so (auto
+// without a runtime only makes container servers fail to connect).
+func TestContainerRuntimeNamedButMissing(t *testing.T) {
+	bin := builtBinaries(t)
+	// Bounded: a tether that does not refuse runs until it is stopped.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "tether"), "run", "--dir", t.TempDir(), "--metrics-addr", "", "--listen", "",
+		"--container-runtime", "/nonexistent/docker")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("tether ran with a container runtime that is not there:\n%s", out)
+	}
+	if !strings.Contains(string(out), "--container-runtime: exec: \"/nonexistent/docker\": stat /nonexistent/docker: no such file or directory") {
+		t.Errorf("the refusal does not say why:\n%s", out)
+	}
 }

@@ -112,14 +112,20 @@ func FindContainerRuntime(flag, dir, stateDir string) (*ContainerRuntime, error)
 		candidates = []string{flag}
 	}
 	var path string
+	var lookErr error
 	for _, c := range candidates {
-		if p, err := exec.LookPath(c); err == nil {
+		p, err := exec.LookPath(c)
+		if err == nil {
 			path = p
 			break
 		}
+		lookErr = err
 	}
-	if path == "" {
+	switch {
+	case path == "" && len(candidates) > 1:
 		return nil, fmt.Errorf("--container-runtime %s: no %s found on PATH", flag, strings.Join(candidates, " or "))
+	case path == "":
+		return nil, fmt.Errorf("--container-runtime: %w", lookErr)
 	}
 	name := "docker"
 	if strings.Contains(filepath.Base(path), "podman") {

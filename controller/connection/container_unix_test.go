@@ -131,3 +131,30 @@ func writeScript(t *testing.T, path, body string) {
 		t.Fatal(err)
 	}
 }
+
+// TestFindContainerRuntime: auto takes docker, else podman, from PATH; a
+// runtime named and not found is an error that names it; the owner label
+// is a digest of the state directory, absent without one.
+func TestFindContainerRuntime(t *testing.T) {
+	bin := t.TempDir()
+	t.Setenv("PATH", bin)
+	if _, err := FindContainerRuntime("auto", "", ""); err == nil || !strings.Contains(err.Error(), "--container-runtime auto: no docker or podman found on PATH") {
+		t.Errorf("auto with neither: %v", err)
+	}
+	writeScript(t, filepath.Join(bin, "podman"), "#!/bin/sh\n")
+	rt, err := FindContainerRuntime("auto", "/state/containers", "/state")
+	if err != nil || rt.Name != "podman" || rt.Path != filepath.Join(bin, "podman") || rt.Dir != "/state/containers" || len(rt.Owner) != 16 {
+		t.Fatalf("auto with podman: %+v, %v", rt, err)
+	}
+	writeScript(t, filepath.Join(bin, "docker"), "#!/bin/sh\n")
+	rt2, err := FindContainerRuntime("auto", "", "/other")
+	if err != nil || rt2.Name != "docker" || rt2.Owner == rt.Owner || rt2.Owner == "" {
+		t.Errorf("auto with both: %+v, %v (want docker, another owner)", rt2, err)
+	}
+	if rt3, err := FindContainerRuntime("podman", "", ""); err != nil || rt3.Name != "podman" || rt3.Owner != "" {
+		t.Errorf("podman named, no state directory: %+v, %v", rt3, err)
+	}
+	if _, err := FindContainerRuntime("nerdctl", "", ""); err == nil || !strings.Contains(err.Error(), `--container-runtime: exec: "nerdctl": executable file not found in $PATH`) {
+		t.Errorf("a runtime that is not there: %v", err)
+	}
+}
