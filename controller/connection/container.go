@@ -245,8 +245,11 @@ func isNoSuchContainer(err error) bool {
 	return strings.Contains(s, "no such container") || strings.Contains(s, "no container with name")
 }
 
-// startContainer starts the server's container; for a port server it
-// returns the URL it serves MCP at too. The transport speaks to it.
+// startContainer starts the server's container and returns the transport
+// that speaks to it: the runtime command's stdin and stdout, or for a port
+// server streamable HTTP at the published port once something answers
+// there. On failure what it made is removed, or left to failConnect once
+// the runtime's command runs (s.proc).
 func (s *Session) startContainer(ctx context.Context, c *spec.ContainerSpec, manifestDir string, envVals, fileVals []namedValue) (mcp.Transport, error) {
 	rt := s.conn.containers
 	if rt == nil {
