@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -289,8 +290,18 @@ func (s *Session) startContainer(ctx context.Context, c *spec.ContainerSpec, man
 	if c.Port == 0 {
 		return &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}, nil
 	}
-	// A port server: nothing speaks on stdin and stdout.
+	// A port server: nothing speaks on stdin and stdout. What it writes to
+	// stdout (logs, most often) joins stderr in the tail; left unread, a
+	// full pipe would block the runtime's command and then the server.
 	proc.noStdin = true
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		lines := &lineWriter{w: proc.tail}
+		_, _ = io.Copy(lines, proc.stdout) // until stop closes stdout
+		lines.flush()
+	}()
+	proc.afterStop = func() { <-drained; ct.remove() }
 	addr, err := s.publishedPort(ctx, ct, c.Port)
 	if err != nil {
 		return nil, err
@@ -305,6 +316,40 @@ func (s *Session) startContainer(ctx context.Context, c *spec.ContainerSpec, man
 		s.httpClient, s.httpURL = st.HTTPClient, st.Endpoint
 	}
 	return transport, err
+}
+
+// lineWriter hands w whole lines only (one Write each), so that lines of
+// stdout and of stderr, written to one tail by two goroutines, do not cut
+// into each other; a line longer than MaxLineBytes is handed on in pieces.
+type lineWriter struct {
+	w       io.Writer
+	partial []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.partial = append(l.partial, p...)
+			if len(l.partial) >= MaxLineBytes {
+				l.flush()
+			}
+			break
+		}
+		l.partial = append(l.partial, p[:i+1]...)
+		l.flush()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// flush hands on what is buffered.
+func (l *lineWriter) flush() {
+	if len(l.partial) > 0 {
+		_, _ = l.w.Write(l.partial)
+		l.partial = l.partial[:0]
+	}
 }
 
 // runtimeEnv is the environment of the runtime's command: tether's own

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-mcp/tether/spec"
 )
 
 // TestWriteContainerDir: the directory is 0700, what the container reads
@@ -156,5 +158,61 @@ func TestFindContainerRuntime(t *testing.T) {
 	}
 	if _, err := FindContainerRuntime("nerdctl", "", ""); err == nil || !strings.Contains(err.Error(), `--container-runtime: exec: "nerdctl": executable file not found in $PATH`) {
 		t.Errorf("a runtime that is not there: %v", err)
+	}
+}
+
+// TestContainerPortServerWithScriptedRuntime runs a port server through a
+// runtime command that is a script: `run` writes a megabyte to stdout (a
+// server that logs there) and then runs the go-sdk's everything-server on
+// a port, which `port` reports. Connect waits for the port and for HTTP,
+// connects over streamable HTTP, and keeps reading stdout (unread, the
+// script would block on the full pipe and the server never start); the
+// stdout lines reach the tail. Close removes the container by its name.
+func TestContainerPortServerWithScriptedRuntime(t *testing.T) {
+	server := goEverything(t)
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	port := freePort(t)
+	script := filepath.Join(dir, "docker")
+	writeScript(t, script, `#!/bin/sh
+echo "$*" >> `+calls+`
+case "$1" in
+run)
+	head -c 1048576 /dev/zero | tr '\0' x
+	echo
+	echo "a line on stdout"
+	exec `+server+` -http=127.0.0.1:`+strconv.Itoa(port)+` ;;
+port) echo "127.0.0.1:`+strconv.Itoa(port)+`" ;;
+esac
+`)
+	c := NewConnector(ConnectorOptions{Containers: &ContainerRuntime{Name: "docker", Path: script}})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.Connect(ctx, Request{Name: "box", Logger: testLogger(t),
+		Spec: &spec.Spec{Container: &spec.ContainerSpec{Image: "srv:1", Network: "bridge", Port: 8080}}})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	p := s.Process()
+	if p == nil || !strings.HasPrefix(p.Container, "tether-box-") || p.Runtime != "docker" {
+		t.Errorf("process = %+v, want the container and runtime", p)
+	}
+	if len(s.Tools()) == 0 {
+		t.Errorf("no tools listed over the published port")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(s.Process().StderrTail, "a line on stdout") {
+		if time.Now().After(deadline) {
+			t.Fatalf("stdout never reached the tail: %q", s.Process().StderrTail)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	log, _ := os.ReadFile(calls)
+	if !strings.Contains(string(log), "rm --force "+p.Container) || !strings.Contains(string(log), "--publish=127.0.0.1::8080/tcp") {
+		t.Errorf("the runtime was not asked to publish on 127.0.0.1 and to remove the container:\n%s", log)
 	}
 }
