@@ -492,8 +492,14 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 func containerRuntime(o *runOptions, stateDir *state.Dir, log *slog.Logger) (*connection.ContainerRuntime, error) {
 	var dir, owner string
 	if stateDir != nil {
-		owner = stateDir.Path()
-		dir = filepath.Join(owner, "containers")
+		// Absolute: the runtime's daemon resolves mount sources, not
+		// tether, and from its own working directory.
+		abs, err := filepath.Abs(stateDir.Path())
+		if err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+		owner = abs
+		dir = filepath.Join(abs, "containers")
 	}
 	rt, err := connection.FindContainerRuntime(o.containerRuntime, dir, owner)
 	if err != nil {

@@ -381,6 +381,15 @@ func containerName(conn string) (string, error) {
 func writeContainerDir(parent, name string, envVals, fileVals []namedValue) (dir string, err error) {
 	if parent == "" {
 		dir, err = os.MkdirTemp("", name+"-")
+		if err == nil {
+			// The runtime's daemon resolves the mount source: absolute,
+			// whatever TMPDIR says.
+			var abs string
+			if abs, err = filepath.Abs(dir); err != nil {
+				_ = os.RemoveAll(dir)
+			}
+			dir = abs
+		}
 	} else {
 		if err = os.MkdirAll(parent, 0o700); err == nil {
 			dir = filepath.Join(parent, name)
@@ -478,6 +487,12 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 			}
 			src = filepath.Join(manifestDir, src)
 		}
+		// The runtime's daemon resolves it, not tether: make it absolute.
+		abs, err := filepath.Abs(src)
+		if err != nil {
+			return nil, fmt.Errorf("container.mounts: source %s: %w", src, err)
+		}
+		src = abs
 		if _, err := os.Stat(src); err != nil {
 			return nil, fmt.Errorf("container.mounts: source %s: %w", src, errors.Unwrap(err))
 		}

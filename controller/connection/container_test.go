@@ -77,6 +77,14 @@ func TestContainerArgs(t *testing.T) {
 	if _, err := s.containerArgs(context.Background(), ct, c, dir, false, false); err == nil || !strings.Contains(err.Error(), "container.mounts: source "+filepath.Join(dir, "missing")) {
 		t.Errorf("missing mount source: %v", err)
 	}
+	// A manifest directory given relative (tether run --dir ./m): the
+	// runtime's daemon gets an absolute source all the same.
+	t.Chdir(dir)
+	c.Mounts = []spec.Mount{{Source: "data", Target: "/data"}}
+	args, err = s.containerArgs(context.Background(), ct, c, ".", false, false)
+	if err != nil || !slices.Contains(args, "--mount=type=bind,source="+filepath.Join(dir, "data")+",target=/data,readonly") {
+		t.Errorf("relative manifest directory: %q (%v), want the absolute source", args, err)
+	}
 	c.Mounts = nil
 	args, err = s.containerArgs(context.Background(), ct, c, dir, false, false)
 	if err != nil || !slices.Contains(args, "--interactive") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--publish") }) {
