@@ -109,7 +109,17 @@ func TestContainerServer(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	writeFile(t, filepath.Join(data, "hello.txt"), "hello\n")
 	manifest := filepath.Join(dir, "box.yaml")
-	tt, ep := startTetherServingWithEnv(t, dir, tetherEnv(d), "--container-runtime", "docker")
+	// --dir relative, as a person types it: the runtime's daemon still gets
+	// absolute mount sources (the secrets directory, a relative mount).
+	gw, mp := freePort(t), freePort(t)
+	cmd := exec.Command(filepath.Join(builtBinaries(t), "tether"), "run", "--dir", filepath.Base(dir),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp),
+		"--log-level", "debug", "--container-runtime", "docker")
+	cmd.Dir = filepath.Dir(dir)
+	cmd.Env = append(os.Environ(), tetherEnv(d)...)
+	tt := startCmd(t, cmd, dir)
+	waitTCP(t, gw, 20*time.Second)
+	ep := endpoints{gateway: fmt.Sprintf("http://127.0.0.1:%d/mcp", gw)}
 
 	began := time.Now()
 	writeFile(t, manifest, containerManifest("box", image, `
@@ -351,20 +361,6 @@ port: 8080
 	}
 	second.stop()
 	waitNoContainers(t, d, "web", time.Minute)
-}
-
-// startTetherServingWithEnv is startTetherServing with extra environment.
-func startTetherServingWithEnv(t *testing.T, dir string, env []string, extra ...string) (*tether, endpoints) {
-	t.Helper()
-	gw, mp := freePort(t), freePort(t)
-	args := append([]string{"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp)}, extra...)
-	tt := startTetherWithEnv(t, dir, env, args...)
-	waitTCP(t, gw, 20*time.Second)
-	waitTCP(t, mp, 20*time.Second)
-	return tt, endpoints{
-		gateway: fmt.Sprintf("http://127.0.0.1:%d/mcp", gw),
-		metrics: fmt.Sprintf("http://127.0.0.1:%d", mp),
-	}
 }
 
 func contains(list []string, s string) bool {
