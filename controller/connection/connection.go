@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -380,10 +381,34 @@ func (s *Session) processErr(err error, selfExited bool) error {
 	if _, desc := s.proc.exit(); selfExited && desc != "" {
 		msg += "; process " + desc
 	}
-	if last := s.proc.tail.Last(); last != "" {
+	if last := s.lastWords(); last != "" {
 		msg += "; stderr: " + last
 	}
 	return &processError{msg: msg, cause: err, status: st}
+}
+
+// lastWords is the child's last line on stderr (tail.Last), or for the
+// runtime's command of a container server, the line before its "Run
+// 'docker run --help' for more information" trailer: the one that says
+// what was wrong with the container.
+func (s *Session) lastWords() string {
+	last := s.proc.tail.Last()
+	if s.proc.container == "" || !strings.HasPrefix(last, "Run '") || !strings.HasSuffix(last, "--help' for more information") {
+		return last
+	}
+	lines := s.proc.tail.Lines()
+	seen := false
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		switch {
+		case l == "":
+		case !seen:
+			seen = true // the trailer itself
+		default:
+			return l
+		}
+	}
+	return last
 }
 
 // processError is an error that carries a stdio child's facts.

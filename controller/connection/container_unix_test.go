@@ -216,3 +216,27 @@ esac
 		t.Errorf("the runtime was not asked to publish on 127.0.0.1 and to remove the container:\n%s", log)
 	}
 }
+
+// TestContainerRuntimeRefusalExplained: when the runtime's command refuses
+// its options (exit 125), the error says what it said was wrong, not the
+// "Run 'docker run --help'" line it ends with.
+func TestContainerRuntimeRefusalExplained(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "docker")
+	writeScript(t, script, `#!/bin/sh
+case "$1" in
+run)
+	echo "docker: Error response from daemon: invalid mount config for type \"bind\": bind source path does not exist: /nowhere." >&2
+	echo >&2
+	echo "Run 'docker run --help' for more information" >&2
+	exit 125 ;;
+esac
+`)
+	c := NewConnector(ConnectorOptions{Containers: &ContainerRuntime{Name: "docker", Path: script}})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.Connect(ctx, Request{Name: "box", Spec: &spec.Spec{Container: &spec.ContainerSpec{Image: "srv:1"}}})
+	if err == nil || !strings.Contains(err.Error(), "stderr: docker: Error response from daemon: invalid mount config") {
+		t.Errorf("Connect: %v, want the daemon's reason", err)
+	}
+}
