@@ -246,6 +246,9 @@ func TestContainerSpecHelpers(t *testing.T) {
 	if c.MemoryBytes() != 2<<30 || c.PidsLimit() != 7 || c.NetworkMode() != "bridge" || c.EndpointPath() != "/v1" {
 		t.Errorf("set: memory %d, pids %d, network %q, path %q", c.MemoryBytes(), c.PidsLimit(), c.NetworkMode(), c.EndpointPath())
 	}
+	if n, err := ParseMemory("8589934592Gi"); err != nil || n != 1<<63 {
+		t.Errorf("ParseMemory at the largest size: %d, %v", n, err)
+	}
 	for in, want := range map[string]string{"1024Mi": "1Gi", "512Mi": "512Mi", "1536Ki": "1536Ki", "2048": "2Ki", "1000": "1000"} {
 		n, err := ParseMemory(in)
 		if err != nil || FormatMemory(n) != want {

@@ -112,6 +112,12 @@ callTimeout: 2h`)},
   memory: 1Gi
   pids: 64
   user: "65532:65532"`)},
+	{name: "container limits at their edges are valid", in: withSpec("container: {image: x, pids: 1, memory: 6Mi, user: " + strings.Repeat("u", 253) + "}")},
+	{name: "container secret file name of 255 bytes is valid", in: withSpec("container: {image: x, secretFiles: [{name: " + strings.Repeat("n", 255) + ", value: v}]}")},
+	{name: "container secret file name too long", in: withSpec("container: {image: x, secretFiles: [{name: " + strings.Repeat("n", 256) + ", value: v}]}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.secretFiles[0].name: invalid file name "` + strings.Repeat("n", 64) + `"...: letters, digits, '.', '_' and '-' (it is the file /run/secrets/<name> in the container)`}},
+	{name: "container user too long", in: withSpec("container: {image: x, user: " + strings.Repeat("u", 254) + "}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.user: invalid user "` + strings.Repeat("u", 64) + `"...: a name or uid, optionally :group or :gid`}},
 	{name: "container and stdio", in: withSpec("stdio: {command: srv}\ncontainer: {image: x}"),
 		want: []string{`m.yaml:5: document 1 (line 1): spec: stdio and container are mutually exclusive: set exactly one`}},
 	{name: "container without image", in: withSpec("container: {args: [x]}"),

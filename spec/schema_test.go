@@ -215,6 +215,7 @@ var schemaCannotSay = map[string]string{
 	"container memory too small":                        "a quantity's value: left to validation",
 	"container memory too large":                        "a quantity's value: left to validation",
 	"container secret file names":                       "names of a list shared with env: left to validation",
+	"container secret file name too long":               "names of a list shared with env: left to validation",
 	"container env value never quoted":                  "env values: left to validation",
 }
 

@@ -196,6 +196,7 @@ type ContainerSpec struct {
 	// The user (name or uid[:gid]) the server runs as. Default: the image's.
 	// +tether:pattern=^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$
 	// +tether:patternMessage=A user is a name or uid, optionally :group or :gid.
+	// +tether:maxLength=253
 	User string `json:"user,omitempty"`
 }
 
