@@ -108,15 +108,21 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 		st.Catalog = &c
 	}
 
-	if e.Conn != nil && e.Conn.Spec.Stdio != nil {
+	if e.Conn != nil && e.Conn.Spec.RunsProcess() {
 		p := &spec.ProcessStatus{Restarts: max(sn.Starts-1, 0), LastExitCode: sn.LastExitCode}
 		if sn.Process != nil {
 			p.StderrTail = sn.Process.StderrTail
+			p.Runtime = sn.Process.Runtime
 			if sn.Session != nil {
 				p.PID = sn.Process.PID // only a live child has one
+				p.Container = sn.Process.Container
 			}
 		}
 		st.Process = p
+		if c := e.Conn.Spec.Container; c != nil && p.Container != "" && p.Runtime != "" {
+			// What isolates the server while its container runs.
+			st.Sandbox = fmt.Sprintf("container %s network=%s", p.Runtime, c.NetworkMode())
+		}
 	}
 
 	ready := condition(spec.ConditionReady, boolStatus(st.Phase == spec.PhaseConnected), reason, msg)

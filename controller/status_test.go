@@ -235,3 +235,32 @@ func TestComputeStatusDetails(t *testing.T) {
 		t.Errorf("process after the session ended = %+v, want no pid and the last tail", st3.Process)
 	}
 }
+
+// TestComputeStatusContainer: a container server has process facts like a
+// stdio child, names its container and says what isolates it while it
+// runs; once its session is gone, neither the container nor the sandbox
+// is shown (nothing is in force).
+func TestComputeStatusContainer(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	conn := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "box"}, Spec: spec.Spec{Container: &spec.ContainerSpec{Image: "srv:1"}}}
+	conn.Default()
+	live := newFakeSession("a")
+	in := StatusInput{
+		Entry: desired.Entry{Name: "box", Conn: conn},
+		Snapshot: supervisor.Snapshot{Session: live, Running: conn, Server: live.Server(), Tools: 1, ConnectedAt: now, Starts: 2,
+			Process: &spec.ProcessStatus{PID: 42, Container: "tether-box-0a1b2c3d", Runtime: "docker"}},
+		Now: now,
+	}
+	st := ComputeStatus(in)
+	if p := st.Process; p == nil || p.PID != 42 || p.Container != "tether-box-0a1b2c3d" || p.Runtime != "docker" || p.Restarts != 1 {
+		t.Errorf("process = %+v, want pid 42, container tether-box-0a1b2c3d, runtime docker, 1 restart", p)
+	}
+	if want := "container docker network=none"; st.Sandbox != want {
+		t.Errorf("sandbox = %q, want %q", st.Sandbox, want)
+	}
+	in.Snapshot.Session = nil
+	st = ComputeStatus(in)
+	if p := st.Process; p == nil || p.Container != "" || p.PID != 0 || st.Sandbox != "" {
+		t.Errorf("after the session: process %+v, sandbox %q; want no container, no pid, no sandbox", p, st.Sandbox)
+	}
+}

@@ -17,7 +17,8 @@
 #     module, hack/helm), for the tests of the Helm chart
 #   - under CI=true, Debian's docker.io when no Docker daemon answers and
 #     there is no dockerd: the image's tests (cmd/tether/image_e2e_test.go)
-#     start a dockerd of their own (as root) or use the one that answers
+#     and the container servers' (container_e2e_test.go) start a dockerd of
+#     their own (as root, one per test process) or use the one that answers
 # Idempotent and fast when nothing changed: npm ci runs only when the lock
 # file differs from the one last installed; go build reuses its cache.
 #

@@ -27,7 +27,7 @@ func Changes(old, new *Spec) (connect, inPlace []string) {
 
 // isConnectPath: the transports are what connectView holds.
 func isConnectPath(p string) bool {
-	for _, t := range []string{"spec.stdio", "spec.http"} {
+	for _, t := range []string{"spec.stdio", "spec.http", "spec.container"} {
 		if rest, ok := strings.CutPrefix(p, t); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
 			return true
 		}

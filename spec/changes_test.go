@@ -38,6 +38,20 @@ var changeVariants = []string{
 	"http: {url: http://127.0.0.1:1/mcp, headers: [{name: Authorization, value: Bearer sekrit-token}]}",
 	"http: {url: http://127.0.0.1:1/mcp, headers: [{name: Authorization, value: Bearer other-token}]}",
 	"http: {url: http://127.0.0.1:1/mcp}\ntoolPrefix: p",
+	// 28 onwards: containers.
+	"container: {image: srv:1}",
+	"container: {image: srv:1, network: none, memory: 512Mi, pids: 256}",
+	"container: {image: srv:1, memory: 524288Ki}",
+	"container: {image: srv:2}",
+	"container: {image: srv:1, memory: 1Gi}",
+	"container: {image: srv:1, env: [{name: TOKEN, value: hunter2-secret}]}",
+	"container: {image: srv:1, env: [{name: TOKEN, value: other-secret}]}",
+	"container: {image: srv:1, secretFiles: [{name: token, value: hunter2-secret}]}",
+	"container: {image: srv:1, mounts: [{source: /a, target: /a}]}",
+	"container: {image: srv:1, mounts: [{source: /a, target: /a, writable: true}]}",
+	"container: {image: srv:1, network: bridge, port: 8080}",
+	"container: {image: srv:1, network: bridge, port: 8080, path: /mcp}",
+	"container: {image: srv:1}\ncallTimeout: 5s",
 }
 
 func variantSpec(t *testing.T, body string) *Spec {
@@ -100,6 +114,16 @@ func TestChangesNamesFields(t *testing.T) {
 		{changeVariants[0], changeVariants[21], []string{"spec.http", "spec.stdio"}, nil},
 		{changeVariants[0], changeVariants[18], nil, []string{"spec.callTimeout"}},
 		{changeVariants[0], changeVariants[14], nil, []string{"spec.suspend"}},
+		{changeVariants[28], changeVariants[29], nil, nil}, // the defaults written out
+		{changeVariants[28], changeVariants[30], nil, nil}, // 512Mi spelt in Ki
+		{changeVariants[28], changeVariants[31], []string{"spec.container.image"}, nil},
+		{changeVariants[28], changeVariants[32], []string{"spec.container.memory"}, nil},
+		{changeVariants[33], changeVariants[34], []string{"spec.container.env[TOKEN]"}, nil},
+		{changeVariants[28], changeVariants[35], []string{"spec.container.secretFiles"}, nil},
+		{changeVariants[36], changeVariants[37], []string{"spec.container.mounts"}, nil},
+		{changeVariants[38], changeVariants[39], nil, nil}, // the default path written out
+		{changeVariants[28], changeVariants[40], nil, []string{"spec.callTimeout"}},
+		{changeVariants[0], changeVariants[28], []string{"spec.container", "spec.stdio"}, nil},
 	}
 	for _, tt := range tests {
 		connect, inPlace := Changes(variantSpec(t, tt.old), variantSpec(t, tt.new))

@@ -224,6 +224,10 @@ func TestCRDSchemaMatchesTheManifestSchema(t *testing.T) {
 	compare(child(child(status, "properties"), "status"), dig(t, root, "properties", "status").(map[string]any), "status")
 
 	wantRules := []string{
+		"spec.container.env[].valueFrom: oneOf",
+		"spec.container.env[]: has(self.value) != has(self.valueFrom)",
+		"spec.container.secretFiles[].valueFrom: oneOf",
+		"spec.container.secretFiles[]: has(self.value) != has(self.valueFrom)",
 		"spec.http.headers[].valueFrom: oneOf",
 		"spec.http.headers[]: has(self.value) != has(self.valueFrom)",
 		"spec.http.oauth.authorizationCode.clientSecret.valueFrom: oneOf",
@@ -233,7 +237,7 @@ func TestCRDSchemaMatchesTheManifestSchema(t *testing.T) {
 		"spec.http.oauth: has(self.clientCredentials) != has(self.authorizationCode)",
 		"spec.stdio.env[].valueFrom: oneOf",
 		"spec.stdio.env[]: has(self.value) != has(self.valueFrom)",
-		"spec: has(self.stdio) != has(self.http)",
+		"spec: [has(self.stdio), has(self.http), has(self.container)].exists_one(x, x)",
 	}
 	slices.Sort(rules)
 	if !slices.Equal(rules, wantRules) {

@@ -36,6 +36,18 @@ func (s *Spec) DeepCopy() *Spec {
 		h.OAuth = s.HTTP.OAuth.DeepCopy()
 		out.HTTP = &h
 	}
+	if s.Container != nil {
+		c := *s.Container
+		c.Command = cloneStrings(s.Container.Command)
+		c.Args = cloneStrings(s.Container.Args)
+		c.Env = cloneEnv(s.Container.Env)
+		c.SecretFiles = cloneEnv(s.Container.SecretFiles)
+		if s.Container.Mounts != nil {
+			c.Mounts = append([]Mount(nil), s.Container.Mounts...)
+		}
+		c.Pids = clonePtr(s.Container.Pids)
+		out.Container = &c
+	}
 	out.ToolPrefix = clonePtr(s.ToolPrefix)
 	if s.Tools != nil {
 		out.Tools = &ToolFilter{Allow: cloneStrings(s.Tools.Allow), Deny: cloneStrings(s.Tools.Deny)}

@@ -24,6 +24,7 @@ func (s *Spec) defaultSpec() {
 	if s.HTTP != nil && s.HTTP.Transport == "" {
 		s.HTTP.Transport = TransportStreamable
 	}
+	s.Container = s.Container.withDefaults()
 	if s.HealthCheck == nil {
 		s.HealthCheck = &HealthCheck{}
 	}
@@ -127,15 +128,18 @@ func (s *Spec) IdleTimeout() time.Duration {
 
 // Transport kinds as TransportName reports them.
 const (
-	TransportStdio = "stdio"
+	TransportStdio     = "stdio"
+	TransportContainer = "container"
 )
 
-// TransportName is "stdio", "streamable" or "sse"; "" when no transport is
-// set (only possible for a spec that did not validate).
+// TransportName is "stdio", "streamable", "sse" or "container"; "" when no
+// transport is set (only possible for a spec that did not validate).
 func (s *Spec) TransportName() string {
 	switch {
 	case s.Stdio != nil:
 		return TransportStdio
+	case s.Container != nil:
+		return TransportContainer
 	case s.HTTP != nil && s.HTTP.Transport == "":
 		return TransportStreamable
 	case s.HTTP != nil:
@@ -176,6 +180,10 @@ func (s *Spec) SecretKeyRefs() []SecretKeySelector {
 	if s.HTTP != nil {
 		vars = append(slices.Clip(vars), s.HTTP.Headers...)
 	}
+	if s.Container != nil {
+		vars = append(slices.Clip(vars), s.Container.Env...)
+		vars = append(slices.Clip(vars), s.Container.SecretFiles...)
+	}
 	var refs []SecretKeySelector
 	for _, v := range vars {
 		if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil && !slices.Contains(refs, *v.ValueFrom.SecretKeyRef) {
@@ -187,3 +195,57 @@ func (s *Spec) SecretKeyRefs() []SecretKeySelector {
 	})
 	return refs
 }
+
+// RunsProcess reports whether tether runs the server itself (a stdio child,
+// or a container through the runtime's command): such a connection has
+// process facts (status.process) and counts its restarts.
+func (s *Spec) RunsProcess() bool { return s.Stdio != nil || s.Container != nil }
+
+// withDefaults returns a copy of c with its defaults filled in and its
+// memory limit written one way (1Gi, not 1024Mi), so that a default
+// written out, or a limit spelt another way, is no change; nil for nil.
+func (c *ContainerSpec) withDefaults() *ContainerSpec {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	if out.Network == "" {
+		out.Network = ContainerNetworkNone
+	}
+	if out.Memory == "" {
+		out.Memory = FormatMemory(DefaultContainerMemory)
+	} else if n, err := ParseMemory(out.Memory); err == nil {
+		out.Memory = FormatMemory(n)
+	}
+	if out.Pids == nil {
+		n := DefaultContainerPids
+		out.Pids = &n
+	}
+	if out.Port != 0 && out.Path == "" {
+		out.Path = DefaultContainerPath
+	}
+	return &out
+}
+
+// MemoryBytes is the container's memory limit in bytes (the default when
+// none is set or it does not parse: validation reports that).
+func (c *ContainerSpec) MemoryBytes() uint64 {
+	if n, err := ParseMemory(c.Memory); err == nil && c.Memory != "" {
+		return n
+	}
+	return DefaultContainerMemory
+}
+
+// PidsLimit is the most processes the container may run.
+func (c *ContainerSpec) PidsLimit() int {
+	if c.Pids != nil {
+		return *c.Pids
+	}
+	return DefaultContainerPids
+}
+
+// NetworkMode is the container's network: none unless set.
+func (c *ContainerSpec) NetworkMode() string { return cmp.Or(c.Network, ContainerNetworkNone) }
+
+// EndpointPath is the path of a port server's MCP endpoint.
+func (c *ContainerSpec) EndpointPath() string { return cmp.Or(c.Path, DefaultContainerPath) }

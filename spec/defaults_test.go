@@ -37,6 +37,7 @@ func TestTransportName(t *testing.T) {
 		{Spec{HTTP: &HTTPSpec{URL: "u"}}, "streamable"},
 		{Spec{HTTP: &HTTPSpec{URL: "u", Transport: "streamable"}}, "streamable"},
 		{Spec{HTTP: &HTTPSpec{URL: "u", Transport: "sse"}}, "sse"},
+		{Spec{Container: &ContainerSpec{Image: "i"}}, "container"},
 		{Spec{}, ""},
 	}
 	for _, tt := range tests {
@@ -217,5 +218,60 @@ func TestSecretKeyRefs(t *testing.T) {
 	none := DecodeFile("m.yaml", []byte(withSpec("http: {url: http://h/mcp}")))
 	if refs := none[0].Conn.Spec.SecretKeyRefs(); refs != nil {
 		t.Errorf("SecretKeyRefs of a spec without any = %v", refs)
+	}
+}
+
+// TestContainerSpecHelpers: what a container spec gives its readers (the
+// transport, status and the runtime's command line), defaults included,
+// and that a copy of it shares nothing with it.
+func TestContainerSpecHelpers(t *testing.T) {
+	for _, tt := range []struct {
+		spec Spec
+		want bool
+	}{
+		{Spec{Stdio: &StdioSpec{Command: "a"}}, true},
+		{Spec{Container: &ContainerSpec{Image: "i"}}, true},
+		{Spec{HTTP: &HTTPSpec{URL: "u"}}, false},
+	} {
+		if got := tt.spec.RunsProcess(); got != tt.want {
+			t.Errorf("RunsProcess(%s) = %v, want %v", tt.spec.TransportName(), got, tt.want)
+		}
+	}
+	c := &ContainerSpec{Image: "i"}
+	if c.MemoryBytes() != DefaultContainerMemory || c.PidsLimit() != DefaultContainerPids || c.NetworkMode() != ContainerNetworkNone || c.EndpointPath() != "/mcp" {
+		t.Errorf("defaults: memory %d, pids %d, network %q, path %q", c.MemoryBytes(), c.PidsLimit(), c.NetworkMode(), c.EndpointPath())
+	}
+	pids := 7
+	c = &ContainerSpec{Image: "i", Memory: "2Gi", Pids: &pids, Network: "bridge", Port: 80, Path: "/v1"}
+	if c.MemoryBytes() != 2<<30 || c.PidsLimit() != 7 || c.NetworkMode() != "bridge" || c.EndpointPath() != "/v1" {
+		t.Errorf("set: memory %d, pids %d, network %q, path %q", c.MemoryBytes(), c.PidsLimit(), c.NetworkMode(), c.EndpointPath())
+	}
+	if n, err := ParseMemory("8589934592Gi"); err != nil || n != 1<<63 {
+		t.Errorf("ParseMemory at the largest size: %d, %v", n, err)
+	}
+	for in, want := range map[string]string{"1024Mi": "1Gi", "512Mi": "512Mi", "1536Ki": "1536Ki", "2048": "2Ki", "1000": "1000"} {
+		n, err := ParseMemory(in)
+		if err != nil || FormatMemory(n) != want {
+			t.Errorf("FormatMemory(ParseMemory(%q)) = %q (%v), want %q", in, FormatMemory(n), err, want)
+		}
+	}
+
+	v := "s3cret"
+	sp := &Spec{Container: &ContainerSpec{Image: "i", Command: []string{"a"}, Args: []string{"b"}, Pids: &pids,
+		Env:         []EnvVar{{Name: "E", Value: &v}},
+		SecretFiles: []EnvVar{{Name: "f", ValueFrom: &ValueFrom{SecretKeyRef: &SecretKeySelector{Name: "s", Key: "k"}}}},
+		Mounts:      []Mount{{Source: "/a", Target: "/a"}}}}
+	if refs := sp.SecretKeyRefs(); len(refs) != 1 || refs[0] != (SecretKeySelector{Name: "s", Key: "k"}) {
+		t.Errorf("SecretKeyRefs = %v, want the secret file's", refs)
+	}
+	before := sp.Hash()
+	cp := sp.DeepCopy()
+	cp.Container.Command[0], cp.Container.Args[0] = "x", "x"
+	*cp.Container.Pids = 99
+	*cp.Container.Env[0].Value = "x"
+	cp.Container.SecretFiles[0].ValueFrom.SecretKeyRef.Name = "x"
+	cp.Container.Mounts[0].Writable = true
+	if sp.Hash() != before {
+		t.Error("changing the copy changed the original container")
 	}
 }

@@ -41,18 +41,20 @@ func (s *Spec) hashView() *Spec {
 
 // ConnectHash covers only what needs a reconnect when it changes: the
 // transport kind, command, args, workingDir, env (names and value sources),
-// url, http transport and headers. A change of anything else (filters,
+// url, http transport and headers, and every field of a container (with its
+// defaults applied: a default written out is no change). A change of anything else (filters,
 // prefix, health, backoff, call timeout, suspend) applies in place.
 func (s *Spec) ConnectHash() string { return digest(s.connectView()) }
 
 // connectView is the part of the spec ConnectHash covers.
 type connectView struct {
-	Stdio *StdioSpec `json:"stdio,omitempty"`
-	HTTP  *HTTPSpec  `json:"http,omitempty"`
+	Stdio     *StdioSpec     `json:"stdio,omitempty"`
+	HTTP      *HTTPSpec      `json:"http,omitempty"`
+	Container *ContainerSpec `json:"container,omitempty"`
 }
 
 func (s *Spec) connectView() connectView {
-	c := connectView{Stdio: s.Stdio, HTTP: s.HTTP}
+	c := connectView{Stdio: s.Stdio, HTTP: s.HTTP, Container: s.Container.withDefaults()}
 	if s.HTTP != nil && s.HTTP.Transport == "" {
 		h := *s.HTTP
 		h.Transport = TransportStreamable

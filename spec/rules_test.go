@@ -88,11 +88,99 @@ callTimeout: 2h`)},
 
 	// transports
 	{name: "no transport", in: withSpec("suspend: false"),
-		want: []string{`m.yaml:5: document 1 (line 1): spec: exactly one of stdio or http is required`}},
+		want: []string{`m.yaml:5: document 1 (line 1): spec: exactly one of stdio, http or container is required`}},
 	{name: "no spec at all", in: strings.Replace(withSpec(minimalStdio), "spec:\n  stdio: {command: srv}\n", "", 1),
-		want: []string{`m.yaml:1: document 1 (line 1): spec: exactly one of stdio or http is required`}},
+		want: []string{`m.yaml:1: document 1 (line 1): spec: exactly one of stdio, http or container is required`}},
 	{name: "two transports", in: withSpec("stdio: {command: srv}\nhttp: {url: http://127.0.0.1:1/mcp}"),
 		want: []string{`m.yaml:5: document 1 (line 1): spec: stdio and http are mutually exclusive: set exactly one`}},
+	{name: "minimal container is valid", in: withSpec("container: {image: example/server:1}")},
+	{name: "every container field is valid", in: withSpec(`container:
+  image: registry.example.com/team/server@sha256:0123
+  command: [/server, -v]
+  args: [--http, ":8080"]
+  env:
+    - {name: A, value: "1"}
+    - {name: B, valueFrom: {file: /run/secrets/b}}
+  secretFiles:
+    - {name: github-token, valueFrom: {file: token}}
+  network: mcp_net
+  port: 8080
+  path: /v1/mcp
+  mounts:
+    - {source: ./data, target: /data}
+    - {source: /var/cache/x, target: /cache, writable: true}
+  memory: 1Gi
+  pids: 64
+  user: "65532:65532"`)},
+	{name: "container limits at their edges are valid", in: withSpec("container: {image: x, pids: 1, memory: 6Mi, user: " + strings.Repeat("u", 253) + "}")},
+	{name: "container secret file name of 255 bytes is valid", in: withSpec("container: {image: x, secretFiles: [{name: " + strings.Repeat("n", 255) + ", value: v}]}")},
+	{name: "container secret file name too long", in: withSpec("container: {image: x, secretFiles: [{name: " + strings.Repeat("n", 256) + ", value: v}]}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.secretFiles[0].name: invalid file name "` + strings.Repeat("n", 64) + `"...: letters, digits, '.', '_' and '-' (it is the file /run/secrets/<name> in the container)`}},
+	{name: "container user too long", in: withSpec("container: {image: x, user: " + strings.Repeat("u", 254) + "}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.user: invalid user "` + strings.Repeat("u", 64) + `"...: a name or uid, optionally :group or :gid`}},
+	{name: "container and stdio", in: withSpec("stdio: {command: srv}\ncontainer: {image: x}"),
+		want: []string{`m.yaml:5: document 1 (line 1): spec: stdio and container are mutually exclusive: set exactly one`}},
+	{name: "container without image", in: withSpec("container: {args: [x]}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.image: required`}},
+	{name: "container image that would pass for an option", in: withSpec("container: {image: --privileged}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.image: invalid image reference "--privileged": letters, digits and '.', '_', '/', ':', '@', '+', '-', starting with a letter or digit (at most 512 characters)`}},
+	{name: "container command empty", in: withSpec("container: {image: x, command: []}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.command: empty: leave it out to run the image's entrypoint`}},
+	{name: "container command's program empty", in: withSpec(`container: {image: x, command: [""]}`),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.command[0]: the program to run is empty`}},
+	{name: "container network host", in: withSpec("container: {image: x, network: host}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.network: host is refused: it would give the server the host's network, loopback services included (use bridge or a network of your own)`}},
+	{name: "container network of another container", in: withSpec("container: {image: x, network: \"container:db\"}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.network: invalid network "container:db": none, bridge or a network's name (letters, digits, '_', '.' and '-', starting with a letter or digit)`}},
+	{name: "container port without a network", in: withSpec("container: {image: x, port: 8080}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.port: needs a network: with network none nothing can reach the port (set network: bridge or a network's name)`}},
+	{name: "container port out of range", in: withSpec("container: {image: x, network: bridge, port: 70000}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.port: must be a port from 1 to 65535, got 70000`}},
+	{name: "container path without port", in: withSpec("container: {image: x, path: /mcp}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.path: applies only with port (a server on stdin and stdout has no path)`}},
+	{name: "container path not absolute", in: withSpec("container: {image: x, network: bridge, port: 80, path: mcp}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.path: must be an absolute URL path such as /mcp (no query, fragment or spaces)`}},
+	{name: "container mount problems", in: withSpec(`container:
+  image: x
+  secretFiles: [{name: t, value: v}]
+  mounts:
+    - {source: "", target: /a}
+    - {source: /a, target: rel}
+    - {source: /a, target: /}
+    - {source: /a, target: /.tether/x}
+    - {source: /a, target: /run/secrets}
+    - {source: /a, target: /b}
+    - {source: /c, target: /b/}`),
+		want: []string{
+			`m.yaml:10: document 1 (line 1): spec.container.mounts[0].source: required`,
+			`m.yaml:11: document 1 (line 1): spec.container.mounts[1].target: must be an absolute path in the container`,
+			`m.yaml:12: document 1 (line 1): spec.container.mounts[2].target: must not be the container's root`,
+			`m.yaml:13: document 1 (line 1): spec.container.mounts[3].target: /.tether is tether's (it starts the server with its env from there)`,
+			`m.yaml:14: document 1 (line 1): spec.container.mounts[4].target: /run/secrets holds the secretFiles`,
+			`m.yaml:16: document 1 (line 1): spec.container.mounts[6].target: duplicate target "/b" (also spec.container.mounts[5])`,
+		}},
+	{name: "container memory", in: withSpec("container: {image: x, memory: 512M}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.memory: "512M" is not a size: a positive number of bytes, or with Ki, Mi or Gi (2Gi)`}},
+	{name: "container memory too small", in: withSpec("container: {image: x, memory: 1Mi}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.memory: "1Mi" is less than the least a container runtime takes (6Mi)`}},
+	{name: "container memory too large", in: withSpec("container: {image: x, memory: 99999999999Gi}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.memory: "99999999999Gi" is not a size: a positive number of bytes, or with Ki, Mi or Gi (2Gi)`}},
+	{name: "container pids", in: withSpec("container: {image: x, pids: 0}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.pids: must be at least 1, got 0`}},
+	{name: "container user", in: withSpec("container: {image: x, user: \"-1\"}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.user: invalid user "-1": a name or uid, optionally :group or :gid`}},
+	{name: "container secret file names", in: withSpec(`container:
+  image: x
+  secretFiles:
+    - {name: "../etc/passwd", value: v}
+    - {name: a, value: v}
+    - {name: a, value: w}`),
+		want: []string{
+			`m.yaml:9: document 1 (line 1): spec.container.secretFiles[0].name: invalid file name "../etc/passwd": letters, digits, '.', '_' and '-' (it is the file /run/secrets/<name> in the container)`,
+			`m.yaml:11: document 1 (line 1): spec.container.secretFiles[2].name: duplicate name "a" (also spec.container.secretFiles[1])`,
+		}},
+	{name: "container env value never quoted", in: withSpec("container: {image: x, env: [{name: A, value: \"s3cr\\0t\"}]}"),
+		want: []string{`m.yaml:6: document 1 (line 1): spec.container.env[0].value: must not contain a NUL character`}},
 	{name: "stdio without command", in: withSpec("stdio: {args: [x]}"),
 		want: []string{`m.yaml:6: document 1 (line 1): spec.stdio.command: required`}},
 	{name: "stdio command empty", in: withSpec(`stdio: {command: ""}`),

@@ -82,26 +82,6 @@ func ParseConnect(s string) (ConnectRule, error) {
 	return ConnectRule{Host: host, Port: uint16(n)}, nil
 }
 
-// ParseMemory reads SandboxLimits.Memory: bytes, or a number with Ki, Mi
-// or Gi.
-func ParseMemory(s string) (uint64, error) {
-	num, shift := s, 0
-	for _, u := range []struct {
-		suffix string
-		shift  int
-	}{{"Ki", 10}, {"Mi", 20}, {"Gi", 30}} {
-		if v, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, shift = v, u.shift
-			break
-		}
-	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n == 0 || n > (1<<63)>>shift {
-		return 0, fmt.Errorf("%s is not a size: a positive number of bytes, or with Ki, Mi or Gi (2Gi)", truncateQuote(s))
-	}
-	return n << shift, nil
-}
-
 // sandbox checks spec.stdio.sandbox: the platform has it, the grant names,
 // paths, network mode and its ports, and the limits.
 func (v validator) sandbox(field string, p *SandboxSpec) {

@@ -206,6 +206,17 @@ var schemaCannotSay = map[string]string{
 	"oauth secret without client ID":                    "compares two fields",
 	"oauth secret of a metadata document":               "compares two fields",
 	"oauth scopes invalid":                              "scope syntax and unique items: left to validation",
+	"container command empty":                           "an empty list: left to validation",
+	"container command's program empty":                 "list items: left to validation",
+	"container network host":                            "a name refused among names: left to validation",
+	"container port without a network":                  "compares two fields",
+	"container port out of range":                       "no maximum marker: left to validation",
+	"container path without port":                       "compares two fields",
+	"container memory too small":                        "a quantity's value: left to validation",
+	"container memory too large":                        "a quantity's value: left to validation",
+	"container secret file names":                       "names of a list shared with env: left to validation",
+	"container secret file name too long":               "names of a list shared with env: left to validation",
+	"container env value never quoted":                  "env values: left to validation",
 }
 
 // TestSchemaRuleCases partitions the invalid rule cases: the schema rejects

@@ -45,19 +45,25 @@ type ObjectMeta struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// Spec is what the user declares. Exactly one of Stdio and HTTP is set.
+// Spec is what the user declares. Exactly one of Stdio, HTTP and Container
+// is set.
 //
 // Pointer fields distinguish "absent" from "zero": ToolPrefix nil means the
 // default (metadata.name), "" means tool names are exposed unchanged.
 //
-// +tether:exactlyOneOf=stdio;http
+// +tether:exactlyOneOf=stdio;http;container
 type Spec struct {
 	// Runs the server as a child process that speaks MCP on its stdin and
-	// stdout. Exactly one of stdio and http.
+	// stdout. Exactly one of stdio, http and container.
 	Stdio *StdioSpec `json:"stdio,omitempty"`
 	// Connects to a server over HTTP (streamable HTTP or SSE). Exactly one of
-	// stdio and http.
+	// stdio, http and container.
 	HTTP *HTTPSpec `json:"http,omitempty"`
+	// Runs the server as a container image with the host's container
+	// runtime (docker or podman), speaking MCP on its stdin and stdout or
+	// over streamable HTTP on a port. Exactly one of stdio, http and
+	// container.
+	Container *ContainerSpec `json:"container,omitempty"`
 	// true: keep the manifest, disconnect and stop retrying.
 	Suspend bool `json:"suspend,omitempty"`
 	// Exposed tools are named <toolPrefix>_<tool>. Default: metadata.name;
@@ -203,6 +209,97 @@ type SandboxLimits struct {
 	// The most open files per process (RLIMIT_NOFILE).
 	// +tether:minimum=3
 	OpenFiles *int `json:"openFiles,omitempty"`
+}
+
+// Network modes of ContainerSpec.Network besides a network's name.
+const (
+	ContainerNetworkNone   = "none"
+	ContainerNetworkBridge = "bridge"
+)
+
+// Container defaults (docs/contract.md §1).
+const (
+	DefaultContainerMemory uint64 = 512 << 20
+	DefaultContainerPids          = 256
+	DefaultContainerPath          = "/mcp"
+	// ContainerSecretsDir is where a container finds its secretFiles.
+	ContainerSecretsDir = "/run/secrets"
+	// ContainerInitDir is where tether mounts what starts a container's
+	// server with its env (reserved: no mount may use it).
+	ContainerInitDir = "/.tether"
+)
+
+// ContainerSpec runs the server as a container image with the host's
+// container runtime. Every env and secretFiles value is a secret: none
+// reaches the runtime's command line or what `docker inspect` shows.
+type ContainerSpec struct {
+	// The image to run, as the runtime names it (repository[:tag] or
+	// repository@digest). Pulled by the runtime when it is not present.
+	// +tether:minLength=1
+	// +tether:maxLength=512
+	// +tether:pattern=^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$
+	// +tether:patternMessage=An image is a reference such as example/server:1 (letters, digits, '.', '_', '/', ':', '@', '+' and '-', starting with a letter or digit).
+	Image string `json:"image"`
+	// Replaces the image's entrypoint (as a Kubernetes container's command
+	// does). Default: the image's.
+	Command []string `json:"command,omitempty"`
+	// Replaces the image's arguments (its CMD). Default: the image's.
+	Args []string `json:"args,omitempty"`
+	// Environment variables the server gets beside the image's own. tether
+	// sets them inside the container (its own static binary, mounted
+	// read-only, starts the server with them), never on the runtime's
+	// command line or in the container's configuration.
+	Env []EnvVar `json:"env,omitempty"`
+	// Secrets the server reads as files: each is the read-only file
+	// /run/secrets/<name> in the container, written in a directory only
+	// tether's user can reach and removed with the connection.
+	SecretFiles []EnvVar `json:"secretFiles,omitempty"`
+	// The container's network: none (the default: no network at all),
+	// bridge (the runtime's default bridge network), or the name of a
+	// network made with `docker network create`. host is refused.
+	// +tether:pattern=^[A-Za-z0-9][A-Za-z0-9_.-]*$
+	// +tether:patternMessage=A network is none, bridge or a network's name (letters, digits, '_', '.' and '-').
+	Network string `json:"network,omitempty"`
+	// The container port the server serves streamable HTTP on. tether
+	// publishes it on 127.0.0.1 only, at a port the runtime picks, and
+	// connects there. Needs a network other than none. Default: the server
+	// speaks MCP on its stdin and stdout.
+	// +tether:minimum=1
+	Port int `json:"port,omitempty"`
+	// With port: the path of the server's MCP endpoint. Default: /mcp.
+	// +tether:pattern=^/[^?# \t\r\n]*$
+	// +tether:patternMessage=A path is an absolute URL path such as /mcp.
+	Path string `json:"path,omitempty"`
+	// Host directories or files the container sees, read-only unless
+	// marked writable.
+	Mounts []Mount `json:"mounts,omitempty"`
+	// The container's memory limit in bytes, or with a suffix Ki, Mi or Gi
+	// (powers of 1024). Default: 512Mi.
+	// +tether:pattern=^[0-9]+(Ki|Mi|Gi)?$
+	// +tether:patternMessage=A memory limit is a number of bytes, optionally with Ki, Mi or Gi: 512Mi.
+	Memory string `json:"memory,omitempty"`
+	// The most processes (threads included) the container may run.
+	// Default: 256.
+	// +tether:minimum=1
+	Pids *int `json:"pids,omitempty"`
+	// The user (name or uid[:gid]) the server runs as. Default: the image's.
+	// +tether:pattern=^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$
+	// +tether:patternMessage=A user is a name or uid, optionally :group or :gid.
+	// +tether:maxLength=253
+	User string `json:"user,omitempty"`
+}
+
+// Mount is a host path a container sees.
+type Mount struct {
+	// The host path; a relative one is resolved against the manifest's
+	// directory.
+	// +tether:minLength=1
+	Source string `json:"source"`
+	// The absolute path in the container.
+	// +tether:minLength=1
+	Target string `json:"target"`
+	// true: the container may write to it. Default: read-only.
+	Writable bool `json:"writable,omitempty"`
 }
 
 // Transport names for HTTPSpec.Transport.
@@ -457,10 +554,12 @@ type ConnectionStatus struct {
 	NextRetryTime *time.Time `json:"nextRetryTime"`
 	// When the current session was established.
 	ConnectedSince *time.Time `json:"connectedSince,omitempty"`
-	// The stdio server's process.
+	// The stdio server's process, or the container a container server
+	// runs in.
 	Process *ProcessStatus `json:"process,omitempty"`
-	// What confines the live server ("landlock fs+net", "landlock fs
-	// (best effort)"); absent when nothing does (docs/security.md).
+	// What confines the live server, in a few words ("landlock fs+net",
+	// "landlock fs (best effort)", "container docker network=none"); absent
+	// when nothing does (docs/security.md).
 	Sandbox string `json:"sandbox,omitempty"`
 	// Why the manifest cannot be used; set while it is invalid (tether keeps
 	// the last valid spec, if there was one).
@@ -583,10 +682,16 @@ func ProcessOf(err error) *ProcessStatus {
 	return nil
 }
 
-// ProcessStatus describes a stdio child.
+// ProcessStatus describes a stdio child, or for a container server the
+// container and the runtime's process that tether watches it through.
 type ProcessStatus struct {
-	// The process ID of the running child.
+	// The process ID of the running child (for a container server, of the
+	// runtime's command that runs it).
 	PID int `json:"pid,omitempty"`
+	// The name of the container the server runs in, while it runs.
+	Container string `json:"container,omitempty"`
+	// The container runtime (docker or podman) that runs it.
+	Runtime string `json:"runtime,omitempty"`
 	// How many times the child was started again after the first start.
 	Restarts int `json:"restarts"`
 	// The exit code of the last child that exited.

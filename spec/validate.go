@@ -124,20 +124,32 @@ func labelKeyProblem(k string) string {
 }
 
 func (v validator) spec(s *Spec) {
+	var set []string
+	for _, t := range []struct {
+		name string
+		set  bool
+	}{{"stdio", s.Stdio != nil}, {"http", s.HTTP != nil}, {"container", s.Container != nil}} {
+		if t.set {
+			set = append(set, t.name)
+		}
+	}
 	switch {
-	case s.Stdio == nil && s.HTTP == nil:
-		if v.d.failed["spec.stdio"] || v.d.failed["spec.http"] {
+	case len(set) == 0:
+		if v.d.failed["spec.stdio"] || v.d.failed["spec.http"] || v.d.failed["spec.container"] {
 			break // one was there, but unreadable: that is the problem to fix
 		}
-		v.errorf("spec", "exactly one of stdio or http is required")
-	case s.Stdio != nil && s.HTTP != nil:
-		v.errorf("spec", "stdio and http are mutually exclusive: set exactly one")
+		v.errorf("spec", "exactly one of stdio, http or container is required")
+	case len(set) > 1:
+		v.errorf("spec", "%s are mutually exclusive: set exactly one", strings.Join(set, " and "))
 	}
 	if s.Stdio != nil {
 		v.stdio(s.Stdio)
 	}
 	if s.HTTP != nil {
 		v.http(s.HTTP)
+	}
+	if s.Container != nil {
+		v.container(s.Container)
 	}
 	if s.ToolPrefix != nil {
 		p := *s.ToolPrefix
@@ -539,4 +551,117 @@ func isTokenChar(c byte) bool {
 
 func sortedKeys(m map[string]string) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+var (
+	// imageRef is what a container image's reference may be made of; the
+	// first character is never '-', so that an image cannot pass for an
+	// option of the runtime's command.
+	imageRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$`)
+	// networkName is a Docker network's name (its own rule).
+	networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	// secretFileName is a file name of /run/secrets.
+	secretFileName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	// containerUser is a user name or uid, with an optional group.
+	containerUser = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$`)
+)
+
+// maxImageRefLen bounds an image reference (Docker's own bound is 255 for
+// the name alone; a tag and a digest add to it).
+const maxImageRefLen = 512
+
+func (v validator) container(c *ContainerSpec) {
+	const f = "spec.container"
+	switch {
+	case c.Image == "":
+		v.errorf(f+".image", "required")
+	case len(c.Image) > maxImageRefLen || !imageRef.MatchString(c.Image):
+		v.errorf(f+".image", "invalid image reference %s: letters, digits and '.', '_', '/', ':', '@', '+', '-', starting with a letter or digit (at most %d characters)", truncateQuote(c.Image), maxImageRefLen)
+	}
+	for i, a := range c.Command {
+		if strings.ContainsRune(a, 0) {
+			v.errorf(fmt.Sprintf("%s.command[%d]", f, i), "must not contain a NUL character")
+		}
+	}
+	if c.Command != nil && len(c.Command) == 0 {
+		v.errorf(f+".command", "empty: leave it out to run the image's entrypoint")
+	} else if len(c.Command) > 0 && c.Command[0] == "" {
+		v.errorf(f+".command[0]", "the program to run is empty")
+	}
+	for i, a := range c.Args {
+		if strings.ContainsRune(a, 0) {
+			v.errorf(fmt.Sprintf("%s.args[%d]", f, i), "must not contain a NUL character")
+		}
+	}
+	v.values(f+".env", c.Env, envNameProblem, envValueProblem)
+	v.values(f+".secretFiles", c.SecretFiles, secretFileNameProblem, envValueProblem)
+	switch n := c.Network; {
+	case n == "", n == ContainerNetworkNone, n == ContainerNetworkBridge:
+	case n == "host":
+		v.errorf(f+".network", "host is refused: it would give the server the host's network, loopback services included (use bridge or a network of your own)")
+	case len(n) > maxSubdomainLen || !networkName.MatchString(n):
+		v.errorf(f+".network", "invalid network %s: none, bridge or a network's name (letters, digits, '_', '.' and '-', starting with a letter or digit)", truncateQuote(n))
+	}
+	switch {
+	case c.Port < 0 || c.Port > 65535:
+		v.errorf(f+".port", "must be a port from 1 to 65535, got %d", c.Port)
+	case c.Port > 0 && c.NetworkMode() == ContainerNetworkNone:
+		v.errorf(f+".port", "needs a network: with network none nothing can reach the port (set network: bridge or a network's name)")
+	}
+	switch {
+	case c.Path != "" && c.Port == 0:
+		v.errorf(f+".path", "applies only with port (a server on stdin and stdout has no path)")
+	case c.Path != "" && (!strings.HasPrefix(c.Path, "/") || strings.ContainsAny(c.Path, "?# \t\r\n\x00")):
+		v.errorf(f+".path", "must be an absolute URL path such as /mcp (no query, fragment or spaces)")
+	}
+	targets := map[string]int{}
+	for i, m := range c.Mounts {
+		mf := fmt.Sprintf("%s.mounts[%d]", f, i)
+		switch {
+		case m.Source == "":
+			v.errorf(mf+".source", "required")
+		case strings.ContainsRune(m.Source, 0):
+			v.errorf(mf+".source", "must not contain a NUL character")
+		}
+		t := path.Clean(m.Target)
+		switch {
+		case m.Target == "":
+			v.errorf(mf+".target", "required")
+		case !strings.HasPrefix(m.Target, "/") || strings.ContainsRune(m.Target, 0):
+			v.errorf(mf+".target", "must be an absolute path in the container")
+		case t == "/":
+			v.errorf(mf+".target", "must not be the container's root")
+		case t == ContainerInitDir || strings.HasPrefix(t, ContainerInitDir+"/"):
+			v.errorf(mf+".target", "%s is tether's (it starts the server with its env from there)", ContainerInitDir)
+		case len(c.SecretFiles) > 0 && (t == ContainerSecretsDir || strings.HasPrefix(t, ContainerSecretsDir+"/")):
+			v.errorf(mf+".target", "%s holds the secretFiles", ContainerSecretsDir)
+		default:
+			if first, dup := targets[t]; dup {
+				v.errorf(mf+".target", "duplicate target %s (also %s.mounts[%d])", truncateQuote(t), f, first)
+			} else {
+				targets[t] = i
+			}
+		}
+	}
+	if c.Memory != "" {
+		switch n, err := ParseMemory(c.Memory); {
+		case err != nil:
+			v.errorf(f+".memory", "%v", err)
+		case n < MinContainerMemory:
+			v.errorf(f+".memory", "%s is less than the least a container runtime takes (6Mi)", truncateQuote(c.Memory))
+		}
+	}
+	if c.Pids != nil && *c.Pids < 1 {
+		v.errorf(f+".pids", "must be at least 1, got %d", *c.Pids)
+	}
+	if c.User != "" && (len(c.User) > maxSubdomainLen || !containerUser.MatchString(c.User)) {
+		v.errorf(f+".user", "invalid user %s: a name or uid, optionally :group or :gid", truncateQuote(c.User))
+	}
+}
+
+func secretFileNameProblem(name string) string {
+	if name == "." || name == ".." || len(name) > 255 || !secretFileName.MatchString(name) {
+		return fmt.Sprintf("invalid file name %s: letters, digits, '.', '_' and '-' (it is the file %s/<name> in the container)", truncateQuote(name), ContainerSecretsDir)
+	}
+	return ""
 }

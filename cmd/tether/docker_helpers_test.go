@@ -2,12 +2,14 @@
 
 package main
 
-// Helpers for the container image's end-to-end tests: a real Docker daemon,
-// either one that already answers (DOCKER_HOST or the default socket) or one
-// the test starts as root with everything of its own (data root, exec root,
-// pidfile and socket under a temporary directory) and stops by its pid at
-// the end. hack/install-peers.sh installs Debian's docker.io under CI=true
-// when no daemon answers.
+// Helpers for the end-to-end tests of the container image and of container
+// servers (spec.container): a real Docker daemon, either one that already
+// answers (DOCKER_HOST or the default socket) or the test process's own,
+// started as root by the first test that needs one, with everything of its
+// own (data root, exec root, pidfile and socket under a temporary
+// directory), shared by the later ones and stopped by its pid when every
+// test has run (TestMain). hack/install-peers.sh installs Debian's
+// docker.io under CI=true when no daemon answers.
 //
 // The test's own daemon leaves the host as it found it, as far as dockerd
 // allows (docs/deploy.md): no iptables rules or chains (--iptables=false),
@@ -30,6 +32,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,17 +64,46 @@ func dockerMissing(t testing.TB, format string, args ...any) {
 	t.Skipf("docker: %s", msg)
 }
 
+// sharedDockerd is the test process's own daemon, started by the first test
+// that needs one and shared by every later one (one daemon per test
+// process: starting one takes seconds); TestMain stops it.
+var sharedDockerd struct {
+	once sync.Once
+	d    *dockerd
+	logs *syncBuffer
+	stop func() error
+	err  error
+}
+
+// TestMain stops the shared daemon once every test has run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if stop := sharedDockerd.stop; stop != nil {
+		if err := stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the tests' dockerd:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
 // startDocker returns a Docker daemon for the test: the one the docker CLI
-// reaches already if it answers, else one started for this test (as root),
-// stopped when the test ends.
+// reaches already if it answers, else the test process's own (as root),
+// started by the first test that asks and stopped when every test has run.
+// The tests that share it run one after the other (none is parallel), so
+// each may still require the daemon to hold nothing of its own at its end.
 func startDocker(t *testing.T) *dockerd {
 	t.Helper()
 	if _, err := exec.LookPath("docker"); err != nil {
 		dockerMissing(t, "no docker command on PATH")
 	}
 	// One try: a daemon that is running answers at once.
-	if err := dockerInfo(os.Environ(), 0); err == nil {
-		return &dockerd{}
+	if sharedDockerd.d == nil {
+		if err := dockerInfo(os.Environ(), 0); err == nil {
+			return &dockerd{}
+		}
 	}
 	daemon, err := exec.LookPath("dockerd")
 	if err != nil {
@@ -80,7 +112,19 @@ func startDocker(t *testing.T) *dockerd {
 	if os.Geteuid() != 0 {
 		dockerMissing(t, "no daemon answers and only root can start dockerd")
 	}
-	return startOwnDocker(t, daemon)
+	sharedDockerd.once.Do(func() {
+		clearDockerdLeftovers(t)
+		sharedDockerd.d, sharedDockerd.logs, sharedDockerd.stop, sharedDockerd.err = launchDockerd(daemon)
+	})
+	if sharedDockerd.err != nil {
+		t.Fatal(sharedDockerd.err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("dockerd log:\n%s", lastLines(sharedDockerd.logs.String(), 40))
+		}
+	})
+	return sharedDockerd.d
 }
 
 // startOwnDocker starts the dockerd at path for the test (as root), after
@@ -88,17 +132,36 @@ func startDocker(t *testing.T) *dockerd {
 func startOwnDocker(t *testing.T, daemon string) *dockerd {
 	t.Helper()
 	clearDockerdLeftovers(t)
+	d, logs, stop, err := launchDockerd(daemon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("dockerd log:\n%s", lastLines(logs.String(), 40))
+		}
+	})
+	return d
+}
 
+// launchDockerd starts the dockerd at path (as root) with everything of its
+// own under a new directory, waits until it answers, and returns it, its
+// log and what stops it and removes its directory.
+func launchDockerd(daemon string) (*dockerd, *syncBuffer, func() error, error) {
 	// A short path of its own: the socket's path must fit in a sockaddr_un
 	// (108 bytes), which t.TempDir's long names may not.
 	dir, err := os.MkdirTemp("", dockerdDirPrefix)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	// Whose it is: the next run leaves alone the directory of a test
 	// process that still runs.
 	if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
 	}
 	sock := filepath.Join(dir, "docker.sock")
 	host := "unix://" + sock
@@ -113,9 +176,9 @@ func startOwnDocker(t *testing.T, daemon string) *dockerd {
 	)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	// Its own process group, so that a Ctrl-C meant for go test reaches
-	// dockerd only through the cleanup below, in order. Pdeathsig: dockerd
+	// dockerd only through the stop below, in order. Pdeathsig: dockerd
 	// gets SIGTERM (and stops its containers and containerd) when the
-	// test process dies without that cleanup. The kernel sends it when the
+	// test process dies without that stop. The kernel sends it when the
 	// thread that forked dies, not the process: the fork happens on a
 	// thread locked for it, and the Go runtime never ends a thread that
 	// is unlocked again.
@@ -125,27 +188,26 @@ func startOwnDocker(t *testing.T, daemon string) *dockerd {
 	runtime.UnlockOSThread()
 	if err != nil {
 		os.RemoveAll(dir)
-		t.Fatalf("starting dockerd: %v", err)
+		return nil, nil, nil, fmt.Errorf("starting dockerd: %v", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
+	stop := func() error {
+		var err error
 		// dockerd stops its containers and its containerd on SIGTERM.
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(60 * time.Second):
-			t.Errorf("dockerd (pid %d) did not stop within 60s of SIGTERM; killed", cmd.Process.Pid)
+			err = fmt.Errorf("dockerd (pid %d) did not stop within 60s of SIGTERM; killed", cmd.Process.Pid)
 			_ = cmd.Process.Kill()
 			<-exited
 		}
-		if t.Failed() {
-			t.Logf("dockerd log:\n%s", lastLines(logs.String(), 40))
+		if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
+			err = fmt.Errorf("removing dockerd's directory: %v", rerr)
 		}
-		if err := os.RemoveAll(dir); err != nil {
-			t.Logf("removing dockerd's directory: %v", err)
-		}
-	})
+		return err
+	}
 	env := append(os.Environ(), "DOCKER_HOST="+host)
 	if err := dockerInfo(env, 60*time.Second); err != nil {
 		select {
@@ -153,9 +215,10 @@ func startOwnDocker(t *testing.T, daemon string) *dockerd {
 			err = errors.New("dockerd exited")
 		default:
 		}
-		t.Fatalf("dockerd started but never answered docker info: %v\n%s", err, lastLines(logs.String(), 40))
+		_ = stop()
+		return nil, nil, nil, fmt.Errorf("dockerd started but never answered docker info: %v\n%s", err, lastLines(logs.String(), 40))
 	}
-	return &dockerd{host: host, pid: cmd.Process.Pid, dir: dir}
+	return &dockerd{host: host, pid: cmd.Process.Pid, dir: dir}, logs, stop, nil
 }
 
 // clearDockerdLeftovers stops the daemons that killed test runs left and

@@ -43,7 +43,10 @@ func repoRoot(t testing.TB) string {
 }
 
 // builtBinaries builds tether, the example server and the go-sdk
-// conformance server once per test binary.
+// conformance server once per test binary, static (CGO_ENABLED=0) as
+// releases and `make build` are: a container server's env is set by
+// tether's own binary inside the container, which a scratch image can run
+// only when it needs no libc.
 func builtBinaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -59,6 +62,7 @@ func builtBinaries(t testing.TB) string {
 		} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, b.out), b.pkg)
 			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
 				return

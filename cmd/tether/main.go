@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tether-mcp/tether/controller/connection"
 	"github.com/tether-mcp/tether/controller/sandbox"
 )
 
@@ -70,8 +71,24 @@ func newRootCmd() *cobra.Command {
 		newLoginCmd(),
 		newSchemaCmd(),
 		newCRDCmd(),
+		newContainerInitCmd(),
 	)
 	return root
+}
+
+// newContainerInitCmd is the entrypoint of a container server that has env
+// (docs/contract.md §1, spec.container): tether's own binary, mounted
+// read-only in the container, sets the env and execs the server. Hidden:
+// nobody types it.
+func newContainerInitCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                connection.ContainerInitCommand + " ENVFILE -- COMMAND [ARG...]",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return connection.RunContainerInit(args)
+		},
+	}
 }
 
 // exitCode is an error that asks for a specific exit status after the

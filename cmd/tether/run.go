@@ -85,9 +85,10 @@ type runOptions struct {
 	// takeover is set when this run took the directory over from its
 	// owner as a bridge (owner.go): the lock is held already, and the
 	// run's own client is the bridge's.
-	takeover       *takeover
-	sse            bool // the legacy HTTP+SSE endpoint (docs/contract.md §5)
-	defaultSandbox string
+	takeover         *takeover
+	sse              bool // the legacy HTTP+SSE endpoint (docs/contract.md §5)
+	defaultSandbox   string
+	containerRuntime string // spec.container's runtime (docs/contract.md §6)
 }
 
 func newRunCmd() *cobra.Command {
@@ -195,6 +196,8 @@ takes over. tether connect is that bridge for a daemon-owned directory.`,
 	f.BoolVar(&o.sse, "sse", false, "also serve the legacy HTTP+SSE transport (protocol 2024-11-05) at /sse beside /mcp, for clients that speak only it; same token, Host/Origin checks and limits")
 	// The sandbox of stdio servers whose manifests set none (docs/security.md).
 	f.StringVar(&o.defaultSandbox, "default-sandbox", "", "a file holding the sandbox policy (spec.stdio.sandbox's fields) of every stdio server whose manifest sets none; \"\": none (Linux only)")
+	// Container servers (docs/contract.md §1, spec.container).
+	f.StringVar(&o.containerRuntime, "container-runtime", "auto", "the container runtime's command that runs spec.container servers: auto (docker if on PATH, else podman), docker, podman, or a path to either")
 	return cmd
 }
 
@@ -395,10 +398,14 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			sandboxTemp = ""
 		}
 	}
+	containers, err := containerRuntime(o, stateDir, log)
+	if err != nil {
+		return err
+	}
 	// What every session shares (handshake gates, protocol-version memory,
-	// the HTTP connection pool, tool definitions, the ledger): one value,
-	// made once, in either mode.
-	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp})
+	// the HTTP connection pool, tool definitions, the ledger, the sandbox
+	// defaults, the container runtime): one value, made once, in either mode.
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp, Containers: containers})
 	defer connector.Close()
 	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {
@@ -549,6 +556,17 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			return nil
 		})
 	}
+	if containers != nil && containers.Owner != "" {
+		// Beside the start, not before it: a runtime whose daemon does not
+		// answer must not hold tether up. Containers started meanwhile are
+		// this tether's and are left alone.
+		serve("leftover containers", func(ctx context.Context) error {
+			if removed := connection.RemoveLeftoverContainers(ctx, containers, log); len(removed) > 0 {
+				log.Warn("removed containers a previous tether left running", "containers", removed)
+			}
+			return nil
+		})
+	}
 	if ledger != nil {
 		// The groups recorded can gain members while this tether runs:
 		// its heartbeat bounds them for the next start's StopLeftovers.
@@ -586,6 +604,36 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	log.Info("tether stopped")
 	return err
+}
+
+// containerRuntime resolves --container-runtime. With auto and no runtime
+// on PATH there is none (a container server's connect says so); a runtime
+// named and not found is an error. Its containers' directories go in the
+// state directory (containers/), else in temporary directories.
+func containerRuntime(o *runOptions, stateDir *state.Dir, log *slog.Logger) (*connection.ContainerRuntime, error) {
+	var dir, owner string
+	if stateDir != nil {
+		// Absolute: the runtime's daemon resolves mount sources, not
+		// tether, and from its own working directory.
+		abs, err := filepath.Abs(stateDir.Path())
+		if err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+		owner = abs
+		dir = filepath.Join(abs, "containers")
+	}
+	rt, err := connection.FindContainerRuntime(o.containerRuntime, dir, owner)
+	if err != nil {
+		if o.containerRuntime == "auto" {
+			log.Debug("no container runtime: container servers cannot run", "err", err)
+			return nil, nil
+		}
+		return nil, err
+	}
+	if rt.InitProblem != "" {
+		log.Debug("container servers cannot have env", "reason", rt.InitProblem)
+	}
+	return rt, nil
 }
 
 // openState opens the state directory. tether runs without one when it

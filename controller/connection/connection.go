@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,25 +155,31 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	if sp == nil {
 		return nil, errors.New("connection: no spec")
 	}
-	if (sp.Stdio == nil) == (sp.HTTP == nil) {
-		return nil, errors.New("connection: exactly one of stdio and http must be set")
+	if n := btoi(sp.Stdio != nil) + btoi(sp.HTTP != nil) + btoi(sp.Container != nil); n != 1 {
+		return nil, errors.New("connection: exactly one of stdio, http and container must be set")
 	}
 	environ := req.Environ
 	if environ == nil {
 		environ = os.Getenv
 	}
-	var envVals, headerVals []namedValue
+	var envVals, headerVals, fileVals []namedValue
 	var err error
 	src := valueSources{environ: environ, baseDir: req.ManifestDir, secrets: req.Secrets}
-	if sp.Stdio != nil {
+	switch {
+	case sp.Stdio != nil:
 		envVals, err = resolveValues(ctx, "stdio.env", sp.Stdio.Env, src)
-	} else {
+	case sp.Container != nil:
+		envVals, err = resolveValues(ctx, "container.env", sp.Container.Env, src)
+		if err == nil {
+			fileVals, err = resolveValues(ctx, "container.secretFiles", sp.Container.SecretFiles, src)
+		}
+	default:
 		headerVals, err = resolveValues(ctx, "http.headers", sp.HTTP.Headers, src)
 	}
 	if err != nil {
 		return nil, err // names entries and sources, never values
 	}
-	red := newRedactor(envVals, headerVals)
+	red := newRedactor(append(slices.Clip(envVals), fileVals...), headerVals)
 	if sp.HTTP != nil {
 		// OAuth tokens, learnt as they come (oauth.go), and the session's
 		// id: whoever holds it can use the session on the server, and the
@@ -198,7 +206,8 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	}
 	// Progress proves life only while an answer is this recent (liveness).
 	s.seen.window = sp.CallTimeoutDuration()
-	s.limit = &messageLimit{conn: req.Name, max: maxMessage, stdio: sp.Stdio != nil, onHit: s.limitHit}
+	stdioFrames := sp.Stdio != nil || (sp.Container != nil && sp.Container.Port == 0)
+	s.limit = &messageLimit{conn: req.Name, max: maxMessage, stdio: stdioFrames, onHit: s.limitHit}
 	// Until Connect returns, the caller's ctx bounds what runs on the
 	// lifetime ctx too (the SSE stream, the child's handshake).
 	unbind := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
@@ -227,10 +236,14 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	s.client.AddReceivingMiddleware(s.relayRoots)
 
 	var transport mcp.Transport
-	if sp.Stdio != nil {
+	switch {
+	case sp.Stdio != nil:
 		s.transport = "stdio"
 		transport, err = s.startStdio(sp.Stdio, req.ManifestDir, envVals)
-	} else {
+	case sp.Container != nil:
+		s.transport = spec.TransportContainer
+		transport, err = s.startContainer(ctx, sp.Container, req.ManifestDir, envVals, fileVals)
+	default:
 		transport, s.transport, err = httpTransport(c.transport, sp.HTTP, headerVals, lifetime, s.limit)
 		if err == nil && sp.HTTP.OAuth != nil {
 			err = s.useOAuth(ctx, req, src, transport) // oauth.go
@@ -240,6 +253,11 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		}
 	}
 	if err != nil {
+		if s.proc != nil {
+			// A container whose server never came up: stop the runtime's
+			// command (which removes the container) and say how it ended.
+			return nil, s.failConnect(err)
+		}
 		cancel(err)
 		return nil, red.Err(err)
 	}
@@ -342,6 +360,13 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	return &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}, nil
 }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // failConnect cleans up after a failed Connect and builds its error.
 func (s *Session) failConnect(err error) error {
 	err = s.limit.explain(err)
@@ -375,10 +400,34 @@ func (s *Session) processErr(err error, selfExited bool) error {
 	if _, desc := s.proc.exit(); selfExited && desc != "" {
 		msg += "; process " + desc
 	}
-	if last := s.proc.tail.Last(); last != "" {
+	if last := s.lastWords(); last != "" {
 		msg += "; stderr: " + last
 	}
 	return &processError{msg: msg, cause: err, status: st}
+}
+
+// lastWords is the child's last line on stderr (tail.Last), or for the
+// runtime's command of a container server, the line before its "Run
+// 'docker run --help' for more information" trailer: the one that says
+// what was wrong with the container.
+func (s *Session) lastWords() string {
+	last := s.proc.tail.Last()
+	if s.proc.container == "" || !strings.HasPrefix(last, "Run '") || !strings.HasSuffix(last, "--help' for more information") {
+		return last
+	}
+	lines := s.proc.tail.Lines()
+	seen := false
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		switch {
+		case l == "":
+		case !seen:
+			seen = true // the trailer itself
+		default:
+			return l
+		}
+	}
+	return last
 }
 
 // processError is an error that carries a stdio child's facts.

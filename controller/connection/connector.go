@@ -23,8 +23,9 @@ type Connector struct {
 	versions           *versionMemo
 	transport          *http.Transport
 	tools              *internTable
-	ledger             *GroupLedger // nil: children are not recorded
-	ownedBySoleSession bool         // made by Connect for one session, which lets it go on Close
+	ledger             *GroupLedger      // nil: children are not recorded
+	containers         *ContainerRuntime // nil: no container runtime
+	ownedBySoleSession bool              // made by Connect for one session, which lets it go on Close
 	defaultSandbox     *spec.SandboxSpec
 	sandboxTemp        string
 }
@@ -44,6 +45,9 @@ type ConnectorOptions struct {
 	// SandboxTemp is where sandboxed servers' private TMPDIRs are made
 	// (PrepareSandboxTemp); "" is the system's temporary directory.
 	SandboxTemp string
+	// Containers runs spec.container servers; nil: a container server
+	// fails to connect with an error that says no runtime was found.
+	Containers *ContainerRuntime
 }
 
 // NewConnector returns a Connector whose sessions share what o says and
@@ -62,6 +66,7 @@ func NewConnector(o ConnectorOptions) *Connector {
 		ledger:         o.Ledger,
 		defaultSandbox: o.DefaultSandbox,
 		sandboxTemp:    o.SandboxTemp,
+		containers:     o.Containers,
 	}
 }
 

@@ -116,6 +116,14 @@ type process struct {
 	// ledger recorded the child's process group (the Connector's); nil
 	// when none does.
 	ledger *GroupLedger
+	// For a container server: the container's name and the runtime whose
+	// command the child is, and what removes the container once the
+	// child is stopped (container.go).
+	container, runtime string
+	afterStop          func()
+	// noStdin: nothing reads the child's stdin (the runtime's command of
+	// a port server), so a stop does not wait for it to act on its close.
+	noStdin bool
 
 	stdin   *os.File // write end; closing it asks the server to exit
 	stdout  *os.File // read end
@@ -283,7 +291,7 @@ func (p *process) exit() (*int, string) {
 // reconciler's to count.
 func (p *process) status() *spec.ProcessStatus {
 	code, _ := p.exit()
-	return &spec.ProcessStatus{PID: p.pid, LastExitCode: code, StderrTail: p.tail.Lines()}
+	return &spec.ProcessStatus{PID: p.pid, Container: p.container, Runtime: p.runtime, LastExitCode: code, StderrTail: p.tail.Lines()}
 }
 
 // stop ends the child and everything left in its process group: close
@@ -300,6 +308,9 @@ func (p *process) doStop(stdinWait, termWait time.Duration) {
 	// Absolute deadlines, so that a slow phase (a loaded machine) cannot push
 	// the whole stop past its bound.
 	start := time.Now()
+	if p.noStdin {
+		stdinWait = 0
+	}
 	termAt := start.Add(stdinWait)
 	killAt := termAt.Add(termWait)
 	deadline := killAt.Add(killGrace)
@@ -333,6 +344,9 @@ func (p *process) doStop(stdinWait, termWait time.Duration) {
 	_ = p.stderrR.Close()
 	_ = p.stdout.Close()
 	<-p.drained // a closed read end ends the copy at once
+	if p.afterStop != nil {
+		p.afterStop()
+	}
 	p.log.Debug("process stopped", "pid", p.pid, "took", time.Since(start))
 }
 

@@ -383,3 +383,41 @@ func TestComputeResourceRules(t *testing.T) {
 		}
 	}
 }
+
+// TestComputeContainer: tether diff predicts a container server's changes
+// as tether run acts on them: any container field reconnects (named), a
+// default written out changes nothing, the rest applies in place.
+func TestComputeContainer(t *testing.T) {
+	const dir = "/srv/m"
+	box := "  container: {image: srv:1}\n"
+	base := Base{Against: "test", Entries: entries(t, dir, map[string]string{
+		"image.yaml":   doc("image", box),
+		"secret.yaml":  doc("secret", box),
+		"default.yaml": doc("default", box),
+		"timeout.yaml": doc("timeout", box),
+	})}
+	r := Compute(base, decoded(dir, map[string]string{
+		"image.yaml":   doc("image", "  container: {image: srv:2}\n"),
+		"secret.yaml":  doc("secret", "  container: {image: srv:1, secretFiles: [{name: t, valueFrom: {file: t}}]}\n"),
+		"default.yaml": doc("default", "  container: {image: srv:1, network: none, memory: 512Mi, pids: 256}\n"),
+		"timeout.yaml": doc("timeout", box+"  callTimeout: 5s\n"),
+	}), Options{})
+	got := map[string]Connection{}
+	for _, c := range r.Connections {
+		got[c.Name] = c
+	}
+	for _, c := range []struct {
+		name   string
+		change Change
+		fields []string
+	}{
+		{"image", Reconnect, []string{"spec.container.image"}},
+		{"secret", Reconnect, []string{"spec.container.secretFiles"}},
+		{"default", Unchanged, nil},
+		{"timeout", InPlace, nil},
+	} {
+		if g := got[c.name]; g.Change != c.change || (c.fields != nil && !slices.Equal(g.ReconnectFields, c.fields)) {
+			t.Errorf("%s: %q %v, want %q %v", c.name, g.Change, g.ReconnectFields, c.change, c.fields)
+		}
+	}
+}

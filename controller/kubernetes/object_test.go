@@ -74,7 +74,7 @@ func TestDecodeObject(t *testing.T) {
 			"McpConnection team/github: spec.retries: unknown field"},
 		{"no spec",
 			"apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata: {name: github}\n",
-			"McpConnection team/github: spec: exactly one of stdio or http is required"},
+			"McpConnection team/github: spec: exactly one of stdio, http or container is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, problem := decodeObject(object(t, tc.doc))

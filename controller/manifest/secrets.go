@@ -35,6 +35,10 @@ func RejectSecretKeyRefs(file string, docs []spec.Document) []spec.Document {
 		if h := d.Conn.Spec.HTTP; h != nil {
 			check("spec.http.headers", h.Headers)
 		}
+		if c := d.Conn.Spec.Container; c != nil {
+			check("spec.container.env", c.Env)
+			check("spec.container.secretFiles", c.SecretFiles)
+		}
 		if len(errs) > 0 {
 			d.Conn, d.Errors = nil, errs
 		}

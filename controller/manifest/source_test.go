@@ -406,4 +406,20 @@ func TestSourceRejectsSecretKeyRef(t *testing.T) {
 	if !ok || e.Conn != nil || e.ManifestError != want {
 		t.Errorf("secret = %+v (ok=%v)\nwant manifestError %s", e, ok, want)
 	}
+
+	// A container's env and secret files are held to it too.
+	boxed := "apiVersion: tether.dev/v1alpha1\nkind: McpConnection\nmetadata:\n  name: boxed\nspec:\n  container:\n    image: srv:1\n" +
+		"    env: [{name: A, value: x}]\n" +
+		"    secretFiles: [{name: t, valueFrom: {secretKeyRef: {name: github, key: token}}}]\n"
+	if err := os.WriteFile(path, []byte(boxed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewSource(SourceOptions{Root: dir}, store).Sync(); err != nil {
+		t.Fatal(err)
+	}
+	e, ok = store.Get("boxed")
+	want = path + ":1: document 1 (line 1): spec.container.secretFiles[0].valueFrom.secretKeyRef: a Secret can be read only in Kubernetes mode (tether run --kubernetes); in a manifest directory use valueFrom.file"
+	if !ok || e.Conn != nil || e.ManifestError != want {
+		t.Errorf("boxed = %+v (ok=%v)\nwant manifestError %s", e, ok, want)
+	}
 }

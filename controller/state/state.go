@@ -11,6 +11,9 @@
 //	                      (controller/connection's GroupLedger)
 //	tokens/<name>.json    the OAuth tokens tether login stored, kept current
 //	                      by tether run (controller/oauth's Store)
+//	containers/<container>/  the env and secret files of a running container
+//	                      server (controller/connection's container.go),
+//	                      removed with the container
 //
 // The directory is mode 0700 and every file 0600: a spec may hold plain env
 // and header values, and a spec's command is run. An existing directory
@@ -50,7 +53,7 @@ type Dir struct {
 }
 
 // subdirs are the directories tether keeps in a state directory.
-var subdirs = []string{"specs", "catalogs", "groups", "tokens"}
+var subdirs = []string{"specs", "catalogs", "groups", "tokens", "containers"}
 
 // DefaultMaxFileSize bounds each file read from a state directory (tether
 // run --max-state-file-size): above the largest spec (a manifest is at most

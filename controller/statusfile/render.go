@@ -119,6 +119,16 @@ func render(doc *spec.StatusDocument) []byte {
 			b.WriteString(strconv.Itoa(p.PID))
 			b.WriteByte('\n')
 		}
+		if p.Container != "" {
+			b.WriteString("    container: ")
+			scalar(&b, p.Container)
+			b.WriteByte('\n')
+		}
+		if p.Runtime != "" {
+			b.WriteString("    runtime: ")
+			scalar(&b, p.Runtime)
+			b.WriteByte('\n')
+		}
 		b.WriteString("    restarts: ")
 		b.WriteString(strconv.Itoa(p.Restarts))
 		b.WriteByte('\n')

@@ -69,6 +69,10 @@ func randomStatus(r *rand.Rand) spec.StatusDocument {
 	if r.IntN(2) == 0 {
 		code := r.IntN(256) - 128
 		st.Process = &spec.ProcessStatus{PID: r.IntN(1 << 20), Restarts: r.IntN(9), LastExitCode: &code}
+		if r.IntN(2) == 0 {
+			st.Process.Container, st.Process.Runtime = randomString(r), randomString(r)
+			st.Sandbox = randomString(r)
+		}
 		for range r.IntN(4) {
 			st.Process.StderrTail = append(st.Process.StderrTail, randomString(r))
 		}

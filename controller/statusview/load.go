@@ -79,7 +79,7 @@ func (c Connection) Transport() string {
 }
 
 // Endpoint is what the connection reaches: the command and its arguments,
-// or the URL with credential-looking parts masked. Never an env or header
+// the URL with credential-looking parts masked, or a container's image. Never an env or header
 // value.
 func (c Connection) Endpoint() string {
 	switch {
@@ -89,6 +89,8 @@ func (c Connection) Endpoint() string {
 		return commandLine(c.Spec.Stdio.Command, c.Spec.Stdio.Args)
 	case c.Spec.HTTP != nil:
 		return maskURL(c.Spec.HTTP.URL)
+	case c.Spec.Container != nil:
+		return "container " + c.Spec.Container.Image
 	}
 	return ""
 }

@@ -145,6 +145,7 @@ func TestEndpointShowsNoSecrets(t *testing.T) {
 		{"credential query", spec.Spec{HTTP: &spec.HTTPSpec{URL: "https://h.example/mcp?access_token=s3cr3t&Api-Key=s3cr3t&x=1"}}, "https://h.example/mcp?Api-Key=xxxxx&access_token=xxxxx&x=1"},
 		{"plain query untouched", spec.Spec{HTTP: &spec.HTTPSpec{URL: "https://h.example/mcp?b=2&a=1"}}, "https://h.example/mcp?b=2&a=1"},
 		{"header values never", spec.Spec{HTTP: &spec.HTTPSpec{URL: "http://h/mcp", Headers: []spec.EnvVar{{Name: "Authorization", Value: ptr("Bearer s3cr3t")}}}}, "http://h/mcp"},
+		{"container image, its env never", spec.Spec{Container: &spec.ContainerSpec{Image: "ghcr.io/x/srv:1", Env: []spec.EnvVar{{Name: "TOKEN", Value: ptr("s3cr3t")}}}}, "container ghcr.io/x/srv:1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -847,7 +847,7 @@ func (s *Supervisor) startAttemptLocked(rctx context.Context, want Want, hash st
 	s.attempt = &attempt{hash: hash, cancel: cancel}
 	s.to(Connecting, EvStart)
 	s.demanded = false // this is the attempt that was asked for
-	if want.Conn.Spec.Stdio != nil {
+	if want.Conn.Spec.RunsProcess() {
 		s.starts++
 	}
 	s.log.InfoContext(ctx, "connecting", "attempt", n, "transport", want.Conn.Spec.TransportName())

@@ -74,8 +74,8 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 }
 
 // EndpointOf describes where a connection goes, for spans: the HTTP URL
-// without user information, fragment or query values, or the stdio command
-// without its arguments (arguments and query strings are where people put
+// without user information, fragment or query values, the stdio command
+// without its arguments, or a container's image (arguments and query strings are where people put
 // tokens when they do not use valueFrom).
 func EndpointOf(sp *spec.Spec) string {
 	switch {
@@ -85,6 +85,8 @@ func EndpointOf(sp *spec.Spec) string {
 		return RedactURL(sp.HTTP.URL)
 	case sp.Stdio != nil:
 		return sp.Stdio.Command
+	case sp.Container != nil:
+		return "container " + sp.Container.Image
 	}
 	return ""
 }

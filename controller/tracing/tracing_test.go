@@ -29,6 +29,7 @@ func TestEndpointOf(t *testing.T) {
 		{"token as user", &spec.Spec{HTTP: &spec.HTTPSpec{URL: "https://ghp_abc@example.com/mcp"}}, "https://example.com/mcp"},
 		{"query values", &spec.Spec{HTTP: &spec.HTTPSpec{URL: "https://example.com/mcp?api_key=abc&x=1#frag"}}, "https://example.com/mcp?api_key=REDACTED&x=REDACTED"},
 		{"unparseable", &spec.Spec{HTTP: &spec.HTTPSpec{URL: "http://[::1%zz/secret"}}, "(invalid URL)"},
+		{"container image, not its args", &spec.Spec{Container: &spec.ContainerSpec{Image: "srv:1", Args: []string{"--token=abc"}}}, "container srv:1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,7 @@
+package connection
+
+import "errors"
+
+func execve(string, []string, []string) error {
+	return errors.New("tether " + ContainerInitCommand + " runs inside Linux containers only")
+}

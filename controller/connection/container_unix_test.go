@@ -1,0 +1,242 @@
+//go:build unix
+
+package connection
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-mcp/tether/spec"
+)
+
+// TestWriteContainerDir: the directory is 0700, what the container reads
+// in it is readable by any of its users, and the env file holds the
+// entries the entrypoint sets.
+func TestWriteContainerDir(t *testing.T) {
+	old := syscall.Umask(0o077) // the files must be readable whatever the umask
+	defer syscall.Umask(old)
+	parent := filepath.Join(t.TempDir(), "containers")
+	dir, err := writeContainerDir(parent, "tether-x-1", []namedValue{{"A", "1"}, {"TOKEN", "s3cret"}}, []namedValue{{"api-token", "s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{
+		parent: 0o700, dir: 0o700, filepath.Join(dir, "secrets"): 0o755,
+		filepath.Join(dir, "env"): 0o444, filepath.Join(dir, "secrets", "api-token"): 0o444,
+	} {
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v, mode %v, want %v", path, err, fi.Mode().Perm(), want)
+		}
+	}
+	var env []string
+	if b, err := os.ReadFile(filepath.Join(dir, "env")); err != nil || json.Unmarshal(b, &env) != nil || !slices.Equal(env, []string{"A=1", "TOKEN=s3cret"}) {
+		t.Errorf("env file: %q (%v)", env, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "secrets", "api-token")); string(b) != "s3cret" {
+		t.Errorf("secret file holds %q", b)
+	}
+	// A name taken already fails, and leaves nothing behind.
+	if _, err := writeContainerDir(parent, "tether-x-1", nil, nil); err == nil {
+		t.Errorf("a second directory of the same name was made")
+	}
+}
+
+// TestRemoveLeftoverContainers drives RemoveLeftoverContainers against a
+// runtime command that is a script: it lists four containers of the owner
+// label, and only those whose tether is gone (a dead pid, a label that
+// does not parse) are removed; this tether's own and a running process's
+// are kept. Of the directories, only an old one that no kept container
+// names goes; one made since the start (a container of this tether that
+// the listing may not show yet) stays.
+func TestRemoveLeftoverContainers(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	self, err := startTicks(os.Getpid())
+	if err != nil {
+		t.Skipf("no start time of a process here: %v", err)
+	}
+	parent, err := startTicks(os.Getppid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The container list the script prints for inspect: name, then the
+	// tether label.
+	listing := strings.Join([]string{
+		"/tether-a-dead\t999999999-12345",
+		"/tether-b-mine\t" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(self, 10),
+		"/tether-c-parent\t" + strconv.Itoa(os.Getppid()) + "-" + strconv.FormatUint(parent, 10),
+		"/tether-d-garbled\tnot-a-label",
+		"/tether-e-reused\t" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(self+1, 10),
+	}, "\n")
+	script := filepath.Join(dir, "docker")
+	writeScript(t, script, `#!/bin/sh
+echo "$*" >> `+calls+`
+case "$1" in
+ps) printf 'id1\nid2\nid3\nid4\nid5\n' ;;
+container) printf '%s\n' "`+listing+`" ;;
+rm) ;;
+esac
+`)
+	containers := filepath.Join(dir, "containers")
+	for _, d := range []string{"tether-a-dead", "tether-b-mine", "tether-old-gone"} {
+		if err := os.MkdirAll(filepath.Join(containers, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &ContainerRuntime{Name: "docker", Path: script, Dir: containers, Owner: "0123", Started: time.Now().Add(time.Hour)}
+	if err := os.MkdirAll(filepath.Join(containers, "tether-new"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(2 * time.Hour)
+	if err := os.Chtimes(filepath.Join(containers, "tether-new"), future, future); err != nil {
+		t.Fatal(err)
+	}
+	removed := RemoveLeftoverContainers(context.Background(), rt, slog.New(slog.DiscardHandler))
+	if want := []string{"tether-a-dead", "tether-d-garbled", "tether-e-reused"}; !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+	log, _ := os.ReadFile(calls)
+	for _, want := range []string{"ps --all --quiet --no-trunc --filter=label=dev.tether.owner=0123", "rm --force tether-a-dead", "rm --force tether-d-garbled"} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("the runtime was not asked %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(string(log), "tether-b-mine") && strings.Contains(string(log), "rm --force tether-b-mine") {
+		t.Errorf("this tether's own container was removed:\n%s", log)
+	}
+	if strings.Contains(string(log), "rm --force tether-c-parent") {
+		t.Errorf("a running tether's container was removed:\n%s", log)
+	}
+	entries, _ := os.ReadDir(containers)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{"tether-b-mine", "tether-new"}; !slices.Equal(left, want) {
+		t.Errorf("directories left %q, want %q", left, want)
+	}
+}
+
+func writeScript(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFindContainerRuntime: auto takes docker, else podman, from PATH; a
+// runtime named and not found is an error that names it; the owner label
+// is a digest of the state directory, absent without one.
+func TestFindContainerRuntime(t *testing.T) {
+	bin := t.TempDir()
+	t.Setenv("PATH", bin)
+	if _, err := FindContainerRuntime("auto", "", ""); err == nil || !strings.Contains(err.Error(), "--container-runtime auto: no docker or podman found on PATH") {
+		t.Errorf("auto with neither: %v", err)
+	}
+	writeScript(t, filepath.Join(bin, "podman"), "#!/bin/sh\n")
+	rt, err := FindContainerRuntime("auto", "/state/containers", "/state")
+	if err != nil || rt.Name != "podman" || rt.Path != filepath.Join(bin, "podman") || rt.Dir != "/state/containers" || len(rt.Owner) != 16 {
+		t.Fatalf("auto with podman: %+v, %v", rt, err)
+	}
+	writeScript(t, filepath.Join(bin, "docker"), "#!/bin/sh\n")
+	rt2, err := FindContainerRuntime("auto", "", "/other")
+	if err != nil || rt2.Name != "docker" || rt2.Owner == rt.Owner || rt2.Owner == "" {
+		t.Errorf("auto with both: %+v, %v (want docker, another owner)", rt2, err)
+	}
+	if rt3, err := FindContainerRuntime("podman", "", ""); err != nil || rt3.Name != "podman" || rt3.Owner != "" {
+		t.Errorf("podman named, no state directory: %+v, %v", rt3, err)
+	}
+	if _, err := FindContainerRuntime("nerdctl", "", ""); err == nil || !strings.Contains(err.Error(), `--container-runtime: exec: "nerdctl": executable file not found in $PATH`) {
+		t.Errorf("a runtime that is not there: %v", err)
+	}
+}
+
+// TestContainerPortServerWithScriptedRuntime runs a port server through a
+// runtime command that is a script: `run` writes a megabyte to stdout (a
+// server that logs there) and then runs the go-sdk's everything-server on
+// a port, which `port` reports. Connect waits for the port and for HTTP,
+// connects over streamable HTTP, and keeps reading stdout (unread, the
+// script would block on the full pipe and the server never start); the
+// stdout lines reach the tail. Close removes the container by its name.
+func TestContainerPortServerWithScriptedRuntime(t *testing.T) {
+	server := goEverything(t)
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	port := freePort(t)
+	script := filepath.Join(dir, "docker")
+	writeScript(t, script, `#!/bin/sh
+echo "$*" >> `+calls+`
+case "$1" in
+run)
+	head -c 1048576 /dev/zero | tr '\0' x
+	echo
+	echo "a line on stdout"
+	exec `+server+` -http=127.0.0.1:`+strconv.Itoa(port)+` ;;
+port) echo "127.0.0.1:`+strconv.Itoa(port)+`" ;;
+esac
+`)
+	c := NewConnector(ConnectorOptions{Containers: &ContainerRuntime{Name: "docker", Path: script}})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.Connect(ctx, Request{Name: "box", Logger: testLogger(t),
+		Spec: &spec.Spec{Container: &spec.ContainerSpec{Image: "srv:1", Network: "bridge", Port: 8080}}})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	p := s.Process()
+	if p == nil || !strings.HasPrefix(p.Container, "tether-box-") || p.Runtime != "docker" {
+		t.Errorf("process = %+v, want the container and runtime", p)
+	}
+	if len(s.Tools()) == 0 {
+		t.Errorf("no tools listed over the published port")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(s.Process().StderrTail, "a line on stdout") {
+		if time.Now().After(deadline) {
+			t.Fatalf("stdout never reached the tail: %q", s.Process().StderrTail)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	log, _ := os.ReadFile(calls)
+	if !strings.Contains(string(log), "rm --force "+p.Container) || !strings.Contains(string(log), "--publish=127.0.0.1::8080/tcp") {
+		t.Errorf("the runtime was not asked to publish on 127.0.0.1 and to remove the container:\n%s", log)
+	}
+}
+
+// TestContainerRuntimeRefusalExplained: when the runtime's command refuses
+// its options (exit 125), the error says what it said was wrong, not the
+// "Run 'docker run --help'" line it ends with.
+func TestContainerRuntimeRefusalExplained(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "docker")
+	writeScript(t, script, `#!/bin/sh
+case "$1" in
+run)
+	echo "docker: Error response from daemon: invalid mount config for type \"bind\": bind source path does not exist: /nowhere." >&2
+	echo >&2
+	echo "Run 'docker run --help' for more information" >&2
+	exit 125 ;;
+esac
+`)
+	c := NewConnector(ConnectorOptions{Containers: &ContainerRuntime{Name: "docker", Path: script}})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.Connect(ctx, Request{Name: "box", Spec: &spec.Spec{Container: &spec.ContainerSpec{Image: "srv:1"}}})
+	if err == nil || !strings.Contains(err.Error(), "stderr: docker: Error response from daemon: invalid mount config") {
+		t.Errorf("Connect: %v, want the daemon's reason", err)
+	}
+}
