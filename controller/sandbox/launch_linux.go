@@ -219,6 +219,15 @@ const (
 
 // rules are the plan's Landlock rules.
 func rules(plan *Plan) ([]landlock.Rule, error) {
+	// Build checked this in tether; a server sharing a write grant may
+	// have made a link since, and the rules below follow links.
+	from := make([]string, len(plan.Paths))
+	for i, r := range plan.Paths {
+		from[i] = "granting " + r.Path
+	}
+	if err := noWayOut(plan.Paths, from); err != nil {
+		return nil, err
+	}
 	var out []landlock.Rule
 	for _, r := range plan.Paths {
 		var access landlock.AccessFSSet

@@ -50,6 +50,16 @@ func TestRulesRights(t *testing.T) {
 	if _, err := rules(&Plan{Paths: []PathRule{{filepath.Join(dir, "gone"), RightRead}}}); err == nil {
 		t.Error("a path that vanished before the launch: no error")
 	}
+	// A link made beneath a write grant after the plan was built, to
+	// outside it: the launcher checks again.
+	out := t.TempDir()
+	link := filepath.Join(dir, "config")
+	if err := os.Symlink(out, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rules(&Plan{Paths: []PathRule{{dir, RightWrite}, {link, RightRead}}}); err == nil || !strings.Contains(err.Error(), "granting "+link+": "+link+" is beneath the write grant") {
+		t.Errorf("a link out of a write grant at launch: %v", err)
+	}
 }
 
 // TestLaunchRefusesWithoutAPlan: a launcher without its plan or program
