@@ -31,6 +31,9 @@ const (
 	RightWriteX  = "rwx" // read, write and execute (the private temporary directory is rw only)
 	RightDevice  = "dev" // read and write a device file (no ioctl beyond the kernel's common ones)
 	maxLibraries = 512   // a bound on the shared-library walk
+	// maxInterpBytes bounds an ELF program's PT_INTERP (the loader's path,
+	// PATH_MAX at most); a larger one is not read.
+	maxInterpBytes = 4096
 )
 
 // PathRule is one path and the rights the server has beneath it.
@@ -378,7 +381,10 @@ func libraries(programs []string) []string {
 		search = append(search, dirs...)
 		var found []string
 		for _, prog := range f.Progs {
-			if prog.Type == elf.PT_INTERP {
+			// A loader's path is at most PATH_MAX: a larger size is a
+			// hostile header (a server's own program beneath its write
+			// grant), not an allocation for tether to make.
+			if prog.Type == elf.PT_INTERP && prog.Filesz <= maxInterpBytes {
 				b := make([]byte, prog.Filesz)
 				if _, err := prog.ReadAt(b, 0); err == nil {
 					found = append(found, string(bytes.TrimRight(b, "\x00")))

@@ -396,6 +396,37 @@ func TestLibrariesAreELF(t *testing.T) {
 	}
 }
 
+// TestLibrariesBoundTheLoaderPath: a program whose PT_INTERP claims a
+// terabyte (a header a server rewrote) costs tether no such allocation:
+// the loader is not read, the walk goes on.
+func TestLibrariesBoundTheLoaderPath(t *testing.T) {
+	data, err := os.ReadFile("/usr/bin/env")
+	if err != nil {
+		t.Skip("no /usr/bin/env")
+	}
+	f, err := elf.Open("/usr/bin/env")
+	if err != nil {
+		t.Skip(err)
+	}
+	idx := slices.IndexFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+	class, order := f.Class, f.ByteOrder
+	_ = f.Close()
+	if idx < 0 || class != elf.ELFCLASS64 {
+		t.Skip("/usr/bin/env is not a 64-bit ELF program with a loader")
+	}
+	// Elf64_Ehdr: e_phoff at 32, e_phentsize at 54; Elf64_Phdr: p_filesz at 32.
+	at := int(order.Uint64(data[32:])) + idx*int(order.Uint16(data[54:])) + 32
+	order.PutUint64(data[at:], 1<<40)
+	prog := filepath.Join(t.TempDir(), "prog")
+	if err := os.WriteFile(prog, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := libraries([]string{prog})
+	if !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(filepath.Base(l), "libc.so") }) {
+		t.Errorf("libraries %q: want its libc still", got)
+	}
+}
+
 // TestLibrariesOfAScript: a script has no libraries of its own (and so no
 // loader cache either); its interpreter's come with the interpreter grant.
 func TestLibrariesOfAScript(t *testing.T) {
