@@ -328,7 +328,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 			conf.cleanup()
 			return nil, &sandbox.UnsupportedError{Missing: []string{"a network namespace of its own: the kernel refused an unprivileged user namespace (" + err.Error() + ")"}}
 		}
-		if err = conf.withoutNamespace(); err == nil {
+		if err = conf.withoutNamespace(sandbox.DetectKernel().ABI); err == nil {
 			proc, err = startProcess(st.Command, path, st.Args, dir, env, tail, s.log, s.conn.ledger, conf)
 		}
 	}

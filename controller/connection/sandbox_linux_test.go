@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-mcp/tether/controller/sandbox"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -42,5 +43,20 @@ func TestConfineBoundsThePlan(t *testing.T) {
 	defer c.cleanup()
 	if envValue(env, "TMPDIR") != c.tmp || c.tmp == "" || !strings.HasPrefix(c.planEnv, "TETHER_SANDBOX_PLAN={") {
 		t.Errorf("TMPDIR %q (made %q), plan %.40q", envValue(env, "TMPDIR"), c.tmp, c.planEnv)
+	}
+}
+
+// TestWithoutNamespaceSaysWhatIsLeft: the best-effort fallback of a refused
+// namespace runs with Landlock refusing every port, and status.sandbox says
+// so; without Landlock at all it says there is none, not "landlock".
+func TestWithoutNamespaceSaysWhatIsLeft(t *testing.T) {
+	for abi, want := range map[int]string{7: "landlock fs+net (best effort)", 0: "no-new-privileges, no landlock (best effort)"} {
+		c := &confinement{plan: &sandbox.Plan{Network: spec.NetworkLoopback, Namespace: true, LoopbackUp: true, BestEffort: true}}
+		if err := c.withoutNamespace(abi); err != nil {
+			t.Fatal(err)
+		}
+		if c.describe != want || c.plan.Namespace || c.plan.LoopbackUp || !c.plan.HandleTCP || !c.plan.HandleUDP {
+			t.Errorf("ABI %d: status.sandbox %q, plan %+v; want %q, no namespace, every port refused", abi, c.describe, c.plan, want)
+		}
 	}
 }
