@@ -205,6 +205,10 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	expectPrefix(t, "open: write outside", attempt(t, s, "open_write_file", map[string]any{"path": outside}), "ok: ")
 	expectPrefix(t, "open: connect to a loopback port", attempt(t, s, "open_connect", map[string]any{"addr": otherAddr}), "ok: ")
 	expectPrefix(t, "open: signal tether", attempt(t, s, "open_signal_parent", nil), "ok: ")
+	expectPrefix(t, "open: send UDP", attempt(t, s, "open_send_udp", map[string]any{"addr": grantedAddr}), "ok: ")
+	if got := attempt(t, s, "open_interfaces", nil); !strings.Contains(got, "lo") {
+		t.Errorf("open: interfaces up = %q, want the host's, lo among them", got)
+	}
 	// tether's working directory (this package's, under go test) is where
 	// a server without workingDir runs.
 	expectPrefix(t, "open: read in tether's working directory", attempt(t, s, "open_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "ok: ")
