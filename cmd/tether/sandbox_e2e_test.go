@@ -389,6 +389,29 @@ func TestSandboxStartsFromNothing(t *testing.T) {
 	})
 }
 
+// TestSandboxGuardsWhatTetherKeeps: a grant that holds tether's state
+// directory (OAuth tokens) fails the start, and so does a write grant that
+// holds the manifests, through which a server would write a manifest that
+// runs unconfined; each names its field.
+func TestSandboxGuardsWhatTetherKeeps(t *testing.T) {
+	bin := hostileServer(t)
+	home, _ := sandboxHome(t)
+	dir := t.TempDir()
+	reads, writes := filepath.Join(dir, "reads.yaml"), filepath.Join(dir, "writes.yaml")
+	writeFile(t, reads, stdioManifest("reads", bin, nil, policyHere("read: [.]")))
+	writeFile(t, writes, stdioManifest("writes", bin, nil, policyHere("write: [.]")))
+	startSandboxTether(t, dir, home)
+	for m, want := range map[string]string{
+		reads:  "spec.stdio.sandbox.read[0]: " + dir + " holds tether's state directory (" + filepath.Join(dir, ".tether") + ")",
+		writes: "spec.stdio.sandbox.write[0]: " + dir + " holds the manifest's directory",
+	} {
+		name := strings.TrimSuffix(filepath.Base(m), ".yaml")
+		waitStatus(t, m, name, 30*time.Second, want, func(st spec.ConnectionStatus) bool {
+			return strings.Contains(st.LastError, want) && (st.Process == nil || st.Process.PID == 0)
+		})
+	}
+}
+
 // TestDefaultSandbox: --default-sandbox confines the servers whose
 // manifests set no sandbox; a bad policy file stops tether run at once,
 // naming the file, line and field.

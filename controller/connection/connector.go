@@ -27,6 +27,7 @@ type Connector struct {
 	ownedBySoleSession bool         // made by Connect for one session, which lets it go on Close
 	defaultSandbox     *spec.SandboxSpec
 	sandboxTemp        string
+	stateDir           string
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector
@@ -44,6 +45,9 @@ type ConnectorOptions struct {
 	// SandboxTemp is where sandboxed servers' private TMPDIRs are made
 	// (PrepareSandboxTemp); "" is the system's temporary directory.
 	SandboxTemp string
+	// StateDir is tether's state directory ("" without one), which no
+	// sandbox grant may hold (it keeps OAuth tokens).
+	StateDir string
 }
 
 // NewConnector returns a Connector whose sessions share what o says and
@@ -62,6 +66,7 @@ func NewConnector(o ConnectorOptions) *Connector {
 		ledger:         o.Ledger,
 		defaultSandbox: o.DefaultSandbox,
 		sandboxTemp:    o.SandboxTemp,
+		stateDir:       o.StateDir,
 	}
 }
 

@@ -243,7 +243,8 @@ func TestDescribe(t *testing.T) {
 // TestBuildRefusesWritingWhatTetherRuns: a write grant that is, or holds,
 // tether's executable, the manifest's directory or the state directory
 // (through a symbolic link too) fails the start naming the field; one
-// beside or below them does not.
+// beside or below them does not. No grant may hold the state directory,
+// which keeps OAuth tokens.
 func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 	root := t.TempDir()
 	manifests := filepath.Join(root, "manifests")
@@ -259,7 +260,7 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := Inputs{Command: "/bin/true", ManifestDir: manifests, Protected: []Protected{
-		{Path: "/bin/true", What: "tether's executable"}, {Path: manifests, What: "the manifest's directory"}, {Path: state, What: "the state directory"}}}
+		{Path: "/bin/true", What: "tether's executable"}, {Path: manifests, What: "the manifest's directory"}, {Path: state, What: "the state directory", Read: true}}}
 	for _, tc := range []struct {
 		write []string
 		want  string // "" for no error
@@ -278,9 +279,23 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 			t.Errorf("write %q: %v, want %q", tc.write, err, tc.want)
 		}
 	}
-	// Read grants of them are the manifest's to give.
-	if _, err := Build(&spec.SandboxSpec{Grants: []string{}, Read: []string{root}}, in); err != nil {
-		t.Errorf("read of a parent of the manifests: %v", err)
+	// Reading tether's executable or the manifests is the manifest's to
+	// grant; reading the state directory (tokens) is not, by any grant.
+	if _, err := Build(&spec.SandboxSpec{Grants: []string{}, Read: []string{"/bin", filepath.Join(root, "data")}, Execute: []string{"/bin/true"}}, in); err != nil {
+		t.Errorf("read of tether's executable's directory: %v", err)
+	}
+	for _, tc := range []struct {
+		policy  spec.SandboxSpec
+		in      Inputs
+		wantErr string
+	}{
+		{spec.SandboxSpec{Grants: []string{}, Read: []string{root}}, in, "spec.stdio.sandbox.read[0]: " + root + " holds the state directory (" + state + "), whose OAuth tokens"},
+		{spec.SandboxSpec{Grants: []string{}, Execute: []string{"."}}, in, "spec.stdio.sandbox.execute[0]: " + manifests + " holds the state directory"},
+		{spec.SandboxSpec{Grants: []string{spec.GrantWorkingDir}}, Inputs{Command: "/bin/true", WorkingDir: manifests, Protected: in.Protected}, "workingDir (grants: workingDir): " + manifests + " holds the state directory"},
+	} {
+		if _, err := Build(&tc.policy, tc.in); err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+			t.Errorf("%+v: %v, want %q", tc.policy, err, tc.wantErr)
+		}
 	}
 }
 
