@@ -73,13 +73,15 @@ func launch(args []string) error {
 			return fmt.Errorf("bringing up lo in the server's network namespace: %w", err)
 		}
 	}
-	if err := setLimits(plan.Limits); err != nil {
-		return err
-	}
 	if err := closeInherited(); err != nil {
 		return err
 	}
 	if err := restrict(plan); err != nil {
+		return err
+	}
+	// The limits are the server's: set before the ruleset, a small
+	// openFiles or memory would fail the launcher instead.
+	if err := setLimits(plan.Limits); err != nil {
 		return err
 	}
 	// The capability the launcher kept for lo ends here, and so do all of
