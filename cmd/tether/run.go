@@ -382,8 +382,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	var lastValid manifest.LastValidStore
 	var catalogs controller.CatalogStore
 	var tokens *oauth.Store
-	var sandboxTemp string
+	var sandboxTemp, statePath string
 	if stateDir != nil {
+		statePath = stateDir.Path()
 		lastValid, catalogs = stateDir, stateDir
 		tokens = oauth.NewStore(stateDir.Path())
 		// Before any child starts: what a tether killed with SIGKILL left.
@@ -405,7 +406,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	// What every session shares (handshake gates, protocol-version memory,
 	// the HTTP connection pool, tool definitions, the ledger, the sandbox
 	// defaults, the container runtime): one value, made once, in either mode.
-	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp, Containers: containers})
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp, StateDir: statePath, Containers: containers})
 	defer connector.Close()
 	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {

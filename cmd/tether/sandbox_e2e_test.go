@@ -205,6 +205,10 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	expectPrefix(t, "open: write outside", attempt(t, s, "open_write_file", map[string]any{"path": outside}), "ok: ")
 	expectPrefix(t, "open: connect to a loopback port", attempt(t, s, "open_connect", map[string]any{"addr": otherAddr}), "ok: ")
 	expectPrefix(t, "open: signal tether", attempt(t, s, "open_signal_parent", nil), "ok: ")
+	expectPrefix(t, "open: send UDP", attempt(t, s, "open_send_udp", map[string]any{"addr": grantedAddr}), "ok: ")
+	if got := attempt(t, s, "open_interfaces", nil); !strings.Contains(got, "lo") {
+		t.Errorf("open: interfaces up = %q, want the host's, lo among them", got)
+	}
 	// tether's working directory (this package's, under go test) is where
 	// a server without workingDir runs.
 	expectPrefix(t, "open: read in tether's working directory", attempt(t, s, "open_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "ok: ")
@@ -383,6 +387,29 @@ func TestSandboxStartsFromNothing(t *testing.T) {
 	waitStatus(t, manifest, "n", 30*time.Second, "the launcher's refusal", func(st spec.ConnectionStatus) bool {
 		return strings.Contains(st.LastError, "tether sandbox: exec "+bin+": permission denied (does the policy grant it? grants: command)")
 	})
+}
+
+// TestSandboxGuardsWhatTetherKeeps: a grant that holds tether's state
+// directory (OAuth tokens) fails the start, and so does a write grant that
+// holds the manifests, through which a server would write a manifest that
+// runs unconfined; each names its field.
+func TestSandboxGuardsWhatTetherKeeps(t *testing.T) {
+	bin := hostileServer(t)
+	home, _ := sandboxHome(t)
+	dir := t.TempDir()
+	reads, writes := filepath.Join(dir, "reads.yaml"), filepath.Join(dir, "writes.yaml")
+	writeFile(t, reads, stdioManifest("reads", bin, nil, policyHere("read: [.]")))
+	writeFile(t, writes, stdioManifest("writes", bin, nil, policyHere("write: [.]")))
+	startSandboxTether(t, dir, home)
+	for m, want := range map[string]string{
+		reads:  "spec.stdio.sandbox.read[0]: " + dir + " holds tether's state directory (" + filepath.Join(dir, ".tether") + ")",
+		writes: "spec.stdio.sandbox.write[0]: " + dir + " holds the manifest's directory",
+	} {
+		name := strings.TrimSuffix(filepath.Base(m), ".yaml")
+		waitStatus(t, m, name, 30*time.Second, want, func(st spec.ConnectionStatus) bool {
+			return strings.Contains(st.LastError, want) && (st.Process == nil || st.Process.PID == 0)
+		})
+	}
 }
 
 // TestDefaultSandbox: --default-sandbox confines the servers whose

@@ -335,7 +335,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	}
 	var conf *confinement
 	if policy := cmp.Or(st.Sandbox, s.conn.defaultSandbox); policy != nil {
-		if conf, env, err = confine(s.name, policy, s.conn.sandboxTemp, path, st.Command, st.Args, dir, manifestDir, env); err != nil {
+		if conf, env, err = confine(s.name, policy, s.conn.sandboxTemp, s.conn.stateDir, path, st.Command, st.Args, dir, manifestDir, env); err != nil {
 			return nil, err
 		}
 	}
@@ -346,7 +346,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 			conf.cleanup()
 			return nil, &sandbox.UnsupportedError{Missing: []string{"a network namespace of its own: the kernel refused an unprivileged user namespace (" + err.Error() + ")"}}
 		}
-		if err = conf.withoutNamespace(); err == nil {
+		if err = conf.withoutNamespace(sandbox.DetectKernel().ABI); err == nil {
 			proc, err = startProcess(st.Command, path, st.Args, dir, env, tail, s.log, s.conn.ledger, conf)
 		}
 	}

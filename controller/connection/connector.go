@@ -28,6 +28,7 @@ type Connector struct {
 	ownedBySoleSession bool              // made by Connect for one session, which lets it go on Close
 	defaultSandbox     *spec.SandboxSpec
 	sandboxTemp        string
+	stateDir           string
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector
@@ -48,6 +49,9 @@ type ConnectorOptions struct {
 	// Containers runs spec.container servers; nil: a container server
 	// fails to connect with an error that says no runtime was found.
 	Containers *ContainerRuntime
+	// StateDir is tether's state directory ("" without one), which no
+	// sandbox grant may hold (it keeps OAuth tokens).
+	StateDir string
 }
 
 // NewConnector returns a Connector whose sessions share what o says and
@@ -67,6 +71,7 @@ func NewConnector(o ConnectorOptions) *Connector {
 		defaultSandbox: o.DefaultSandbox,
 		sandboxTemp:    o.SandboxTemp,
 		containers:     o.Containers,
+		stateDir:       o.StateDir,
 	}
 }
 

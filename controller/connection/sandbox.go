@@ -3,7 +3,6 @@ package connection
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/sandbox"
@@ -52,8 +51,9 @@ func PrepareSandboxTemp(root string) error {
 // env, and says what the kernel cannot enforce: an error the status calls
 // SandboxUnsupported unless the policy accepts less (bestEffort). env gets
 // TMPDIR when the policy grants the private temporary directory, made in
-// tmpRoot ("": the system's).
-func confine(name string, policy *spec.SandboxSpec, tmpRoot, program, argv0 string, args []string, dir, manifestDir string, env []string) (*confinement, []string, error) {
+// tmpRoot ("": the system's). No grant may hold stateDir, no write grant
+// tether's executable or the manifest's directory.
+func confine(name string, policy *spec.SandboxSpec, tmpRoot, stateDir, program, argv0 string, args []string, dir, manifestDir string, env []string) (*confinement, []string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: finding tether's own executable (the launcher): %w", err)
@@ -76,7 +76,7 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, program, argv0 stri
 		Home:        envValue(env, "HOME"),
 		Path:        envValue(env, "PATH"),
 		Tmp:         c.tmp,
-		Protected:   protected(self, manifestDir, tmpRoot),
+		Protected:   protected(self, manifestDir, stateDir),
 	})
 	if err != nil {
 		c.cleanup()
@@ -105,14 +105,14 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, program, argv0 stri
 }
 
 // protected are what no write grant may hold: tether's executable (the
-// launcher), the manifest's directory, and the state directory (tmpRoot's
-// parent, when tether run keeps one).
-func protected(self, manifestDir, tmpRoot string) []sandbox.Protected {
-	out := []sandbox.Protected{{Path: self, What: "tether's executable, the sandbox launcher"}, {Path: manifestDir, What: "the manifest's directory"}}
-	if tmpRoot != "" {
-		out = append(out, sandbox.Protected{Path: filepath.Dir(tmpRoot), What: "tether's state directory"})
+// launcher), the manifest's directory, and the state directory, which no
+// grant may hold.
+func protected(self, manifestDir, stateDir string) []sandbox.Protected {
+	return []sandbox.Protected{
+		{Path: self, What: "tether's executable, the sandbox launcher"},
+		{Path: manifestDir, What: "the manifest's directory"},
+		{Path: stateDir, What: "tether's state directory", Read: true},
 	}
-	return out
 }
 
 // setEnv sets name in env ("NAME=value" entries).

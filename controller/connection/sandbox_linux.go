@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/tether-mcp/tether/controller/sandbox"
+	"github.com/tether-mcp/tether/spec"
 )
 
 // launcherPath is the executable that runs as the launcher: the running
@@ -50,8 +51,9 @@ func namespaceRefused(err error) bool {
 
 // withoutNamespace is the best-effort fallback of a plan whose namespaces
 // the kernel refused: the host's network, every TCP and UDP port refused
-// by Landlock instead.
-func (c *confinement) withoutNamespace() error {
+// by Landlock instead, as far as a kernel with Landlock ABI abi can
+// (status.sandbox says what is left: without Landlock, no network rule).
+func (c *confinement) withoutNamespace(abi int) error {
 	p := *c.plan
 	p.Namespace, p.LoopbackUp = false, false
 	p.HandleTCP, p.HandleUDP = true, true
@@ -62,6 +64,8 @@ func (c *confinement) withoutNamespace() error {
 		return err
 	}
 	c.planEnv = sandbox.PlanEnv + "=" + encoded
-	c.describe = "landlock fs+net (best effort)"
+	described := p
+	described.Network = spec.NetworkConnect // ports refused by Landlock, as connect's
+	c.describe = described.Describe([]string{"a network namespace"}, abi)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-mcp/tether/controller/sandbox"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -26,7 +27,7 @@ func TestConfineBoundsThePlan(t *testing.T) {
 		read[i] = long
 	}
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "tether-sandbox-big-*"))
-	_, _, err := confine("big", &spec.SandboxSpec{Read: read, BestEffort: true}, "", "/bin/true", "true", nil, "", "", []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+	_, _, err := confine("big", &spec.SandboxSpec{Read: read, BestEffort: true}, "", "", "/bin/true", "true", nil, "", "", []string{"HOME=/nonexistent", "PATH=/usr/bin"})
 	if err == nil || !strings.Contains(err.Error(), "over the 122880 the launcher can be given") {
 		t.Fatalf("a huge plan: %v", err)
 	}
@@ -35,12 +36,27 @@ func TestConfineBoundsThePlan(t *testing.T) {
 		t.Errorf("a TMPDIR was left behind: %v", after)
 	}
 	// A small one passes, with its TMPDIR in the environment.
-	c, env, err := confine("small", &spec.SandboxSpec{BestEffort: true}, "", "/bin/true", "true", nil, "", "", []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+	c, env, err := confine("small", &spec.SandboxSpec{BestEffort: true}, "", "", "/bin/true", "true", nil, "", "", []string{"HOME=/nonexistent", "PATH=/usr/bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.cleanup()
 	if envValue(env, "TMPDIR") != c.tmp || c.tmp == "" || !strings.HasPrefix(c.planEnv, "TETHER_SANDBOX_PLAN={") {
 		t.Errorf("TMPDIR %q (made %q), plan %.40q", envValue(env, "TMPDIR"), c.tmp, c.planEnv)
+	}
+}
+
+// TestWithoutNamespaceSaysWhatIsLeft: the best-effort fallback of a refused
+// namespace runs with Landlock refusing every port, and status.sandbox says
+// so; without Landlock at all it says there is none, not "landlock".
+func TestWithoutNamespaceSaysWhatIsLeft(t *testing.T) {
+	for abi, want := range map[int]string{7: "landlock fs+net (best effort)", 0: "no-new-privileges, no landlock (best effort)"} {
+		c := &confinement{plan: &sandbox.Plan{Network: spec.NetworkLoopback, Namespace: true, LoopbackUp: true, BestEffort: true}}
+		if err := c.withoutNamespace(abi); err != nil {
+			t.Fatal(err)
+		}
+		if c.describe != want || c.plan.Namespace || c.plan.LoopbackUp || !c.plan.HandleTCP || !c.plan.HandleUDP {
+			t.Errorf("ABI %d: status.sandbox %q, plan %+v; want %q, no namespace, every port refused", abi, c.describe, c.plan, want)
+		}
 	}
 }

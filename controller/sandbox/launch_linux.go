@@ -73,13 +73,15 @@ func launch(args []string) error {
 			return fmt.Errorf("bringing up lo in the server's network namespace: %w", err)
 		}
 	}
-	if err := setLimits(plan.Limits); err != nil {
-		return err
-	}
 	if err := closeInherited(); err != nil {
 		return err
 	}
 	if err := restrict(plan); err != nil {
+		return err
+	}
+	// The limits are the server's: set before the ruleset, a small
+	// openFiles or memory would fail the launcher instead.
+	if err := setLimits(plan.Limits); err != nil {
 		return err
 	}
 	// The capability the launcher kept for lo ends here, and so do all of
@@ -219,6 +221,15 @@ const (
 
 // rules are the plan's Landlock rules.
 func rules(plan *Plan) ([]landlock.Rule, error) {
+	// Build checked this in tether; a server sharing a write grant may
+	// have made a link since, and the rules below follow links.
+	from := make([]string, len(plan.Paths))
+	for i, r := range plan.Paths {
+		from[i] = "granting " + r.Path
+	}
+	if err := noWayOut(plan.Paths, from); err != nil {
+		return nil, err
+	}
 	var out []landlock.Rule
 	for _, r := range plan.Paths {
 		var access landlock.AccessFSSet

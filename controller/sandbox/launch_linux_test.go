@@ -2,13 +2,45 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"github.com/tether-mcp/tether/spec"
 )
+
+// TestMain makes the test binary a launcher too, as cmd/tether is.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == LauncherArg {
+		os.Exit(Launch(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestLaunchSetsLimitsLast: the limits are the server's, not the
+// launcher's: openFiles 4, which /bin/true lives with (one library open at
+// a time), leaves the launcher descriptors enough for its ruleset and a
+// path's.
+func TestLaunchSetsLimitsLast(t *testing.T) {
+	files := 4
+	p, err := Build(&spec.SandboxSpec{Network: spec.NetworkAll, Limits: &spec.SandboxLimits{OpenFiles: &files}}, Inputs{Command: "/bin/true", Path: os.Getenv("PATH")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := p.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], LauncherArg, "/bin/true", "true")
+	cmd.Env = append(os.Environ(), PlanEnv+"="+enc)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("launching /bin/true with openFiles 4: %v\n%s", err, out)
+	}
+}
 
 // TestRulesRights: each plan right is the exact Landlock access set (read
 // does not execute; write makes no device nodes), cut to the rights that
@@ -49,6 +81,16 @@ func TestRulesRights(t *testing.T) {
 	}
 	if _, err := rules(&Plan{Paths: []PathRule{{filepath.Join(dir, "gone"), RightRead}}}); err == nil {
 		t.Error("a path that vanished before the launch: no error")
+	}
+	// A link made beneath a write grant after the plan was built, to
+	// outside it: the launcher checks again.
+	out := t.TempDir()
+	link := filepath.Join(dir, "config")
+	if err := os.Symlink(out, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rules(&Plan{Paths: []PathRule{{dir, RightWrite}, {link, RightRead}}}); err == nil || !strings.Contains(err.Error(), "granting "+link+": "+link+" is beneath the write grant") {
+		t.Errorf("a link out of a write grant at launch: %v", err)
 	}
 }
 

@@ -31,6 +31,9 @@ const (
 	RightWriteX  = "rwx" // read, write and execute (the private temporary directory is rw only)
 	RightDevice  = "dev" // read and write a device file (no ioctl beyond the kernel's common ones)
 	maxLibraries = 512   // a bound on the shared-library walk
+	// maxInterpBytes bounds an ELF program's PT_INTERP (the loader's path,
+	// PATH_MAX at most); a larger one is not read.
+	maxInterpBytes = 4096
 )
 
 // PathRule is one path and the rights the server has beneath it.
@@ -88,13 +91,17 @@ type Inputs struct {
 	Tmp         string // the private temporary directory, made by the caller
 	// Protected are what a server must not write, named: tether's
 	// executable (the launcher, which runs unconfined), the manifest's
-	// directory (a manifest there runs unconfined), the state directory.
+	// directory (a manifest there runs unconfined), the state directory;
+	// and what it must not read either: the state directory (OAuth
+	// tokens, other servers' TMPDIRs).
 	Protected []Protected
 }
 
-// Protected is a path no write grant may hold, and what it is.
+// Protected is a path no write grant may hold (nor, with Read, any grant),
+// and what it is.
 type Protected struct {
 	Path, What string
+	Read       bool
 }
 
 // Build resolves policy for one start. A listed path that does not exist is
@@ -146,11 +153,6 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 			if _, err := os.Stat(path); err != nil {
 				return nil, fmt.Errorf("spec.stdio.sandbox.%s[%d]: %s: %w", list.field, i, path, errors.Unwrap(err))
 			}
-			if list.rights == RightWrite {
-				if err := holdsNone(path, in.Protected); err != nil {
-					return nil, fmt.Errorf("spec.stdio.sandbox.%s[%d]: %w", list.field, i, err)
-				}
-			}
 			add(path, list.rights, fmt.Sprintf("spec.stdio.sandbox.%s[%d]", list.field, i))
 		}
 	}
@@ -183,6 +185,9 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 			}
 		}
 	}
+	if err := holdsNone(p.Paths, from, in.Protected); err != nil {
+		return nil, err
+	}
 	if err := noWayOut(p.Paths, from); err != nil {
 		return nil, err
 	}
@@ -206,16 +211,20 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 
 // holdsNone refuses a write grant that holds (is, or is a parent of) a
 // protected path: through it the server could change what tether runs
-// next, unconfined. Both sides are compared with their symbolic links
-// resolved.
-func holdsNone(grant string, protected []Protected) error {
-	g := resolved(grant)
-	for _, p := range protected {
-		if p.Path == "" {
-			continue
-		}
-		if beneath(resolved(p.Path), g) {
-			return fmt.Errorf("%s holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", grant, p.What, p.Path)
+// next, unconfined; and any grant that holds one protected from reading.
+// Both sides are compared with their symbolic links resolved.
+func holdsNone(paths []PathRule, from []string, protected []Protected) error {
+	for i, r := range paths {
+		writing := r.Rights == RightWrite || r.Rights == RightWriteX
+		g := resolved(r.Path)
+		for _, p := range protected {
+			if p.Path == "" || !writing && !p.Read || !beneath(resolved(p.Path), g) {
+				continue
+			}
+			if writing {
+				return fmt.Errorf("%s: %s holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", from[i], r.Path, p.What, p.Path)
+			}
+			return fmt.Errorf("%s: %s holds %s (%s), whose OAuth tokens and other servers' files a server must not read; grant a directory beside it", from[i], r.Path, p.What, p.Path)
 		}
 	}
 	return nil
@@ -378,7 +387,10 @@ func libraries(programs []string) []string {
 		search = append(search, dirs...)
 		var found []string
 		for _, prog := range f.Progs {
-			if prog.Type == elf.PT_INTERP {
+			// A loader's path is at most PATH_MAX: a larger size is a
+			// hostile header (a server's own program beneath its write
+			// grant), not an allocation for tether to make.
+			if prog.Type == elf.PT_INTERP && prog.Filesz <= maxInterpBytes {
 				b := make([]byte, prog.Filesz)
 				if _, err := prog.ReadAt(b, 0); err == nil {
 					found = append(found, string(bytes.TrimRight(b, "\x00")))

@@ -243,7 +243,8 @@ func TestDescribe(t *testing.T) {
 // TestBuildRefusesWritingWhatTetherRuns: a write grant that is, or holds,
 // tether's executable, the manifest's directory or the state directory
 // (through a symbolic link too) fails the start naming the field; one
-// beside or below them does not.
+// beside or below them does not. No grant may hold the state directory,
+// which keeps OAuth tokens.
 func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 	root := t.TempDir()
 	manifests := filepath.Join(root, "manifests")
@@ -259,7 +260,7 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := Inputs{Command: "/bin/true", ManifestDir: manifests, Protected: []Protected{
-		{Path: "/bin/true", What: "tether's executable"}, {Path: manifests, What: "the manifest's directory"}, {Path: state, What: "the state directory"}}}
+		{Path: "/bin/true", What: "tether's executable"}, {Path: manifests, What: "the manifest's directory"}, {Path: state, What: "the state directory", Read: true}}}
 	for _, tc := range []struct {
 		write []string
 		want  string // "" for no error
@@ -278,9 +279,23 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 			t.Errorf("write %q: %v, want %q", tc.write, err, tc.want)
 		}
 	}
-	// Read grants of them are the manifest's to give.
-	if _, err := Build(&spec.SandboxSpec{Grants: []string{}, Read: []string{root}}, in); err != nil {
-		t.Errorf("read of a parent of the manifests: %v", err)
+	// Reading tether's executable or the manifests is the manifest's to
+	// grant; reading the state directory (tokens) is not, by any grant.
+	if _, err := Build(&spec.SandboxSpec{Grants: []string{}, Read: []string{"/bin", filepath.Join(root, "data")}, Execute: []string{"/bin/true"}}, in); err != nil {
+		t.Errorf("read of tether's executable's directory: %v", err)
+	}
+	for _, tc := range []struct {
+		policy  spec.SandboxSpec
+		in      Inputs
+		wantErr string
+	}{
+		{spec.SandboxSpec{Grants: []string{}, Read: []string{root}}, in, "spec.stdio.sandbox.read[0]: " + root + " holds the state directory (" + state + "), whose OAuth tokens"},
+		{spec.SandboxSpec{Grants: []string{}, Execute: []string{"."}}, in, "spec.stdio.sandbox.execute[0]: " + manifests + " holds the state directory"},
+		{spec.SandboxSpec{Grants: []string{spec.GrantWorkingDir}}, Inputs{Command: "/bin/true", WorkingDir: manifests, Protected: in.Protected}, "workingDir (grants: workingDir): " + manifests + " holds the state directory"},
+	} {
+		if _, err := Build(&tc.policy, tc.in); err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+			t.Errorf("%+v: %v, want %q", tc.policy, err, tc.wantErr)
+		}
 	}
 }
 
@@ -391,6 +406,37 @@ func TestLibrariesAreELF(t *testing.T) {
 	if slices.Contains(got, secret) {
 		t.Errorf("libraries of a program whose loader is a key: %q, want the key left out", got)
 	}
+	if !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(filepath.Base(l), "libc.so") }) {
+		t.Errorf("libraries %q: want its libc still", got)
+	}
+}
+
+// TestLibrariesBoundTheLoaderPath: a program whose PT_INTERP claims a
+// terabyte (a header a server rewrote) costs tether no such allocation:
+// the loader is not read, the walk goes on.
+func TestLibrariesBoundTheLoaderPath(t *testing.T) {
+	data, err := os.ReadFile("/usr/bin/env")
+	if err != nil {
+		t.Skip("no /usr/bin/env")
+	}
+	f, err := elf.Open("/usr/bin/env")
+	if err != nil {
+		t.Skip(err)
+	}
+	idx := slices.IndexFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+	class, order := f.Class, f.ByteOrder
+	_ = f.Close()
+	if idx < 0 || class != elf.ELFCLASS64 {
+		t.Skip("/usr/bin/env is not a 64-bit ELF program with a loader")
+	}
+	// Elf64_Ehdr: e_phoff at 32, e_phentsize at 54; Elf64_Phdr: p_filesz at 32.
+	at := int(order.Uint64(data[32:])) + idx*int(order.Uint16(data[54:])) + 32
+	order.PutUint64(data[at:], 1<<40)
+	prog := filepath.Join(t.TempDir(), "prog")
+	if err := os.WriteFile(prog, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := libraries([]string{prog})
 	if !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(filepath.Base(l), "libc.so") }) {
 		t.Errorf("libraries %q: want its libc still", got)
 	}
