@@ -88,6 +88,10 @@ type ContainerRuntime struct {
 	// the state directory's path; empty: none, and no leftovers are looked
 	// for.
 	Owner string
+	// StateDir is the state directory (absolute), which no mount may show
+	// a container: it holds every connection's secrets and tokens; empty:
+	// none.
+	StateDir string
 	// Init is tether's own executable, mounted as the entrypoint of a
 	// container that has env; empty when it cannot be (InitProblem says
 	// why).
@@ -136,6 +140,7 @@ func FindContainerRuntime(flag, dir, stateDir string) (*ContainerRuntime, error)
 	if stateDir != "" {
 		sum := sha256.Sum256([]byte(stateDir))
 		rt.Owner = hex.EncodeToString(sum[:8])
+		rt.StateDir = stateDir
 	}
 	rt.Init, rt.InitProblem = containerInit()
 	return rt, nil
@@ -496,6 +501,9 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 		if _, err := os.Stat(src); err != nil {
 			return nil, fmt.Errorf("container.mounts: source %s: %w", src, errors.Unwrap(err))
 		}
+		if err := rt.exposesState(src); err != nil {
+			return nil, err
+		}
 		args = append(args, "--mount="+bindMount(src, m.Target, !m.Writable))
 	}
 	if hasFiles {
@@ -523,6 +531,35 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 	}
 	args = append(args, "--", c.Image)
 	return append(args, cmd...), nil
+}
+
+// exposesState refuses a mount source that is the state directory, inside
+// it or holds it (the manifest's own directory holds the default one): the
+// server would read every connection's secrets, tokens and the other
+// containers' secret files there. Symbolic links are followed, as the
+// runtime's daemon follows them.
+func (rt *ContainerRuntime) exposesState(src string) error {
+	if rt.StateDir == "" {
+		return nil
+	}
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	s, state := resolve(src), resolve(rt.StateDir)
+	within := func(p, dir string) bool {
+		rel, err := filepath.Rel(dir, p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	switch {
+	case within(state, s):
+		return fmt.Errorf("container.mounts: source %s holds tether's state directory %s (every connection's secrets): mount a directory beside it", src, rt.StateDir)
+	case within(s, state):
+		return fmt.Errorf("container.mounts: source %s is in tether's state directory %s (every connection's secrets)", src, rt.StateDir)
+	}
+	return nil
 }
 
 // bindMount is a --mount value, CSV-quoted as the runtime reads it, so

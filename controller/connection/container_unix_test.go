@@ -145,7 +145,7 @@ func TestFindContainerRuntime(t *testing.T) {
 	}
 	writeScript(t, filepath.Join(bin, "podman"), "#!/bin/sh\n")
 	rt, err := FindContainerRuntime("auto", "/state/containers", "/state")
-	if err != nil || rt.Name != "podman" || rt.Path != filepath.Join(bin, "podman") || rt.Dir != "/state/containers" || len(rt.Owner) != 16 {
+	if err != nil || rt.Name != "podman" || rt.Path != filepath.Join(bin, "podman") || rt.Dir != "/state/containers" || len(rt.Owner) != 16 || rt.StateDir != "/state" {
 		t.Fatalf("auto with podman: %+v, %v", rt, err)
 	}
 	writeScript(t, filepath.Join(bin, "docker"), "#!/bin/sh\n")
