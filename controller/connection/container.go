@@ -2,6 +2,7 @@ package connection
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -69,6 +70,9 @@ const (
 // Bounds of the runtime's own commands (inspect, pull, port, rm).
 const (
 	runtimeCommandTimeout = 30 * time.Second
+	// runtimeWaitDelay is how long a killed runtime command's output
+	// may stay open (held by a process it started) before it is closed.
+	runtimeWaitDelay = time.Second
 	// containerRemoveTimeout bounds removing a container after its session.
 	containerRemoveTimeout = 10 * time.Second
 	// portPollEvery is how often a starting port server is looked at.
@@ -103,6 +107,9 @@ type ContainerRuntime struct {
 	// Started is when this tether began to use the runtime: a directory of
 	// Dir older than that and without a container is a leftover.
 	Started time.Time
+	// commandTimeout bounds each of the runtime's own commands (0:
+	// runtimeCommandTimeout); tests shorten it.
+	commandTimeout time.Duration
 }
 
 // FindContainerRuntime resolves --container-runtime: "auto" (docker if it
@@ -166,14 +173,25 @@ func containerInit() (string, string) {
 func (rt *ContainerRuntime) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, rt.Path, args...)
 	cmd.Env = rt.Env
+	// Once ctx is done and the command killed, a process it started that
+	// still holds its output (podman re-executes itself in a user
+	// namespace) must not hold the wait up: the pipes are closed.
+	cmd.WaitDelay = runtimeWaitDelay
 	return cmd
 }
 
-// output runs the runtime's command and returns its standard output, or an
-// error with its standard error's last line.
+// output runs the runtime's command, bounded by the runtime's command
+// timeout, and returns its standard output, or an error with its
+// standard error's last line.
 func (rt *ContainerRuntime) output(ctx context.Context, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, runtimeCommandTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(rt.commandTimeout, runtimeCommandTimeout))
 	defer cancel()
+	return rt.outputWithin(ctx, args...)
+}
+
+// outputWithin is output bounded by ctx alone (a pull, which takes as long
+// as the image is large: the connect timeout bounds it).
+func (rt *ContainerRuntime) outputWithin(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := rt.command(ctx, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -589,7 +607,9 @@ func (s *Session) imageCommand(ctx context.Context, rt *ContainerRuntime, c *spe
 	}
 	out, err := inspect()
 	if err != nil && (strings.Contains(strings.ToLower(err.Error()), "no such image") || strings.Contains(err.Error(), "image not known")) {
-		if _, perr := rt.output(ctx, "pull", "--quiet", "--", c.Image); perr != nil {
+		// Bounded by the connect timeout, as the runtime's own pull is
+		// for a container without env (docs/contract.md §1).
+		if _, perr := rt.outputWithin(ctx, "pull", "--quiet", "--", c.Image); perr != nil {
 			return nil, perr
 		}
 		out, err = inspect()

@@ -240,3 +240,67 @@ esac
 		t.Errorf("Connect: %v, want the daemon's reason", err)
 	}
 }
+
+// TestRuntimeCommandBounded: a runtime command that hangs is killed at its
+// bound, and a process it started that holds its output (podman
+// re-executes itself in a user namespace) does not hold the wait beyond
+// it: output returns an error, not when that process ends.
+func TestRuntimeCommandBounded(t *testing.T) {
+	dir := t.TempDir()
+	script, pidFile := filepath.Join(dir, "docker"), filepath.Join(dir, "pid")
+	writeScript(t, script, "#!/bin/sh\nsleep 60 &\necho $! > "+pidFile+"\nexec sleep 60\n")
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	rt := &ContainerRuntime{Name: "docker", Path: script, commandTimeout: 100 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.output(context.Background(), "ps")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("a hung runtime command succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runtime command is still waited for 30s after its bound")
+	}
+}
+
+// TestContainerPullWithinConnect: an image that is not there yet is pulled
+// within the connect's bound, not the runtime's short one for its other
+// commands (a large image takes long): the pull that outlasts the latter
+// completes and the container runs.
+func TestContainerPullWithinConnect(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	script := filepath.Join(dir, "docker")
+	writeScript(t, script, `#!/bin/sh
+echo "$*" >> `+calls+`
+case "$1" in
+image) [ -f `+dir+`/pulled ] || { echo "Error: No such image: srv:1" >&2; exit 1; }
+	printf '["/server"]\tnull\n' ;;
+pull) sleep 1; touch `+dir+`/pulled ;;
+run) echo "the container ran" >&2; exit 3 ;;
+esac
+`)
+	rt := &ContainerRuntime{Name: "docker", Path: script, Init: script, commandTimeout: 200 * time.Millisecond}
+	c := NewConnector(ConnectorOptions{Containers: rt})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v := "x"
+	_, err := c.Connect(ctx, Request{Name: "box", Spec: &spec.Spec{Container: &spec.ContainerSpec{Image: "srv:1", Env: []spec.EnvVar{{Name: "A", Value: &v}}}}})
+	if err == nil || !strings.Contains(err.Error(), "the container ran") {
+		t.Errorf("Connect: %v, want the container run after the pull", err)
+	}
+	log, _ := os.ReadFile(calls)
+	if !strings.Contains(string(log), "pull --quiet -- srv:1") {
+		t.Errorf("the image was not pulled:\n%s", log)
+	}
+}
