@@ -622,7 +622,8 @@ func (s *Session) imageCommand(ctx context.Context, rt *ContainerRuntime, c *spe
 	if json.Unmarshal([]byte(entry), &entrypoint) != nil || json.Unmarshal([]byte(cmd), &imageCmd) != nil {
 		return nil, fmt.Errorf("%s image inspect %s: unexpected output", rt.Name, c.Image)
 	}
-	if c.Args != nil {
+	if len(c.Args) > 0 {
+		// As the runtime reads them: args: [] leaves the image's cmd.
 		imageCmd = c.Args
 	}
 	argv := append(entrypoint, imageCmd...)

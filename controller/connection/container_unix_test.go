@@ -304,3 +304,28 @@ esac
 		t.Errorf("the image was not pulled:\n%s", log)
 	}
 }
+
+// TestImageCommand: with env, tether runs the image's entrypoint and cmd
+// itself, as the runtime would without env: args replace the cmd, and an
+// empty args leaves it (the runtime cannot be told to drop it).
+func TestImageCommand(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "docker")
+	writeScript(t, script, "#!/bin/sh\nprintf '[\"/entry\",\"-e\"]\\t[\"serve\",\"--port=1\"]\\n'\n")
+	rt := &ContainerRuntime{Name: "docker", Path: script}
+	s := &Session{name: "box", conn: &Connector{containers: rt}}
+	for _, tc := range []struct {
+		command, args []string
+		want          []string
+	}{
+		{nil, nil, []string{"/entry", "-e", "serve", "--port=1"}},
+		{nil, []string{}, []string{"/entry", "-e", "serve", "--port=1"}},
+		{nil, []string{"other"}, []string{"/entry", "-e", "other"}},
+		{[]string{"/bin/x"}, nil, []string{"/bin/x"}},
+		{[]string{"/bin/x"}, []string{"y"}, []string{"/bin/x", "y"}},
+	} {
+		got, err := s.imageCommand(context.Background(), rt, &spec.ContainerSpec{Image: "srv:1", Command: tc.command, Args: tc.args})
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("command %q args %q: %q (%v), want %q", tc.command, tc.args, got, err, tc.want)
+		}
+	}
+}
