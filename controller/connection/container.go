@@ -212,11 +212,6 @@ func (rt *ContainerRuntime) outputWithin(ctx context.Context, args ...string) ([
 	return out, nil
 }
 
-// Sandbox is what status.sandbox says of a container server of c.
-func (rt *ContainerRuntime) Sandbox(c *spec.ContainerSpec) string {
-	return fmt.Sprintf("container %s network=%s", rt.Name, c.NetworkMode())
-}
-
 // container is one container server: its name, its directory and how to
 // remove both.
 type container struct {
