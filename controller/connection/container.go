@@ -696,26 +696,23 @@ func RemoveLeftoverContainers(ctx context.Context, rt *ContainerRuntime, log *sl
 		log.Debug("cannot look for containers a previous tether left", "runtime", rt.Name, "err", err)
 		return nil
 	}
-	ids := strings.Fields(string(out))
-	if len(ids) > 0 {
-		args := append([]string{"container", "inspect", "--format={{.Name}}\t{{index .Config.Labels \"" + containerLabelTether + "\"}}", "--"}, ids...)
-		out, err = rt.output(ctx, args...)
-		if err != nil {
-			// One may have gone meanwhile (inspect fails for all then):
-			// the next start looks again.
-			log.Warn("cannot read the containers a previous tether may have left", "runtime", rt.Name, "err", err)
-			return nil
-		}
-	} else {
-		out = nil
-	}
 	var removed []string
 	keep := map[string]bool{}
 	// Where a process's start time cannot be read (not Linux), this
 	// tether's own containers are known by its pid and a start of 0.
 	self, _ := startTicks(os.Getpid())
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		name, owner, _ := strings.Cut(line, "\t")
+	for _, id := range strings.Fields(string(out)) {
+		// One at a time: one that goes meanwhile (this tether's own
+		// containers start and stop beside this) fails only its own
+		// inspect, where a list would fail for all.
+		line, err := rt.output(ctx, "container", "inspect", "--format={{.Name}}\t{{index .Config.Labels \""+containerLabelTether+"\"}}", "--", id)
+		if err != nil {
+			if !isNoSuchContainer(err) {
+				log.Warn("cannot read a container a previous tether may have left", "runtime", rt.Name, "container", id, "err", err)
+			}
+			continue
+		}
+		name, owner, _ := strings.Cut(strings.TrimSpace(string(line)), "\t")
 		name = strings.TrimPrefix(name, "/") // docker's names start with one
 		if name == "" {
 			continue

@@ -5,6 +5,7 @@ package connection
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -71,19 +72,30 @@ func TestRemoveLeftoverContainers(t *testing.T) {
 	}
 	// The container list the script prints for inspect: name, then the
 	// tether label.
-	listing := strings.Join([]string{
+	// id0 is gone by the time it is inspected (one of this tether's own,
+	// stopped meanwhile): the others are read all the same.
+	listing := []string{
 		"/tether-a-dead\t999999999-12345",
 		"/tether-b-mine\t" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(self, 10),
 		"/tether-c-parent\t" + strconv.Itoa(os.Getppid()) + "-" + strconv.FormatUint(parent, 10),
 		"/tether-d-garbled\tnot-a-label",
 		"/tether-e-reused\t" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(self+1, 10),
-	}, "\n")
+	}
+	var inspect strings.Builder
+	for i, l := range listing {
+		fmt.Fprintf(&inspect, "id%d) printf '%%s\\n' '%s' ;;\n", i+1, l)
+	}
 	script := filepath.Join(dir, "docker")
 	writeScript(t, script, `#!/bin/sh
 echo "$*" >> `+calls+`
 case "$1" in
-ps) printf 'id1\nid2\nid3\nid4\nid5\n' ;;
-container) printf '%s\n' "`+listing+`" ;;
+ps) printf 'id0\nid1\nid2\nid3\nid4\nid5\n' ;;
+container)
+	eval "id=\${$#}"
+	case "$id" in
+	`+inspect.String()+`
+	*) echo "Error response from daemon: No such container: $id" >&2; exit 1 ;;
+	esac ;;
 rm) ;;
 esac
 `)
