@@ -310,7 +310,16 @@ func TestContainerPortServer(t *testing.T) {
 	image := exampleServerImage(t, d, suffix)
 	network := "tether-e2e-" + suffix
 	d.run(t, "network", "create", network)
-	t.Cleanup(func() { _, _ = d.try("network", "rm", network) })
+	t.Cleanup(func() {
+		// Its bridge would outlive the daemon: a container left on it
+		// (the test failed) goes first.
+		if ids, err := d.try("container", "ls", "--all", "--quiet", "--filter", "network="+network); err == nil && ids != "" {
+			_, _ = d.try(append([]string{"container", "rm", "--force"}, strings.Fields(ids)...)...)
+		}
+		if _, err := d.try("network", "rm", network); err != nil {
+			t.Errorf("removing the test's network: %v", err)
+		}
+	})
 
 	dir := t.TempDir()
 	manifest := filepath.Join(dir, "web.yaml")
