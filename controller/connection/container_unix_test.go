@@ -5,6 +5,7 @@ package connection
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -338,6 +339,44 @@ func TestImageCommand(t *testing.T) {
 		got, err := s.imageCommand(context.Background(), rt, &spec.ContainerSpec{Image: "srv:1", Command: tc.command, Args: tc.args})
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("command %q args %q: %q (%v), want %q", tc.command, tc.args, got, err, tc.want)
+		}
+	}
+}
+
+// TestContainerSecretsRedacted: what a container server writes to stderr
+// (its tail, the connect error) never shows a value of its env or of its
+// secretFiles, each resolved on its own.
+func TestContainerSecretsRedacted(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "docker")
+	// The runtime's command prints what the server would: both values.
+	writeScript(t, script, `#!/bin/sh
+case "$1" in
+image) printf '["/server"]\tnull\n' ;;
+run) echo "env token env-s3cret-1234, file token file-s3cret-5678" >&2; exit 1 ;;
+esac
+`)
+	c := NewConnector(ConnectorOptions{Containers: &ContainerRuntime{Name: "docker", Path: script, Init: script, Dir: filepath.Join(dir, "containers")}})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	envVal, fileVal := "env-s3cret-1234", "file-s3cret-5678"
+	_, err := c.Connect(ctx, Request{Name: "box", Spec: &spec.Spec{Container: &spec.ContainerSpec{
+		Image:       "srv:1",
+		Env:         []spec.EnvVar{{Name: "TOKEN", Value: &envVal}},
+		SecretFiles: []spec.EnvVar{{Name: "token", Value: &fileVal}},
+	}}})
+	if err == nil || !strings.Contains(err.Error(), "env token") {
+		t.Fatalf("Connect: %v, want the server's last words", err)
+	}
+	var pe interface{ ProcessStatus() *spec.ProcessStatus }
+	tail := ""
+	if errors.As(err, &pe) && pe.ProcessStatus() != nil {
+		tail = strings.Join(pe.ProcessStatus().StderrTail, "\n")
+	}
+	for _, v := range []string{envVal, fileVal} {
+		if strings.Contains(err.Error(), v) || strings.Contains(tail, v) {
+			t.Errorf("%s shows: %v\n%s", v, err, tail)
 		}
 	}
 }
