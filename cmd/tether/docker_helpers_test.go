@@ -192,14 +192,19 @@ func launchDockerd(daemon string) (*dockerd, *syncBuffer, func() error, error) {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
+	env := append(os.Environ(), "DOCKER_HOST="+host)
 	stop := func() error {
-		var err error
+		// A network's bridge (br-<id>) outlives a dockerd that stops with
+		// the network still there, and its directory is removed below:
+		// the networks go first (their containers before them), as a
+		// test that failed half-way may have left them.
+		err := removeNetworks(env)
 		// dockerd stops its containers and its containerd on SIGTERM.
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(60 * time.Second):
-			err = fmt.Errorf("dockerd (pid %d) did not stop within 60s of SIGTERM; killed", cmd.Process.Pid)
+			err = errors.Join(err, fmt.Errorf("dockerd (pid %d) did not stop within 60s of SIGTERM; killed", cmd.Process.Pid))
 			_ = cmd.Process.Kill()
 			<-exited
 		}
@@ -208,7 +213,6 @@ func launchDockerd(daemon string) (*dockerd, *syncBuffer, func() error, error) {
 		}
 		return err
 	}
-	env := append(os.Environ(), "DOCKER_HOST="+host)
 	if err := dockerInfo(env, 60*time.Second); err != nil {
 		select {
 		case <-exited:
@@ -219,6 +223,36 @@ func launchDockerd(daemon string) (*dockerd, *syncBuffer, func() error, error) {
 		return nil, nil, nil, fmt.Errorf("dockerd started but never answered docker info: %v\n%s", err, lastLines(logs.String(), 40))
 	}
 	return &dockerd{host: host, pid: cmd.Process.Pid, dir: dir}, logs, stop, nil
+}
+
+// removeNetworks removes the networks of the daemon env reaches that are
+// not its own (none, host) and every container, which would keep a network
+// in use; an error names what stayed.
+func removeNetworks(env []string) error {
+	docker := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "docker", args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("docker %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	networks, err := docker("network", "ls", "--quiet", "--filter", "type=custom")
+	if err != nil || networks == "" {
+		return err
+	}
+	if containers, err := docker("container", "ls", "--all", "--quiet"); err != nil {
+		return err
+	} else if containers != "" {
+		if _, err := docker(append([]string{"container", "rm", "--force"}, strings.Fields(containers)...)...); err != nil {
+			return err
+		}
+	}
+	_, err = docker(append([]string{"network", "rm"}, strings.Fields(networks)...)...)
+	return err
 }
 
 // clearDockerdLeftovers stops the daemons that killed test runs left and

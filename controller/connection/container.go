@@ -2,6 +2,7 @@ package connection
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -69,6 +70,9 @@ const (
 // Bounds of the runtime's own commands (inspect, pull, port, rm).
 const (
 	runtimeCommandTimeout = 30 * time.Second
+	// runtimeWaitDelay is how long a killed runtime command's output
+	// may stay open (held by a process it started) before it is closed.
+	runtimeWaitDelay = time.Second
 	// containerRemoveTimeout bounds removing a container after its session.
 	containerRemoveTimeout = 10 * time.Second
 	// portPollEvery is how often a starting port server is looked at.
@@ -88,6 +92,10 @@ type ContainerRuntime struct {
 	// the state directory's path; empty: none, and no leftovers are looked
 	// for.
 	Owner string
+	// StateDir is the state directory (absolute), which no mount may show
+	// a container: it holds every connection's secrets and tokens; empty:
+	// none.
+	StateDir string
 	// Init is tether's own executable, mounted as the entrypoint of a
 	// container that has env; empty when it cannot be (InitProblem says
 	// why).
@@ -99,6 +107,9 @@ type ContainerRuntime struct {
 	// Started is when this tether began to use the runtime: a directory of
 	// Dir older than that and without a container is a leftover.
 	Started time.Time
+	// commandTimeout bounds each of the runtime's own commands (0:
+	// runtimeCommandTimeout); tests shorten it.
+	commandTimeout time.Duration
 }
 
 // FindContainerRuntime resolves --container-runtime: "auto" (docker if it
@@ -136,6 +147,7 @@ func FindContainerRuntime(flag, dir, stateDir string) (*ContainerRuntime, error)
 	if stateDir != "" {
 		sum := sha256.Sum256([]byte(stateDir))
 		rt.Owner = hex.EncodeToString(sum[:8])
+		rt.StateDir = stateDir
 	}
 	rt.Init, rt.InitProblem = containerInit()
 	return rt, nil
@@ -161,14 +173,25 @@ func containerInit() (string, string) {
 func (rt *ContainerRuntime) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, rt.Path, args...)
 	cmd.Env = rt.Env
+	// Once ctx is done and the command killed, a process it started that
+	// still holds its output (podman re-executes itself in a user
+	// namespace) must not hold the wait up: the pipes are closed.
+	cmd.WaitDelay = runtimeWaitDelay
 	return cmd
 }
 
-// output runs the runtime's command and returns its standard output, or an
-// error with its standard error's last line.
+// output runs the runtime's command, bounded by the runtime's command
+// timeout, and returns its standard output, or an error with its
+// standard error's last line.
 func (rt *ContainerRuntime) output(ctx context.Context, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, runtimeCommandTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(rt.commandTimeout, runtimeCommandTimeout))
 	defer cancel()
+	return rt.outputWithin(ctx, args...)
+}
+
+// outputWithin is output bounded by ctx alone (a pull, which takes as long
+// as the image is large: the connect timeout bounds it).
+func (rt *ContainerRuntime) outputWithin(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := rt.command(ctx, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -187,11 +210,6 @@ func (rt *ContainerRuntime) output(ctx context.Context, args ...string) ([]byte,
 		return out, fmt.Errorf("%s %s: %w", rt.Name, args[0], err)
 	}
 	return out, nil
-}
-
-// Sandbox is what status.sandbox says of a container server of c.
-func (rt *ContainerRuntime) Sandbox(c *spec.ContainerSpec) string {
-	return fmt.Sprintf("container %s network=%s", rt.Name, c.NetworkMode())
 }
 
 // container is one container server: its name, its directory and how to
@@ -496,6 +514,9 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 		if _, err := os.Stat(src); err != nil {
 			return nil, fmt.Errorf("container.mounts: source %s: %w", src, errors.Unwrap(err))
 		}
+		if err := rt.exposesState(src); err != nil {
+			return nil, err
+		}
 		args = append(args, "--mount="+bindMount(src, m.Target, !m.Writable))
 	}
 	if hasFiles {
@@ -525,6 +546,35 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 	return append(args, cmd...), nil
 }
 
+// exposesState refuses a mount source that is the state directory, inside
+// it or holds it (the manifest's own directory holds the default one): the
+// server would read every connection's secrets, tokens and the other
+// containers' secret files there. Symbolic links are followed, as the
+// runtime's daemon follows them.
+func (rt *ContainerRuntime) exposesState(src string) error {
+	if rt.StateDir == "" {
+		return nil
+	}
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	s, state := resolve(src), resolve(rt.StateDir)
+	within := func(p, dir string) bool {
+		rel, err := filepath.Rel(dir, p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	switch {
+	case within(state, s):
+		return fmt.Errorf("container.mounts: source %s holds tether's state directory %s (every connection's secrets): mount a directory beside it", src, rt.StateDir)
+	case within(s, state):
+		return fmt.Errorf("container.mounts: source %s is in tether's state directory %s (every connection's secrets)", src, rt.StateDir)
+	}
+	return nil
+}
+
 // bindMount is a --mount value, CSV-quoted as the runtime reads it, so
 // that a comma or a quote in a path stays in the path.
 func bindMount(src, dst string, readOnly bool) string {
@@ -552,7 +602,9 @@ func (s *Session) imageCommand(ctx context.Context, rt *ContainerRuntime, c *spe
 	}
 	out, err := inspect()
 	if err != nil && (strings.Contains(strings.ToLower(err.Error()), "no such image") || strings.Contains(err.Error(), "image not known")) {
-		if _, perr := rt.output(ctx, "pull", "--quiet", "--", c.Image); perr != nil {
+		// Bounded by the connect timeout, as the runtime's own pull is
+		// for a container without env (docs/contract.md §1).
+		if _, perr := rt.outputWithin(ctx, "pull", "--quiet", "--", c.Image); perr != nil {
 			return nil, perr
 		}
 		out, err = inspect()
@@ -565,7 +617,8 @@ func (s *Session) imageCommand(ctx context.Context, rt *ContainerRuntime, c *spe
 	if json.Unmarshal([]byte(entry), &entrypoint) != nil || json.Unmarshal([]byte(cmd), &imageCmd) != nil {
 		return nil, fmt.Errorf("%s image inspect %s: unexpected output", rt.Name, c.Image)
 	}
-	if c.Args != nil {
+	if len(c.Args) > 0 {
+		// As the runtime reads them: args: [] leaves the image's cmd.
 		imageCmd = c.Args
 	}
 	argv := append(entrypoint, imageCmd...)
@@ -643,26 +696,23 @@ func RemoveLeftoverContainers(ctx context.Context, rt *ContainerRuntime, log *sl
 		log.Debug("cannot look for containers a previous tether left", "runtime", rt.Name, "err", err)
 		return nil
 	}
-	ids := strings.Fields(string(out))
-	if len(ids) > 0 {
-		args := append([]string{"container", "inspect", "--format={{.Name}}\t{{index .Config.Labels \"" + containerLabelTether + "\"}}", "--"}, ids...)
-		out, err = rt.output(ctx, args...)
-		if err != nil {
-			// One may have gone meanwhile (inspect fails for all then):
-			// the next start looks again.
-			log.Warn("cannot read the containers a previous tether may have left", "runtime", rt.Name, "err", err)
-			return nil
-		}
-	} else {
-		out = nil
-	}
 	var removed []string
 	keep := map[string]bool{}
 	// Where a process's start time cannot be read (not Linux), this
 	// tether's own containers are known by its pid and a start of 0.
 	self, _ := startTicks(os.Getpid())
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		name, owner, _ := strings.Cut(line, "\t")
+	for _, id := range strings.Fields(string(out)) {
+		// One at a time: one that goes meanwhile (this tether's own
+		// containers start and stop beside this) fails only its own
+		// inspect, where a list would fail for all.
+		line, err := rt.output(ctx, "container", "inspect", "--format={{.Name}}\t{{index .Config.Labels \""+containerLabelTether+"\"}}", "--", id)
+		if err != nil {
+			if !isNoSuchContainer(err) {
+				log.Warn("cannot read a container a previous tether may have left", "runtime", rt.Name, "container", id, "err", err)
+			}
+			continue
+		}
+		name, owner, _ := strings.Cut(strings.TrimSpace(string(line)), "\t")
 		name = strings.TrimPrefix(name, "/") // docker's names start with one
 		if name == "" {
 			continue

@@ -203,3 +203,38 @@ func TestContainerConnectWithoutRuntime(t *testing.T) {
 		t.Errorf("Connect with env and no usable init: %v", err)
 	}
 }
+
+// TestContainerArgsRefuseStateDir: no mount shows a container tether's
+// state directory (every connection's secrets and tokens, the other
+// containers' secret files): not the directory, nothing in it, nothing
+// that holds it (the manifest's directory holds the default one), not
+// through a symbolic link. A directory beside it is fine.
+func TestContainerArgsRefuseStateDir(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, ".tether")
+	for _, d := range []string{filepath.Join(state, "containers"), filepath.Join(dir, "data")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &ContainerRuntime{Name: "docker", Path: "/usr/bin/docker", StateDir: state}
+	s := &Session{name: "box", conn: &Connector{containers: rt}}
+	ct := &container{rt: rt, name: "tether-box-1"}
+	mount := func(src string) error {
+		c := &spec.ContainerSpec{Image: "srv:1", Mounts: []spec.Mount{{Source: src, Target: "/m"}}}
+		_, err := s.containerArgs(context.Background(), ct, c, dir, false, false)
+		return err
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(state, link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	for _, src := range []string{".", dir, state, ".tether/containers", "link", filepath.Dir(dir)} {
+		if err := mount(src); err == nil || !strings.Contains(err.Error(), "tether's state directory "+state) {
+			t.Errorf("mount of %s: %v, want it refused for showing the state directory", src, err)
+		}
+	}
+	if err := mount("data"); err != nil {
+		t.Errorf("mount of a directory beside the state directory: %v", err)
+	}
+}

@@ -5,6 +5,8 @@ package connection
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -71,19 +73,30 @@ func TestRemoveLeftoverContainers(t *testing.T) {
 	}
 	// The container list the script prints for inspect: name, then the
 	// tether label.
-	listing := strings.Join([]string{
+	// id0 is gone by the time it is inspected (one of this tether's own,
+	// stopped meanwhile): the others are read all the same.
+	listing := []string{
 		"/tether-a-dead\t999999999-12345",
 		"/tether-b-mine\t" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(self, 10),
 		"/tether-c-parent\t" + strconv.Itoa(os.Getppid()) + "-" + strconv.FormatUint(parent, 10),
 		"/tether-d-garbled\tnot-a-label",
 		"/tether-e-reused\t" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(self+1, 10),
-	}, "\n")
+	}
+	var inspect strings.Builder
+	for i, l := range listing {
+		fmt.Fprintf(&inspect, "id%d) printf '%%s\\n' '%s' ;;\n", i+1, l)
+	}
 	script := filepath.Join(dir, "docker")
 	writeScript(t, script, `#!/bin/sh
 echo "$*" >> `+calls+`
 case "$1" in
-ps) printf 'id1\nid2\nid3\nid4\nid5\n' ;;
-container) printf '%s\n' "`+listing+`" ;;
+ps) printf 'id0\nid1\nid2\nid3\nid4\nid5\n' ;;
+container)
+	eval "id=\${$#}"
+	case "$id" in
+	`+inspect.String()+`
+	*) echo "Error response from daemon: No such container: $id" >&2; exit 1 ;;
+	esac ;;
 rm) ;;
 esac
 `)
@@ -145,7 +158,7 @@ func TestFindContainerRuntime(t *testing.T) {
 	}
 	writeScript(t, filepath.Join(bin, "podman"), "#!/bin/sh\n")
 	rt, err := FindContainerRuntime("auto", "/state/containers", "/state")
-	if err != nil || rt.Name != "podman" || rt.Path != filepath.Join(bin, "podman") || rt.Dir != "/state/containers" || len(rt.Owner) != 16 {
+	if err != nil || rt.Name != "podman" || rt.Path != filepath.Join(bin, "podman") || rt.Dir != "/state/containers" || len(rt.Owner) != 16 || rt.StateDir != "/state" {
 		t.Fatalf("auto with podman: %+v, %v", rt, err)
 	}
 	writeScript(t, filepath.Join(bin, "docker"), "#!/bin/sh\n")
@@ -238,5 +251,132 @@ esac
 	_, err := c.Connect(ctx, Request{Name: "box", Spec: &spec.Spec{Container: &spec.ContainerSpec{Image: "srv:1"}}})
 	if err == nil || !strings.Contains(err.Error(), "stderr: docker: Error response from daemon: invalid mount config") {
 		t.Errorf("Connect: %v, want the daemon's reason", err)
+	}
+}
+
+// TestRuntimeCommandBounded: a runtime command that hangs is killed at its
+// bound, and a process it started that holds its output (podman
+// re-executes itself in a user namespace) does not hold the wait beyond
+// it: output returns an error, not when that process ends.
+func TestRuntimeCommandBounded(t *testing.T) {
+	dir := t.TempDir()
+	script, pidFile := filepath.Join(dir, "docker"), filepath.Join(dir, "pid")
+	writeScript(t, script, "#!/bin/sh\nsleep 60 &\necho $! > "+pidFile+"\nexec sleep 60\n")
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	rt := &ContainerRuntime{Name: "docker", Path: script, commandTimeout: 100 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.output(context.Background(), "ps")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("a hung runtime command succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runtime command is still waited for 30s after its bound")
+	}
+}
+
+// TestContainerPullWithinConnect: an image that is not there yet is pulled
+// within the connect's bound, not the runtime's short one for its other
+// commands (a large image takes long): the pull that outlasts the latter
+// completes and the container runs.
+func TestContainerPullWithinConnect(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	script := filepath.Join(dir, "docker")
+	writeScript(t, script, `#!/bin/sh
+echo "$*" >> `+calls+`
+case "$1" in
+image) [ -f `+dir+`/pulled ] || { echo "Error: No such image: srv:1" >&2; exit 1; }
+	printf '["/server"]\tnull\n' ;;
+pull) sleep 1; touch `+dir+`/pulled ;;
+run) echo "the container ran" >&2; exit 3 ;;
+esac
+`)
+	rt := &ContainerRuntime{Name: "docker", Path: script, Init: script, commandTimeout: 200 * time.Millisecond}
+	c := NewConnector(ConnectorOptions{Containers: rt})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v := "x"
+	_, err := c.Connect(ctx, Request{Name: "box", Spec: &spec.Spec{Container: &spec.ContainerSpec{Image: "srv:1", Env: []spec.EnvVar{{Name: "A", Value: &v}}}}})
+	if err == nil || !strings.Contains(err.Error(), "the container ran") {
+		t.Errorf("Connect: %v, want the container run after the pull", err)
+	}
+	log, _ := os.ReadFile(calls)
+	if !strings.Contains(string(log), "pull --quiet -- srv:1") {
+		t.Errorf("the image was not pulled:\n%s", log)
+	}
+}
+
+// TestImageCommand: with env, tether runs the image's entrypoint and cmd
+// itself, as the runtime would without env: args replace the cmd, and an
+// empty args leaves it (the runtime cannot be told to drop it).
+func TestImageCommand(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "docker")
+	writeScript(t, script, "#!/bin/sh\nprintf '[\"/entry\",\"-e\"]\\t[\"serve\",\"--port=1\"]\\n'\n")
+	rt := &ContainerRuntime{Name: "docker", Path: script}
+	s := &Session{name: "box", conn: &Connector{containers: rt}}
+	for _, tc := range []struct {
+		command, args []string
+		want          []string
+	}{
+		{nil, nil, []string{"/entry", "-e", "serve", "--port=1"}},
+		{nil, []string{}, []string{"/entry", "-e", "serve", "--port=1"}},
+		{nil, []string{"other"}, []string{"/entry", "-e", "other"}},
+		{[]string{"/bin/x"}, nil, []string{"/bin/x"}},
+		{[]string{"/bin/x"}, []string{"y"}, []string{"/bin/x", "y"}},
+	} {
+		got, err := s.imageCommand(context.Background(), rt, &spec.ContainerSpec{Image: "srv:1", Command: tc.command, Args: tc.args})
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("command %q args %q: %q (%v), want %q", tc.command, tc.args, got, err, tc.want)
+		}
+	}
+}
+
+// TestContainerSecretsRedacted: what a container server writes to stderr
+// (its tail, the connect error) never shows a value of its env or of its
+// secretFiles, each resolved on its own.
+func TestContainerSecretsRedacted(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "docker")
+	// The runtime's command prints what the server would: both values.
+	writeScript(t, script, `#!/bin/sh
+case "$1" in
+image) printf '["/server"]\tnull\n' ;;
+run) echo "env token env-s3cret-1234, file token file-s3cret-5678" >&2; exit 1 ;;
+esac
+`)
+	c := NewConnector(ConnectorOptions{Containers: &ContainerRuntime{Name: "docker", Path: script, Init: script, Dir: filepath.Join(dir, "containers")}})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	envVal, fileVal := "env-s3cret-1234", "file-s3cret-5678"
+	_, err := c.Connect(ctx, Request{Name: "box", Spec: &spec.Spec{Container: &spec.ContainerSpec{
+		Image:       "srv:1",
+		Env:         []spec.EnvVar{{Name: "TOKEN", Value: &envVal}},
+		SecretFiles: []spec.EnvVar{{Name: "token", Value: &fileVal}},
+	}}})
+	if err == nil || !strings.Contains(err.Error(), "env token") {
+		t.Fatalf("Connect: %v, want the server's last words", err)
+	}
+	var pe interface{ ProcessStatus() *spec.ProcessStatus }
+	tail := ""
+	if errors.As(err, &pe) && pe.ProcessStatus() != nil {
+		tail = strings.Join(pe.ProcessStatus().StderrTail, "\n")
+	}
+	for _, v := range []string{envVal, fileVal} {
+		if strings.Contains(err.Error(), v) || strings.Contains(tail, v) {
+			t.Errorf("%s shows: %v\n%s", v, err, tail)
+		}
 	}
 }

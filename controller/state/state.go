@@ -15,8 +15,10 @@
 //	                      server (controller/connection's container.go),
 //	                      removed with the container
 //
-// The directory is mode 0700 and every file 0600: a spec may hold plain env
-// and header values, and a spec's command is run. An existing directory
+// The directory is mode 0700 and every file 0600 (but the files of
+// containers/, which the container's user must read: 0444 under its 0700
+// directory): a spec may hold plain env and header values, and a spec's
+// command is run. An existing directory
 // that another user owns or others may write is refused whole (Open), and
 // each file read must pass the same check. Files are written atomically. A file that cannot be
 // read back (corrupt, from another program, from a newer tether) is
