@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -75,13 +76,15 @@ type bridge struct {
 	opts Options
 	log  *slog.Logger
 
-	initialize  []byte            // the client's initialize request, as sent
-	initialized []byte            // its notifications/initialized
-	inFlight    map[string][]byte // the client's requests the owner has not answered, by id
-	// listens are the client's subscriptions/listen requests (2026-07-28):
-	// the stream a modern client's notifications come on. Open until the
-	// server ends them, they are sent again to the next owner rather than
-	// answered with an error.
+	initialize  []byte // the client's initialize request, as sent
+	initialized []byte // its notifications/initialized
+	// inFlight are the client's requests the owner has not answered: each
+	// id as the client wrote it, by idKey (only the id is kept).
+	inFlight map[string]json.RawMessage
+	// listens are the client's subscriptions/listen requests (2026-07-28),
+	// by idKey: the stream a modern client's notifications come on. Open
+	// until the server ends them, they are sent again to the next owner
+	// rather than answered with an error.
 	listens map[string][]byte
 	// setLevel and subscribes are a 2025 client's session state the owner
 	// keeps: its last logging/setLevel and its resources/subscribe by URI,
@@ -103,7 +106,7 @@ const (
 // Run bridges until the client closes In (nil), ctx ends, or no owner
 // answers within Options.Wait (ErrNoOwner).
 func Run(ctx context.Context, opts Options) error {
-	b := &bridge{opts: opts, log: opts.Log, inFlight: map[string][]byte{}, listens: map[string][]byte{},
+	b := &bridge{opts: opts, log: opts.Log, inFlight: map[string]json.RawMessage{}, listens: map[string][]byte{},
 		subscribes: map[string][]byte{}, replays: map[string]bool{}}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -273,8 +276,8 @@ func (b *bridge) loop(ctx context.Context, fromClient chan []byte, clientErr cha
 				continue
 			}
 			if env.isResponse() {
-				delete(b.inFlight, string(env.ID))
-				delete(b.listens, string(env.ID))
+				delete(b.inFlight, idKey(env.ID))
+				delete(b.listens, idKey(env.ID))
 			}
 			b.toClient(line)
 		}
@@ -295,8 +298,8 @@ func (b *bridge) lost(up **upstream, err error) {
 	for id := range b.listens {
 		delete(b.inFlight, id)
 	}
-	for id := range b.inFlight {
-		b.toClient(errorAnswer(id, "tether: the directory's owner went away before answering this request (it may or may not have run); the bridge is connecting to the next owner: send it again"))
+	for _, id := range b.inFlight {
+		b.toClient(errorAnswer(string(id), "tether: the directory's owner went away before answering this request (it may or may not have run); the bridge is connecting to the next owner: send it again"))
 	}
 	clear(b.inFlight)
 	if b.opts.Lost != nil {
@@ -325,8 +328,8 @@ func (b *bridge) resume(up *upstream, again bool) bool {
 		if b.initialize != nil {
 			b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed"}`))
 		}
-		for id := range b.listens {
-			b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed","params":{"_meta":{"` + subscriptionIDKey + `":` + id + `}}}`))
+		for _, line := range b.listens {
+			b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed","params":{"_meta":{"` + subscriptionIDKey + `":` + string(parse(line).ID) + `}}}`))
 		}
 	}
 	return true
@@ -373,8 +376,8 @@ func (b *bridge) fromClient(line []byte) {
 	case env.Method == "notifications/cancelled":
 		// A cancelled request may never be answered: it is not in flight
 		// any more, and a cancelled listen stream is not opened again.
-		delete(b.inFlight, string(env.Params.RequestID))
-		delete(b.listens, string(env.Params.RequestID))
+		delete(b.inFlight, idKey(env.Params.RequestID))
+		delete(b.listens, idKey(env.Params.RequestID))
 	}
 }
 
@@ -408,12 +411,12 @@ func (b *bridge) failHeld(err error) {
 		}
 	}
 	b.held = nil
-	for id := range b.listens {
-		b.inFlight[id] = nil
+	for key, line := range b.listens {
+		b.inFlight[key] = parse(line).ID
 	}
 	clear(b.listens)
-	for id := range b.inFlight {
-		b.toClient(errorAnswer(id, "tether: "+err.Error()))
+	for _, id := range b.inFlight {
+		b.toClient(errorAnswer(string(id), "tether: "+err.Error()))
 	}
 	clear(b.inFlight)
 }
@@ -423,14 +426,14 @@ func (b *bridge) failHeld(err error) {
 func (b *bridge) write(up *upstream, line []byte) error {
 	env := parse(line)
 	if env.isRequest() && string(env.ID) != replayID {
-		b.inFlight[string(env.ID)] = line
+		b.inFlight[idKey(env.ID)] = env.ID
 		if env.Method == listenMethod {
-			b.listens[string(env.ID)] = line
+			b.listens[idKey(env.ID)] = line
 		}
 	}
 	_, err := up.rwc.Write(append(line, '\n'))
 	if err != nil {
-		delete(b.inFlight, string(env.ID))
+		delete(b.inFlight, idKey(env.ID))
 	}
 	return err
 }
@@ -461,6 +464,25 @@ func withID(line []byte, id string) []byte {
 		return line
 	}
 	return out
+}
+
+// idKey is a JSON-RPC id as a value, the same however it is spelled: the
+// owner's go-sdk answers a number as the integer it reads (2.0 and 2e0 are
+// 2) and a string in its own escaping, so an answer is matched to its
+// request by this key, not by bytes.
+func idKey(id json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(id, &v); err != nil {
+		return string(id)
+	}
+	switch v := v.(type) {
+	case float64:
+		return strconv.FormatInt(int64(v), 10)
+	case string:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	return string(id)
 }
 
 func errorAnswer(id, msg string) []byte {
