@@ -27,9 +27,13 @@ import (
 // framing does (the go-sdk's DefaultMaxLineLength).
 const MaxLine = 16 << 20
 
-// MaxHeld bounds what the client may send while no owner answers: past it
-// a request is answered with an error at once.
-const MaxHeld = 256
+// MaxHeld and MaxHeldBytes bound what the client may send while no owner
+// answers (messages, and their bytes: 256 messages of MaxLine would be
+// 4 GiB): past either a request is answered with an error at once.
+const (
+	MaxHeld      = 256
+	MaxHeldBytes = 2 * MaxLine
+)
 
 // LostCode is the JSON-RPC error code of a request that was in flight when
 // the owner went, or that found no owner within the wait.
@@ -94,6 +98,7 @@ type bridge struct {
 	subscribes map[string][]byte
 	replays    map[string]bool
 	held       [][]byte // what the client sent while no owner answered
+	heldBytes  int      // their bytes
 }
 
 // listenMethod is the 2026-07-28 request that carries a client's
@@ -383,13 +388,14 @@ func (b *bridge) fromClient(line []byte) {
 
 func (b *bridge) hold(line []byte) {
 	env := parse(line)
-	if len(b.held) >= MaxHeld {
+	if len(b.held) >= MaxHeld || b.heldBytes+len(line) > MaxHeldBytes {
 		if env.isRequest() {
-			b.toClient(errorAnswer(string(env.ID), fmt.Sprintf("tether: no owner of the directory answers, and %d messages already wait for one", MaxHeld)))
+			b.toClient(errorAnswer(string(env.ID), fmt.Sprintf("tether: no owner of the directory answers, and %d messages (%d bytes) already wait for one, at most %d messages and %d bytes", len(b.held), b.heldBytes, MaxHeld, MaxHeldBytes)))
 		}
 		return
 	}
 	b.held = append(b.held, line)
+	b.heldBytes += len(line)
 }
 
 // flushHeld sends what waited, in order; false when a write failed (the
@@ -399,6 +405,7 @@ func (b *bridge) flushHeld(up *upstream) bool {
 		if err := b.write(up, b.held[0]); err != nil {
 			return false
 		}
+		b.heldBytes -= len(b.held[0])
 		b.held = b.held[1:]
 	}
 	return true
@@ -410,7 +417,7 @@ func (b *bridge) failHeld(err error) {
 			b.toClient(errorAnswer(string(env.ID), "tether: "+err.Error()))
 		}
 	}
-	b.held = nil
+	b.held, b.heldBytes = nil, 0
 	for key, line := range b.listens {
 		b.inFlight[key] = parse(line).ID
 	}

@@ -378,3 +378,19 @@ func TestBridgeMatchesAnswersByIDValue(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// What waits for an owner is bounded in bytes too: a request that would
+// take it past MaxHeldBytes is answered with an error at once.
+func TestBridgeBoundsTheBytesItHolds(t *testing.T) {
+	_, c, done := runBridge(t, 10*time.Second)
+	pad := strings.Repeat("x", MaxLine-100)
+	for range MaxHeldBytes / MaxLine {
+		c.send(t, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"p":"`+pad+`"}}`)
+	}
+	c.send(t, `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"p":"`+pad+`"}}`)
+	if got := c.read(t); !strings.Contains(got, `"id":99,"error"`) || !strings.Contains(got, "already wait") {
+		t.Errorf("client got %.200s", got)
+	}
+	c.in.Close()
+	<-done
+}
