@@ -30,8 +30,10 @@ func newConnectCmd() *cobra.Command {
 		Use:   "connect [--dir DIR]",
 		Short: "Bridge an MCP client on stdin/stdout to the tether that owns a directory",
 		Long: `connect is what an MCP client launches (a "command" entry in its
-configuration) where a tether daemon (the systemd unit, a launchd agent, a
-Windows service, or a tether run in a terminal) owns the directory: it carries
+configuration) where a tether daemon that runs as the same user (a systemd
+user unit, a launchd agent, a tether run in a terminal) owns the directory:
+the control socket admits no other user, so a system service under an account
+of its own is reached at its HTTP gateway instead. It carries
 the client's session on stdin/stdout to that tether's gateway over the
 directory's control socket, and starts no server itself.
 
