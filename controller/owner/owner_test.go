@@ -137,7 +137,7 @@ func TestRecordRoundTripsAndIsPrivate(t *testing.T) {
 // A socket path too long for sun_path moves to a private directory of the
 // user's own, named after the state directory; a short one stays in it.
 func TestSocketPath(t *testing.T) {
-	short := t.TempDir()
+	short := realTempDir(t)
 	if got := SocketPath(short); got != filepath.Join(short, SocketName) {
 		t.Errorf("SocketPath(%s) = %s", short, got)
 	}
@@ -234,7 +234,7 @@ func TestServerOnTheSocket(t *testing.T) {
 // A socket path of exactly the longest length stays in the state
 // directory.
 func TestSocketPathAtTheLimit(t *testing.T) {
-	base := t.TempDir()
+	base := realTempDir(t)
 	need := maxSocketPath - len(base) - 2 - len(SocketName)
 	if need < 1 {
 		t.Skipf("the temporary directory %s is too long for this test", base)
@@ -395,4 +395,39 @@ func TestDialRefusesASocketOthersMayReplace(t *testing.T) {
 	if _, err := Query(ctx, dir); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("Query of a socket writable by others: %v, want refused", err)
 	}
+}
+
+// Every spelling of one state directory (a symbolic link to it) names the
+// same socket, as it takes the same lock: a bridge given the link reaches
+// the owner given the directory, whichever side of the length limit each
+// spelling is.
+func TestSocketPathOfALinkedStateDirectory(t *testing.T) {
+	base := t.TempDir()
+	long := filepath.Join(base, strings.Repeat("l", 110))
+	must(t, os.MkdirAll(long, 0o700))
+	link := filepath.Join(base, "ln")
+	must(t, os.Symlink(long, link))
+	if a, b := SocketPath(long), SocketPath(link); a != b {
+		t.Errorf("SocketPath of the directory %s, of a link to it %s", a, b)
+	}
+	ln, err := Listen(long)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := &Server{Record: func() Record { return Record{PID: 7} }}
+	hs := &http.Server{Handler: srv.Handler(ctx)}
+	go hs.Serve(ln)
+	defer hs.Close()
+	if rec, err := Query(ctx, link); err != nil || rec.PID != 7 {
+		t.Errorf("Query through the link: %+v, %v", rec, err)
+	}
+}
+
+// realTempDir is a temporary directory with its symbolic links resolved
+// (macOS's /var is /private/var), as SocketPath names it.
+func realTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	must(t, err)
+	return dir
 }
