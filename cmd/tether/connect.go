@@ -92,7 +92,9 @@ func (o *connectOptions) run(ctx context.Context, in io.Reader, out, stderr io.W
 	})
 	switch {
 	case errors.Is(err, bridge.ErrNoOwner):
-		return fmt.Errorf("no tether owns %s (state directory %s) after waiting %s: start tether run --dir %s, or its service", o.dir, stateDir, o.wait, o.dir)
+		// The last attempt's error says why: nothing listens, or a socket
+		// there is refused.
+		return fmt.Errorf("no tether owns %s (state directory %s) after waiting %s: start tether run --dir %s, or its service (%w)", o.dir, stateDir, o.wait, o.dir, err)
 	case errors.Is(err, context.Canceled):
 		return nil
 	}
