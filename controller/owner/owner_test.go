@@ -307,22 +307,76 @@ func TestSessionWaitingForReadyEndsWithTheOwner(t *testing.T) {
 	hs := &http.Server{Handler: srv.Handler(ctx)}
 	go hs.Serve(ln)
 	defer hs.Close()
-	dialed := make(chan error, 1)
+	// Accepted at once; not served while the owner is not ready, and
+	// closed unserved when the owner stops meanwhile.
+	ended := make(chan error, 1)
 	go func() {
-		_, err := DialSession(context.Background(), dir, BridgeWait)
-		dialed <- err
+		sess, err := DialSession(context.Background(), dir, BridgeWait)
+		if err != nil {
+			ended <- err
+			return
+		}
+		defer sess.Close()
+		_, err = sess.Read(make([]byte, 1))
+		ended <- err
 	}()
 	<-waiting
 	cancel()
 	select {
-	case err := <-dialed:
-		if err == nil || !strings.Contains(err.Error(), "503") {
-			t.Errorf("DialSession while the owner stopped: %v, want 503", err)
+	case err := <-ended:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("a session waiting while the owner stopped: %v, want it accepted, then EOF (closed unserved)", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a session waiting for Ready held the owner's shutdown")
 	}
 	srv.Wait()
+}
+
+// A session is accepted before the owner is ready, however long that
+// takes: a bridge's wait for an owner (its dial's deadline) does not end
+// while the owner settles, and the session is served once it is ready.
+func TestSessionAcceptedBeforeTheOwnerIsReady(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := Listen(dir)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	srv := &Server{
+		Record: func() Record { return Record{} },
+		Ready: func(ctx context.Context) {
+			select {
+			case <-ready:
+			case <-ctx.Done():
+			}
+		},
+		Serve: func(_ context.Context, rwc io.ReadWriteCloser) error {
+			_, err := io.Copy(rwc, rwc)
+			return err
+		},
+	}
+	hs := &http.Server{Handler: srv.Handler(ctx)}
+	go hs.Serve(ln)
+	defer hs.Close()
+	dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer dcancel()
+	sess, err := DialSession(dctx, dir, BridgeTakeover)
+	close(ready)
+	if err != nil {
+		t.Fatalf("DialSession while the owner settles: %v, want the session accepted", err)
+	}
+	defer sess.Close()
+	if n := srv.Attached(); n != 1 {
+		t.Errorf("Attached = %d with a takeover session waiting to be served, want 1", n)
+	}
+	if _, err := io.WriteString(sess, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(sess, got); err != nil || string(got) != "ping\n" {
+		t.Fatalf("the session once ready: %q, %v", got, err)
+	}
 }
 
 // A session whose bridge never reads has its writes cut after
