@@ -137,6 +137,7 @@ func TestRecordRoundTripsAndIsPrivate(t *testing.T) {
 // A socket path too long for sun_path moves to a private directory of the
 // user's own, named after the state directory; a short one stays in it.
 func TestSocketPath(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // the fallback directory is the test's own
 	short := realTempDir(t)
 	if got := SocketPath(short); got != filepath.Join(short, SocketName) {
 		t.Errorf("SocketPath(%s) = %s", short, got)
@@ -154,6 +155,7 @@ func TestSocketPath(t *testing.T) {
 // The server answers its record and serves sessions on the socket, with
 // its mode 0600; with no listener, clients get ErrNoOwner.
 func TestServerOnTheSocket(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // the fallback directory is the test's own
 	for _, long := range []bool{false, true} {
 		dir := t.TempDir()
 		if long {
@@ -456,6 +458,7 @@ func TestDialRefusesASocketOthersMayReplace(t *testing.T) {
 // the owner given the directory, whichever side of the length limit each
 // spelling is.
 func TestSocketPathOfALinkedStateDirectory(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // the fallback directory is the test's own
 	base := t.TempDir()
 	long := filepath.Join(base, strings.Repeat("l", 110))
 	must(t, os.MkdirAll(long, 0o700))
