@@ -43,6 +43,16 @@ func repoRoot(t testing.TB) string {
 
 // builtBinaries builds tether, the example server and the go-sdk
 // conformance server once per test binary.
+// TestMain removes the binaries built for the run: about 65 MB in the
+// temporary directory each time, which piled up run after run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 func builtBinaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
