@@ -30,8 +30,10 @@ func newConnectCmd() *cobra.Command {
 		Use:   "connect [--dir DIR]",
 		Short: "Bridge an MCP client on stdin/stdout to the tether that owns a directory",
 		Long: `connect is what an MCP client launches (a "command" entry in its
-configuration) where a tether daemon (the systemd unit, a launchd agent, a
-Windows service, or a tether run in a terminal) owns the directory: it carries
+configuration) where a tether daemon that runs as the same user (a systemd
+user unit, a launchd agent, a tether run in a terminal) owns the directory:
+the control socket admits no other user, so a system service under an account
+of its own is reached at its HTTP gateway instead. It carries
 the client's session on stdin/stdout to that tether's gateway over the
 directory's control socket, and starts no server itself.
 
@@ -90,7 +92,9 @@ func (o *connectOptions) run(ctx context.Context, in io.Reader, out, stderr io.W
 	})
 	switch {
 	case errors.Is(err, bridge.ErrNoOwner):
-		return fmt.Errorf("no tether owns %s (state directory %s) after waiting %s: start tether run --dir %s, or its service", o.dir, stateDir, o.wait, o.dir)
+		// The last attempt's error says why: nothing listens, or a socket
+		// there is refused.
+		return fmt.Errorf("no tether owns %s (state directory %s) after waiting %s: start tether run --dir %s, or its service (%w)", o.dir, stateDir, o.wait, o.dir, err)
 	case errors.Is(err, context.Canceled):
 		return nil
 	}

@@ -75,18 +75,16 @@ var sharedDockerd struct {
 	err  error
 }
 
-// TestMain stops the shared daemon once every test has run.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if stop := sharedDockerd.stop; stop != nil {
-		if err := stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the tests' dockerd:", err)
-			if code == 0 {
-				code = 1
+// The shared daemon is stopped once every test has run (TestMain).
+func init() {
+	afterTests = append(afterTests, func() error {
+		if stop := sharedDockerd.stop; stop != nil {
+			if err := stop(); err != nil {
+				return fmt.Errorf("stopping the tests' dockerd: %w", err)
 			}
 		}
-	}
-	os.Exit(code)
+		return nil
+	})
 }
 
 // startDocker returns a Docker daemon for the test: the one the docker CLI

@@ -47,6 +47,30 @@ func repoRoot(t testing.TB) string {
 // releases and `make build` are: a container server's env is set by
 // tether's own binary inside the container, which a scratch image can run
 // only when it needs no libc.
+//
+// TestMain removes the binaries built for the run (about 65 MB in the
+// temporary directory each time, which piled up run after run) and runs
+// what other helpers registered in afterTests (the tests' dockerd).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, after := range afterTests {
+		if err := after(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// afterTests run once every test has: what a helper shared between tests
+// must stop.
+var afterTests []func() error
+
 func builtBinaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {

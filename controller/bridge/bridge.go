@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -26,9 +27,13 @@ import (
 // framing does (the go-sdk's DefaultMaxLineLength).
 const MaxLine = 16 << 20
 
-// MaxHeld bounds what the client may send while no owner answers: past it
-// a request is answered with an error at once.
-const MaxHeld = 256
+// MaxHeld and MaxHeldBytes bound what the client may send while no owner
+// answers (messages, and their bytes: 256 messages of MaxLine would be
+// 4 GiB): past either a request is answered with an error at once.
+const (
+	MaxHeld      = 256
+	MaxHeldBytes = 2 * MaxLine
+)
 
 // LostCode is the JSON-RPC error code of a request that was in flight when
 // the owner went, or that found no owner within the wait.
@@ -75,13 +80,15 @@ type bridge struct {
 	opts Options
 	log  *slog.Logger
 
-	initialize  []byte            // the client's initialize request, as sent
-	initialized []byte            // its notifications/initialized
-	inFlight    map[string][]byte // the client's requests the owner has not answered, by id
-	// listens are the client's subscriptions/listen requests (2026-07-28):
-	// the stream a modern client's notifications come on. Open until the
-	// server ends them, they are sent again to the next owner rather than
-	// answered with an error.
+	initialize  []byte // the client's initialize request, as sent
+	initialized []byte // its notifications/initialized
+	// inFlight are the client's requests the owner has not answered: each
+	// id as the client wrote it, by idKey (only the id is kept).
+	inFlight map[string]json.RawMessage
+	// listens are the client's subscriptions/listen requests (2026-07-28),
+	// by idKey: the stream a modern client's notifications come on. Open
+	// until the server ends them, they are sent again to the next owner
+	// rather than answered with an error.
 	listens map[string][]byte
 	// setLevel and subscribes are a 2025 client's session state the owner
 	// keeps: its last logging/setLevel and its resources/subscribe by URI,
@@ -91,6 +98,7 @@ type bridge struct {
 	subscribes map[string][]byte
 	replays    map[string]bool
 	held       [][]byte // what the client sent while no owner answered
+	heldBytes  int      // their bytes
 }
 
 // listenMethod is the 2026-07-28 request that carries a client's
@@ -103,7 +111,7 @@ const (
 // Run bridges until the client closes In (nil), ctx ends, or no owner
 // answers within Options.Wait (ErrNoOwner).
 func Run(ctx context.Context, opts Options) error {
-	b := &bridge{opts: opts, log: opts.Log, inFlight: map[string][]byte{}, listens: map[string][]byte{},
+	b := &bridge{opts: opts, log: opts.Log, inFlight: map[string]json.RawMessage{}, listens: map[string][]byte{},
 		subscribes: map[string][]byte{}, replays: map[string]bool{}}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -273,8 +281,8 @@ func (b *bridge) loop(ctx context.Context, fromClient chan []byte, clientErr cha
 				continue
 			}
 			if env.isResponse() {
-				delete(b.inFlight, string(env.ID))
-				delete(b.listens, string(env.ID))
+				delete(b.inFlight, idKey(env.ID))
+				delete(b.listens, idKey(env.ID))
 			}
 			b.toClient(line)
 		}
@@ -295,8 +303,8 @@ func (b *bridge) lost(up **upstream, err error) {
 	for id := range b.listens {
 		delete(b.inFlight, id)
 	}
-	for id := range b.inFlight {
-		b.toClient(errorAnswer(id, "tether: the directory's owner went away before answering this request (it may or may not have run); the bridge is connecting to the next owner: send it again"))
+	for _, id := range b.inFlight {
+		b.toClient(errorAnswer(string(id), "tether: the directory's owner went away before answering this request (it may or may not have run); the bridge is connecting to the next owner: send it again"))
 	}
 	clear(b.inFlight)
 	if b.opts.Lost != nil {
@@ -325,8 +333,8 @@ func (b *bridge) resume(up *upstream, again bool) bool {
 		if b.initialize != nil {
 			b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed"}`))
 		}
-		for id := range b.listens {
-			b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed","params":{"_meta":{"` + subscriptionIDKey + `":` + id + `}}}`))
+		for _, line := range b.listens {
+			b.toClient([]byte(`{"jsonrpc":"2.0","method":"notifications/` + m + `/list_changed","params":{"_meta":{"` + subscriptionIDKey + `":` + string(parse(line).ID) + `}}}`))
 		}
 	}
 	return true
@@ -373,20 +381,21 @@ func (b *bridge) fromClient(line []byte) {
 	case env.Method == "notifications/cancelled":
 		// A cancelled request may never be answered: it is not in flight
 		// any more, and a cancelled listen stream is not opened again.
-		delete(b.inFlight, string(env.Params.RequestID))
-		delete(b.listens, string(env.Params.RequestID))
+		delete(b.inFlight, idKey(env.Params.RequestID))
+		delete(b.listens, idKey(env.Params.RequestID))
 	}
 }
 
 func (b *bridge) hold(line []byte) {
 	env := parse(line)
-	if len(b.held) >= MaxHeld {
+	if len(b.held) >= MaxHeld || b.heldBytes+len(line) > MaxHeldBytes {
 		if env.isRequest() {
-			b.toClient(errorAnswer(string(env.ID), fmt.Sprintf("tether: no owner of the directory answers, and %d messages already wait for one", MaxHeld)))
+			b.toClient(errorAnswer(string(env.ID), fmt.Sprintf("tether: no owner of the directory answers, and %d messages (%d bytes) already wait for one, at most %d messages and %d bytes", len(b.held), b.heldBytes, MaxHeld, MaxHeldBytes)))
 		}
 		return
 	}
 	b.held = append(b.held, line)
+	b.heldBytes += len(line)
 }
 
 // flushHeld sends what waited, in order; false when a write failed (the
@@ -396,6 +405,7 @@ func (b *bridge) flushHeld(up *upstream) bool {
 		if err := b.write(up, b.held[0]); err != nil {
 			return false
 		}
+		b.heldBytes -= len(b.held[0])
 		b.held = b.held[1:]
 	}
 	return true
@@ -407,13 +417,13 @@ func (b *bridge) failHeld(err error) {
 			b.toClient(errorAnswer(string(env.ID), "tether: "+err.Error()))
 		}
 	}
-	b.held = nil
-	for id := range b.listens {
-		b.inFlight[id] = nil
+	b.held, b.heldBytes = nil, 0
+	for key, line := range b.listens {
+		b.inFlight[key] = parse(line).ID
 	}
 	clear(b.listens)
-	for id := range b.inFlight {
-		b.toClient(errorAnswer(id, "tether: "+err.Error()))
+	for _, id := range b.inFlight {
+		b.toClient(errorAnswer(string(id), "tether: "+err.Error()))
 	}
 	clear(b.inFlight)
 }
@@ -423,14 +433,14 @@ func (b *bridge) failHeld(err error) {
 func (b *bridge) write(up *upstream, line []byte) error {
 	env := parse(line)
 	if env.isRequest() && string(env.ID) != replayID {
-		b.inFlight[string(env.ID)] = line
+		b.inFlight[idKey(env.ID)] = env.ID
 		if env.Method == listenMethod {
-			b.listens[string(env.ID)] = line
+			b.listens[idKey(env.ID)] = line
 		}
 	}
 	_, err := up.rwc.Write(append(line, '\n'))
 	if err != nil {
-		delete(b.inFlight, string(env.ID))
+		delete(b.inFlight, idKey(env.ID))
 	}
 	return err
 }
@@ -461,6 +471,25 @@ func withID(line []byte, id string) []byte {
 		return line
 	}
 	return out
+}
+
+// idKey is a JSON-RPC id as a value, the same however it is spelled: the
+// owner's go-sdk answers a number as the integer it reads (2.0 and 2e0 are
+// 2) and a string in its own escaping, so an answer is matched to its
+// request by this key, not by bytes.
+func idKey(id json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(id, &v); err != nil {
+		return string(id)
+	}
+	switch v := v.(type) {
+	case float64:
+		return strconv.FormatInt(int64(v), 10)
+	case string:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	return string(id)
 }
 
 func errorAnswer(id, msg string) []byte {

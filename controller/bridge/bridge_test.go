@@ -337,3 +337,60 @@ func TestBridgeClosesASessionDialedAfterItEnded(t *testing.T) {
 		t.Errorf("the late session's other end read %v, want EOF (closed by the bridge)", err)
 	}
 }
+
+// The owner answers an id in its own spelling (the go-sdk reads 1.0 as 1
+// and writes a string with its escapes): the request is answered all the
+// same, and gets no second, error, answer when the owner goes. One still
+// in flight is answered with the id the client wrote.
+func TestBridgeMatchesAnswersByIDValue(t *testing.T) {
+	f, c, done := runBridge(t, 10*time.Second)
+	first := f.add()
+	c.send(t, initReq)
+	first.read(t)
+	first.send(t, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}`)
+	c.read(t)
+	for _, tc := range []struct{ sent, answered string }{
+		{`2.0`, `2`},
+		{`"\u0061"`, `"a"`},
+		{`"<"`, `"\u003c"`},
+	} {
+		c.send(t, `{"jsonrpc":"2.0","id":`+tc.sent+`,"method":"ping"}`)
+		first.read(t)
+		first.send(t, `{"jsonrpc":"2.0","id":`+tc.answered+`,"result":{}}`)
+		c.read(t)
+	}
+	c.send(t, `{"jsonrpc":"2.0","id":7.0,"method":"tools/call","params":{"name":"slow"}}`)
+	first.read(t)
+	first.conn.Close()
+	if got := c.read(t); !strings.Contains(got, `"id":7.0,"error"`) {
+		t.Fatalf("the request in flight was answered %s, want an error under its own id", got)
+	}
+	second := f.add()
+	second.read(t) // the replayed initialize
+	second.send(t, `{"jsonrpc":"2.0","id":"tether-bridge-replay","result":{"protocolVersion":"2025-11-25"}}`)
+	// The next the client hears is that its lists changed: no error for a
+	// request that was answered.
+	if got := c.read(t); !strings.Contains(got, "list_changed") {
+		t.Fatalf("after the owner went the client got %s, want list_changed", got)
+	}
+	c.in.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// What waits for an owner is bounded in bytes too: a request that would
+// take it past MaxHeldBytes is answered with an error at once.
+func TestBridgeBoundsTheBytesItHolds(t *testing.T) {
+	_, c, done := runBridge(t, 10*time.Second)
+	pad := strings.Repeat("x", MaxLine-100)
+	for range MaxHeldBytes / MaxLine {
+		c.send(t, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"p":"`+pad+`"}}`)
+	}
+	c.send(t, `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"p":"`+pad+`"}}`)
+	if got := c.read(t); !strings.Contains(got, `"id":99,"error"`) || !strings.Contains(got, "already wait") {
+		t.Errorf("client got %.200s", got)
+	}
+	c.in.Close()
+	<-done
+}

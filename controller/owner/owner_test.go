@@ -137,7 +137,8 @@ func TestRecordRoundTripsAndIsPrivate(t *testing.T) {
 // A socket path too long for sun_path moves to a private directory of the
 // user's own, named after the state directory; a short one stays in it.
 func TestSocketPath(t *testing.T) {
-	short := t.TempDir()
+	t.Setenv("TMPDIR", t.TempDir()) // the fallback directory is the test's own
+	short := realTempDir(t)
 	if got := SocketPath(short); got != filepath.Join(short, SocketName) {
 		t.Errorf("SocketPath(%s) = %s", short, got)
 	}
@@ -154,6 +155,7 @@ func TestSocketPath(t *testing.T) {
 // The server answers its record and serves sessions on the socket, with
 // its mode 0600; with no listener, clients get ErrNoOwner.
 func TestServerOnTheSocket(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // the fallback directory is the test's own
 	for _, long := range []bool{false, true} {
 		dir := t.TempDir()
 		if long {
@@ -234,7 +236,7 @@ func TestServerOnTheSocket(t *testing.T) {
 // A socket path of exactly the longest length stays in the state
 // directory.
 func TestSocketPathAtTheLimit(t *testing.T) {
-	base := t.TempDir()
+	base := realTempDir(t)
 	need := maxSocketPath - len(base) - 2 - len(SocketName)
 	if need < 1 {
 		t.Skipf("the temporary directory %s is too long for this test", base)
@@ -307,22 +309,76 @@ func TestSessionWaitingForReadyEndsWithTheOwner(t *testing.T) {
 	hs := &http.Server{Handler: srv.Handler(ctx)}
 	go hs.Serve(ln)
 	defer hs.Close()
-	dialed := make(chan error, 1)
+	// Accepted at once; not served while the owner is not ready, and
+	// closed unserved when the owner stops meanwhile.
+	ended := make(chan error, 1)
 	go func() {
-		_, err := DialSession(context.Background(), dir, BridgeWait)
-		dialed <- err
+		sess, err := DialSession(context.Background(), dir, BridgeWait)
+		if err != nil {
+			ended <- err
+			return
+		}
+		defer sess.Close()
+		_, err = sess.Read(make([]byte, 1))
+		ended <- err
 	}()
 	<-waiting
 	cancel()
 	select {
-	case err := <-dialed:
-		if err == nil || !strings.Contains(err.Error(), "503") {
-			t.Errorf("DialSession while the owner stopped: %v, want 503", err)
+	case err := <-ended:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("a session waiting while the owner stopped: %v, want it accepted, then EOF (closed unserved)", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a session waiting for Ready held the owner's shutdown")
 	}
 	srv.Wait()
+}
+
+// A session is accepted before the owner is ready, however long that
+// takes: a bridge's wait for an owner (its dial's deadline) does not end
+// while the owner settles, and the session is served once it is ready.
+func TestSessionAcceptedBeforeTheOwnerIsReady(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := Listen(dir)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	srv := &Server{
+		Record: func() Record { return Record{} },
+		Ready: func(ctx context.Context) {
+			select {
+			case <-ready:
+			case <-ctx.Done():
+			}
+		},
+		Serve: func(_ context.Context, rwc io.ReadWriteCloser) error {
+			_, err := io.Copy(rwc, rwc)
+			return err
+		},
+	}
+	hs := &http.Server{Handler: srv.Handler(ctx)}
+	go hs.Serve(ln)
+	defer hs.Close()
+	dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer dcancel()
+	sess, err := DialSession(dctx, dir, BridgeTakeover)
+	close(ready)
+	if err != nil {
+		t.Fatalf("DialSession while the owner settles: %v, want the session accepted", err)
+	}
+	defer sess.Close()
+	if n := srv.Attached(); n != 1 {
+		t.Errorf("Attached = %d with a takeover session waiting to be served, want 1", n)
+	}
+	if _, err := io.WriteString(sess, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(sess, got); err != nil || string(got) != "ping\n" {
+		t.Fatalf("the session once ready: %q, %v", got, err)
+	}
 }
 
 // A session whose bridge never reads has its writes cut after
@@ -395,4 +451,40 @@ func TestDialRefusesASocketOthersMayReplace(t *testing.T) {
 	if _, err := Query(ctx, dir); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("Query of a socket writable by others: %v, want refused", err)
 	}
+}
+
+// Every spelling of one state directory (a symbolic link to it) names the
+// same socket, as it takes the same lock: a bridge given the link reaches
+// the owner given the directory, whichever side of the length limit each
+// spelling is.
+func TestSocketPathOfALinkedStateDirectory(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // the fallback directory is the test's own
+	base := t.TempDir()
+	long := filepath.Join(base, strings.Repeat("l", 110))
+	must(t, os.MkdirAll(long, 0o700))
+	link := filepath.Join(base, "ln")
+	must(t, os.Symlink(long, link))
+	if a, b := SocketPath(long), SocketPath(link); a != b {
+		t.Errorf("SocketPath of the directory %s, of a link to it %s", a, b)
+	}
+	ln, err := Listen(long)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := &Server{Record: func() Record { return Record{PID: 7} }}
+	hs := &http.Server{Handler: srv.Handler(ctx)}
+	go hs.Serve(ln)
+	defer hs.Close()
+	if rec, err := Query(ctx, link); err != nil || rec.PID != 7 {
+		t.Errorf("Query through the link: %+v, %v", rec, err)
+	}
+}
+
+// realTempDir is a temporary directory with its symbolic links resolved
+// (macOS's /var is /private/var), as SocketPath names it.
+func realTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	must(t, err)
+	return dir
 }

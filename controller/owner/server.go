@@ -99,18 +99,6 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.open.Add(-1)
-	if s.Ready != nil {
-		// The wait ends with the owner too, not only with the request.
-		ctx, cancel := context.WithCancel(r.Context())
-		stop := context.AfterFunc(s.ctx, cancel)
-		s.Ready(ctx)
-		stop()
-		cancel()
-		if s.ctx.Err() != nil {
-			http.Error(w, "owner: shutting down", http.StatusServiceUnavailable)
-			return
-		}
-	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		http.Error(w, "owner: this connection cannot be upgraded", http.StatusInternalServerError)
@@ -124,13 +112,31 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	// timeouts no longer apply, and its Shutdown does not wait for it.
 	_ = conn.SetDeadline(time.Time{})
 	conn = &writeDeadlineConn{Conn: conn, d: s.WriteTimeout}
+	// Counted before the bridge hears it is accepted.
+	if r.Header.Get(BridgeHeader) == BridgeTakeover {
+		s.takeovers.Add(1)
+		defer s.takeovers.Add(-1)
+	}
+	// The session is accepted at once, before the wait for Ready: the
+	// bridge's --owner-wait bounds finding an owner, and this owner bounds
+	// its own wait (Ready). What the bridge sends meanwhile waits in the
+	// connection.
 	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: "+SessionProtocol+"\r\nConnection: Upgrade\r\n\r\n"); err != nil {
 		conn.Close()
 		return
 	}
-	if r.Header.Get(BridgeHeader) == BridgeTakeover {
-		s.takeovers.Add(1)
-		defer s.takeovers.Add(-1)
+	if s.Ready != nil {
+		// The wait ends with the owner too; a session the owner stops
+		// before it is ready is closed unserved.
+		ctx, cancel := context.WithCancel(r.Context())
+		stop := context.AfterFunc(s.ctx, cancel)
+		s.Ready(ctx)
+		stop()
+		cancel()
+		if s.ctx.Err() != nil {
+			conn.Close()
+			return
+		}
 	}
 	err = s.Serve(s.ctx, &hijacked{Reader: rw.Reader, Conn: conn})
 	conn.Close()

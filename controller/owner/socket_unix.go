@@ -24,10 +24,7 @@ const maxSocketPath = 103
 // that path is too long for a socket, a socket named after the directory
 // in a directory of tether's user's own under the temporary directory.
 func SocketPath(stateDir string) string {
-	p := filepath.Join(stateDir, SocketName)
-	if abs, err := filepath.Abs(p); err == nil {
-		p = abs
-	}
+	p := filepath.Join(canonical(stateDir), SocketName)
 	if len(p) <= maxSocketPath {
 		return p
 	}
