@@ -62,6 +62,8 @@ func serveControl(ctx context.Context, o *runOptions, stateDir string, gw *gatew
 		// connections' first outcomes, as a gateway client's first list
 		// does (docs/contract.md §5).
 		Ready: func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, o.connect)
+			defer cancel()
 			select {
 			case <-ctrl.FirstOutcomes():
 			case <-ctx.Done():
