@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,13 +34,15 @@ var (
 )
 
 // requireSandbox skips a test on a kernel without what the sandbox tests
-// use (Landlock ABI 6, unprivileged user namespaces), and fails it there
-// under CI=true, whose machines have both.
+// use (Landlock ABI 6, the seccomp filter, unprivileged user namespaces),
+// and fails it there under CI=true, whose machines have all three.
 func requireSandbox(t testing.TB) {
 	t.Helper()
 	problem := ""
 	if abi := sandbox.ABI(); abi < 6 {
 		problem = fmt.Sprintf("the kernel's Landlock ABI is %d, the tests need 6", abi)
+	} else if !sandbox.DetectKernel().Seccomp {
+		problem = "the kernel does not take the launcher's seccomp filter (or there is none for " + runtime.GOARCH + ")"
 	} else if out, err := exec.Command("unshare", "-U", "-n", "true").CombinedOutput(); err != nil {
 		problem = fmt.Sprintf("no unprivileged user and network namespaces (unshare -U -n: %v %s)", err, out)
 	}
