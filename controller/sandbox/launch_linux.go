@@ -92,12 +92,12 @@ func launch(args []string) error {
 		return err
 	}
 	// Last, as it refuses Unix sockets and io_uring to the launcher too.
+	// Where the kernel does not take it, Check decided before the start
+	// whether that is acceptable, as for the ruleset.
 	if seccompAvailable() {
 		if err := installFilter(); err != nil {
 			return err
 		}
-	} else if ABI() < 9 && !plan.BestEffort {
-		return fmt.Errorf("seccomp: this kernel does not take the filter for %s, and Landlock ABI %d does not hold Unix socket files (set bestEffort: true to run without)", runtime.GOARCH, ABI())
 	}
 	err = syscall.Exec(args[0], args[1:], env)
 	if errors.Is(err, syscall.EACCES) {
