@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,13 +34,15 @@ var (
 )
 
 // requireSandbox skips a test on a kernel without what the sandbox tests
-// use (Landlock ABI 6, unprivileged user namespaces), and fails it there
-// under CI=true, whose machines have both.
+// use (Landlock ABI 6, the seccomp filter, unprivileged user namespaces),
+// and fails it there under CI=true, whose machines have all three.
 func requireSandbox(t testing.TB) {
 	t.Helper()
 	problem := ""
 	if abi := sandbox.ABI(); abi < 6 {
 		problem = fmt.Sprintf("the kernel's Landlock ABI is %d, the tests need 6", abi)
+	} else if !sandbox.DetectKernel().Seccomp {
+		problem = "the kernel does not take the launcher's seccomp filter (or there is none for " + runtime.GOARCH + ")"
 	} else if out, err := exec.Command("unshare", "-U", "-n", "true").CombinedOutput(); err != nil {
 		problem = fmt.Sprintf("no unprivileged user and network namespaces (unshare -U -n: %v %s)", err, out)
 	}
@@ -55,9 +58,11 @@ func requireSandbox(t testing.TB) {
 // bestEffortHere is what the tests' policies need to start on this kernel,
 // and what status.sandbox then says: before Landlock ABI 9 no policy is
 // enforced fully (a Unix socket file outside the grants stays open to
-// connect: docs/security.md), so there they accept less.
+// connect: docs/security.md) unless the seccomp filter refuses Unix
+// sockets, and before ABI 6 none is (signal scoping); there they accept
+// less.
 func bestEffortHere() (need bool, suffix string) {
-	if sandbox.ABI() >= 9 {
+	if k := sandbox.DetectKernel(); k.ABI >= 9 || (k.ABI >= 6 && k.Seccomp) {
 		return false, ""
 	}
 	return true, " (best effort)"
@@ -213,6 +218,7 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	// a server without workingDir runs.
 	expectPrefix(t, "open: read in tether's working directory", attempt(t, s, "open_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "ok: ")
 	expectPrefix(t, "open: connect to a Unix socket file", attempt(t, s, "open_connect_unix", map[string]any{"path": sock}), "ok: ")
+	expectPrefix(t, "open: set up an io_uring", attempt(t, s, "open_io_uring", nil), "ok: ")
 	expectPrefix(t, "open: read a descriptor tether inherited", attempt(t, s, "open_read_fd", map[string]any{"fd": 3}), "ok: -----BEGIN OPENSSH PRIVATE KEY")
 	must(t, os.Remove(outside))
 
@@ -236,14 +242,19 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	}
 	expectPrefix(t, "confined: read a descriptor tether inherited", attempt(t, s, "confined_read_fd", map[string]any{"fd": 3}), "refused: ")
 	expectPrefix(t, "offline: read a descriptor tether inherited", attempt(t, s, "offline_read_fd", map[string]any{"fd": 3}), "refused: ")
-	// Before Landlock ABI 9 a socket file is out of Landlock's sight, which
-	// is why every policy needs bestEffort there (Check).
-	unixWant := "refused: "
-	if sandbox.ABI() < 9 {
-		unixWant = "ok: "
+	// Before Landlock ABI 9 a socket file is out of Landlock's sight: the
+	// seccomp filter refuses the socket (EACCES), and io_uring, whose
+	// socket and connect operations it would not see (EPERM).
+	unixWant, uringWant := "refused: ", "refused: "
+	if k := sandbox.DetectKernel(); k.Seccomp {
+		unixWant, uringWant = "refused: dial unix "+sock+": socket: permission denied", "refused: operation not permitted"
+	} else if k.ABI < 9 {
+		unixWant, uringWant = "ok: ", "ok: "
 	}
 	expectPrefix(t, "confined: connect to a Unix socket file", attempt(t, s, "confined_connect_unix", map[string]any{"path": sock}), unixWant)
 	expectPrefix(t, "offline: connect to a Unix socket file", attempt(t, s, "offline_connect_unix", map[string]any{"path": sock}), unixWant)
+	expectPrefix(t, "confined: set up an io_uring", attempt(t, s, "confined_io_uring", nil), uringWant)
+	expectPrefix(t, "offline: set up an io_uring", attempt(t, s, "offline_io_uring", nil), uringWant)
 	expectPrefix(t, "confined: signal tether", attempt(t, s, "confined_signal_parent", nil), "refused: ")
 	expectPrefix(t, "confined: read in tether's working directory", attempt(t, s, "confined_read_file", map[string]any{"path": "sandbox_e2e_test.go"}), "refused: ")
 

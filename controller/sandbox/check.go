@@ -24,6 +24,9 @@ func (e *UnsupportedError) SandboxUnsupported() bool { return true }
 // Kernel is what the running kernel offers the sandbox (DetectKernel).
 type Kernel struct {
 	ABI int // Landlock ABI version, 0 without Landlock
+	// Seccomp: the kernel takes the launcher's seccomp filter, which
+	// refuses Unix sockets (socket(AF_UNIX, …)) and io_uring.
+	Seccomp bool
 	// MPTCP: Multipath TCP is enabled (net.mptcp.enabled). Landlock's TCP
 	// rules cover classic TCP only: a socket(…, IPPROTO_MPTCP) connects
 	// and binds past them.
@@ -47,8 +50,11 @@ func Check(p *Plan, k Kernel) []string {
 	// A connect to a socket file is no open: before ABI 9 Landlock does not
 	// see it, and the server reaches every Unix socket its user may (a
 	// D-Bus session bus that starts programs unconfined, docker.sock),
-	// whatever its grants and network.
-	need(9, "Unix socket files outside the grants refused (connect to a D-Bus bus, docker.sock)")
+	// whatever its grants and network. The seccomp filter refuses it a
+	// Unix socket at all, on any ABI.
+	if !k.Seccomp {
+		need(9, "Unix socket files outside the grants refused (connect to a D-Bus bus, docker.sock): neither Landlock nor the seccomp filter here")
+	}
 	if p.HandleTCP {
 		need(4, "TCP connect and bind rules")
 	}

@@ -16,11 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DetectKernel is what the running kernel offers: its Landlock ABI, and
-// whether Multipath TCP is enabled (read from /proc/sys; unreadable counts
-// as enabled, the side that refuses rather than trusts).
+// DetectKernel is what the running kernel offers: its Landlock ABI,
+// whether it takes the launcher's seccomp filter, and whether Multipath TCP
+// is enabled (read from /proc/sys; unreadable counts as enabled, the side
+// that refuses rather than trusts).
 func DetectKernel() Kernel {
-	k := Kernel{ABI: ABI(), MPTCP: true}
+	k := Kernel{ABI: ABI(), Seccomp: seccompAvailable(), MPTCP: true}
 	if b, err := os.ReadFile("/proc/sys/net/mptcp/enabled"); err == nil {
 		k.MPTCP = strings.TrimSpace(string(b)) != "0"
 	} else if errors.Is(err, os.ErrNotExist) {
@@ -89,6 +90,14 @@ func launch(args []string) error {
 	// CAP_SYS_MODULE or CAP_SYS_RAWIO.
 	if err := dropCapabilities(); err != nil {
 		return err
+	}
+	// Last, as it refuses Unix sockets and io_uring to the launcher too.
+	// Where the kernel does not take it, Check decided before the start
+	// whether that is acceptable, as for the ruleset.
+	if seccompAvailable() {
+		if err := installFilter(); err != nil {
+			return err
+		}
 	}
 	err = syscall.Exec(args[0], args[1:], env)
 	if errors.Is(err, syscall.EACCES) {

@@ -18,6 +18,10 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == LauncherArg {
 		os.Exit(Launch(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == probeArg {
+		probe()
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

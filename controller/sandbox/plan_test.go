@@ -174,30 +174,38 @@ func TestBuildNetwork(t *testing.T) {
 	}
 }
 
-// TestCheck: what each Landlock ABI cannot enforce of a plan.
+// TestCheck: what each Landlock ABI cannot enforce of a plan, with and
+// without the seccomp filter.
 func TestCheck(t *testing.T) {
 	fs := &Plan{Network: "none", Namespace: true}
 	connect := &Plan{Network: "connect", HandleTCP: true, HandleUDP: true, Hosts: []string{"h:443"}}
 	for _, tc := range []struct {
-		plan *Plan
-		abi  int
-		want []string // each a part of one missing item, in order
+		plan    *Plan
+		abi     int
+		seccomp bool
+		want    []string // each a part of one missing item, in order
 	}{
-		{fs, 9, nil},
-		{fs, 11, nil},
-		{fs, 8, []string{"Unix socket files outside the grants refused (connect to a D-Bus bus, docker.sock) (Landlock ABI 9; this kernel has 8)"}},
-		{fs, 7, []string{"Unix socket files"}},
-		{fs, 5, []string{"signal and abstract Unix socket scoping (Landlock ABI 6; this kernel has 5)", "Unix socket files"}},
-		{fs, 0, []string{"file system rules", "truncate", "ioctl", "scoping", "Unix socket files"}},
-		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 10, nil},
-		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 9, []string{"UDP rules"}},
-		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 7, []string{"Unix socket files", "UDP rules"}},
-		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 3, []string{"ioctl", "scoping", "Unix socket files", "TCP connect and bind rules (Landlock ABI 4; this kernel has 3)", "UDP rules"}},
-		{connect, 10, []string{`connect "h:443": Landlock filters ports, not hosts`}},
+		// The filter refuses Unix sockets below ABI 9.
+		{fs, 7, true, nil},
+		{fs, 6, true, nil},
+		{fs, 5, true, []string{"signal and abstract Unix socket scoping"}},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 7, true, []string{"UDP rules"}},
+		{fs, 11, true, nil},
+		{fs, 9, false, nil},
+		{fs, 11, false, nil},
+		{fs, 8, false, []string{"Unix socket files outside the grants refused (connect to a D-Bus bus, docker.sock): neither Landlock nor the seccomp filter here (Landlock ABI 9; this kernel has 8)"}},
+		{fs, 7, false, []string{"Unix socket files"}},
+		{fs, 5, false, []string{"signal and abstract Unix socket scoping (Landlock ABI 6; this kernel has 5)", "Unix socket files"}},
+		{fs, 0, false, []string{"file system rules", "truncate", "ioctl", "scoping", "Unix socket files"}},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 10, false, nil},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 9, false, []string{"UDP rules"}},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 7, false, []string{"Unix socket files", "UDP rules"}},
+		{&Plan{Network: "connect", HandleTCP: true, HandleUDP: true}, 3, false, []string{"ioctl", "scoping", "Unix socket files", "TCP connect and bind rules (Landlock ABI 4; this kernel has 3)", "UDP rules"}},
+		{connect, 10, false, []string{`connect "h:443": Landlock filters ports, not hosts`}},
 	} {
-		got := Check(tc.plan, Kernel{ABI: tc.abi})
+		got := Check(tc.plan, Kernel{ABI: tc.abi, Seccomp: tc.seccomp})
 		if len(got) != len(tc.want) {
-			t.Errorf("Check(%+v, ABI %d) = %q, want %d items %q", tc.plan, tc.abi, got, len(tc.want), tc.want)
+			t.Errorf("Check(%+v, ABI %d, seccomp %v) = %q, want %d items %q", tc.plan, tc.abi, tc.seccomp, got, len(tc.want), tc.want)
 			continue
 		}
 		for i := range got {

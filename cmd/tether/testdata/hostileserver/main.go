@@ -17,6 +17,7 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
@@ -76,6 +77,15 @@ func main() {
 			_ = c.Close()
 		}
 		return outcome(err, "connected to "+a.Path)
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "io_uring", Description: "set up an io_uring, whose socket and connect operations are no syscalls"}, func(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
+		var params [120]byte // struct io_uring_params
+		fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params)), 0)
+		if errno != 0 {
+			return outcome(errno, "")
+		}
+		_ = unix.Close(int(fd))
+		return outcome(nil, "an io_uring")
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "connect_mptcp", Description: "open a Multipath TCP connection"}, func(ctx context.Context, _ *mcp.CallToolRequest, a addrArgs) (*mcp.CallToolResult, any, error) {
 		d := net.Dialer{Timeout: 5 * time.Second}
