@@ -465,7 +465,7 @@ func New(opts Options) *Gateway {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
-	g.server.AddReceivingMiddleware(g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
+	g.server.AddReceivingMiddleware(g.endWithSSEStream, g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
 	srv := g.server
 	sessionTimeout := opts.SessionTimeout
 	if sessionTimeout == 0 {

@@ -88,8 +88,33 @@ func (g *Gateway) sseHandler(client func(*http.Request) string, stop context.Con
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		defer context.AfterFunc(stop, cancel)()
+		// The go-sdk gives the session's requests this context's values
+		// but not its end; endWithSSEStream finds the stream by it.
+		ctx = context.WithValue(ctx, sseStreamKey{}, ctx)
 		sdk.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// sseStreamKey is the context key of an SSE session's stream context.
+type sseStreamKey struct{}
+
+// endWithSSEStream ends a request of an SSE session when its stream ends.
+// The go-sdk does not: a client that went away left its requests running
+// (a list waiting for the first outcomes up to --connect-timeout, a call
+// up to its timeout), and the stream's handler, which closes the session
+// and waits for them, held its place among the SSE sessions meanwhile.
+// Requests of other sessions pass as they came.
+func (g *Gateway) endWithSSEStream(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		stream, ok := ctx.Value(sseStreamKey{}).(context.Context)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(stream, cancel)()
+		return next(ctx, method, req)
+	}
 }
 
 // legacySSE is /sse with everything /mcp has in front of it (serve.go),
