@@ -54,8 +54,14 @@ func (g *Gateway) awaitFirstOutcomes(ctx context.Context) {
 		return
 	default:
 	}
-	g.firstWaiting.Add(1)
+	// Lists over HTTP wait one per connection, but an SSE session's are
+	// POSTed and answered on its stream: a client could park any number.
+	// Past --max-connections waiting lists, a list is answered at once
+	// with what is served.
 	defer g.firstWaiting.Add(-1)
+	if g.firstWaiting.Add(1) > int64(g.opts.MaxConnections) {
+		return
+	}
 	t := time.NewTimer(g.opts.FirstAnswerTimeout)
 	defer t.Stop()
 	select {
