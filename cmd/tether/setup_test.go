@@ -39,7 +39,7 @@ func TestClientConfigPath(t *testing.T) {
 // client it read back at tether.
 func TestImportEndsWithSetup(t *testing.T) {
 	for _, tt := range []struct{ config, want string }{
-		{"/Users/ada/Library/Application Support/Claude/claude_desktop_config.json", "tether setup claude-desktop --dir "},
+		{"/Users/ada/Library/Application Support/Claude/claude_desktop_config.json", "--config '/Users/ada/Library/Application Support/Claude/claude_desktop_config.json' --dry-run"},
 		{"/home/ada/.cursor/mcp.json", "tether setup cursor --dir "},
 		{"/src/app/.vscode/mcp.json", "tether setup vscode --dir "},
 		{"/src/app/.mcp.json", "tether setup claude-code --dir "},
