@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,6 +123,16 @@ type sseSession struct {
 	t      *testing.T
 	post   string // the URL messages go to
 	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	events strings.Builder // what the stream carried
+}
+
+// streamed reports whether the stream carried text.
+func (s *sseSession) streamed(text string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Contains(s.events.String(), text)
 }
 
 // openSSESession opens a stream on url's /sse, reads the endpoint event,
@@ -148,8 +158,18 @@ func openSSESession(t *testing.T, url string) *sseSession {
 			endpoint = strings.TrimSpace(rest)
 		}
 	}
-	go io.Copy(io.Discard, br) // ends with the stream
 	s := &sseSession{t: t, post: strings.TrimSuffix(url, Path) + endpoint, cancel: cancel}
+	go func() { // ends with the stream
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.events.WriteString(line)
+			s.mu.Unlock()
+		}
+	}()
 	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
 	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return s
@@ -184,4 +204,23 @@ func TestSSEClientThatLeavesFreesItsRequests(t *testing.T) {
 		defer g.sse.mu.Unlock()
 		return g.sse.n == 0
 	})
+}
+
+// TestSSERequestsInFlightAreBounded: an SSE message is answered 202 and
+// served meanwhile, so a client could keep any number running; past
+// Options.MaxConnections requests of SSE sessions in flight (as many as
+// /mcp could hold, one per connection), a request gets an error at once.
+func TestSSERequestsInFlightAreBounded(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), SSE: true, MaxConnections: 2, FirstAnswer: make(chan struct{}), FirstAnswerTimeout: time.Hour})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	s := openSSESession(t, url)
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	s.send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	waitFor(t, "two lists wait", func() bool { return g.firstWaiting.Load() == 2 })
+	s.send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	waitFor(t, "the third request is refused", func() bool {
+		return s.streamed(`"id":3,"error"`) && s.streamed("requests of SSE sessions are in flight")
+	})
+	s.cancel()
+	waitFor(t, "the waits end with the stream", func() bool { return g.firstWaiting.Load() == 0 && g.sseInFlight.n.Load() == 0 })
 }
