@@ -42,6 +42,16 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
+// TestMain removes what builtBinaries built: three binaries, some 80 MB,
+// were left in the temporary directory by every run of this package.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // builtBinaries builds tether, the example server and the go-sdk
 // conformance server once per test binary, static (CGO_ENABLED=0) as
 // releases and `make build` are: a container server's env is set by

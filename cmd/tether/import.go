@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tether-mcp/tether/controller/importer"
+	"github.com/tether-mcp/tether/controller/statusview"
 )
 
 type importOptions struct {
@@ -142,13 +143,16 @@ func printSetupHint(w io.Writer, config, out string) {
 	if abs, err := filepath.Abs(out); err == nil {
 		dir = abs
 	}
+	// Printed to be pasted: a path with a space (macOS's "Application
+	// Support") is quoted.
+	dir = statusview.ShellQuote(dir)
 	fmt.Fprintf(w, "\nNext: serve these with tether (tether run --dir %s, or a service), then point the client at it:\n", dir)
 	if client == "" {
 		fmt.Fprintf(w, "  tether setup --print --dir %s   (paste the snippet into the client's configuration)\n", dir)
 	} else {
 		flag := ""
 		if config != "-" {
-			flag = " --config " + config
+			flag = " --config " + statusview.ShellQuote(config)
 		}
 		fmt.Fprintf(w, "  tether setup %s --dir %s%s --dry-run   (then without --dry-run)\n", client, dir, flag)
 	}

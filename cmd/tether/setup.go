@@ -138,14 +138,14 @@ func (o *setupOptions) run(name string, stdout io.Writer) error {
 		return importer.UnifiedDiff(stdout, path, old, updated)
 	}
 	if old != nil {
-		backup := path + ".tether-backup-" + time.Now().UTC().Format("20060102T150405Z")
+		backup := backupPath(path, time.Now())
 		if err := atomicfile.Write(backup, old, mode, 0o700); err != nil {
 			return fmt.Errorf("keeping a backup of %s: %w (nothing written)", path, err)
 		}
 		fmt.Fprintf(stdout, "kept the previous %s as %s\n", filepath.Base(path), backup)
 	}
-	if err := atomicfile.Write(path, updated, mode, 0o700); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	if err := writeClientConfig(path, old, updated, mode); err != nil {
+		return err
 	}
 	what := "launches " + strings.Join(append([]string{launch.Command}, launch.Args...), " ")
 	if launch.URL != "" {
@@ -204,6 +204,40 @@ func readClientConfig(path string) ([]byte, fs.FileMode, error) {
 		return nil, 0, fmt.Errorf("%s: %w", path, err)
 	}
 	return data, fi.Mode().Perm(), nil
+}
+
+// backupPath is a name for the backup of path taken at now that no file
+// has: two runs within one second (setup, then setup with another --dir)
+// must not replace the first backup, the only copy of the file as it was
+// before tether touched it.
+func backupPath(path string, now time.Time) string {
+	base := path + ".tether-backup-" + now.UTC().Format("20060102T150405Z")
+	name := base
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			return name
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+}
+
+// writeClientConfig replaces the configuration at path, read as old, by
+// updated, unless the file changed since it was read: clients rewrite
+// their own configuration while they run (Claude Code's ~/.claude.json
+// on every session), and writing over such a change would lose it.
+func writeClientConfig(path string, old, updated []byte, mode fs.FileMode) error {
+	now, _, err := boundedfile.Read(path, maxSetupConfigBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && old == nil:
+	case err != nil:
+		return fmt.Errorf("%s: %w (nothing written)", path, err)
+	case old == nil || !bytes.Equal(now, old):
+		return fmt.Errorf("%s changed while tether setup ran (its client rewrote it?): nothing written; run tether setup again", path)
+	}
+	if err := atomicfile.Write(path, updated, mode, 0o700); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // clientConfigPath is where client keeps its MCP configuration on goos.

@@ -29,8 +29,8 @@ var firstAnswerMethods = map[string]bool{
 // before serveTools settles the claims (gateway.go, settle), so that the
 // connections that come up meanwhile rank as at start-up: by name. The
 // wait ends with the request's context: a client that goes away frees it
-// (over HTTP, cancelOnDisconnect tells the session; over stdio the session
-// ends).
+// (over HTTP, cancelOnDisconnect tells the session; over /sse the end of
+// its stream does, endWithSSEStream; over stdio the session ends).
 func (g *Gateway) waitFirstAnswer(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if firstAnswerMethods[method] && !g.answered.Load() {
@@ -54,8 +54,14 @@ func (g *Gateway) awaitFirstOutcomes(ctx context.Context) {
 		return
 	default:
 	}
-	g.firstWaiting.Add(1)
+	// Lists over HTTP wait one per connection, but an SSE session's are
+	// POSTed and answered on its stream: a client could park any number.
+	// Past --max-connections waiting lists, a list is answered at once
+	// with what is served.
 	defer g.firstWaiting.Add(-1)
+	if g.firstWaiting.Add(1) > int64(g.opts.MaxConnections) {
+		return
+	}
 	t := time.NewTimer(g.opts.FirstAnswerTimeout)
 	defer t.Stop()
 	select {

@@ -159,3 +159,25 @@ func TestModernEraOverHTTP(t *testing.T) {
 		t.Fatal("a classic client got no session")
 	}
 }
+
+// TestFirstListWaitersAreBounded: at most Options.MaxConnections lists
+// wait at once (an SSE client POSTs as many as it likes); one past that
+// is answered at once with what is served.
+func TestFirstListWaitersAreBounded(t *testing.T) {
+	first := make(chan struct{})
+	g, hs := newTestGateway(t, Options{FirstAnswer: first, FirstAnswerTimeout: time.Hour, MaxConnections: 2})
+	defer close(first) // Handler has no cancelOnDisconnect: this ends the two waits
+	d := dial(t, g, hs)
+	for range 2 {
+		go d.cs.ListTools(context.Background(), nil)
+	}
+	waitFor(t, "two lists wait", func() bool { return g.firstWaiting.Load() == 2 })
+	quick, stop := context.WithTimeout(context.Background(), waitTimeout)
+	defer stop()
+	if _, err := d.cs.ListTools(quick, nil); err != nil {
+		t.Fatalf("a list past the bound of waiting lists: %v (want an answer at once)", err)
+	}
+	if g.firstWaiting.Load() != 2 {
+		t.Fatalf("%d lists wait, want the first 2", g.firstWaiting.Load())
+	}
+}

@@ -233,9 +233,11 @@ type Gateway struct {
 	answered atomic.Bool
 	// firstWaiting counts the lists waiting for it.
 	firstWaiting atomic.Int64
-	// sse bounds the legacy SSE sessions (sse.go).
-	sse   sseSessions
-	downs downSessions
+	// sse bounds the legacy SSE sessions, sseInFlight their requests
+	// in flight (sse.go).
+	sse         sseSessions
+	sseInFlight inflight
+	downs       downSessions
 	// templateMatches counts the URI-against-template matches the catalog
 	// tries (catTable.match), for tests of how that work grows.
 	templateMatches atomic.Int64
@@ -441,6 +443,7 @@ func New(opts Options) *Gateway {
 	}
 	g.sessions.max, g.sessions.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
 	g.sse.max, g.sse.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
+	g.sseInFlight.max = int64(opts.MaxConnections)
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
 	g.relaysOut.max = maxRelaysOut
 	g.routes.Store(&routeTable{})
@@ -465,7 +468,7 @@ func New(opts Options) *Gateway {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
-	g.server.AddReceivingMiddleware(g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
+	g.server.AddReceivingMiddleware(g.endWithSSEStream, g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
 	srv := g.server
 	sessionTimeout := opts.SessionTimeout
 	if sessionTimeout == 0 {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -27,6 +29,7 @@ const SSEPath = "/sse"
 // refused with 429, past --max-sessions anyone's with 503. Idle SSE
 // sessions are not evicted to make room (they hold no id the client could
 // resume with): the client that opened one keeps it until it goes away.
+// Its requests in flight are bounded as /mcp's (endWithSSEStream).
 
 // sseSessions bounds the open SSE streams, in all and per client.
 type sseSessions struct {
@@ -88,8 +91,46 @@ func (g *Gateway) sseHandler(client func(*http.Request) string, stop context.Con
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		defer context.AfterFunc(stop, cancel)()
+		// The go-sdk gives the session's requests this context's values
+		// but not its end; endWithSSEStream finds the stream by it.
+		ctx = context.WithValue(ctx, sseStreamKey{}, ctx)
 		sdk.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// sseStreamKey is the context key of an SSE session's stream context.
+type sseStreamKey struct{}
+
+// endWithSSEStream ends a request of an SSE session when its stream ends.
+// The go-sdk does not: a client that went away left its requests running
+// (a list waiting for the first outcomes up to --connect-timeout, a call
+// up to its timeout), and the stream's handler, which closes the session
+// and waits for them, held its place among the SSE sessions meanwhile.
+// Requests of other sessions pass as they came.
+//
+// It also bounds the requests of SSE sessions in flight. A request to /mcp
+// holds its connection until answered, so --max-connections bounds them;
+// an SSE message is answered 202 at once and served meanwhile, so a client
+// could have any number running. Past --max-connections requests of SSE
+// sessions in flight, a request is answered with an error at once.
+func (g *Gateway) endWithSSEStream(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		stream, ok := ctx.Value(sseStreamKey{}).(context.Context)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		if !strings.HasPrefix(method, "notifications/") {
+			if !g.sseInFlight.acquire(1) {
+				return nil, &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
+					"tether: %d requests of SSE sessions are in flight, the gateway's bound (--max-connections); retry later", g.sseInFlight.max)}
+			}
+			defer g.sseInFlight.release(1)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(stream, cancel)()
+		return next(ctx, method, req)
+	}
 }
 
 // legacySSE is /sse with everything /mcp has in front of it (serve.go),

@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -112,4 +115,112 @@ func TestSSELimits(t *testing.T) {
 			t.Errorf("an SSE session past --max-sessions: %d, want 503", got)
 		}
 	})
+}
+
+// sseSession is a raw legacy SSE session: its stream, and POST of one
+// message to it.
+type sseSession struct {
+	t      *testing.T
+	post   string // the URL messages go to
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	events strings.Builder // what the stream carried
+}
+
+// streamed reports whether the stream carried text.
+func (s *sseSession) streamed(text string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Contains(s.events.String(), text)
+}
+
+// openSSESession opens a stream on url's /sse, reads the endpoint event,
+// discards the rest, and initializes the session.
+func openSSESession(t *testing.T, url string) *sseSession {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, sseURL(url), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	br := bufio.NewReader(resp.Body)
+	var endpoint string
+	for endpoint == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the endpoint event: %v", err)
+		}
+		if rest, ok := strings.CutPrefix(line, "data:"); ok {
+			endpoint = strings.TrimSpace(rest)
+		}
+	}
+	s := &sseSession{t: t, post: strings.TrimSuffix(url, Path) + endpoint, cancel: cancel}
+	go func() { // ends with the stream
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.events.WriteString(line)
+			s.mu.Unlock()
+		}
+	}()
+	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return s
+}
+
+func (s *sseSession) send(msg string) {
+	s.t.Helper()
+	resp, err := http.Post(s.post, "application/json", bytes.NewBufferString(msg))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		s.t.Fatalf("POST %s: %d", msg, resp.StatusCode)
+	}
+}
+
+// TestSSEClientThatLeavesFreesItsRequests: when an SSE client's stream
+// ends, its requests end with it: a list waiting for the first outcomes
+// stops waiting, and its session's place is given back, rather than both
+// being held until --connect-timeout.
+func TestSSEClientThatLeavesFreesItsRequests(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), SSE: true, FirstAnswer: make(chan struct{}), FirstAnswerTimeout: time.Hour})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	s := openSSESession(t, url)
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	waitFor(t, "the list waits", func() bool { return g.firstWaiting.Load() == 1 })
+	s.cancel()
+	waitFor(t, "the wait ends with its stream", func() bool { return g.firstWaiting.Load() == 0 })
+	waitFor(t, "the SSE session's place is given back", func() bool {
+		g.sse.mu.Lock()
+		defer g.sse.mu.Unlock()
+		return g.sse.n == 0
+	})
+}
+
+// TestSSERequestsInFlightAreBounded: an SSE message is answered 202 and
+// served meanwhile, so a client could keep any number running; past
+// Options.MaxConnections requests of SSE sessions in flight (as many as
+// /mcp could hold, one per connection), a request gets an error at once.
+func TestSSERequestsInFlightAreBounded(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), SSE: true, MaxConnections: 2, FirstAnswer: make(chan struct{}), FirstAnswerTimeout: time.Hour})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	s := openSSESession(t, url)
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	s.send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	waitFor(t, "two lists wait", func() bool { return g.firstWaiting.Load() == 2 })
+	s.send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	waitFor(t, "the third request is refused", func() bool {
+		return s.streamed(`"id":3,"error"`) && s.streamed("requests of SSE sessions are in flight")
+	})
+	s.cancel()
+	waitFor(t, "the waits end with the stream", func() bool { return g.firstWaiting.Load() == 0 && g.sseInFlight.n.Load() == 0 })
 }

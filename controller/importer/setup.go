@@ -97,6 +97,15 @@ func (c Client) Set(data []byte, name string, l Launch) ([]byte, error) {
 		}
 		return append(append([]byte{}, utf8BOM...), out...), nil
 	}
+	// A file whose every line ends in CRLF (Windows) gets CRLF in the
+	// entry too, not lines of both kinds.
+	if n := bytes.Count(data, lf); n > 0 && bytes.Count(data, crlf) == n {
+		out, err := c.Set(bytes.ReplaceAll(data, crlf, lf), name, l)
+		if err != nil {
+			return nil, err
+		}
+		return bytes.ReplaceAll(out, lf, crlf), nil
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = []byte("{}\n")
 	}
@@ -135,7 +144,11 @@ func (c Client) Set(data []byte, name string, l Launch) ([]byte, error) {
 	return nil, errors.New("unreachable")
 }
 
-var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+var (
+	utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+	crlf    = []byte("\r\n")
+	lf      = []byte("\n")
+)
 
 // object is a JSON object's place in a file: its braces and its members.
 type object struct {

@@ -132,6 +132,23 @@ func TestSetKeepsByteOrderMark(t *testing.T) {
 	}
 }
 
+// TestSetKeepsCRLF: in a file whose lines end in CRLF (Windows), the
+// entry's lines do too, and every other byte stays.
+func TestSetKeepsCRLF(t *testing.T) {
+	in := "{\r\n  \"theme\": \"dark\",\r\n  \"mcpServers\": {\r\n    \"a\": {\"command\": \"x\"}\r\n  }\r\n}\r\n"
+	got, err := Clients["claude-desktop"].Set([]byte(in), "tether", tetherLaunch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(got), "\n"); n != strings.Count(string(got), "\r\n") || n < 10 {
+		t.Fatalf("lines of both kinds: %q", got)
+	}
+	want := strings.Replace(in, `{"command": "x"}`, `{"command": "x"},`+"\r\n    \"tether\": {", 1)
+	if !strings.HasPrefix(string(got), want[:strings.Index(want, "tether")]) || !strings.HasSuffix(string(got), "}\r\n  }\r\n}\r\n") {
+		t.Fatalf("got %q", got)
+	}
+}
+
 // TestSetURL: clients that take streamable HTTP get the URL; Claude
 // Desktop, which launches its servers, is refused one.
 func TestSetURL(t *testing.T) {

@@ -233,12 +233,14 @@ func WriteYAML(w io.Writer, v any) error {
 func commandLine(command string, args []string) string {
 	parts := make([]string, 0, 1+len(args))
 	for _, a := range append([]string{command}, args...) {
-		parts = append(parts, shellQuote(a))
+		parts = append(parts, ShellQuote(a))
 	}
 	return strings.Join(parts, " ")
 }
 
-func shellQuote(s string) string {
+// ShellQuote quotes s as a POSIX shell word when a shell would split or
+// expand it, for commands printed for people to paste.
+func ShellQuote(s string) string {
 	if s != "" && !strings.ContainsAny(s, " \t\r\n'\"\\$`!*?[]{}()<>|&;#~") {
 		return s
 	}
