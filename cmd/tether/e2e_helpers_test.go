@@ -42,22 +42,6 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
-// TestMain removes what builtBinaries built: three binaries, some 80 MB,
-// were left in the temporary directory by every run of this package.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// builtBinaries builds tether, the example server and the go-sdk
-// conformance server once per test binary, static (CGO_ENABLED=0) as
-// releases and `make build` are: a container server's env is set by
-// tether's own binary inside the container, which a scratch image can run
-// only when it needs no libc.
-//
 // TestMain removes the binaries built for the run (about 65 MB in the
 // temporary directory each time, which piled up run after run) and runs
 // what other helpers registered in afterTests (the tests' dockerd).
@@ -81,6 +65,11 @@ func TestMain(m *testing.M) {
 // must stop.
 var afterTests []func() error
 
+// builtBinaries builds tether, the example server and the go-sdk
+// conformance server once per test binary, static (CGO_ENABLED=0) as
+// releases and `make build` are: a container server's env is set by
+// tether's own binary inside the container, which a scratch image can run
+// only when it needs no libc.
 func builtBinaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
