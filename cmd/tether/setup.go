@@ -20,12 +20,13 @@ import (
 )
 
 type setupOptions struct {
-	dir    string
-	url    string
-	config string
-	name   string
-	dryRun bool
-	print  bool
+	dir     string
+	url     string
+	config  string
+	name    string
+	dryRun  bool
+	print   bool
+	connect bool // the entry runs tether connect, not tether run --stdio
 }
 
 // maxSetupConfigBytes bounds a client configuration tether setup edits.
@@ -40,9 +41,13 @@ func newSetupCmd() *cobra.Command {
 		Use:   "setup (claude-desktop | claude-code | cursor | vscode | --print)",
 		Short: "Point a desktop client at tether: write its MCP configuration",
 		Long: `setup writes one server entry, "tether", into a client's MCP configuration,
-so that the client launches "tether connect --dir DIR" (which bridges it to
-the tether that owns DIR), or, with --url, uses tether's streamable HTTP
-gateway (claude-code, cursor and vscode; Claude Desktop launches its servers
+so that the client launches "tether run --stdio --dir DIR": the first agent
+started owns DIR and starts its servers, every other one bridges to that
+owner, and when the owner's agent quits a bridge takes over (docs/contract.md
+§6b). With --connect the entry launches "tether connect --dir DIR" instead,
+which only ever bridges: for a directory a service of the same user always
+owns. With --url the client uses tether's streamable HTTP gateway
+(claude-code, cursor and vscode; Claude Desktop launches its servers
 itself).
 
 Files (--config overrides):
@@ -63,8 +68,11 @@ diff and writes nothing. A symlink, a file that is not a regular file, one
 over 16 MiB or one that is not JSON is refused, and nothing is written.
 --print writes no file: it prints the snippet to paste into any client
 that takes the "mcpServers" format.`,
-		Example: `  # Claude Desktop launches tether connect for the manifests in ~/mcp
+		Example: `  # Claude Desktop launches tether (or bridges to the one running) for ~/mcp
   tether setup claude-desktop --dir ~/mcp
+
+  # Claude Code only ever bridges to the user service that owns ~/mcp
+  tether setup claude-code --dir ~/mcp --connect
 
   # what the change to VS Code's user mcp.json would be
   tether setup vscode --dir ~/mcp --dry-run
@@ -87,8 +95,9 @@ that takes the "mcpServers" format.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.dir, "dir", ".", "the manifest directory whose tether the client reaches (tether connect --dir)")
-	f.StringVar(&o.url, "url", "", "use tether's streamable HTTP gateway at this URL instead of launching tether connect")
+	f.StringVar(&o.dir, "dir", ".", "the manifest directory whose tether the client reaches (tether run --stdio --dir)")
+	f.StringVar(&o.url, "url", "", "use tether's streamable HTTP gateway at this URL instead of launching tether")
+	f.BoolVar(&o.connect, "connect", false, "launch tether connect (only ever a bridge to the directory's owner) instead of tether run --stdio (the owner, or a bridge to it)")
 	f.StringVar(&o.config, "config", "", "the client's configuration file (default: where the client keeps it on this OS)")
 	f.StringVar(&o.name, "name", "tether", "the name of the entry")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the change as a diff, write nothing")
@@ -157,9 +166,13 @@ func (o *setupOptions) run(name string, stdout io.Writer) error {
 
 // launch is what the entry starts: this tether binary's absolute path
 // (desktop clients do not run a login shell, so PATH is not the user's)
-// with connect --dir DIR made absolute, or the URL.
+// with run --stdio --dir DIR (or, --connect, connect --dir DIR) made
+// absolute, or the URL.
 func (o *setupOptions) launch() (importer.Launch, error) {
 	if o.url != "" {
+		if o.connect {
+			return importer.Launch{}, errors.New("--connect and --url exclude each other: one names the command the client launches, the other a gateway it uses")
+		}
 		if !strings.HasPrefix(o.url, "http://") && !strings.HasPrefix(o.url, "https://") {
 			return importer.Launch{}, fmt.Errorf("--url %q: not an http:// or https:// URL", o.url)
 		}
@@ -179,7 +192,10 @@ func (o *setupOptions) launch() (importer.Launch, error) {
 	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = resolved
 	}
-	return importer.Launch{Command: exe, Args: []string{"connect", "--dir", dir}}, nil
+	if o.connect {
+		return importer.Launch{Command: exe, Args: []string{"connect", "--dir", dir}}, nil
+	}
+	return importer.Launch{Command: exe, Args: []string{"run", "--stdio", "--dir", dir}}, nil
 }
 
 // readClientConfig reads a client configuration to edit: nil when there

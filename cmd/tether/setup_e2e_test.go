@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,8 +117,8 @@ func TestSetupRoundTrip(t *testing.T) {
 				if e.URL != "http://127.0.0.1:8808/mcp" || e.Type != "http" {
 					t.Errorf("entry %+v", e)
 				}
-			} else if e.Command != tetherBin || strings.Join(e.Args, " ") != "connect --dir "+manifests {
-				t.Errorf("entry %+v, want %s connect --dir %s", e, tetherBin, manifests)
+			} else if e.Command != tetherBin || strings.Join(e.Args, " ") != "run --stdio --dir "+manifests {
+				t.Errorf("entry %+v, want %s run --stdio --dir %s", e, tetherBin, manifests)
 			}
 
 			out, err = runSetup(t, args...)
@@ -214,5 +215,42 @@ func TestSetupRefusesOddFiles(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(real); string(b) != `{"mcpServers": {}}` {
 		t.Errorf("the symlink's target changed: %s", b)
+	}
+}
+
+// TestSetupEntryLaunches: the entry tether setup writes is one a client can
+// launch as it stands: the MCP Inspector, a real client, runs its command
+// and arguments over stdio and lists the servers' tools. The only argument
+// added is --metrics-addr "", so that the test does not contend for the
+// default metrics port with others running beside it.
+func TestSetupEntryLaunches(t *testing.T) {
+	bin := builtBinaries(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "demo.yaml"), stdioManifest("demo", filepath.Join(bin, "tether-example-server"), nil, ""))
+	out, err := runSetup(t, "--print", "--dir", dir)
+	if err != nil {
+		t.Fatalf("setup --print: %v\n%s", err, out)
+	}
+	var snippet struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(out), &snippet); err != nil {
+		t.Fatalf("the snippet is not the mcpServers JSON a client reads: %v\n%s", err, out)
+	}
+	e, ok := snippet.MCPServers["tether"]
+	if !ok || e.Command == "" {
+		t.Fatalf("no tether entry with a command: %s", out)
+	}
+	args := append([]string{e.Command}, e.Args...)
+	args = append(args, "--metrics-addr", "", "--method", "tools/list")
+	listed, err := inspector(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := inspectorTools(t, listed); !slices.Contains(names, "demo_add") {
+		t.Fatalf("the launched entry listed %v, want demo_add among them", names)
 	}
 }

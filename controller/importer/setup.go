@@ -38,7 +38,7 @@ var Clients = map[string]Client{
 	"generic":        {Name: "generic", Path: []string{"mcpServers"}, HTTP: true},
 }
 
-// Launch is what the entry starts: a command (tether connect --dir D) or a
+// Launch is what the entry starts: a command (tether run --stdio --dir D, or tether connect --dir D) or a
 // streamable HTTP URL.
 type Launch struct {
 	Command string
