@@ -222,6 +222,8 @@ type Gateway struct {
 	log    *slog.Logger
 	opts   Options
 	server *mcp.Server
+	// posts counts the HTTP POSTs in flight on every listener (serve.go).
+	posts atomic.Int64
 	// sdk is the go-sdk's streamable HTTP handler; handler puts the fast
 	// path for tools/call (fastpath.go) in front of it.
 	sdk     *mcp.StreamableHTTPHandler

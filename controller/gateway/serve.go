@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -107,14 +106,15 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		defer stopWatch()
 		go func() { defer close(watched); token.watch(wctx, tokenResync) }()
 	}
-	// posts counts the requests in flight (tools/call among them), so that
-	// shutdown lets their answers out before it ends the sessions.
-	var posts atomic.Int64
+	// g.posts counts the requests in flight on every listener (tools/call
+	// among them), so that shutdown lets their answers out before any
+	// listener's shutdown ends the sessions, which are the server's, not
+	// one listener's (the TCP gateway and the control socket share them).
 	inner := h
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
-			posts.Add(1)
-			defer posts.Add(-1)
+			g.posts.Add(1)
+			defer g.posts.Add(-1)
 		}
 		inner.ServeHTTP(w, r)
 	})
@@ -187,7 +187,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// sessions first would cut them off ("request terminated without
 	// response").
 	drainBy := time.Now().Add(g.opts.ShutdownTimeout / 2)
-	for posts.Load() > 0 && time.Now().Before(drainBy) {
+	for g.posts.Load() > 0 && time.Now().Before(drainBy) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Shutdown waits for active connections, and a session's standalone SSE
