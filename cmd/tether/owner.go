@@ -99,6 +99,33 @@ func ownedElsewhere(ctx context.Context, o *runOptions, stateDir string, stderr 
 	return exitCode(exitOwned)
 }
 
+// dyingOwnerWait bounds how long tether run waits for the lock of a
+// directory whose owner does not answer on its control socket.
+const dyingOwnerWait = 3 * time.Second
+
+// ownerAnswers reports whether stateDir's owner answers on its control
+// socket.
+func ownerAnswers(ctx context.Context, stateDir string) bool {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := owner.Query(qctx, stateDir)
+	return err == nil
+}
+
+// waitDyingOwner waits, at most dyingOwnerWait, for the lock of stateDir
+// held by an owner that does not answer; owner.ErrOwned when it is still
+// held then.
+func waitDyingOwner(ctx context.Context, stateDir string, log *slog.Logger) (*owner.Lock, error) {
+	log.Info("the directory's owner does not answer on its control socket: waiting for its lock", "bound", dyingOwnerWait)
+	wctx, cancel := context.WithTimeout(ctx, dyingOwnerWait)
+	defer cancel()
+	lock, err := owner.WaitLock(wctx, stateDir)
+	if err != nil && wctx.Err() != nil {
+		return nil, owner.ErrOwned
+	}
+	return lock, err
+}
+
 // describeOwner names the owner of stateDir, asked on its socket; the
 // record on disk only when the owner does not answer (it may be starting).
 func describeOwner(ctx context.Context, dir, stateDir string) string {

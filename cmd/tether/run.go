@@ -311,6 +311,13 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if stateDir != nil && !o.kubernetes {
 		if o.takeover == nil {
 			lock, err := owner.TryLock(stateDir.Path())
+			if errors.Is(err, owner.ErrOwned) && !o.stdio && !ownerAnswers(ctx, stateDir.Path()) {
+				// An owner that does not answer on its socket is dying (a
+				// SIGKILLed tether releases the lock only once the kernel
+				// has closed its files) or starting: the lock decides
+				// within a short bound, not the first look.
+				lock, err = waitDyingOwner(ctx, stateDir.Path(), log)
+			}
 			if errors.Is(err, owner.ErrOwned) {
 				stateDir.Close()
 				if o.stdio {
