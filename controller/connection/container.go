@@ -281,6 +281,7 @@ func (s *Session) startContainer(ctx context.Context, c *spec.ContainerSpec, man
 	if err != nil {
 		return nil, err
 	}
+	rt.markUsed()
 	ct := &container{rt: rt, name: name, log: s.log}
 	ok := false
 	defer func() {
@@ -689,6 +690,15 @@ func RemoveLeftoverContainers(ctx context.Context, rt *ContainerRuntime, log *sl
 	if rt == nil || rt.Owner == "" {
 		return nil
 	}
+	if rt.Dir != "" {
+		// No container was started on this state directory since the
+		// last search (no mark, no secrets directory): nothing to look
+		// for, and no runtime command to run at every start of a tether
+		// that has no container servers.
+		if entries, err := os.ReadDir(rt.Dir); err == nil && len(entries) == 0 {
+			return nil
+		}
+	}
 	// ps finds them by label; inspect reads each one's tether, in a form
 	// docker and podman both write (their ps templates differ).
 	out, err := rt.output(ctx, "ps", "--all", "--quiet", "--no-trunc", "--filter=label="+ContainerLabelOwner+"="+rt.Owner)
@@ -739,6 +749,27 @@ func RemoveLeftoverContainers(ctx context.Context, rt *ContainerRuntime, log *sl
 		}
 	}
 	return removed
+}
+
+// usedMark is the file in the containers' directory that says a container
+// was started on this state directory: the next tether's
+// RemoveLeftoverContainers looks for leftovers only then, and removes the
+// mark with the other entries older than its start.
+const usedMark = ".started"
+
+// markUsed leaves usedMark in rt.Dir (when there is one) before a
+// container starts.
+func (rt *ContainerRuntime) markUsed() {
+	if rt.Dir == "" {
+		return
+	}
+	now := time.Now()
+	p := filepath.Join(rt.Dir, usedMark)
+	if err := os.Chtimes(p, now, now); err != nil {
+		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+			f.Close()
+		}
+	}
 }
 
 // parseTetherLabel reads "<pid>-<start ticks>".

@@ -380,3 +380,37 @@ esac
 		}
 	}
 }
+
+// A tether whose state directory never saw a container runs no runtime
+// command at start; one whose last run started a container (the mark)
+// looks for leftovers, and the mark goes with the search; a container
+// start leaves it again.
+func TestLeftoverSearchOnlyAfterContainers(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	script := filepath.Join(dir, "docker")
+	writeScript(t, script, "#!/bin/sh\necho \"$*\" >> "+calls+"\n")
+	containers := filepath.Join(dir, "containers")
+	if err := os.Mkdir(containers, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rt := &ContainerRuntime{Name: "docker", Path: script, Dir: containers, Owner: "0123", Started: time.Now().Add(time.Hour)}
+	log := slog.New(slog.DiscardHandler)
+
+	RemoveLeftoverContainers(context.Background(), rt, log)
+	if b, err := os.ReadFile(calls); err == nil {
+		t.Fatalf("the runtime ran with no container ever started here: %q", b)
+	}
+
+	rt.markUsed()
+	if _, err := os.Stat(filepath.Join(containers, usedMark)); err != nil {
+		t.Fatalf("no mark after a start: %v", err)
+	}
+	RemoveLeftoverContainers(context.Background(), rt, log)
+	if b, _ := os.ReadFile(calls); !strings.Contains(string(b), "ps --all") {
+		t.Fatalf("no search after a container was started here: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(containers, usedMark)); !os.IsNotExist(err) {
+		t.Errorf("the mark outlived the search: %v", err)
+	}
+}
