@@ -89,8 +89,8 @@ type ContainerRuntime struct {
 	// alone); empty: a temporary directory per container.
 	Dir string
 	// Owner labels tether's containers (ContainerLabelOwner): a digest of
-	// the state directory's path; empty: none, and no leftovers are looked
-	// for.
+	// the state directory's path with its symbolic links resolved; empty:
+	// none, and no leftovers are looked for.
 	Owner string
 	// StateDir is the state directory (absolute), which no mount may show
 	// a container: it holds every connection's secrets and tokens; empty:
@@ -145,7 +145,14 @@ func FindContainerRuntime(flag, dir, stateDir string) (*ContainerRuntime, error)
 	}
 	rt := &ContainerRuntime{Name: name, Path: path, Dir: dir, Started: time.Now()}
 	if stateDir != "" {
-		sum := sha256.Sum256([]byte(stateDir))
+		// Every spelling of one state directory (a symbolic link to it),
+		// which its lock treats as one, labels alike: else the containers
+		// a killed tether left are never found by the next one.
+		key := stateDir
+		if r, err := filepath.EvalSymlinks(stateDir); err == nil {
+			key = r
+		}
+		sum := sha256.Sum256([]byte(key))
 		rt.Owner = hex.EncodeToString(sum[:8])
 		rt.StateDir = stateDir
 	}
