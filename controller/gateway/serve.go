@@ -96,7 +96,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// The fast path cancels its own calls when their client goes away;
 	// only what reaches the go-sdk needs cancelOnDisconnect (which reads
 	// and parses the body once more).
-	h := g.withFastPath(byEra(g.cancelOnDisconnect(g.sdk), g.modern))
+	h := g.withFastPath(byEra(g.cancelOnDisconnect(g.sdk), g.endListens(ctx, g.modern)))
 	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)
