@@ -186,8 +186,10 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// those answers up to half the bound to reach their callers; ending the
 	// sessions first would cut them off ("request terminated without
 	// response").
+	// An SSE session's requests are served after their POST was answered
+	// 202, and answered on its stream: they count too.
 	drainBy := time.Now().Add(g.opts.ShutdownTimeout / 2)
-	for g.posts.Load() > 0 && time.Now().Before(drainBy) {
+	for g.posts.Load()+g.sseInFlight.n.Load() > 0 && time.Now().Before(drainBy) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Shutdown waits for active connections, and a session's standalone SSE
