@@ -524,6 +524,11 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 		if err := rt.exposesState(src); err != nil {
 			return nil, err
 		}
+		if m.Writable {
+			if err := writesWhatTetherRuns(src, manifestDir); err != nil {
+				return nil, err
+			}
+		}
 		args = append(args, "--mount="+bindMount(src, m.Target, !m.Writable))
 	}
 	if hasFiles {
@@ -578,6 +583,35 @@ func (rt *ContainerRuntime) exposesState(src string) error {
 		return fmt.Errorf("container.mounts: source %s holds tether's state directory %s (every connection's secrets): mount a directory beside it", src, rt.StateDir)
 	case within(s, state):
 		return fmt.Errorf("container.mounts: source %s is in tether's state directory %s (every connection's secrets)", src, rt.StateDir)
+	}
+	return nil
+}
+
+// writesWhatTetherRuns refuses a writable mount source that is or holds
+// what a sandbox's write grant may not (protected): tether's executable or
+// the manifest's directory. Through it the server changes what tether runs
+// on the host, unconfined: a manifest it writes there starts any command.
+// Symbolic links are followed.
+func writesWhatTetherRuns(src, manifestDir string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("container.mounts: finding tether's own executable: %w", err)
+	}
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	s := resolve(src)
+	for _, p := range protected(self, manifestDir, "") {
+		if p.Path == "" || p.Read {
+			continue
+		}
+		rel, err := filepath.Rel(s, resolve(p.Path))
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("container.mounts: writable source %s holds %s (%s): a server that may write there could change what tether runs, unconfined; mount it read-only, or a directory beside it", src, p.What, p.Path)
+		}
 	}
 	return nil
 }
