@@ -185,7 +185,7 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 			}
 		}
 	}
-	if err := holdsNone(p.Paths, from, in.Protected); err != nil {
+	if err := holdsNone(p.Paths, from, in.Protected, p.Tmp); err != nil {
 		return nil, err
 	}
 	if err := noWayOut(p.Paths, from); err != nil {
@@ -211,14 +211,23 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 
 // holdsNone refuses a write grant that holds (is, or is a parent of) a
 // protected path: through it the server could change what tether runs
-// next, unconfined; and any grant that holds one protected from reading.
-// Both sides are compared with their symbolic links resolved.
-func holdsNone(paths []PathRule, from []string, protected []Protected) error {
+// next, unconfined; and any grant that holds one protected from reading,
+// or lies in it (read: [.tether/oauth]), but the server's own TMPDIR (tmp,
+// in the state directory's sandbox-tmp/). Both sides are compared with
+// their symbolic links resolved.
+func holdsNone(paths []PathRule, from []string, protected []Protected, tmp string) error {
 	for i, r := range paths {
 		writing := r.Rights == RightWrite || r.Rights == RightWriteX
 		g := resolved(r.Path)
 		for _, p := range protected {
-			if p.Path == "" || !writing && !p.Read || !beneath(resolved(p.Path), g) {
+			if p.Path == "" || !writing && !p.Read {
+				continue
+			}
+			pp := resolved(p.Path)
+			if !beneath(pp, g) {
+				if p.Read && r.Path != tmp && beneath(g, pp) {
+					return fmt.Errorf("%s: %s is in %s (%s), whose OAuth tokens and other servers' files a server must not read", from[i], r.Path, p.What, p.Path)
+				}
 				continue
 			}
 			if writing {

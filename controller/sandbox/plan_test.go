@@ -252,13 +252,13 @@ func TestDescribe(t *testing.T) {
 // tether's executable, the manifest's directory or the state directory
 // (through a symbolic link too) fails the start naming the field; one
 // beside or below them does not. No grant may hold the state directory,
-// which keeps OAuth tokens.
+// which keeps OAuth tokens, nor lie in it, but the server's own TMPDIR.
 func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 	root := t.TempDir()
 	manifests := filepath.Join(root, "manifests")
 	state := filepath.Join(manifests, ".tether")
 	beside := filepath.Join(root, "data")
-	for _, d := range []string{state, beside} {
+	for _, d := range []string{filepath.Join(state, "oauth"), filepath.Join(state, "sandbox-tmp", "t"), beside} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -287,6 +287,12 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 			t.Errorf("write %q: %v, want %q", tc.write, err, tc.want)
 		}
 	}
+	// The server's TMPDIR is in the state directory's sandbox-tmp/.
+	tmpIn := in
+	tmpIn.Tmp = filepath.Join(state, "sandbox-tmp", "t")
+	if _, err := Build(&spec.SandboxSpec{Grants: []string{spec.GrantTmp}}, tmpIn); err != nil {
+		t.Errorf("the private TMPDIR in the state directory: %v", err)
+	}
 	// Reading tether's executable or the manifests is the manifest's to
 	// grant; reading the state directory (tokens) is not, by any grant.
 	if _, err := Build(&spec.SandboxSpec{Grants: []string{}, Read: []string{"/bin", filepath.Join(root, "data")}, Execute: []string{"/bin/true"}}, in); err != nil {
@@ -300,6 +306,9 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 		{spec.SandboxSpec{Grants: []string{}, Read: []string{root}}, in, "spec.stdio.sandbox.read[0]: " + root + " holds the state directory (" + state + "), whose OAuth tokens"},
 		{spec.SandboxSpec{Grants: []string{}, Execute: []string{"."}}, in, "spec.stdio.sandbox.execute[0]: " + manifests + " holds the state directory"},
 		{spec.SandboxSpec{Grants: []string{spec.GrantWorkingDir}}, Inputs{Command: "/bin/true", WorkingDir: manifests, Protected: in.Protected}, "workingDir (grants: workingDir): " + manifests + " holds the state directory"},
+		// Nor what lies in it: other connections' tokens, secret files.
+		{spec.SandboxSpec{Grants: []string{}, Read: []string{".tether/oauth"}}, in, "spec.stdio.sandbox.read[0]: " + filepath.Join(state, "oauth") + " is in the state directory"},
+		{spec.SandboxSpec{Grants: []string{}, Write: []string{".tether/oauth"}}, in, "spec.stdio.sandbox.write[0]: " + filepath.Join(state, "oauth") + " is in the state directory"},
 	} {
 		if _, err := Build(&tc.policy, tc.in); err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
 			t.Errorf("%+v: %v, want %q", tc.policy, err, tc.wantErr)
