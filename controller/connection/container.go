@@ -25,6 +25,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/sandbox"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -608,9 +609,13 @@ func writesWhatTetherRuns(src, manifestDir string) error {
 		if p.Path == "" || p.Read {
 			continue
 		}
-		rel, err := filepath.Rel(s, resolve(p.Path))
+		pp := resolve(p.Path)
+		rel, err := filepath.Rel(s, pp)
 		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return fmt.Errorf("container.mounts: writable source %s holds %s (%s): a server that may write there could change what tether runs, unconfined; mount it read-only, or a directory beside it", src, p.What, p.Path)
+		}
+		if p.Tree && sandbox.InTree(s, pp) {
+			return fmt.Errorf("container.mounts: writable source %s is in %s (%s), whose manifests tether reads: one the server wrote there would run on the host, unconfined; mount a directory beside it, or beneath a hidden name (.data), which tether does not read", src, p.What, p.Path)
 		}
 	}
 	return nil

@@ -98,10 +98,28 @@ type Inputs struct {
 }
 
 // Protected is a path no write grant may hold (nor, with Read, any grant),
-// and what it is.
+// and what it is. With Tree, no write grant may lie in it either but
+// beneath a hidden name (.data): tether reads the manifests of every
+// subdirectory whose name is not hidden.
 type Protected struct {
 	Path, What string
-	Read       bool
+	Read, Tree bool
+}
+
+// InTree reports whether path lies in the manifest tree at dir (both
+// resolved and clean): beneath it, with no hidden name on the way, which
+// tether's walk of the tree skips.
+func InTree(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return false
+	}
+	for _, name := range strings.Split(rel, string(filepath.Separator)) {
+		if strings.HasPrefix(name, ".") && name != "." {
+			return false
+		}
+	}
+	return true
 }
 
 // Build resolves policy for one start. A listed path that does not exist is
@@ -227,6 +245,9 @@ func holdsNone(paths []PathRule, from []string, protected []Protected, tmp strin
 			if !beneath(pp, g) {
 				if p.Read && r.Path != tmp && beneath(g, pp) {
 					return fmt.Errorf("%s: %s is in %s (%s), whose OAuth tokens and other servers' files a server must not read", from[i], r.Path, p.What, p.Path)
+				}
+				if writing && p.Tree && InTree(g, pp) {
+					return fmt.Errorf("%s: %s is in %s (%s), whose manifests tether reads: one the server wrote there would run unconfined; grant a directory beside it, or beneath a hidden name (.data), which tether does not read", from[i], r.Path, p.What, p.Path)
 				}
 				continue
 			}

@@ -258,7 +258,7 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 	manifests := filepath.Join(root, "manifests")
 	state := filepath.Join(manifests, ".tether")
 	beside := filepath.Join(root, "data")
-	for _, d := range []string{filepath.Join(state, "oauth"), filepath.Join(state, "sandbox-tmp", "t"), beside} {
+	for _, d := range []string{filepath.Join(state, "oauth"), filepath.Join(state, "sandbox-tmp", "t"), beside, filepath.Join(manifests, "data", "sub"), filepath.Join(manifests, ".cache")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +268,7 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := Inputs{Command: "/bin/true", ManifestDir: manifests, Protected: []Protected{
-		{Path: "/bin/true", What: "tether's executable"}, {Path: manifests, What: "the manifest's directory"}, {Path: state, What: "the state directory", Read: true}}}
+		{Path: "/bin/true", What: "tether's executable"}, {Path: manifests, What: "the manifest's directory", Tree: true}, {Path: state, What: "the state directory", Read: true}}}
 	for _, tc := range []struct {
 		write []string
 		want  string // "" for no error
@@ -281,6 +281,10 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 		{[]string{link}, "spec.stdio.sandbox.write[0]: " + link + " holds the manifest's directory"},
 		{[]string{".tether"}, "holds the state directory"},
 		{[]string{"/bin"}, "holds tether's executable"},
+		// In the manifest tree: a manifest written there would run.
+		{[]string{"data"}, "spec.stdio.sandbox.write[0]: " + filepath.Join(manifests, "data") + " is in the manifest's directory"},
+		{[]string{"data/sub"}, "is in the manifest's directory"},
+		{[]string{".cache"}, ""},
 	} {
 		_, err := Build(&spec.SandboxSpec{Grants: []string{}, Write: tc.write}, in)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
