@@ -108,6 +108,9 @@ func TestContainerServer(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "secrets", "token"), secret+"\n")
 	data := filepath.Join(dir, "data")
 	writeFile(t, filepath.Join(data, "hello.txt"), "hello\n")
+	// Writable: beneath a hidden name, which tether does not read manifests
+	// from (a writable data/ would let the server write one).
+	writeFile(t, filepath.Join(dir, ".scratch", "keep"), "")
 	manifest := filepath.Join(dir, "box.yaml")
 	// --dir relative, as a person types it: the runtime's daemon still gets
 	// absolute mount sources (the secrets directory, a relative mount).
@@ -130,7 +133,7 @@ secretFiles:
   - {name: api-token, valueFrom: {file: secrets/token}}
 mounts:
   - {source: data, target: /data}
-  - {source: data, target: /scratch, writable: true}
+  - {source: .scratch, target: /scratch, writable: true}
 memory: 64Mi
 pids: 32
 `, ""))

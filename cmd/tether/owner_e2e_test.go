@@ -329,6 +329,29 @@ func waitOwner(t *testing.T, dir string) owner.Record {
 	return rec
 }
 
+// TestOwnerRunWaitsForADyingOwnersLock: a tether run on a directory whose
+// lock is held by an owner that does not answer on its control socket (a
+// SIGKILLed tether whose files the kernel has not closed yet) waits for the
+// lock, within its bound, rather than exit 3 at the first look.
+func TestOwnerRunWaitsForADyingOwnersLock(t *testing.T) {
+	dir := t.TempDir()
+	stateDir := filepath.Join(dir, ".tether")
+	must(t, os.Mkdir(stateDir, 0o700))
+	lock, err := owner.TryLock(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := startTether(t, dir)
+	waitUntil(t, "tether run to wait for the lock", func() bool {
+		return strings.Contains(tt.logs.String(), "waiting for its lock")
+	})
+	must(t, lock.Release())
+	rec := waitOwner(t, dir)
+	if rec.PID != tt.cmd.Process.Pid {
+		t.Errorf("the owner is pid %d, want the run's %d", rec.PID, tt.cmd.Process.Pid)
+	}
+}
+
 // TestOwnerSecondRunFailsAndGetFindsTheOwner: a second tether run on an
 // owned directory exits 3 naming the owner's pid; tether get with no --dir
 // finds the running tether from the directory and from the user's default;

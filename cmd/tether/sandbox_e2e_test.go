@@ -163,7 +163,7 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	home, key := sandboxHome(t)
 	granted, other := listenLoopback(t), listenLoopback(t)
 	dir := t.TempDir()
-	allowed := filepath.Join(dir, "allowed")
+	allowed := filepath.Join(dir, ".allowed") // hidden: tether reads no manifest there
 	must(t, os.Mkdir(allowed, 0o700))
 	// connect needs bestEffort on a kernel before Landlock ABI 10, which
 	// leaves UDP open (the test kernel has ABI 7; docs/security.md).

@@ -25,6 +25,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/sandbox"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -89,8 +90,8 @@ type ContainerRuntime struct {
 	// alone); empty: a temporary directory per container.
 	Dir string
 	// Owner labels tether's containers (ContainerLabelOwner): a digest of
-	// the state directory's path; empty: none, and no leftovers are looked
-	// for.
+	// the state directory's path with its symbolic links resolved; empty:
+	// none, and no leftovers are looked for.
 	Owner string
 	// StateDir is the state directory (absolute), which no mount may show
 	// a container: it holds every connection's secrets and tokens; empty:
@@ -145,7 +146,14 @@ func FindContainerRuntime(flag, dir, stateDir string) (*ContainerRuntime, error)
 	}
 	rt := &ContainerRuntime{Name: name, Path: path, Dir: dir, Started: time.Now()}
 	if stateDir != "" {
-		sum := sha256.Sum256([]byte(stateDir))
+		// Every spelling of one state directory (a symbolic link to it),
+		// which its lock treats as one, labels alike: else the containers
+		// a killed tether left are never found by the next one.
+		key := stateDir
+		if r, err := filepath.EvalSymlinks(stateDir); err == nil {
+			key = r
+		}
+		sum := sha256.Sum256([]byte(key))
 		rt.Owner = hex.EncodeToString(sum[:8])
 		rt.StateDir = stateDir
 	}
@@ -518,6 +526,11 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 		if err := rt.exposesState(src); err != nil {
 			return nil, err
 		}
+		if m.Writable {
+			if err := writesWhatTetherRuns(src, manifestDir); err != nil {
+				return nil, err
+			}
+		}
 		args = append(args, "--mount="+bindMount(src, m.Target, !m.Writable))
 	}
 	if hasFiles {
@@ -572,6 +585,39 @@ func (rt *ContainerRuntime) exposesState(src string) error {
 		return fmt.Errorf("container.mounts: source %s holds tether's state directory %s (every connection's secrets): mount a directory beside it", src, rt.StateDir)
 	case within(s, state):
 		return fmt.Errorf("container.mounts: source %s is in tether's state directory %s (every connection's secrets)", src, rt.StateDir)
+	}
+	return nil
+}
+
+// writesWhatTetherRuns refuses a writable mount source that is or holds
+// what a sandbox's write grant may not (protected): tether's executable or
+// the manifest's directory. Through it the server changes what tether runs
+// on the host, unconfined: a manifest it writes there starts any command.
+// Symbolic links are followed.
+func writesWhatTetherRuns(src, manifestDir string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("container.mounts: finding tether's own executable: %w", err)
+	}
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	s := resolve(src)
+	for _, p := range protected(self, manifestDir, "") {
+		if p.Path == "" || p.Read {
+			continue
+		}
+		pp := resolve(p.Path)
+		rel, err := filepath.Rel(s, pp)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("container.mounts: writable source %s holds %s (%s): a server that may write there could change what tether runs, unconfined; mount it read-only, or a directory beside it", src, p.What, p.Path)
+		}
+		if p.Tree && sandbox.InTree(s, pp) {
+			return fmt.Errorf("container.mounts: writable source %s is in %s (%s), whose manifests tether reads: one the server wrote there would run on the host, unconfined; mount a directory beside it, or beneath a hidden name (.data), which tether does not read", src, p.What, p.Path)
+		}
 	}
 	return nil
 }

@@ -25,10 +25,12 @@ func TestContainerArgs(t *testing.T) {
 	c := &spec.ContainerSpec{
 		Image: "srv:1", Command: []string{"/bin/server", "-v"}, Args: []string{"--flag"},
 		Network: "mcp", Port: 8080, Memory: "64Mi", Pids: &pids, User: "65532",
-		Mounts: []spec.Mount{{Source: "data", Target: "/data"}, {Source: dir, Target: "/w,x", Writable: true}},
+		Mounts: []spec.Mount{{Source: "data", Target: "/data"}, {Source: ".w", Target: "/w,x", Writable: true}},
 	}
-	if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{"data", ".w"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	args, err := s.containerArgs(context.Background(), ct, c, dir, false, true)
 	if err != nil {
@@ -55,7 +57,7 @@ func TestContainerArgs(t *testing.T) {
 		}
 	}
 	fields, err := csv.NewReader(strings.NewReader(writable)).Read()
-	if err != nil || !slices.Equal(fields, []string{"type=bind", "source=" + dir, "target=/w,x"}) {
+	if err != nil || !slices.Equal(fields, []string{"type=bind", "source=" + filepath.Join(dir, ".w"), "target=/w,x"}) {
 		t.Errorf("writable mount %q reads as %q (%v)", writable, fields, err)
 	}
 	i := slices.Index(args, "--")
@@ -236,5 +238,54 @@ func TestContainerArgsRefuseStateDir(t *testing.T) {
 	}
 	if err := mount("data"); err != nil {
 		t.Errorf("mount of a directory beside the state directory: %v", err)
+	}
+}
+
+// TestContainerArgsRefuseWritingWhatTetherRuns: a writable mount may not be
+// or hold the manifest's directory (a manifest the server writes there runs
+// any command on the host) or tether's executable, nor lie in the manifest
+// tree but beneath a hidden name, as a sandbox's write grant may not;
+// read-only, or beside them, they are fine.
+func TestContainerArgsRefuseWritingWhatTetherRuns(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "manifests")
+	for _, d := range []string{filepath.Join(dir, "data", "sub"), filepath.Join(dir, ".cache", "x"), filepath.Join(root, "other")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &ContainerRuntime{Name: "docker", Path: "/usr/bin/docker"}
+	s := &Session{name: "box", conn: &Connector{containers: rt}}
+	ct := &container{rt: rt, name: "tether-box-1"}
+	mount := func(src string, writable bool) error {
+		c := &spec.ContainerSpec{Image: "srv:1", Mounts: []spec.Mount{{Source: src, Target: "/m", Writable: writable}}}
+		_, err := s.containerArgs(context.Background(), ct, c, dir, false, false)
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{".", root, filepath.Dir(self)} {
+		if err := mount(src, true); err == nil || !strings.Contains(err.Error(), "could change what tether runs") {
+			t.Errorf("writable mount of %s: %v, want it refused", src, err)
+		}
+		if err := mount(src, false); err != nil {
+			t.Errorf("read-only mount of %s: %v", src, err)
+		}
+	}
+	// In the manifest tree: the server would write a manifest there.
+	for _, src := range []string{"data", "data/sub"} {
+		if err := mount(src, true); err == nil || !strings.Contains(err.Error(), "whose manifests tether reads") {
+			t.Errorf("writable mount of %s: %v, want it refused", src, err)
+		}
+		if err := mount(src, false); err != nil {
+			t.Errorf("read-only mount of %s: %v", src, err)
+		}
+	}
+	for _, src := range []string{".cache", ".cache/x", filepath.Join(root, "other")} {
+		if err := mount(src, true); err != nil {
+			t.Errorf("writable mount of %s, beside what tether runs: %v", src, err)
+		}
 	}
 }

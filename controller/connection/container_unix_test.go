@@ -174,6 +174,35 @@ func TestFindContainerRuntime(t *testing.T) {
 	}
 }
 
+// TestContainerOwnerFollowsLinks: a state directory named through a
+// symbolic link labels its containers as named directly (one lock, one
+// owner: the containers a tether killed through one spelling are leftovers
+// for the next start through the other).
+func TestContainerOwnerFollowsLinks(t *testing.T) {
+	bin := t.TempDir()
+	t.Setenv("PATH", bin)
+	writeScript(t, filepath.Join(bin, "docker"), "#!/bin/sh\n")
+	real := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	direct, err := FindContainerRuntime("docker", "", real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked, err := FindContainerRuntime("docker", "", link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if linked.Owner != direct.Owner {
+		t.Errorf("owner through a link %s, directly %s: want one", linked.Owner, direct.Owner)
+	}
+}
+
 // TestContainerPortServerWithScriptedRuntime runs a port server through a
 // runtime command that is a script: `run` writes a megabyte to stdout (a
 // server that logs there) and then runs the go-sdk's everything-server on

@@ -280,13 +280,15 @@ func (l *GroupLedger) StopLeftovers(grace time.Duration) []int {
 	return stopped
 }
 
-// alive reports whether pid runs and started at start (clock ticks).
+// alive reports whether pid runs and started at start (clock ticks). A
+// process that has exited and is not yet reaped (a SIGKILLed tether whose
+// parent has not waited for it: its lock is free by then) does not run.
 func alive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
 	got, err := startTicks(pid)
-	return err == nil && got == start
+	return err == nil && got == start && !exited(pid)
 }
 
 type verdict int

@@ -237,3 +237,34 @@ func TestConnectorLedgerRecordsItsChildren(t *testing.T) {
 		t.Errorf("a session of a Connector without a ledger was recorded: %+v", recs)
 	}
 }
+
+// TestAliveNotAZombie: a process that has exited and is not yet reaped is
+// not alive: a tether SIGKILLed a moment ago, whose lock the next tether
+// already holds, would otherwise keep its process groups and containers
+// running past that start (they were left as a running tether's).
+func TestAliveNotAZombie(t *testing.T) {
+	self, err := startTicks(os.Getpid())
+	if err != nil || !alive(os.Getpid(), self) {
+		t.Fatalf("this process is not alive: %v", err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	start, err := startTicks(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !exited(pid) { // not reaped: cmd.Wait is not called until the end
+		if time.Now().After(deadline) {
+			t.Fatal("the child never exited")
+		}
+		time.Sleep(10 * time.Millisecond) // polling /proc: no event for a zombie
+	}
+	if alive(pid, start) {
+		t.Error("a zombie is alive")
+	}
+	_ = cmd.Wait()
+}

@@ -110,7 +110,7 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, stateDir, program, 
 func protected(self, manifestDir, stateDir string) []sandbox.Protected {
 	return []sandbox.Protected{
 		{Path: self, What: "tether's executable, the sandbox launcher"},
-		{Path: manifestDir, What: "the manifest's directory"},
+		{Path: manifestDir, What: "the manifest's directory", Tree: true},
 		{Path: stateDir, What: "tether's state directory", Read: true},
 	}
 }

@@ -84,6 +84,12 @@ func startTicks(pid int) (uint64, error) {
 	return strconv.ParseUint(string(f[19]), 10, 64)
 }
 
+// exited reports whether pid has exited and awaits its reaping (a zombie).
+func exited(pid int) bool {
+	f, err := statFields(strconv.Itoa(pid))
+	return err == nil && (string(f[0]) == "Z" || string(f[0]) == "X")
+}
+
 // BecomeSubreaper makes this process a child subreaper
 // (PR_SET_CHILD_SUBREAPER): an orphaned descendant, a wrapper's server
 // whose wrapper exited, becomes tether's child instead of init's, stays in

@@ -26,6 +26,9 @@ func groupMembers(int) []int { return nil }
 // startTicks needs /proc.
 func startTicks(int) (uint64, error) { return 0, errors.New("no /proc") }
 
+// exited needs /proc too.
+func exited(int) bool { return false }
+
 // BecomeSubreaper is Linux only.
 func BecomeSubreaper() error { return nil }
 

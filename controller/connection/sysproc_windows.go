@@ -30,6 +30,9 @@ func groupMembers(int) []int { return nil }
 // startTicks is /proc's; the ledger needs it, Windows does not.
 func startTicks(int) (uint64, error) { return 0, windows.ERROR_NOT_SUPPORTED }
 
+// exited is /proc's too.
+func exited(int) bool { return false }
+
 // BecomeSubreaper: the Job Object does what the subreaper does on Linux.
 func BecomeSubreaper() error { return nil }
 

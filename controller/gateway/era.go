@@ -1,6 +1,10 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -54,4 +58,43 @@ func byEra(classic, modern http.Handler) http.Handler {
 		}
 		classic.ServeHTTP(w, r)
 	})
+}
+
+// endListens ends the 2026-07-28 clients' subscriptions/listen requests
+// when stop is done (the listener's shutdown begins). Such a request is
+// the client's channel for list_changed and resource updates, open for the
+// client's life, as a classic session's standalone stream is: left to run,
+// it was counted among the POSTs in flight that shutdown lets finish, and
+// held tether's exit for the whole --shutdown-timeout. Other requests run
+// on: a call in flight gets its answer.
+func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// Read what the SDK would accept, and no more: a larger body is
+		// passed on whole for the SDK to refuse.
+		body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes || !isListen(body) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(stop, cancel)()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// isListen reports whether body is one subscriptions/listen request.
+func isListen(body []byte) bool {
+	if !bytes.Contains(body, []byte("listen")) && !bytes.Contains(body, []byte(`\u`)) {
+		return false
+	}
+	var m struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(body, &m) == nil && m.Method == "subscriptions/listen"
 }

@@ -96,7 +96,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// The fast path cancels its own calls when their client goes away;
 	// only what reaches the go-sdk needs cancelOnDisconnect (which reads
 	// and parses the body once more).
-	h := g.withFastPath(byEra(g.cancelOnDisconnect(g.sdk), g.modern))
+	h := g.withFastPath(byEra(g.cancelOnDisconnect(g.sdk), g.endListens(ctx, g.modern)))
 	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)
@@ -186,8 +186,10 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// those answers up to half the bound to reach their callers; ending the
 	// sessions first would cut them off ("request terminated without
 	// response").
+	// An SSE session's requests are served after their POST was answered
+	// 202, and answered on its stream: they count too.
 	drainBy := time.Now().Add(g.opts.ShutdownTimeout / 2)
-	for g.posts.Load() > 0 && time.Now().Before(drainBy) {
+	for g.posts.Load()+g.sseInFlight.n.Load() > 0 && time.Now().Before(drainBy) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Shutdown waits for active connections, and a session's standalone SSE

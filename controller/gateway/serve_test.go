@@ -239,6 +239,37 @@ func TestServeShutdown(t *testing.T) {
 	}
 }
 
+// Shutdown ends a 2026-07-28 client's subscriptions/listen stream (a POST
+// that stays open for the client's life, its list_changed channel) as it
+// ends a classic session's standalone stream: counted among the POSTs in
+// flight, it held the drain for half the bound and then Shutdown for the
+// rest.
+func TestServeShutdownModernListen(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), ShutdownTimeout: 30 * time.Second})
+	url, stop := serveOn(t, g, "127.0.0.1:0", "")
+	b := newRichBackend(t, "b")
+	g.Set(Connection{Name: "b", Prefix: "pb", Backend: b.connect(t)})
+	rc := dialRich(t, url, modernProtocol, nil)
+	if v := rc.cs.InitializeResult().ProtocolVersion; v != modernProtocol {
+		t.Fatalf("negotiated %s", v)
+	}
+	// The listen request is in flight once the client is connected.
+	deadline := time.Now().Add(waitTimeout)
+	for g.posts.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no subscriptions/listen request in flight")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a counter: no event for it
+	}
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Errorf("Serve returned %v after ctx was done, want nil", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("shutdown took %v with a 2026-07-28 client listening, want well under the 30s bound", el)
+	}
+}
+
 // The stdio gateway runs in a child process (this test binary) so that it
 // really owns stdin and stdout.
 func TestServeStdio(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -223,4 +225,50 @@ func TestSSERequestsInFlightAreBounded(t *testing.T) {
 	})
 	s.cancel()
 	waitFor(t, "the waits end with the stream", func() bool { return g.firstWaiting.Load() == 0 && g.sseInFlight.n.Load() == 0 })
+}
+
+// TestSSECallInFlightAnsweredAtShutdown: at shutdown a call in flight of
+// an SSE session gets its answer on the session's stream before the stream
+// ends, as a call over /mcp does: the drain counted only the POSTs in
+// flight, and an SSE message is answered 202 at once, so the streams were
+// ended at once and the call's answer lost.
+func TestSSECallInFlightAnsweredAtShutdown(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), SSE: true, ShutdownTimeout: 30 * time.Second})
+	tb := newTestBackend("one")
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	tb.srv.AddTool(&mcp.Tool{Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			tb.entered <- struct{}{}
+			<-release
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil
+		})
+	be, tools, _ := tb.connect(t)
+	g.Set(Connection{Name: "one", Prefix: "one", Backend: withTools(be, tools)})
+	url, stop := serveOn(t, g, "127.0.0.1:0", "")
+	s := openSSESession(t, url)
+	s.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"one_hold","arguments":{}}}`)
+	select {
+	case <-tb.entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the call never reached the backend")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	t.Cleanup(func() { free(); <-stopped; stopped <- nil })
+	addr := strings.TrimPrefix(strings.TrimSuffix(url, Path), "http://")
+	waitFor(t, "shutdown to begin (the listener closed)", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	free()
+	waitFor(t, "the call's answer on the SSE stream", func() bool { return s.streamed(`"id":7,"result"`) })
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve returned %v", err)
+	}
+	stopped <- nil // for the cleanup
 }

@@ -98,10 +98,28 @@ type Inputs struct {
 }
 
 // Protected is a path no write grant may hold (nor, with Read, any grant),
-// and what it is.
+// and what it is. With Tree, no write grant may lie in it either but
+// beneath a hidden name (.data): tether reads the manifests of every
+// subdirectory whose name is not hidden.
 type Protected struct {
 	Path, What string
-	Read       bool
+	Read, Tree bool
+}
+
+// InTree reports whether path lies in the manifest tree at dir (both
+// resolved and clean): beneath it, with no hidden name on the way, which
+// tether's walk of the tree skips.
+func InTree(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return false
+	}
+	for _, name := range strings.Split(rel, string(filepath.Separator)) {
+		if strings.HasPrefix(name, ".") && name != "." {
+			return false
+		}
+	}
+	return true
 }
 
 // Build resolves policy for one start. A listed path that does not exist is
@@ -185,7 +203,7 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 			}
 		}
 	}
-	if err := holdsNone(p.Paths, from, in.Protected); err != nil {
+	if err := holdsNone(p.Paths, from, in.Protected, p.Tmp); err != nil {
 		return nil, err
 	}
 	if err := noWayOut(p.Paths, from); err != nil {
@@ -211,14 +229,26 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 
 // holdsNone refuses a write grant that holds (is, or is a parent of) a
 // protected path: through it the server could change what tether runs
-// next, unconfined; and any grant that holds one protected from reading.
-// Both sides are compared with their symbolic links resolved.
-func holdsNone(paths []PathRule, from []string, protected []Protected) error {
+// next, unconfined; and any grant that holds one protected from reading,
+// or lies in it (read: [.tether/oauth]), but the server's own TMPDIR (tmp,
+// in the state directory's sandbox-tmp/). Both sides are compared with
+// their symbolic links resolved.
+func holdsNone(paths []PathRule, from []string, protected []Protected, tmp string) error {
 	for i, r := range paths {
 		writing := r.Rights == RightWrite || r.Rights == RightWriteX
 		g := resolved(r.Path)
 		for _, p := range protected {
-			if p.Path == "" || !writing && !p.Read || !beneath(resolved(p.Path), g) {
+			if p.Path == "" || !writing && !p.Read {
+				continue
+			}
+			pp := resolved(p.Path)
+			if !beneath(pp, g) {
+				if p.Read && r.Path != tmp && beneath(g, pp) {
+					return fmt.Errorf("%s: %s is in %s (%s), whose OAuth tokens and other servers' files a server must not read", from[i], r.Path, p.What, p.Path)
+				}
+				if writing && p.Tree && InTree(g, pp) {
+					return fmt.Errorf("%s: %s is in %s (%s), whose manifests tether reads: one the server wrote there would run unconfined; grant a directory beside it, or beneath a hidden name (.data), which tether does not read", from[i], r.Path, p.What, p.Path)
+				}
 				continue
 			}
 			if writing {

@@ -252,13 +252,13 @@ func TestDescribe(t *testing.T) {
 // tether's executable, the manifest's directory or the state directory
 // (through a symbolic link too) fails the start naming the field; one
 // beside or below them does not. No grant may hold the state directory,
-// which keeps OAuth tokens.
+// which keeps OAuth tokens, nor lie in it, but the server's own TMPDIR.
 func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 	root := t.TempDir()
 	manifests := filepath.Join(root, "manifests")
 	state := filepath.Join(manifests, ".tether")
 	beside := filepath.Join(root, "data")
-	for _, d := range []string{state, beside} {
+	for _, d := range []string{filepath.Join(state, "oauth"), filepath.Join(state, "sandbox-tmp", "t"), beside, filepath.Join(manifests, "data", "sub"), filepath.Join(manifests, ".cache")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +268,7 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := Inputs{Command: "/bin/true", ManifestDir: manifests, Protected: []Protected{
-		{Path: "/bin/true", What: "tether's executable"}, {Path: manifests, What: "the manifest's directory"}, {Path: state, What: "the state directory", Read: true}}}
+		{Path: "/bin/true", What: "tether's executable"}, {Path: manifests, What: "the manifest's directory", Tree: true}, {Path: state, What: "the state directory", Read: true}}}
 	for _, tc := range []struct {
 		write []string
 		want  string // "" for no error
@@ -281,11 +281,21 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 		{[]string{link}, "spec.stdio.sandbox.write[0]: " + link + " holds the manifest's directory"},
 		{[]string{".tether"}, "holds the state directory"},
 		{[]string{"/bin"}, "holds tether's executable"},
+		// In the manifest tree: a manifest written there would run.
+		{[]string{"data"}, "spec.stdio.sandbox.write[0]: " + filepath.Join(manifests, "data") + " is in the manifest's directory"},
+		{[]string{"data/sub"}, "is in the manifest's directory"},
+		{[]string{".cache"}, ""},
 	} {
 		_, err := Build(&spec.SandboxSpec{Grants: []string{}, Write: tc.write}, in)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("write %q: %v, want %q", tc.write, err, tc.want)
 		}
+	}
+	// The server's TMPDIR is in the state directory's sandbox-tmp/.
+	tmpIn := in
+	tmpIn.Tmp = filepath.Join(state, "sandbox-tmp", "t")
+	if _, err := Build(&spec.SandboxSpec{Grants: []string{spec.GrantTmp}}, tmpIn); err != nil {
+		t.Errorf("the private TMPDIR in the state directory: %v", err)
 	}
 	// Reading tether's executable or the manifests is the manifest's to
 	// grant; reading the state directory (tokens) is not, by any grant.
@@ -300,6 +310,9 @@ func TestBuildRefusesWritingWhatTetherRuns(t *testing.T) {
 		{spec.SandboxSpec{Grants: []string{}, Read: []string{root}}, in, "spec.stdio.sandbox.read[0]: " + root + " holds the state directory (" + state + "), whose OAuth tokens"},
 		{spec.SandboxSpec{Grants: []string{}, Execute: []string{"."}}, in, "spec.stdio.sandbox.execute[0]: " + manifests + " holds the state directory"},
 		{spec.SandboxSpec{Grants: []string{spec.GrantWorkingDir}}, Inputs{Command: "/bin/true", WorkingDir: manifests, Protected: in.Protected}, "workingDir (grants: workingDir): " + manifests + " holds the state directory"},
+		// Nor what lies in it: other connections' tokens, secret files.
+		{spec.SandboxSpec{Grants: []string{}, Read: []string{".tether/oauth"}}, in, "spec.stdio.sandbox.read[0]: " + filepath.Join(state, "oauth") + " is in the state directory"},
+		{spec.SandboxSpec{Grants: []string{}, Write: []string{".tether/oauth"}}, in, "spec.stdio.sandbox.write[0]: " + filepath.Join(state, "oauth") + " is in the state directory"},
 	} {
 		if _, err := Build(&tc.policy, tc.in); err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
 			t.Errorf("%+v: %v, want %q", tc.policy, err, tc.wantErr)
