@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -286,6 +287,10 @@ pids: 32
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		entries, _ := os.ReadDir(filepath.Join(dir, ".tether", "containers"))
+		// The mark that a container was started here stays until the next
+		// tether's search for leftovers (docs/contract.md §2): it is not
+		// a container's directory.
+		entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == ".started" })
 		if len(entries) == 0 {
 			break
 		}
