@@ -25,6 +25,11 @@ type agent struct {
 	hc *http.Client
 }
 
+// agentProtocol is the protocol version the bench's agents ask for
+// (-protocol); "" is the go-sdk client's latest (2026-07-28: over HTTP the
+// gateway then serves it statelessly, through the go-sdk path).
+var agentProtocol string
+
 func connectAgent(ctx context.Context, url string) (*agent, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	// Enough idle connections for the highest concurrency measured, so a
@@ -32,7 +37,11 @@ func connectAgent(ctx context.Context, url string) (*agent, error) {
 	t.MaxIdleConnsPerHost = 128
 	hc := &http.Client{Transport: t}
 	c := mcp.NewClient(&mcp.Implementation{Name: "tether-bench", Version: "0"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	var opts *mcp.ClientSessionOptions
+	if agentProtocol != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: agentProtocol}
+	}
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", url, err)
 	}

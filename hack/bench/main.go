@@ -167,6 +167,7 @@ func run() int {
 	flag.DurationVar(&c.loadDur, "load", 2*time.Second, "duration of one gateway load run")
 	flag.IntVar(&c.rounds, "rounds", 3, "gateway load runs per path and concurrency (median reported)")
 	concs := flag.String("conc", "1,16,64", "gateway concurrencies")
+	flag.StringVar(&agentProtocol, "protocol", "", "the protocol version the agents ask for (e.g. 2025-11-25); default: the go-sdk client's latest")
 	flag.IntVar(&c.samples, "samples", 25, "samples for stdio-latency and sandbox")
 	flag.IntVar(&c.burst, "burst", 100, "manifests for stdio-burst")
 	tetherFlags := flag.String("tether-flags", "", "extra flags for every `tether run`, space-separated (e.g. \"--workers 16\")")
