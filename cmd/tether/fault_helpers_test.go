@@ -28,31 +28,44 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
-var (
-	faultOnce sync.Once
-	faultBin  string
-	faultErr  error
-)
-
 // faultServer builds testdata/faultserver once per test binary and returns
 // its path.
 func faultServer(t testing.TB) string {
 	t.Helper()
+	return testdataServer(t, "faultserver")
+}
+
+// testdataServers holds, per name, the build of cmd/tether/testdata/NAME:
+// each is built once per test binary, beside builtBinaries'.
+var testdataServers sync.Map // name → *testdataBuild
+
+type testdataBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// testdataServer builds cmd/tether/testdata/NAME once per test binary and
+// returns its path.
+func testdataServer(t testing.TB, name string) string {
+	t.Helper()
 	dir := builtBinaries(t)
-	faultOnce.Do(func() {
-		out := filepath.Join(dir, "faultserver")
-		cmd := exec.Command("go", "build", "-o", out, "./cmd/tether/testdata/faultserver")
+	v, _ := testdataServers.LoadOrStore(name, &testdataBuild{})
+	b := v.(*testdataBuild)
+	b.once.Do(func() {
+		out := filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", out, "./cmd/tether/testdata/"+name)
 		cmd.Dir = repoRoot(t)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			faultErr = fmt.Errorf("go build faultserver: %v\n%s", err, b)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", name, err, o)
 			return
 		}
-		faultBin = out
+		b.bin = out
 	})
-	if faultErr != nil {
-		t.Fatal(faultErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return faultBin
+	return b.bin
 }
 
 // faultManifest is a stdio manifest that runs the fault server with args.

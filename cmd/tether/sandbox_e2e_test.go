@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,12 +24,6 @@ import (
 
 	"github.com/tether-mcp/tether/controller/sandbox"
 	"github.com/tether-mcp/tether/spec"
-)
-
-var (
-	hostileOnce sync.Once
-	hostileBin  string
-	hostileErr  error
 )
 
 // requireSandbox skips a test on a kernel without what the sandbox tests
@@ -81,21 +74,7 @@ func policyHere(fields string) string {
 func hostileServer(t testing.TB) string {
 	t.Helper()
 	requireSandbox(t)
-	dir := builtBinaries(t)
-	hostileOnce.Do(func() {
-		out := filepath.Join(dir, "hostileserver")
-		cmd := exec.Command("go", "build", "-o", out, "./cmd/tether/testdata/hostileserver")
-		cmd.Dir = repoRoot(t)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			hostileErr = fmt.Errorf("go build hostileserver: %v\n%s", err, b)
-			return
-		}
-		hostileBin = out
-	})
-	if hostileErr != nil {
-		t.Fatal(hostileErr)
-	}
-	return hostileBin
+	return testdataServer(t, "hostileserver")
 }
 
 // listenLoopback accepts (and closes) TCP connections on a loopback port
