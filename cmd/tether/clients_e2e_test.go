@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -108,7 +109,7 @@ func TestFirstListIsComplete(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
 		dir := t.TempDir()
 		slowServers(t, dir, n)
-		port := freePort(t)
+		port := testport.Free(t)
 		startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
 		waitTCP(t, port, 20*time.Second)
 		// The servers are still starting: none has a status yet.
@@ -132,8 +133,9 @@ func TestModernClientOverHTTP(t *testing.T) {
 	dir := t.TempDir()
 	m := filepath.Join(dir, "ev.yaml")
 	writeFile(t, m, stdioManifest("ev", filepath.Join(bin, "everything-server"), nil, ""))
-	port := freePort(t)
+	port := testport.Free(t)
 	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	waitTCP(t, port, 20*time.Second)
 	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 
@@ -185,8 +187,9 @@ func TestSSEOnlyClient(t *testing.T) {
 	dir := t.TempDir()
 	m := filepath.Join(dir, "ev.yaml")
 	writeFile(t, m, stdioManifest("ev", filepath.Join(bin, "everything-server"), nil, ""))
-	port := freePort(t)
+	port := testport.Free(t)
 	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--sse")
+	waitTCP(t, port, 20*time.Second)
 	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	url := fmt.Sprintf("http://127.0.0.1:%d/sse", port)
 	out, err := inspector(t, url, "--transport", "sse", "--method", "tools/list")
@@ -206,7 +209,7 @@ func TestSSEOnlyClient(t *testing.T) {
 
 	// Off by default.
 	dir2 := t.TempDir()
-	port2 := freePort(t)
+	port2 := testport.Free(t)
 	startTether(t, dir2, "--listen", fmt.Sprintf("127.0.0.1:%d", port2))
 	waitTCP(t, port2, 20*time.Second)
 	if _, err := inspector(t, fmt.Sprintf("http://127.0.0.1:%d/sse", port2), "--transport", "sse", "--method", "tools/list"); err == nil {
@@ -223,13 +226,14 @@ func TestSSEOnlyClient(t *testing.T) {
 // counterpart for that era.
 func TestModernEraParityOverHTTP(t *testing.T) {
 	bin := builtBinaries(t)
-	backendPort, gwPort := freePort(t), freePort(t)
+	backendPort, gwPort := testport.Free(t), testport.Free(t)
 	startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", backendPort), "-stateless=true")
 	waitTCP(t, backendPort, 20*time.Second)
 	dir := t.TempDir()
 	m := filepath.Join(dir, "everything.yaml")
 	writeFile(t, m, httpManifest("everything", fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort), "streamable", "  toolPrefix: \"\"\n"))
 	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
+	waitTCP(t, gwPort, 20*time.Second)
 	waitStatus(t, m, "everything", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

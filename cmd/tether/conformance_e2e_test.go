@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -42,17 +43,18 @@ func conformanceThroughGateway(t *testing.T, stateless string) {
 	peersBin := filepath.Dir(suite)
 	npmPeer(t, "node")
 
-	backendPort, gwPort := freePort(t), freePort(t)
+	backendPort, gwPort := testport.Free(t), testport.Free(t)
 	startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", backendPort), stateless)
 	waitTCP(t, backendPort, 20*time.Second)
-	direct := runConformance(t, suite, peersBin, fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort))
+	direct, directOut := runConformance(t, suite, peersBin, fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort))
 
 	dir := t.TempDir()
 	m := filepath.Join(dir, "everything.yaml")
 	writeFile(t, m, httpManifest("everything", fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort), "streamable", "  toolPrefix: \"\"\n"))
 	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
+	waitTCP(t, gwPort, 20*time.Second)
 	st := waitStatus(t, m, "everything", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
-	through := runConformance(t, suite, peersBin, fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort))
+	through, throughOut := runConformance(t, suite, peersBin, fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort))
 
 	var passed, lost []string
 	for name, ok := range direct {
@@ -66,7 +68,7 @@ func conformanceThroughGateway(t *testing.T, stateless string) {
 	}
 	slices.Sort(lost)
 	if len(passed) < 25 {
-		t.Fatalf("the backend passes only %d scenarios on its own (of %d): the suite did not run as expected", len(passed), len(direct))
+		t.Fatalf("the backend passes only %d scenarios on its own (of %d): the suite did not run as expected:\n%s", len(passed), len(direct), directOut)
 	}
 	gw := 0
 	for _, ok := range through {
@@ -77,15 +79,15 @@ func conformanceThroughGateway(t *testing.T, stateless string) {
 	t.Logf("conformance server scenarios (backend protocol %s with tether): backend %d/%d, through the gateway %d/%d",
 		st.Server.ProtocolVersion, len(passed), len(direct), gw, len(through))
 	if len(lost) > 0 {
-		t.Errorf("scenarios the backend passes but the gateway fails: %s", strings.Join(lost, ", "))
+		t.Errorf("scenarios the backend passes but the gateway fails: %s\nthe suite through the gateway:\n%s", strings.Join(lost, ", "), throughOut)
 	}
 }
 
 var scenarioLine = regexp.MustCompile(`^([✓✗]) ([A-Za-z0-9_.-]+):`)
 
 // runConformance runs `conformance server --url url` and returns each
-// scenario's outcome (true: passed).
-func runConformance(t *testing.T, suite, peersBin, url string) map[string]bool {
+// scenario's outcome (true: passed) and what the suite printed.
+func runConformance(t *testing.T, suite, peersBin, url string) (map[string]bool, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -105,8 +107,8 @@ func runConformance(t *testing.T, suite, peersBin, url string) map[string]bool {
 	if len(res) == 0 {
 		t.Fatalf("conformance against %s printed no scenario results:\n%s", url, out.String())
 	}
-	if t.Failed() || testing.Verbose() {
+	if testing.Verbose() {
 		t.Logf("conformance against %s:\n%s", url, out.String())
 	}
-	return res
+	return res, out.String()
 }

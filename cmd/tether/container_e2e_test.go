@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -115,7 +116,7 @@ func TestContainerServer(t *testing.T) {
 	manifest := filepath.Join(dir, "box.yaml")
 	// --dir relative, as a person types it: the runtime's daemon still gets
 	// absolute mount sources (the secrets directory, a relative mount).
-	gw, mp := freePort(t), freePort(t)
+	gw, mp := testport.Free(t), testport.Free(t)
 	cmd := exec.Command(filepath.Join(builtBinaries(t), "tether"), "run", "--dir", filepath.Base(dir),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp),
 		"--log-level", "debug", "--container-runtime", "docker")

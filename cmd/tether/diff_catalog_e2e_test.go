@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/diff"
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -78,9 +79,10 @@ func TestDiffPredictsPromptsAndResources(t *testing.T) {
 	lazy := "  lifecycle: {mode: OnDemand, idleTimeout: 1s}\n"
 	writeFile(t, filepath.Join(dir, "ev1.yaml"), stdioManifest("ev1", server, nil, lazy))
 	writeFile(t, filepath.Join(dir, "ev2.yaml"), stdioManifest("ev2", server, nil, lazy))
-	port := freePort(t)
+	port := testport.Free(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	waitTCP(t, port, 20*time.Second)
 	for _, name := range []string{"ev1", "ev2"} {
 		waitStatus(t, filepath.Join(dir, name+".yaml"), name, 60*time.Second, "Idle", phaseIs(spec.PhaseIdle))
 	}

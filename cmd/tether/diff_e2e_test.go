@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/diff"
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -68,9 +69,10 @@ func TestDiffPredictsWhatTetherDoes(t *testing.T) {
 	for name, extra := range manifests {
 		writeFile(t, filepath.Join(dir, name+".yaml"), stdioManifest(name, server, nil, extra))
 	}
-	port := freePort(t)
+	port := testport.Free(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 	startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	waitTCP(t, port, 20*time.Second)
 	pids := map[string]int{}
 	for name := range manifests {
 		if name == "lazy" {

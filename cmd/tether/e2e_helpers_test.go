@@ -253,17 +253,6 @@ func phaseIs(p spec.Phase) func(spec.ConnectionStatus) bool {
 	return func(st spec.ConnectionStatus) bool { return st.Phase == p }
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startServer starts a backend process for a test and stops it at cleanup.
 func startServer(t testing.TB, env []string, name string, args ...string) *exec.Cmd {
 	t.Helper()

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -33,7 +34,7 @@ import (
 func startTetherNofile(t *testing.T, dir string, nofile int, extra ...string) (*tether, endpoints) {
 	t.Helper()
 	bin := builtBinaries(t)
-	gw, mp := freePort(t), freePort(t)
+	gw, mp := testport.Free(t), testport.Free(t)
 	args := append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), filepath.Join(bin, "tether"),
 		"run", "--dir", dir, "--log-level", "debug",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp)}, extra...)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -38,7 +39,7 @@ func TestFaultHangs(t *testing.T) {
 	t.Cleanup(mute.Close)
 	t.Cleanup(func() { close(release) }) // runs before mute.Close
 
-	httpPort := freePort(t)
+	httpPort := testport.Free(t)
 	httpSrv := startServer(t, nil, fs, "-http", fmt.Sprintf("127.0.0.1:%d", httpPort))
 	waitTCP(t, httpPort, 20*time.Second)
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -91,7 +92,7 @@ type endpoints struct {
 // on free loopback ports and waits for both.
 func startTetherServing(t *testing.T, dir string, extra ...string) (*tether, endpoints) {
 	t.Helper()
-	gw, mp := freePort(t), freePort(t)
+	gw, mp := testport.Free(t), testport.Free(t)
 	args := append([]string{"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp)}, extra...)
 	tt := startTether(t, dir, args...)
 	waitTCP(t, gw, 20*time.Second)

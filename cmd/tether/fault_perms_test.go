@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -111,7 +112,7 @@ func TestFaultStatusDirReadOnly(t *testing.T) {
 	mkdirAs(t, statusDir, cred)
 	must(t, os.Chmod(statusDir, 0o555))
 	writeFile(t, filepath.Join(dir, "ro.yaml"), faultManifest(t, "ro", nil, ""))
-	mp := freePort(t)
+	mp := testport.Free(t)
 	tt := startTetherAs(t, cred, dir, "--status-dir", statusDir, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp))
 	waitTCP(t, mp, 20*time.Second)
 	ep := endpoints{metrics: fmt.Sprintf("http://127.0.0.1:%d", mp)}

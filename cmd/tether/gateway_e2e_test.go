@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -156,7 +157,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	everything := npmPeer(t, "mcp-server-everything")
 	example := filepath.Join(bin, "tether-example-server")
 	dir := t.TempDir()
-	goPort, evhPort, gwPort := freePort(t), freePort(t), freePort(t)
+	goPort, evhPort, gwPort := testport.Free(t), testport.Free(t), testport.Free(t)
 	goSrv := startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", goPort))
 	startServer(t, []string{fmt.Sprintf("PORT=%d", evhPort)}, everything, "streamableHttp")
 	waitTCP(t, goPort, 20*time.Second)
@@ -400,7 +401,7 @@ func TestGatewayStdioMode(t *testing.T) {
 func TestGatewayRefusesOpenListenWithoutToken(t *testing.T) {
 	bin := builtBinaries(t)
 	cmd := exec.Command(filepath.Join(bin, "tether"), "run", "--dir", t.TempDir(), "--metrics-addr", "",
-		"--listen", fmt.Sprintf("0.0.0.0:%d", freePort(t)))
+		"--listen", fmt.Sprintf("0.0.0.0:%d", testport.Free(t)))
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("tether started on 0.0.0.0 without a token:\n%s", out)

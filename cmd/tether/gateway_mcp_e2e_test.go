@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -145,7 +146,7 @@ func twoBackends(t *testing.T, dir string) *exec.Cmd {
 	t.Helper()
 	bin := builtBinaries(t)
 	everything := npmPeer(t, "mcp-server-everything")
-	goPort := freePort(t)
+	goPort := testport.Free(t)
 	goSrv := startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", goPort), "-stateless=false")
 	waitTCP(t, goPort, 20*time.Second)
 	writeFile(t, filepath.Join(dir, "ev.yaml"), stdioManifest("ev", everything, []string{"stdio"}, ""))
@@ -248,7 +249,7 @@ func passesThrough(t *testing.T, a *mcpAgent) {
 func TestGatewayPassesMCPThrough(t *testing.T) {
 	dir := t.TempDir()
 	goSrv := twoBackends(t, dir)
-	gwPort := freePort(t)
+	gwPort := testport.Free(t)
 	tt := startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
 	waitTCP(t, gwPort, 20*time.Second)
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort)
@@ -297,7 +298,7 @@ func TestGatewayPassesMCPThrough(t *testing.T) {
 	t.Run("a backend over SSE", func(t *testing.T) {
 		// server-everything over the legacy SSE transport: prompts and a
 		// sampling request relayed the same way.
-		ssePort := freePort(t)
+		ssePort := testport.Free(t)
 		startServer(t, []string{fmt.Sprintf("PORT=%d", ssePort)}, npmPeer(t, "mcp-server-everything"), "sse")
 		waitTCP(t, ssePort, 20*time.Second)
 		writeFile(t, filepath.Join(dir, "evs.yaml"), httpManifest("evs", fmt.Sprintf("http://127.0.0.1:%d/sse", ssePort), "sse", ""))

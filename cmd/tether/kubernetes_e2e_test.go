@@ -22,6 +22,7 @@ import (
 
 	"github.com/tether-mcp/tether/controller/kubernetes"
 	"github.com/tether-mcp/tether/controller/kubernetes/kubetest"
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -182,7 +183,7 @@ func TestKubernetesMode(t *testing.T) {
 		c.StopAPIServer(t)
 		// A second tether started while the API server is away is alive
 		// but not ready: it has not listed anything.
-		port := freePort(t)
+		port := testport.Free(t)
 		// Its namespace does not exist: it lists empty once it can list.
 		other := startKubeTether(t, c, "--namespace", "e2e-other", "--metrics-addr", "127.0.0.1:"+strconv.Itoa(port))
 		base := "http://127.0.0.1:" + strconv.Itoa(port)

@@ -22,6 +22,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -98,7 +99,7 @@ scrape_configs:
     static_configs:
       - targets: [%q]
 `, target))
-	port := freePort(t)
+	port := testport.Free(t)
 	cmd := exec.Command(bin,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -222,7 +223,7 @@ func TestMetricsAlertOnDeadBackend(t *testing.T) {
 	lookTool(t, "prometheus")
 	bin := builtBinaries(t)
 
-	port := freePort(t)
+	port := testport.Free(t)
 	backend := startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", port))
 	waitTCP(t, port, 20*time.Second)
 
@@ -230,7 +231,7 @@ func TestMetricsAlertOnDeadBackend(t *testing.T) {
 	manifest := filepath.Join(dir, "backend.yaml")
 	writeFile(t, manifest, httpManifest("backend", fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "streamable",
 		"  healthCheck: {interval: 200ms, timeout: 500ms, failureThreshold: 1}\n"))
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testport.Free(t))
 	startTether(t, dir, "--metrics-addr", metricsAddr)
 	waitStatus(t, manifest, "backend", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tether-mcp/tether/controller/oauth"
 	"github.com/tether-mcp/tether/controller/oauth/oauthtest"
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -107,8 +108,9 @@ func TestOAuthAuthorizationCodeEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	manifest := filepath.Join(dir, "remote.yaml")
 	writeFile(t, manifest, httpManifest("remote", srv.MCPURL, "streamable", "    oauth:\n      authorizationCode: {}\n"))
-	gw, metricsPort := freePort(t), freePort(t)
+	gw, metricsPort := testport.Free(t), testport.Free(t)
 	tt := startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort))
+	waitTCP(t, gw, 20*time.Second)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 
 	// No token yet: AuthRequired, nothing sent to the server, no retries.
@@ -228,8 +230,9 @@ func TestOAuthClientCredentialsEndToEnd(t *testing.T) {
 			"    oauth:\n      clientCredentials:\n        clientID: svc\n        clientSecret: {valueFrom: {file: %s}}\n        scopes: [tools.read]\n", file))
 	}
 	writeFile(t, manifest, cc("secrets/svc"))
-	gw := freePort(t)
+	gw := testport.Free(t)
 	tt := startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gw))
+	waitTCP(t, gw, 20*time.Second)
 	waitStatus(t, manifest, "svc", 20*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	if got := srv.Counts().LastScope; got != "tools.read" {
 		t.Errorf("token scope %q, want the manifest's tools.read", got)

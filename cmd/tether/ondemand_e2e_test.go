@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -154,7 +155,7 @@ func TestOnDemandBadState(t *testing.T) {
 func TestReconnectOnUse(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testport.Free(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	backend := startServer(t, nil, faultServer(t), "-http", addr)
 	waitTCP(t, port, 10*time.Second)
@@ -210,7 +211,7 @@ func TestCallSurvivesBackendRestart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			port := freePort(t)
+			port := testport.Free(t)
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			backend := tc.backend(t, port)
 			waitTCP(t, port, 20*time.Second)

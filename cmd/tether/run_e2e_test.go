@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -23,7 +24,7 @@ func TestRunConnectsToRealServers(t *testing.T) {
 	everything := npmPeer(t, "mcp-server-everything")
 	dir := t.TempDir()
 
-	streamPort, ssePort, goPort := freePort(t), freePort(t), freePort(t)
+	streamPort, ssePort, goPort := testport.Free(t), testport.Free(t), testport.Free(t)
 	startServer(t, []string{fmt.Sprintf("PORT=%d", streamPort)}, everything, "streamableHttp")
 	startServer(t, []string{fmt.Sprintf("PORT=%d", ssePort)}, everything, "sse")
 	startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", goPort))
@@ -101,7 +102,7 @@ func TestRunStdioChildKilled(t *testing.T) {
 func TestRunHTTPBackendKilled(t *testing.T) {
 	bin := builtBinaries(t)
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testport.Free(t)
 	srv := startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", port))
 	waitTCP(t, port, 20*time.Second)
 	m := filepath.Join(dir, "web.yaml")
@@ -121,7 +122,7 @@ func TestRunHTTPBackendKilled(t *testing.T) {
 // TestRunUnreachableBacksOff: attempts grow and the wait is capped at 3s.
 func TestRunUnreachableBacksOff(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t) // nothing listens there
+	port := testport.Free(t) // nothing listens there
 	m := filepath.Join(dir, "gone.yaml")
 	writeFile(t, m, httpManifest("gone", fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "streamable", ""))
 	startTether(t, dir)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -54,14 +55,15 @@ func conformanceConfined(t *testing.T, suite, peersBin, command string, args []s
 		dir := t.TempDir()
 		m := filepath.Join(dir, "everything.yaml")
 		writeFile(t, m, stdioManifest("everything", command, args, extra))
-		gw := freePort(t)
+		gw := testport.Free(t)
 		tt := startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gw))
+		waitTCP(t, gw, 20*time.Second)
 		st := waitStatus(t, m, "everything", 60*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 		_, suffix := bestEffortHere()
 		if want := map[string]string{"unconfined": "", "confined": "landlock fs+netns none" + suffix}[mode]; st.Sandbox != want {
 			t.Fatalf("%s: status.sandbox = %q, want %q", mode, st.Sandbox, want)
 		}
-		outcomes[mode] = runConformance(t, suite, peersBin, fmt.Sprintf("http://127.0.0.1:%d/mcp", gw))
+		outcomes[mode], _ = runConformance(t, suite, peersBin, fmt.Sprintf("http://127.0.0.1:%d/mcp", gw))
 		tt.stop()
 	}
 	var passed, lost []string

@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/sandbox"
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -109,7 +110,7 @@ func sandboxHome(t *testing.T) (home, key string) {
 // startSandboxTether runs tether with HOME set to home and its gateway on.
 func startSandboxTether(t *testing.T, dir, home string, extra ...string) (*tether, endpoints) {
 	t.Helper()
-	gw := freePort(t)
+	gw := testport.Free(t)
 	args := append([]string{"--listen", fmt.Sprintf("127.0.0.1:%d", gw)}, extra...)
 	tt := startTetherWithEnv(t, dir, []string{"HOME=" + home}, args...)
 	waitTCP(t, gw, 20*time.Second)
@@ -156,7 +157,7 @@ func TestSandboxRefusesAHostileServer(t *testing.T) {
 	keyFile, err := os.Open(key)
 	must(t, err)
 	defer keyFile.Close()
-	gw := freePort(t)
+	gw := testport.Free(t)
 	cmd := exec.Command(filepath.Join(builtBinaries(t), "tether"), "run", "--dir", dir, "--metrics-addr", "", "--log-level", "debug", "--listen", fmt.Sprintf("127.0.0.1:%d", gw))
 	cmd.Env = append(os.Environ(), "HOME="+home)
 	cmd.ExtraFiles = []*os.File{keyFile}
@@ -442,7 +443,7 @@ func TestSandboxLauncherIsTheRunningTether(t *testing.T) {
 	dir := t.TempDir()
 	m := filepath.Join(dir, "up.yaml")
 	writeFile(t, m, stdioManifest("up", bin, nil, policyHere("")+quickBackoff))
-	gw := freePort(t)
+	gw := testport.Free(t)
 	cmd := exec.Command(exe, "run", "--dir", dir, "--metrics-addr", "", "--log-level", "debug", "--listen", fmt.Sprintf("127.0.0.1:%d", gw))
 	cmd.Env = append(os.Environ(), "HOME="+home)
 	startCmd(t, cmd, dir)

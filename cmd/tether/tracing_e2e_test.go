@@ -20,13 +20,14 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/tether-mcp/tether/controller/tracing/tracingtest"
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
 // startTetherEnv is startTetherServing with extra environment variables.
 func startTetherEnv(t *testing.T, dir string, env []string) (*tether, string) {
 	t.Helper()
-	gw := freePort(t)
+	gw := testport.Free(t)
 	tt := startTetherWithEnv(t, dir, env, "--listen", fmt.Sprintf("127.0.0.1:%d", gw))
 	waitTCP(t, gw, 20*time.Second)
 	return tt, fmt.Sprintf("http://127.0.0.1:%d/mcp", gw)
@@ -94,7 +95,7 @@ func TestTracingEndToEnd(t *testing.T) {
 	peer := filepath.Join(dir, "peer.yaml")
 	writeFile(t, peer, stdioManifest("peer", filepath.Join(bin, "everything-server"), nil, ""))
 	bad := filepath.Join(dir, "bad.yaml")
-	writeFile(t, bad, httpManifest("bad", fmt.Sprintf("http://127.0.0.1:%d/mcp", freePort(t)), "streamable", quickBackoff))
+	writeFile(t, bad, httpManifest("bad", fmt.Sprintf("http://127.0.0.1:%d/mcp", testport.Free(t)), "streamable", quickBackoff))
 
 	tt, gateway := startTetherEnv(t, dir, otelEnv(
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+recv.URL,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -56,7 +57,7 @@ func TestCallToolProgress(t *testing.T) {
 		},
 		{
 			name: "npm-everything/streamable", spec: func(t *testing.T) *spec.Spec {
-				port := freePort(t)
+				port := testport.Free(t)
 				startHTTPPeer(t, port, []string{fmt.Sprintf("PORT=%d", port)}, npmEverything(t), "streamableHttp")
 				return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")
 			},
@@ -218,12 +219,12 @@ func TestToolsListChanged(t *testing.T) {
 	}{
 		{"go-everything/stdio", func(t *testing.T) *spec.Spec { return stdioSpec(goEverything(t)) }},
 		{"go-everything/streamable-stateless", func(t *testing.T) *spec.Spec {
-			port := freePort(t)
+			port := testport.Free(t)
 			startHTTPPeer(t, port, nil, goEverything(t), fmt.Sprintf("-http=127.0.0.1:%d", port))
 			return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")
 		}},
 		{"go-everything/streamable-stateful", func(t *testing.T) *spec.Spec {
-			port := freePort(t)
+			port := testport.Free(t)
 			startHTTPPeer(t, port, nil, goEverything(t), fmt.Sprintf("-http=127.0.0.1:%d", port), "-stateless=false")
 			return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")
 		}},

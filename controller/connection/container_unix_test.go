@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -214,7 +215,7 @@ func TestContainerPortServerWithScriptedRuntime(t *testing.T) {
 	server := goEverything(t)
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls")
-	port := freePort(t)
+	port := testport.Free(t)
 	script := filepath.Join(dir, "docker")
 	writeScript(t, script, `#!/bin/sh
 echo "$*" >> `+calls+`

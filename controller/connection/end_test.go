@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tether-mcp/tether/hack/testport"
 )
 
 // endRecorder is an OnEnd that checks it runs once, after Done is closed.
@@ -75,7 +77,7 @@ func TestOnEnd(t *testing.T) {
 	t.Run("server restarted/http", func(t *testing.T) {
 		// The restarted server answers the next probe "session not
 		// found": the call ends the session from its own goroutine.
-		port := freePort(t)
+		port := testport.Free(t)
 		argv := []string{goEverything(t), fmt.Sprintf("-http=127.0.0.1:%d", port), "-stateless=false"}
 		p := startHTTPPeer(t, port, nil, argv...)
 		rec := newEndRecorder(t)

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -166,7 +167,7 @@ func TestHTTPHeadersAndRedaction(t *testing.T) {
 
 // A server that is gone before Connect: a clear error, quickly.
 func TestHTTPConnectRefused(t *testing.T) {
-	url := "http://127.0.0.1:" + strconv.Itoa(freePort(t)) + "/mcp"
+	url := "http://127.0.0.1:" + strconv.Itoa(testport.Free(t)) + "/mcp"
 	for _, transport := range []string{spec.TransportStreamable, spec.TransportSSE} {
 		t.Run(transport, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

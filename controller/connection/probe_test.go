@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -23,22 +24,22 @@ type httpPeerCase struct {
 func httpPeerCases() []httpPeerCase {
 	return []httpPeerCase{
 		{"npm-everything/streamable", func(t *testing.T) (*spec.Spec, *httpPeer) {
-			port := freePort(t)
+			port := testport.Free(t)
 			p := startHTTPPeer(t, port, []string{fmt.Sprintf("PORT=%d", port)}, npmEverything(t), "streamableHttp")
 			return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), ""), p
 		}},
 		{"npm-everything/sse", func(t *testing.T) (*spec.Spec, *httpPeer) {
-			port := freePort(t)
+			port := testport.Free(t)
 			p := startHTTPPeer(t, port, []string{fmt.Sprintf("PORT=%d", port)}, npmEverything(t), "sse")
 			return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/sse", port), spec.TransportSSE), p
 		}},
 		{"go-everything/streamable-stateless", func(t *testing.T) (*spec.Spec, *httpPeer) {
-			port := freePort(t)
+			port := testport.Free(t)
 			p := startHTTPPeer(t, port, nil, goEverything(t), fmt.Sprintf("-http=127.0.0.1:%d", port))
 			return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), ""), p
 		}},
 		{"go-everything/streamable-stateful", func(t *testing.T) (*spec.Spec, *httpPeer) {
-			port := freePort(t)
+			port := testport.Free(t)
 			p := startHTTPPeer(t, port, nil, goEverything(t), fmt.Sprintf("-http=127.0.0.1:%d", port), "-stateless=false")
 			return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), ""), p
 		}},
@@ -150,7 +151,7 @@ func TestHTTPServerRestartEndsSession(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			port := freePort(t)
+			port := testport.Free(t)
 			argv, env := tc.argv(t, port)
 			p := startHTTPPeer(t, port, env, argv...)
 			s := connect(t, Request{Spec: httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")})

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -276,7 +277,7 @@ func TestCallToolRawListChangedOnCallStream(t *testing.T) {
 // The TypeScript SDK's server primes each resumable stream with an event
 // that has an id and no data; such an event is not a message.
 func TestCallToolRawNpmPeer(t *testing.T) {
-	port := freePort(t)
+	port := testport.Free(t)
 	startHTTPPeer(t, port, []string{fmt.Sprintf("PORT=%d", port)}, npmEverything(t), "streamableHttp")
 	s := connect(t, Request{Spec: httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")})
 	if _, ok := s.RawProtocolVersion(); !ok {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -42,7 +43,7 @@ func peerCases() []peerCase {
 		{
 			name: "npm-everything/streamable",
 			setup: func(t *testing.T) *spec.Spec {
-				port := freePort(t)
+				port := testport.Free(t)
 				startHTTPPeer(t, port, []string{fmt.Sprintf("PORT=%d", port)}, npmEverything(t), "streamableHttp")
 				return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "")
 			},
@@ -52,7 +53,7 @@ func peerCases() []peerCase {
 		{
 			name: "npm-everything/sse",
 			setup: func(t *testing.T) *spec.Spec {
-				port := freePort(t)
+				port := testport.Free(t)
 				startHTTPPeer(t, port, []string{fmt.Sprintf("PORT=%d", port)}, npmEverything(t), "sse")
 				return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/sse", port), spec.TransportSSE)
 			},
@@ -62,7 +63,7 @@ func peerCases() []peerCase {
 		{
 			name: "go-everything/streamable-stateless",
 			setup: func(t *testing.T) *spec.Spec {
-				port := freePort(t)
+				port := testport.Free(t)
 				startHTTPPeer(t, port, nil, goEverything(t), fmt.Sprintf("-http=127.0.0.1:%d", port))
 				return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), spec.TransportStreamable)
 			},
@@ -72,7 +73,7 @@ func peerCases() []peerCase {
 		{
 			name: "go-everything/streamable-stateful",
 			setup: func(t *testing.T) *spec.Spec {
-				port := freePort(t)
+				port := testport.Free(t)
 				startHTTPPeer(t, port, nil, goEverything(t), fmt.Sprintf("-http=127.0.0.1:%d", port), "-stateless=false")
 				return httpSpec(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), spec.TransportStreamable)
 			},

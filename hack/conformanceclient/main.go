@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,6 +35,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -295,7 +295,7 @@ func approve(ctx context.Context, u string) error {
 
 // start runs `tether run` with its gateway on a free loopback port.
 func (r *run) start() error {
-	port, err := freePort()
+	port, err := testport.Pick()
 	if err != nil {
 		return err
 	}
@@ -406,13 +406,4 @@ func text(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-mcp/tether/hack/testport"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -470,22 +470,16 @@ func lastLines(s string, n int) string {
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago
-// (all n are held open together, so they differ).
+// (hack/testport: below the ephemeral range, so that no test's outgoing
+// connection takes one before the control plane binds it).
 func freePorts(n int) ([]int, error) {
 	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := testport.Pick()
 		if err != nil {
 			return nil, fmt.Errorf("pick a free loopback port: %w", err)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
 }
