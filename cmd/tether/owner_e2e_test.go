@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -349,6 +350,37 @@ func TestOwnerRunWaitsForADyingOwnersLock(t *testing.T) {
 	rec := waitOwner(t, dir)
 	if rec.PID != tt.cmd.Process.Pid {
 		t.Errorf("the owner is pid %d, want the run's %d", rec.PID, tt.cmd.Process.Pid)
+	}
+}
+
+// TestOwnerRunStoppedWhileWaitingForTheLock: a SIGTERM while tether run
+// waits for a dying owner's lock stops it quietly (exit 0), not as if the
+// directory were owned (exit 3, "owned by").
+func TestOwnerRunStoppedWhileWaitingForTheLock(t *testing.T) {
+	dir := t.TempDir()
+	stateDir := filepath.Join(dir, ".tether")
+	must(t, os.Mkdir(stateDir, 0o700))
+	lock, err := owner.TryLock(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	tt := startTether(t, dir)
+	waitUntil(t, "tether run to wait for the lock", func() bool {
+		return strings.Contains(tt.logs.String(), "waiting for its lock")
+	})
+	must(t, tt.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-tt.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("tether run did not stop on SIGTERM while it waited for the lock")
+	}
+	var ee *exec.ExitError
+	if errors.As(tt.err, &ee) {
+		t.Errorf("tether run stopped while waiting for the lock: %v, want exit status 0\n%s", tt.err, tt.logs.String())
+	}
+	if strings.Contains(tt.logs.String(), "is owned by") {
+		t.Errorf("tether run stopped while waiting says the directory is owned:\n%s", tt.logs.String())
 	}
 }
 

@@ -317,6 +317,12 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 				// has closed its files) or starting: the lock decides
 				// within a short bound, not the first look.
 				lock, err = waitDyingOwner(ctx, stateDir.Path(), log)
+				if ctx.Err() != nil {
+					// Stopped (SIGTERM, SIGINT) while it waited: nothing was
+					// started, so nothing is stopped, and nobody was refused.
+					stateDir.Close()
+					return nil
+				}
 			}
 			if errors.Is(err, owner.ErrOwned) {
 				stateDir.Close()
