@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -393,6 +394,50 @@ func TestGatewayStdioMode(t *testing.T) {
 	res, err := gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "ex_echo", Arguments: map[string]any{"text": "via stdio"}})
 	if err != nil || !strings.Contains(textOf(res), "via stdio") {
 		t.Errorf("ex_echo over stdio = %+v, %v\n%s", res, err, logs.String())
+	}
+}
+
+// TestGatewayStdioModeWithTheDefaultMetricsPortTaken: a client launches
+// one stdio tether per directory, so the owner of another directory may
+// hold the default --metrics-addr. The stdio gateway then serves on,
+// without metrics, saying so; a --metrics-addr given on the command line
+// that is in use still ends the run.
+func TestGatewayStdioModeWithTheDefaultMetricsPortTaken(t *testing.T) {
+	bin := builtBinaries(t)
+	// In use, whoever holds it: the test, or a tether running on this host.
+	if l, err := net.Listen("tcp", "127.0.0.1:9464"); err == nil {
+		defer l.Close()
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ex.yaml"), stdioManifest("ex", filepath.Join(bin, "tether-example-server"), nil, ""))
+	cmd := exec.Command(filepath.Join(bin, "tether"), "run", "--stdio", "--dir", dir)
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	gc := connectGateway(t, &mcp.CommandTransport{Command: cmd})
+	gc.waitTools(t, "ex's tools", hasAll("ex_echo"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := gc.session.CallTool(ctx, &mcp.CallToolParams{Name: "ex_echo", Arguments: map[string]any{"text": "metrics or not"}})
+	if err != nil || !strings.Contains(textOf(res), "metrics or not") {
+		t.Errorf("ex_echo over stdio with the metrics port taken = %+v, %v\n%s", res, err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "metrics off") {
+		t.Errorf("tether did not say that its metrics are off:\n%s", logs.String())
+	}
+
+	ectx, ecancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ecancel()
+	explicit := exec.CommandContext(ectx, filepath.Join(bin, "tether"), "run", "--stdio", "--dir", t.TempDir(), "--metrics-addr", "127.0.0.1:9464")
+	// A client that stays: stdin open until the test ends, so that only
+	// the metrics listener can end the run.
+	stdinR, stdinW, err := os.Pipe()
+	must(t, err)
+	defer stdinW.Close()
+	explicit.Stdin = stdinR
+	out, err := explicit.CombinedOutput()
+	stdinR.Close()
+	if err == nil || !strings.Contains(string(out), "address already in use") {
+		t.Errorf("tether run --stdio --metrics-addr on a port in use: %v, want an error naming it\n%s", err, out)
 	}
 }
 

@@ -55,6 +55,7 @@ type runOptions struct {
 	logFormat     string
 	logLevel      string
 	listenSet     bool
+	metricsSet    bool
 
 	statusWriteInterval time.Duration
 
@@ -134,6 +135,7 @@ takes over. tether connect is that bridge for a daemon-owned directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.listenSet = cmd.Flags().Changed("listen")
+			o.metricsSet = cmd.Flags().Changed("metrics-addr")
 			// Under Windows' service control manager, a service Stop is
 			// a SIGTERM (docs/contract.md §11).
 			ctx, serviceDone, err := asService(cmd.Context())
@@ -592,7 +594,15 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	if o.metricsAddr != "" {
 		serve("metrics", func(ctx context.Context) error {
-			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready, origins))
+			err := metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready, origins))
+			if err != nil && o.stdio && !o.metricsSet && errors.Is(err, syscall.EADDRINUSE) {
+				// A client launches a stdio tether per directory: the
+				// owner of another directory holds the default port. That
+				// must not end this client's gateway (docs/contract.md).
+				log.Warn("metrics off: the default --metrics-addr is in use (another tether's?); set --metrics-addr to serve them", "addr", o.metricsAddr, "err", err)
+				return nil
+			}
+			return err
 		})
 	}
 
