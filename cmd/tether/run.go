@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -334,6 +335,25 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	cleanState(stateDir, log)
 
+	// The gateway's and the metrics' listeners are bound before anything
+	// starts: an address in use ends the run before a server is started, a
+	// status written or the owner record made, and no status says Connected
+	// (nor /readyz ready) while the gateway does not accept yet.
+	var gatewayLn, metricsLn net.Listener
+	servesTCP := o.takeover == nil && !o.stdio && o.listen != ""
+	if servesTCP {
+		if gatewayLn, err = gateway.Listen(ctx, o.listen, o.authTokenFile); err != nil {
+			return fmt.Errorf("--listen %s: %w", o.listen, err)
+		}
+		defer gatewayLn.Close()
+	}
+	if o.metricsAddr != "" {
+		if metricsLn, err = metrics.Listen(ctx, o.metricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr %s: %w", o.metricsAddr, err)
+		}
+		defer metricsLn.Close()
+	}
+
 	// Tracing is on only when OTEL_* variables ask for it; then log lines
 	// about traced operations carry trace_id and span_id.
 	tel, err := tracing.Setup(ctx, version, log)
@@ -547,8 +567,8 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return err
 		})
-	case o.listen != "":
-		serve("gateway", func(ctx context.Context) error { return gw.Serve(ctx, o.listen, o.authTokenFile) })
+	case servesTCP:
+		serve("gateway", func(ctx context.Context) error { return gw.ServeListener(ctx, gatewayLn, o.authTokenFile) })
 	}
 	if kube != nil {
 		serve("leader election", func(ctx context.Context) error { return kube.Run(ctx, ctrl.EnqueueAll) })
@@ -584,9 +604,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		// Orphans re-parented to tether exit while their server runs.
 		serve("orphan reaper", func(ctx context.Context) error { connection.ReapOrphans(ctx); return nil })
 	}
-	if o.metricsAddr != "" {
+	if metricsLn != nil {
 		serve("metrics", func(ctx context.Context) error {
-			return metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready, origins))
+			return metrics.ServeListener(ctx, metricsLn, m.Handler(ctrl.Ready, origins))
 		})
 	}
 
