@@ -35,7 +35,8 @@ const (
 	connBody
 	// connIdle: a keep-alive connection between requests. Sheddable, but
 	// after every stalled request: it is a legitimate client's as often as
-	// not, and a closed idle connection costs it a reconnect.
+	// not, and a closed idle connection costs it a reconnect. One that went
+	// idle a moment ago goes after the streams (idleReuseGrace).
 	connIdle
 	// connStream: a session's standalone stream (GET) is being served.
 	// Sheddable, last of all, the oldest first: its client opens another.
@@ -131,30 +132,56 @@ func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
 	return lc, victim, true
 }
 
+// idleReuseGrace is how long a keep-alive connection that just went idle
+// (or on which bytes of a next request just arrived) is taken for a client
+// between two requests. Its next request is on its way or about to be:
+// closed now, that request meets the close, and an HTTP client sends a
+// POST that met a closed connection no more (the go-sdk's client failed
+// its initialized notification with "server closed idle connection", at
+// the bound with every other connection a stream). Such a connection is
+// shed after the standalone streams, whose clients open them again.
+const idleReuseGrace = time.Second
+
 // victim is the connection stalled the longest: of those waiting for a
 // request or its body, the one with the oldest progress; failing those,
-// the oldest idle one; failing those, the oldest standalone stream; nil if
+// the oldest idle one (idle for idleReuseGrace at least); failing those,
+// the oldest standalone stream; failing those, the oldest idle one; nil if
 // every connection has a call being answered. It returns the phase it saw.
 // Linear: it runs only at the bound, over max connections.
 func (l *connLimiter) victim() (*limitedConn, int32) {
 	var best *limitedConn
-	var bestPhase, bestClass int32
+	var bestPhase, bestRank int32
 	var bestSince int64
+	now := time.Now().UnixNano()
 	for c := range l.conns {
 		p := c.phase.Load()
 		if p == connServing || p == connShed {
 			continue
 		}
-		class := p
-		if class == connBody {
-			class = connWaiting // one class: a request not yet in
-		}
 		s := c.since.Load()
-		if best == nil || class < bestClass || (class == bestClass && s < bestSince) {
-			best, bestPhase, bestClass, bestSince = c, p, class, s
+		rank := shedRank(p, now-s)
+		if best == nil || rank < bestRank || (rank == bestRank && s < bestSince) {
+			best, bestPhase, bestRank, bestSince = c, p, rank, s
 		}
 	}
 	return best, bestPhase
+}
+
+// shedRank orders the sheddable phases, first shed first: a request not
+// yet in (waiting or its body), an idle connection, a standalone stream,
+// an idle connection whose last progress is younger than idleReuseGrace.
+// quiet is the time since the connection's last progress.
+func shedRank(phase int32, quiet int64) int32 {
+	switch phase {
+	case connWaiting, connBody:
+		return 0
+	case connIdle:
+		if quiet < int64(idleReuseGrace) {
+			return 3
+		}
+		return 1
+	}
+	return 2 // connStream
 }
 
 func (l *connLimiter) release(c *limitedConn) {
