@@ -65,13 +65,15 @@ func newConnLimiter(max int) *connLimiter {
 	return &connLimiter{max: max, conns: make(map[*limitedConn]struct{}, max)}
 }
 
-// limitedConn is a client connection the limiter holds, with its phase and
-// the time of its last progress (accepted, a byte read, a phase entered).
+// limitedConn is a client connection the limiter holds, with its phase,
+// the time of its last progress (accepted, a byte read, a phase entered)
+// and the time it was accepted.
 type limitedConn struct {
 	net.Conn
-	l     *connLimiter
-	phase atomic.Int32
-	since atomic.Int64 // unix nanoseconds
+	l        *connLimiter
+	phase    atomic.Int32
+	since    atomic.Int64 // unix nanoseconds
+	accepted atomic.Int64 // unix nanoseconds
 }
 
 // enter moves c to phase; false once c is shed (the phase is final).
@@ -113,6 +115,7 @@ func (c *limitedConn) Close() error {
 func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
 	lc = &limitedConn{Conn: c, l: l}
 	lc.enter(connWaiting)
+	lc.accepted.Store(lc.since.Load())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.conns) >= l.max {
@@ -142,12 +145,24 @@ func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
 // shed after the standalone streams, whose clients open them again.
 const idleReuseGrace = time.Second
 
+// newConnGrace is how long a connection whose request is not in yet is
+// taken for a new one rather than a stalled one, counted from its accept
+// (bytes trickled in do not extend it). An MCP client opens two at once
+// (initialized and its stream's GET): at the bound with every other
+// connection a stream, the second's admission shed the first a
+// millisecond after its accept, before its request could be read, and
+// its POST got EOF. A new connection is shed after the standalone
+// streams; a flood of new connections faster than the bound per grace
+// then closes streams, which their clients open again, before its own.
+const newConnGrace = 250 * time.Millisecond
+
 // victim is the connection stalled the longest: of those waiting for a
-// request or its body, the one with the oldest progress; failing those,
-// the oldest idle one (idle for idleReuseGrace at least); failing those,
-// the oldest standalone stream; failing those, the oldest idle one; nil if
-// every connection has a call being answered. It returns the phase it saw.
-// Linear: it runs only at the bound, over max connections.
+// request or its body (accepted newConnGrace ago at least), the one with
+// the oldest progress; failing those, the oldest idle one (idle for
+// idleReuseGrace at least); failing those, the oldest standalone stream;
+// failing those, the new and the just idle ones, the oldest progress
+// first; nil if every connection has a call being answered. It returns the
+// phase it saw. Linear: it runs only at the bound, over max connections.
 func (l *connLimiter) victim() (*limitedConn, int32) {
 	var best *limitedConn
 	var bestPhase, bestRank int32
@@ -159,7 +174,7 @@ func (l *connLimiter) victim() (*limitedConn, int32) {
 			continue
 		}
 		s := c.since.Load()
-		rank := shedRank(p, now-s)
+		rank := shedRank(p, now-s, now-c.accepted.Load())
 		if best == nil || rank < bestRank || (rank == bestRank && s < bestSince) {
 			best, bestPhase, bestRank, bestSince = c, p, rank, s
 		}
@@ -169,11 +184,16 @@ func (l *connLimiter) victim() (*limitedConn, int32) {
 
 // shedRank orders the sheddable phases, first shed first: a request not
 // yet in (waiting or its body), an idle connection, a standalone stream,
-// an idle connection whose last progress is younger than idleReuseGrace.
-// quiet is the time since the connection's last progress.
-func shedRank(phase int32, quiet int64) int32 {
+// then a connection accepted less than newConnGrace ago whose request is
+// not in yet and an idle one whose last progress is younger than
+// idleReuseGrace. quiet is the time since the connection's last progress,
+// age the time since its accept.
+func shedRank(phase int32, quiet, age int64) int32 {
 	switch phase {
 	case connWaiting, connBody:
+		if age < int64(newConnGrace) {
+			return 3
+		}
 		return 0
 	case connIdle:
 		if quiet < int64(idleReuseGrace) {

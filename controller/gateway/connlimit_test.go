@@ -27,6 +27,7 @@ func held(t *testing.T, l *connLimiter, phase int32, at time.Time) *limitedConn 
 	}
 	c.phase.Store(phase)
 	c.since.Store(at.UnixNano())
+	c.accepted.Store(at.UnixNano())
 	return c
 }
 
@@ -221,6 +222,29 @@ func TestConnLimiterSparesAClientBetweenRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []*limitedConn{longIdle, stream, justIdle, sending} {
+		c, victim, ok := l.admit(pipeConn(t))
+		if !ok || victim != want {
+			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
+		}
+		c.enter(connServing)
+	}
+}
+
+// TestConnLimiterSparesANewConnection: a connection accepted a moment ago
+// whose request is not in yet is new, not stalled: it is shed after the
+// standalone streams, a stalled one (accepted long ago, even if its last
+// byte is recent) before them. An MCP client opens two connections at
+// once; the second's admission shed the first a millisecond after its
+// accept, and the client's POST got EOF.
+func TestConnLimiterSparesANewConnection(t *testing.T) {
+	l := newConnLimiter(4)
+	old := time.Now().Add(-time.Hour)
+	stream := held(t, l, connStream, old)
+	fresh := held(t, l, connWaiting, time.Now())
+	stalled := held(t, l, connWaiting, old.Add(time.Minute))
+	trickling := held(t, l, connBody, old)
+	trickling.since.Store(time.Now().UnixNano()) // a byte just arrived
+	for i, want := range []*limitedConn{stalled, trickling, stream, fresh} {
 		c, victim, ok := l.admit(pipeConn(t))
 		if !ok || victim != want {
 			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
