@@ -146,8 +146,17 @@ func (s *Session) callErr(op string, callerCtx context.Context, err error) error
 		return s.red.Err(fmt.Errorf("%s: %w", op, explained))
 	}
 	err = s.notSent(err)
+	// The session's end cancels the caller's ctx too when the caller is
+	// the gateway: it ends the calls on a connection that was dropped. A
+	// call cancelled while its session ended is the session's, and says
+	// why it ended (a lost session, which the gateway sends again when the
+	// call had not reached the server): the go-sdk, seeing both its answer
+	// and the cancellation, returned either, and the first call after a
+	// backend restart failed with "not connected" when it picked the
+	// cancellation.
+	ended := s.ctx.Err() != nil && errors.Is(callerCtx.Err(), context.Canceled)
 	switch {
-	case callerCtx.Err() != nil:
+	case callerCtx.Err() != nil && !ended:
 		if dl, ok := callerCtx.Deadline(); ok && errors.Is(callerCtx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer in time (deadline %s ago): %w", time.Since(dl).Round(time.Millisecond), err)
 		}

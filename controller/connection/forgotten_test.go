@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -214,5 +215,47 @@ func TestCallRefusedAfterTheSessionWasLost(t *testing.T) {
 	}
 	if lost.Load() == 0 {
 		t.Error("the server never answered 404")
+	}
+}
+
+// A call whose caller's ctx was cancelled as its session ended, because it
+// ended (the gateway cancels the calls on a connection that is dropped),
+// fails with the session's cause: mcp.ErrSessionMissing when the server
+// lost the session, so that the gateway sends it again. The go-sdk, with
+// both its answer and the cancellation at hand, may return either; given
+// the cancellation, the first call after a backend restart failed with
+// "not connected" (TestCallSurvivesBackendRestart/npm_server, once under
+// load). A caller's deadline is still the caller's.
+func TestCallCancelledAsItsSessionEnded(t *testing.T) {
+	var forgot atomic.Bool
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if forgot.Load() && r.Header.Get("Mcp-Session-Id") != "" {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	forgot.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A request beneath tether meets the 404: the session ends, lost.
+	_, _ = s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}})
+	waitDone(t, s, 10*time.Second)
+	if !errors.Is(s.Err(), mcp.ErrSessionMissing) {
+		t.Fatalf("the session ended with %v, want mcp.ErrSessionMissing (the test proves nothing)", s.Err())
+	}
+
+	cancelled, cancelCall := context.WithCancel(context.Background())
+	cancelCall()
+	if err := s.callErr(`tools/call "echo"`, cancelled, context.Canceled); !errors.Is(err, mcp.ErrSessionMissing) {
+		t.Errorf("a call cancelled as its lost session ended: %v, want mcp.ErrSessionMissing", err)
+	}
+	expired, stop := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer stop()
+	if err := s.callErr(`tools/call "echo"`, expired, context.DeadlineExceeded); errors.Is(err, mcp.ErrSessionMissing) || !strings.Contains(err.Error(), "no answer in time") {
+		t.Errorf("a call whose caller's deadline passed: %v, want the deadline's error", err)
 	}
 }
