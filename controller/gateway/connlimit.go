@@ -21,8 +21,10 @@ import (
 // loses its slot. When every connection is answering a request, the oldest
 // standalone stream (GET) makes room: sessions holding streams filled the
 // bound for good and locked every new client out, and an MCP client opens
-// its stream again (the go-sdk allows one a session). A connection with a
-// call being answered is never shed.
+// its stream again (the go-sdk allows one a session). A connection
+// accepted or gone idle a moment ago belongs to a client at work, whose
+// POST would meet the close: it goes after the streams (shedRank). A
+// connection with a call being answered is never shed.
 
 // Phases of a client connection, as the shedding policy sees them.
 const (
