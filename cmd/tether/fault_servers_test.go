@@ -33,7 +33,13 @@ func TestFaultStdioServers(t *testing.T) {
 		"junk-later":  faultManifest(t, "junk-later", []string{"-junk-after", "1s"}, quick),
 		"flood":       faultManifest(t, "flood", []string{"-stderr-bytes", "30000000", "-stderr-line", "flood done"}, quick),
 		"many":        faultManifest(t, "many", []string{"-tools", "5000"}, quick),
-		"big":         faultManifest(t, "big", nil, quick),
+		// The default health check: row S8 is the frame limit, and a
+		// 20 MiB answer can hold the stdout pipe past quick's probes
+		// (interval 200 ms, timeout 300 ms, 2 failures) on a loaded
+		// machine, which then took the server for hung and dropped it
+		// before the frame limit could say why (under load: "2 health
+		// checks in a row failed" instead of the limit's error).
+		"big": faultManifest(t, "big", nil, quickBackoff),
 		// sh stays as the wrapper: the server is tether's grandchild.
 		"wrapper": stdioManifest("wrapper", "/bin/sh", []string{"-c", fs + "; echo wrapper done"}, quick),
 	}

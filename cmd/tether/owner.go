@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +38,7 @@ type takeover struct {
 
 // serveControl listens on the state directory's control socket, writes
 // the owner record and serves the owner's API and the gateway there.
-func serveControl(ctx context.Context, o *runOptions, stateDir string, gw *gateway.Gateway, ctrl *controller.Controller, log *slog.Logger, serve func(string, func(context.Context) error)) (*owner.Server, error) {
+func serveControl(ctx context.Context, o *runOptions, stateDir string, gw *gateway.Gateway, gatewayAddr *net.TCPAddr, ctrl *controller.Controller, log *slog.Logger, serve func(string, func(context.Context) error)) (*owner.Server, error) {
 	ln, err := owner.Listen(stateDir)
 	if err != nil {
 		return nil, err
@@ -52,8 +54,8 @@ func serveControl(ctx context.Context, o *runOptions, stateDir string, gw *gatew
 	if o.statusDir != "" {
 		rec.StatusDir = absPath(o.statusDir)
 	}
-	if !o.stdio && o.listen != "" {
-		rec.Gateway = "http://" + o.listen + gateway.Path
+	if gatewayAddr != nil {
+		rec.Gateway = gatewayURL(gatewayAddr)
 	}
 	ctl := &owner.Server{
 		Record: func() owner.Record { return rec },
@@ -209,4 +211,16 @@ func runStdioBridge(ctx context.Context, o *runOptions, log *slog.Logger, stderr
 		err = nil
 	}
 	return err
+}
+
+// gatewayURL is the URL a client on this host reaches the gateway bound to
+// addr at: the port the kernel chose for --listen's port 0, and loopback
+// for a listener on every interface.
+func gatewayURL(addr *net.TCPAddr) string {
+	ip := addr.IP
+	if ip == nil || ip.IsUnspecified() {
+		// Go listens on both stacks for an unspecified address.
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(addr.Port)) + gateway.Path
 }

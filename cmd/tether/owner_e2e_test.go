@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -328,6 +329,42 @@ func waitOwner(t *testing.T, dir string) owner.Record {
 		return err == nil
 	})
 	return rec
+}
+
+// TestOwnerRecordNamesTheBoundGateway: the owner record (and so tether
+// get and the "owned by" error) names the address the gateway was bound
+// to: the port the kernel chose for --listen 127.0.0.1:0, where a client
+// reaches the gateway.
+func TestOwnerRecordNamesTheBoundGateway(t *testing.T) {
+	bin := builtBinaries(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ex.yaml"), stdioManifest("ex", filepath.Join(bin, "tether-example-server"), nil, ""))
+	startTether(t, dir, "--listen", "127.0.0.1:0")
+	rec := waitOwner(t, dir)
+	u, err := url.Parse(rec.Gateway)
+	if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Port() == "" || u.Port() == "0" || u.Path != "/mcp" {
+		t.Fatalf("the owner record names the gateway %q, want http://127.0.0.1:<the bound port>/mcp", rec.Gateway)
+	}
+	gc := connectGateway(t, &mcp.StreamableClientTransport{Endpoint: rec.Gateway})
+	gc.waitTools(t, "ex's tools at the recorded gateway", hasAll("ex_echo"))
+}
+
+func TestGatewayURL(t *testing.T) {
+	for _, c := range []struct {
+		addr *net.TCPAddr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8808}, "http://127.0.0.1:8808/mcp"},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 8808}, "http://[::1]:8808/mcp"},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 9000}, "http://127.0.0.1:9000/mcp"},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 9001}, "http://127.0.0.1:9001/mcp"},
+		{&net.TCPAddr{Port: 9002}, "http://127.0.0.1:9002/mcp"},
+		{&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 80}, "http://10.1.2.3:80/mcp"},
+	} {
+		if got := gatewayURL(c.addr); got != c.want {
+			t.Errorf("gatewayURL(%v) = %q, want %q", c.addr, got, c.want)
+		}
+	}
 }
 
 // TestOwnerRunWaitsForADyingOwnersLock: a tether run on a directory whose

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -342,6 +343,34 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	cleanState(stateDir, log)
 
+	// The gateway's and the metrics' listeners are bound before anything
+	// starts: an address in use ends the run before a server is started, a
+	// status written or the owner record made, and no status says Connected
+	// (nor /readyz ready) while the gateway does not accept yet.
+	var gatewayLn, metricsLn net.Listener
+	servesTCP := o.takeover == nil && !o.stdio && o.listen != ""
+	if servesTCP {
+		if gatewayLn, err = gateway.Listen(ctx, o.listen, o.authTokenFile); err != nil {
+			return fmt.Errorf("--listen %s: %w", o.listen, err)
+		}
+		defer gatewayLn.Close()
+	}
+	if o.metricsAddr != "" {
+		metricsLn, err = metrics.Listen(ctx, o.metricsAddr)
+		switch {
+		case err != nil && o.stdio && !o.metricsSet && errors.Is(err, syscall.EADDRINUSE):
+			// A client launches a stdio tether per directory: the owner
+			// of another directory holds the default port. That must not
+			// end this client's gateway (docs/contract.md §4).
+			log.Warn("metrics off: the default --metrics-addr is in use (another tether's?); set --metrics-addr to serve them", "addr", o.metricsAddr, "err", err)
+			metricsLn = nil
+		case err != nil:
+			return fmt.Errorf("--metrics-addr %s: %w", o.metricsAddr, err)
+		default:
+			defer metricsLn.Close()
+		}
+	}
+
 	// Tracing is on only when OTEL_* variables ask for it; then log lines
 	// about traced operations carry trace_id and span_id.
 	tel, err := tracing.Setup(ctx, version, log)
@@ -521,7 +550,11 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	// and tether get (docs/contract.md, "The control socket").
 	var ctl *owner.Server
 	if stateDir != nil && !o.kubernetes {
-		if ctl, err = serveControl(ctx, o, stateDir.Path(), gw, ctrl, log, serve); err != nil {
+		var gatewayAddr *net.TCPAddr
+		if gatewayLn != nil {
+			gatewayAddr, _ = gatewayLn.Addr().(*net.TCPAddr)
+		}
+		if ctl, err = serveControl(ctx, o, stateDir.Path(), gw, gatewayAddr, ctrl, log, serve); err != nil {
 			return err
 		}
 	}
@@ -555,8 +588,8 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			}
 			return err
 		})
-	case o.listen != "":
-		serve("gateway", func(ctx context.Context) error { return gw.Serve(ctx, o.listen, o.authTokenFile) })
+	case servesTCP:
+		serve("gateway", func(ctx context.Context) error { return gw.ServeListener(ctx, gatewayLn, o.authTokenFile) })
 	}
 	if kube != nil {
 		serve("leader election", func(ctx context.Context) error { return kube.Run(ctx, ctrl.EnqueueAll) })
@@ -592,17 +625,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		// Orphans re-parented to tether exit while their server runs.
 		serve("orphan reaper", func(ctx context.Context) error { connection.ReapOrphans(ctx); return nil })
 	}
-	if o.metricsAddr != "" {
+	if metricsLn != nil {
 		serve("metrics", func(ctx context.Context) error {
-			err := metrics.Serve(ctx, o.metricsAddr, m.Handler(ctrl.Ready, origins))
-			if err != nil && o.stdio && !o.metricsSet && errors.Is(err, syscall.EADDRINUSE) {
-				// A client launches a stdio tether per directory: the
-				// owner of another directory holds the default port. That
-				// must not end this client's gateway (docs/contract.md).
-				log.Warn("metrics off: the default --metrics-addr is in use (another tether's?); set --metrics-addr to serve them", "addr", o.metricsAddr, "err", err)
-				return nil
-			}
-			return err
+			return metrics.ServeListener(ctx, metricsLn, m.Handler(ctrl.Ready, origins))
 		})
 	}
 

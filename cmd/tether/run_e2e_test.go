@@ -3,8 +3,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -312,6 +317,51 @@ func TestRunSIGTERMWritesFinalStatus(t *testing.T) {
 	final, _ := readStatus(t, m, "ex")
 	if final.Phase == spec.PhaseConnected {
 		t.Errorf("final status still says Connected")
+	}
+}
+
+// TestRunAddressInUseStartsNothing: tether binds its gateway and metrics
+// addresses before it starts anything, so an address in use ends the run
+// with an error naming the flag and the address, and no server was
+// started, no status written and no owner record made. Bound in a
+// goroutine beside the controller, the gateway's failure came after the
+// controller had started: every run wrote status files (and sometimes
+// started the server) before it exited, and nothing kept a status from
+// saying Connected before the gateway accepted.
+func TestRunAddressInUseStartsNothing(t *testing.T) {
+	bin := builtBinaries(t)
+	for _, flag := range []string{"--listen", "--metrics-addr"} {
+		t.Run(flag, func(t *testing.T) {
+			held, err := net.Listen("tcp", "127.0.0.1:0")
+			must(t, err)
+			defer held.Close()
+			addr := held.Addr().String()
+			dir := t.TempDir()
+			mark := filepath.Join(t.TempDir(), "started")
+			m := filepath.Join(dir, "ex.yaml")
+			writeFile(t, m, stdioManifest("ex", "/bin/sh", []string{"-c", "touch " + mark + "; exec " + filepath.Join(bin, "tether-example-server")}, ""))
+			addrs := map[string]string{"--listen": "", "--metrics-addr": ""}
+			addrs[flag] = addr
+			args := []string{"run", "--dir", dir, "--listen", addrs["--listen"], "--metrics-addr", addrs["--metrics-addr"]}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, filepath.Join(bin, "tether"), args...).CombinedOutput()
+			if err == nil || ctx.Err() != nil {
+				t.Fatalf("tether run with %s on an address in use: %v, want a failed start\n%s", flag, err, out)
+			}
+			if want := flag + " " + addr + ": "; !strings.Contains(string(out), want) || !strings.Contains(string(out), "address already in use") {
+				t.Errorf("the error does not name %q and the address in use:\n%s", want, out)
+			}
+			if _, err := os.Stat(strings.TrimSuffix(m, ".yaml") + ".status.yaml"); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a status file was written (%v):\n%s", err, out)
+			}
+			if _, err := os.Stat(filepath.Join(dir, ".tether", "owner.json")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("an owner record was written (%v)", err)
+			}
+			if _, err := os.Stat(mark); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the server was started (%v)", err)
+			}
+		})
 	}
 }
 

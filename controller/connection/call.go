@@ -145,8 +145,18 @@ func (s *Session) callErr(op string, callerCtx context.Context, err error) error
 	if explained := s.limit.explain(err); explained != err {
 		return s.red.Err(fmt.Errorf("%s: %w", op, explained))
 	}
+	err = s.notSent(err)
+	// The session's end cancels the caller's ctx too when the caller is
+	// the gateway: it ends the calls on a connection that was dropped. A
+	// call cancelled while its session ended is the session's, and says
+	// why it ended (a lost session, which the gateway sends again when the
+	// call had not reached the server): the go-sdk, seeing both its answer
+	// and the cancellation, returned either, and the first call after a
+	// backend restart failed with "not connected" when it picked the
+	// cancellation.
+	ended := s.ctx.Err() != nil && errors.Is(callerCtx.Err(), context.Canceled)
 	switch {
-	case callerCtx.Err() != nil:
+	case callerCtx.Err() != nil && !ended:
 		if dl, ok := callerCtx.Deadline(); ok && errors.Is(callerCtx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer in time (deadline %s ago): %w", time.Since(dl).Round(time.Millisecond), err)
 		}
@@ -161,6 +171,30 @@ func (s *Session) callErr(op string, callerCtx context.Context, err error) error
 	}
 	return s.red.Err(fmt.Errorf("%s: %w", op, err))
 }
+
+// notSent is err, made to say mcp.ErrSessionMissing as well when the go-sdk
+// refused to send the request because the server had answered another
+// request of the session that it no longer knows it. The go-sdk refuses to
+// send on a connection that failed, with mcp.ErrConnectionClosed, and keeps
+// the failure as text only: after a backend restart, the request that met
+// the 404 first (its standalone stream's, a probe's, another call's) told
+// the gateway the session was lost, and a call sent in the moment before
+// tether's session ended was answered "connection closed", so the gateway,
+// which sends a call again only when the session was lost, failed it
+// (docs/reliability.md S24). Such a call never left tether.
+func (s *Session) notSent(err error) error {
+	if !errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) || !s.forgotten.Load() {
+		return err
+	}
+	return &sessionLostError{err: err}
+}
+
+// sessionLostError is a request the go-sdk refused because the server had
+// lost the session: err as it is, and mcp.ErrSessionMissing.
+type sessionLostError struct{ err error }
+
+func (e *sessionLostError) Error() string   { return e.err.Error() }
+func (e *sessionLostError) Unwrap() []error { return []error{e.err, mcp.ErrSessionMissing} }
 
 // routeProgress hands a progress notification to the call that owns its
 // token. It runs on the session's reader and never blocks.

@@ -98,6 +98,9 @@ type Session struct {
 	proc   *process // nil for HTTP
 	seen   liveness // when the server last answered a request, and sent progress for one
 	limit  *messageLimit
+	// forgotten: the server answered a request of this session that it
+	// does not know the session (HTTP; see notSent).
+	forgotten atomic.Bool
 
 	// For streamable HTTP: the go-sdk transport's client (manifest headers,
 	// the message limit) and endpoint, for requests sent beside the go-sdk.
@@ -244,7 +247,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		s.transport = spec.TransportContainer
 		transport, err = s.startContainer(ctx, sp.Container, req.ManifestDir, envVals, fileVals)
 	default:
-		transport, s.transport, err = httpTransport(c.transport, sp.HTTP, headerVals, lifetime, s.limit)
+		transport, s.transport, err = httpTransport(c.transport, sp.HTTP, headerVals, lifetime, s.limit, &s.forgotten)
 		if err == nil && sp.HTTP.OAuth != nil {
 			err = s.useOAuth(ctx, req, src, transport) // oauth.go
 		}

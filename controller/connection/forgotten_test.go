@@ -3,16 +3,21 @@
 package connection
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 )
 
 // A server that forgot the session, answering as servers built on the
@@ -105,4 +110,152 @@ func echoServer() *mcp.Server {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 		})
 	return srv
+}
+
+// A call made after another request of the session met the server's 404,
+// in the moment before the session ends, is refused by the go-sdk without
+// being sent ("connection closed"). It fails as a lost session
+// (mcp.ErrSessionMissing, not reached), so that the gateway sends it again
+// on the new session: answered "connection closed", the gateway failed the
+// first call after a backend restart (TestCallSurvivesBackendRestart, its
+// 2026-07-28 client, once under load). A notification the server holds
+// keeps the go-sdk's connection from closing, and so the session from
+// ending, for as long as the test needs.
+func TestCallRefusedAfterTheSessionWasLost(t *testing.T) {
+	var forgot atomic.Bool
+	var echoes, lost atomic.Int32
+	started, held, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var startOnce, holdOnce, releaseOnce sync.Once
+	srv := echoServer()
+	srv.AddTool(&mcp.Tool{Name: "slow", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			startOnce.Do(func() { close(started) })
+			select {
+			case <-ctx.Done():
+			case <-release:
+			}
+			return &mcp.CallToolResult{}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
+			holdOnce.Do(func() { close(held) })
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		if bytes.Contains(body, []byte(`"echo"`)) {
+			echoes.Add(1)
+		}
+		if forgot.Load() {
+			lost.Add(1)
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	done := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(done)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%s did not happen", what)
+		}
+	}
+
+	// A call given up on: the go-sdk sends notifications/cancelled, which
+	// the server holds.
+	slowCtx, giveUp := context.WithCancel(ctx)
+	slowDone := make(chan struct{})
+	go func() {
+		defer close(slowDone)
+		_, _ = s.cs.CallTool(slowCtx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+	}()
+	wait(started, "the slow call's start")
+	giveUp()
+	wait(slowDone, "the slow call's return")
+	wait(held, "the notifications/cancelled's arrival")
+
+	// The server forgets the session; a request of the session (sent
+	// beneath tether, as the go-sdk's standalone stream would) meets the
+	// 404 first, and the go-sdk's connection fails.
+	forgot.Store(true)
+	if _, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}); !errors.Is(err, mcp.ErrSessionMissing) {
+		t.Fatalf("the request that met the 404: %v, want mcp.ErrSessionMissing", err)
+	}
+	if s.Err() != nil {
+		t.Fatalf("the session ended before the call (the test proves nothing): %v", s.Err())
+	}
+	_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, nil)
+	if n := echoes.Load(); n != 1 {
+		t.Fatalf("the server saw %d echo requests, want 1 (the call must be refused before it is sent)", n)
+	}
+	if !errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, wire.ErrCallReached) {
+		t.Errorf("a call refused after the server lost the session: %v, want mcp.ErrSessionMissing (not reached)", err)
+	}
+	done()
+	waitDone(t, s, 10*time.Second)
+	if !errors.Is(s.Err(), mcp.ErrSessionMissing) {
+		t.Errorf("the session ended with %v, want mcp.ErrSessionMissing", s.Err())
+	}
+	if lost.Load() == 0 {
+		t.Error("the server never answered 404")
+	}
+}
+
+// A call whose caller's ctx was cancelled as its session ended, because it
+// ended (the gateway cancels the calls on a connection that is dropped),
+// fails with the session's cause: mcp.ErrSessionMissing when the server
+// lost the session, so that the gateway sends it again. The go-sdk, with
+// both its answer and the cancellation at hand, may return either; given
+// the cancellation, the first call after a backend restart failed with
+// "not connected" (TestCallSurvivesBackendRestart/npm_server, once under
+// load). A caller's deadline is still the caller's.
+func TestCallCancelledAsItsSessionEnded(t *testing.T) {
+	var forgot atomic.Bool
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if forgot.Load() && r.Header.Get("Mcp-Session-Id") != "" {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	forgot.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A request beneath tether meets the 404: the session ends, lost.
+	_, _ = s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}})
+	waitDone(t, s, 10*time.Second)
+	if !errors.Is(s.Err(), mcp.ErrSessionMissing) {
+		t.Fatalf("the session ended with %v, want mcp.ErrSessionMissing (the test proves nothing)", s.Err())
+	}
+
+	cancelled, cancelCall := context.WithCancel(context.Background())
+	cancelCall()
+	if err := s.callErr(`tools/call "echo"`, cancelled, context.Canceled); !errors.Is(err, mcp.ErrSessionMissing) {
+		t.Errorf("a call cancelled as its lost session ended: %v, want mcp.ErrSessionMissing", err)
+	}
+	expired, stop := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer stop()
+	if err := s.callErr(`tools/call "echo"`, expired, context.DeadlineExceeded); errors.Is(err, mcp.ErrSessionMissing) || !strings.Contains(err.Error(), "no answer in time") {
+		t.Errorf("a call whose caller's deadline passed: %v, want the deadline's error", err)
+	}
 }

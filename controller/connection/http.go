@@ -54,6 +54,9 @@ type headerRoundTripper struct {
 	headers []namedValue
 	origin  string        // origin of the manifest URL
 	limit   *messageLimit // bounds every response body
+	// forgotten is set once the server answered a request of the session
+	// that it does not know the session (forgottenSession's 404).
+	forgotten *atomic.Bool
 }
 
 // origin is scheme://host:port, the port made explicit.
@@ -77,7 +80,11 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 	if d := deliveryOf(req.Context()); d != nil && resp != nil && req.Method == http.MethodPost && resp.StatusCode/100 == 2 {
 		d.reached.Store(true)
 	}
-	return t.limit.wrap(forgottenSession(req, resp)), err
+	resp = forgottenSession(req, resp)
+	if resp != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != "" && t.forgotten != nil {
+		t.forgotten.Store(true)
+	}
+	return t.limit.wrap(resp), err
 }
 
 // delivery records, for one call, that its request reached the server: the
@@ -190,8 +197,9 @@ func refusesSession(body []byte) bool {
 //
 // Every response body is bounded by limit (limit.go), which also bounds the
 // go-sdk's events: its own event bound is turned off, so that an event over
-// the limit fails with the limit's error, which names the flag.
-func httpTransport(base *http.Transport, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit) (mcp.Transport, string, error) {
+// the limit fails with the limit's error, which names the flag. forgotten is
+// set when the server answers that it does not know the session.
+func httpTransport(base *http.Transport, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit, forgotten *atomic.Bool) (mcp.Transport, string, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.url: %w", err)
@@ -199,7 +207,7 @@ func httpTransport(base *http.Transport, h *spec.HTTPSpec, headers []namedValue,
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit}}
+	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, spec.TransportStreamable, nil

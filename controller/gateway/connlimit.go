@@ -21,8 +21,10 @@ import (
 // loses its slot. When every connection is answering a request, the oldest
 // standalone stream (GET) makes room: sessions holding streams filled the
 // bound for good and locked every new client out, and an MCP client opens
-// its stream again (the go-sdk allows one a session). A connection with a
-// call being answered is never shed.
+// its stream again (the go-sdk allows one a session). A connection
+// accepted or gone idle a moment ago belongs to a client at work, whose
+// POST would meet the close: it goes after the streams (shedRank). A
+// connection with a call being answered is never shed.
 
 // Phases of a client connection, as the shedding policy sees them.
 const (
@@ -35,7 +37,8 @@ const (
 	connBody
 	// connIdle: a keep-alive connection between requests. Sheddable, but
 	// after every stalled request: it is a legitimate client's as often as
-	// not, and a closed idle connection costs it a reconnect.
+	// not, and a closed idle connection costs it a reconnect. One that went
+	// idle a moment ago goes after the streams (idleReuseGrace).
 	connIdle
 	// connStream: a session's standalone stream (GET) is being served.
 	// Sheddable, last of all, the oldest first: its client opens another.
@@ -64,13 +67,15 @@ func newConnLimiter(max int) *connLimiter {
 	return &connLimiter{max: max, conns: make(map[*limitedConn]struct{}, max)}
 }
 
-// limitedConn is a client connection the limiter holds, with its phase and
-// the time of its last progress (accepted, a byte read, a phase entered).
+// limitedConn is a client connection the limiter holds, with its phase,
+// the time of its last progress (accepted, a byte read, a phase entered)
+// and the time it was accepted.
 type limitedConn struct {
 	net.Conn
-	l     *connLimiter
-	phase atomic.Int32
-	since atomic.Int64 // unix nanoseconds
+	l        *connLimiter
+	phase    atomic.Int32
+	since    atomic.Int64 // unix nanoseconds
+	accepted atomic.Int64 // unix nanoseconds
 }
 
 // enter moves c to phase; false once c is shed (the phase is final).
@@ -112,6 +117,7 @@ func (c *limitedConn) Close() error {
 func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
 	lc = &limitedConn{Conn: c, l: l}
 	lc.enter(connWaiting)
+	lc.accepted.Store(lc.since.Load())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.conns) >= l.max {
@@ -131,30 +137,73 @@ func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
 	return lc, victim, true
 }
 
+// idleReuseGrace is how long a keep-alive connection that just went idle
+// (or on which bytes of a next request just arrived) is taken for a client
+// between two requests. Its next request is on its way or about to be:
+// closed now, that request meets the close, and an HTTP client sends a
+// POST that met a closed connection no more (the go-sdk's client failed
+// its initialized notification with "server closed idle connection", at
+// the bound with every other connection a stream). Such a connection is
+// shed after the standalone streams, whose clients open them again.
+const idleReuseGrace = time.Second
+
+// newConnGrace is how long a connection whose request is not in yet is
+// taken for a new one rather than a stalled one, counted from its accept
+// (bytes trickled in do not extend it). An MCP client opens two at once
+// (initialized and its stream's GET): at the bound with every other
+// connection a stream, the second's admission shed the first a
+// millisecond after its accept, before its request could be read, and
+// its POST got EOF. A new connection is shed after the standalone
+// streams; a flood of new connections faster than the bound per grace
+// then closes streams, which their clients open again, before its own.
+const newConnGrace = 250 * time.Millisecond
+
 // victim is the connection stalled the longest: of those waiting for a
-// request or its body, the one with the oldest progress; failing those,
-// the oldest idle one; failing those, the oldest standalone stream; nil if
-// every connection has a call being answered. It returns the phase it saw.
-// Linear: it runs only at the bound, over max connections.
+// request or its body (accepted newConnGrace ago at least), the one with
+// the oldest progress; failing those, the oldest idle one (idle for
+// idleReuseGrace at least); failing those, the oldest standalone stream;
+// failing those, the new and the just idle ones, the oldest progress
+// first; nil if every connection has a call being answered. It returns the
+// phase it saw. Linear: it runs only at the bound, over max connections.
 func (l *connLimiter) victim() (*limitedConn, int32) {
 	var best *limitedConn
-	var bestPhase, bestClass int32
+	var bestPhase, bestRank int32
 	var bestSince int64
+	now := time.Now().UnixNano()
 	for c := range l.conns {
 		p := c.phase.Load()
 		if p == connServing || p == connShed {
 			continue
 		}
-		class := p
-		if class == connBody {
-			class = connWaiting // one class: a request not yet in
-		}
 		s := c.since.Load()
-		if best == nil || class < bestClass || (class == bestClass && s < bestSince) {
-			best, bestPhase, bestClass, bestSince = c, p, class, s
+		rank := shedRank(p, now-s, now-c.accepted.Load())
+		if best == nil || rank < bestRank || (rank == bestRank && s < bestSince) {
+			best, bestPhase, bestRank, bestSince = c, p, rank, s
 		}
 	}
 	return best, bestPhase
+}
+
+// shedRank orders the sheddable phases, first shed first: a request not
+// yet in (waiting or its body), an idle connection, a standalone stream,
+// then a connection accepted less than newConnGrace ago whose request is
+// not in yet and an idle one whose last progress is younger than
+// idleReuseGrace. quiet is the time since the connection's last progress,
+// age the time since its accept.
+func shedRank(phase int32, quiet, age int64) int32 {
+	switch phase {
+	case connWaiting, connBody:
+		if age < int64(newConnGrace) {
+			return 3
+		}
+		return 0
+	case connIdle:
+		if quiet < int64(idleReuseGrace) {
+			return 3
+		}
+		return 1
+	}
+	return 2 // connStream
 }
 
 func (l *connLimiter) release(c *limitedConn) {

@@ -27,6 +27,7 @@ func held(t *testing.T, l *connLimiter, phase int32, at time.Time) *limitedConn 
 	}
 	c.phase.Store(phase)
 	c.since.Store(at.UnixNano())
+	c.accepted.Store(at.UnixNano())
 	return c
 }
 
@@ -200,6 +201,65 @@ func TestConnLimiterStreamsDoNotLockOut(t *testing.T) {
 	if _, ok := l.conns[c]; !ok {
 		t.Fatal("the new connection is not held")
 	}
+}
+
+// TestConnLimiterSparesAClientBetweenRequests: a keep-alive connection
+// that went idle a moment ago (or on which a next request's bytes just
+// arrived) is shed after the standalone streams, one idle for longer
+// before them. Its client is about to send on it: shed first, an MCP
+// client's initialized notification (a POST, which HTTP clients do not
+// send again) met the close when the client's own stream's connection
+// was admitted at the bound.
+func TestConnLimiterSparesAClientBetweenRequests(t *testing.T) {
+	l := newConnLimiter(4)
+	old := time.Now().Add(-time.Hour)
+	stream := held(t, l, connStream, old)
+	justIdle := held(t, l, connIdle, time.Now())
+	longIdle := held(t, l, connIdle, old.Add(time.Minute))
+	sending := held(t, l, connIdle, old)
+	sending.Conn = pipeConnWriting(t, "POST")
+	if _, err := sending.Read(make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []*limitedConn{longIdle, stream, justIdle, sending} {
+		c, victim, ok := l.admit(pipeConn(t))
+		if !ok || victim != want {
+			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
+		}
+		c.enter(connServing)
+	}
+}
+
+// TestConnLimiterSparesANewConnection: a connection accepted a moment ago
+// whose request is not in yet is new, not stalled: it is shed after the
+// standalone streams, a stalled one (accepted long ago, even if its last
+// byte is recent) before them. An MCP client opens two connections at
+// once; the second's admission shed the first a millisecond after its
+// accept, and the client's POST got EOF.
+func TestConnLimiterSparesANewConnection(t *testing.T) {
+	l := newConnLimiter(4)
+	old := time.Now().Add(-time.Hour)
+	stream := held(t, l, connStream, old)
+	fresh := held(t, l, connWaiting, time.Now())
+	stalled := held(t, l, connWaiting, old.Add(time.Minute))
+	trickling := held(t, l, connBody, old)
+	trickling.since.Store(time.Now().UnixNano()) // a byte just arrived
+	for i, want := range []*limitedConn{stalled, trickling, stream, fresh} {
+		c, victim, ok := l.admit(pipeConn(t))
+		if !ok || victim != want {
+			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
+		}
+		c.enter(connServing)
+	}
+}
+
+// pipeConnWriting is a connection whose peer writes s.
+func pipeConnWriting(t *testing.T, s string) net.Conn {
+	t.Helper()
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	go func() { _, _ = b.Write([]byte(s)) }()
+	return a
 }
 
 // TestConnLimiterShedIsFinal: a connection chosen to make room cannot

@@ -34,25 +34,38 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 // authTokenFile names a file holding a bearer token; with a token file, every
 // request must carry "Authorization: Bearer <token>".
 func (g *Gateway) Serve(ctx context.Context, addr, authTokenFile string) error {
-	loopback, err := isLoopbackAddr(ctx, addr)
+	ln, err := Listen(ctx, addr, authTokenFile)
 	if err != nil {
 		return err
 	}
+	return g.ServeListener(ctx, ln, authTokenFile)
+}
+
+// Listen makes Serve's checks (a non-loopback addr needs a token file, and
+// the file must hold a token) and binds addr, for ServeListener. A caller
+// that binds first knows the gateway accepts before it starts anything
+// else: tether run writes no status, and starts no server, before its
+// gateway listens, and an address in use fails the run before either.
+func Listen(ctx context.Context, addr, authTokenFile string) (net.Listener, error) {
+	loopback, err := isLoopbackAddr(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
 	if !loopback && authTokenFile == "" {
-		return fmt.Errorf("gateway: refusing to listen on non-loopback address %q without an auth token file", addr)
+		return nil, fmt.Errorf("gateway: refusing to listen on non-loopback address %q without an auth token file", addr)
 	}
 	// Read the token before listening so that a bad file fails fast.
-	var token *bearerToken
 	if authTokenFile != "" {
-		if token, err = loadBearerToken(authTokenFile, g.log); err != nil {
-			return err
+		if _, err := readToken(authTokenFile); err != nil {
+			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return g.serve(ctx, ln, token, nil)
+	return ln, nil
 }
 
 // ServeLocal serves the gateway at /mcp, with every check and limit Serve

@@ -59,11 +59,28 @@ func plain(w http.ResponseWriter, code int, body string) {
 // shutdown caused by ctx, or the error that stopped it (e.g. the address is
 // in use) at once.
 func Serve(ctx context.Context, addr string, h http.Handler) error {
+	ln, err := Listen(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return ServeListener(ctx, ln, h)
+}
+
+// Listen binds addr for ServeListener: a caller that binds first knows
+// /readyz answers before it starts anything else, and learns of an address
+// in use before it starts anything at all.
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	return ln, nil
+}
+
+// ServeListener is Serve on a listener the caller bound (Listen). It
+// closes ln.
+func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 	return serve(ctx, ln, h)
 }
 
