@@ -450,7 +450,11 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	// What every session shares (handshake gates, protocol-version memory,
 	// the HTTP connection pool, tool definitions, the ledger, the sandbox
 	// defaults, the container runtime): one value, made once, in either mode.
-	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp, StateDir: statePath, Containers: containers})
+	var manifestRoot string
+	if !o.kubernetes {
+		manifestRoot = absPath(o.dir)
+	}
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp, StateDir: statePath, Containers: containers, ManifestRoot: manifestRoot})
 	defer connector.Close()
 	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {

@@ -391,10 +391,16 @@ func TestSandboxGuardsWhatTetherKeeps(t *testing.T) {
 	reads, writes := filepath.Join(dir, "reads.yaml"), filepath.Join(dir, "writes.yaml")
 	writeFile(t, reads, stdioManifest("reads", bin, nil, policyHere("read: [.]")))
 	writeFile(t, writes, stdioManifest("writes", bin, nil, policyHere("write: [.]")))
+	// A sibling directory of the tree, which tether reads too.
+	sibling := filepath.Join(dir, "team", "sibling.yaml")
+	must(t, os.MkdirAll(filepath.Join(dir, "shared"), 0o700))
+	must(t, os.MkdirAll(filepath.Dir(sibling), 0o700))
+	writeFile(t, sibling, stdioManifest("sibling", bin, nil, policyHere("write: [../shared]")))
 	startSandboxTether(t, dir, home)
 	for m, want := range map[string]string{
-		reads:  "spec.stdio.sandbox.read[0]: " + dir + " holds tether's state directory (" + filepath.Join(dir, ".tether") + ")",
-		writes: "spec.stdio.sandbox.write[0]: " + dir + " holds the manifest's directory",
+		reads:   "spec.stdio.sandbox.read[0]: " + dir + " holds tether's state directory (" + filepath.Join(dir, ".tether") + ")",
+		writes:  "spec.stdio.sandbox.write[0]: " + dir + " holds the manifest's directory",
+		sibling: "spec.stdio.sandbox.write[0]: " + filepath.Join(dir, "shared") + " is in the manifest tree tether watches",
 	} {
 		name := strings.TrimSuffix(filepath.Base(m), ".yaml")
 		waitStatus(t, m, name, 30*time.Second, want, func(st spec.ConnectionStatus) bool {

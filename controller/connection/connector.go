@@ -29,6 +29,7 @@ type Connector struct {
 	defaultSandbox     *spec.SandboxSpec
 	sandboxTemp        string
 	stateDir           string
+	manifestRoot       string
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector
@@ -52,6 +53,13 @@ type ConnectorOptions struct {
 	// StateDir is tether's state directory ("" without one), which no
 	// sandbox grant may hold (it keeps OAuth tokens).
 	StateDir string
+	// ManifestRoot is the manifest tree tether watches (tether run
+	// --dir; "" in Kubernetes mode). No sandbox write grant nor writable
+	// container mount may lie in a directory tether reads manifests from
+	// (manifest.ListTree's: the symlinked ones too), but beneath a hidden
+	// name, nor hold one: a manifest the server wrote there would run on
+	// the host, unconfined.
+	ManifestRoot string
 }
 
 // NewConnector returns a Connector whose sessions share what o says and
@@ -72,6 +80,7 @@ func NewConnector(o ConnectorOptions) *Connector {
 		sandboxTemp:    o.SandboxTemp,
 		containers:     o.Containers,
 		stateDir:       o.StateDir,
+		manifestRoot:   o.ManifestRoot,
 	}
 }
 

@@ -527,7 +527,7 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 			return nil, err
 		}
 		if m.Writable {
-			if err := writesWhatTetherRuns(src, manifestDir); err != nil {
+			if err := writesWhatTetherRuns(src, manifestDir, manifestTree(s.conn.manifestRoot)); err != nil {
 				return nil, err
 			}
 		}
@@ -591,10 +591,10 @@ func (rt *ContainerRuntime) exposesState(src string) error {
 
 // writesWhatTetherRuns refuses a writable mount source that is or holds
 // what a sandbox's write grant may not (protected): tether's executable or
-// the manifest's directory. Through it the server changes what tether runs
-// on the host, unconfined: a manifest it writes there starts any command.
-// Symbolic links are followed.
-func writesWhatTetherRuns(src, manifestDir string) error {
+// the manifest's directory or tree. Through it the server changes what
+// tether runs on the host, unconfined: a manifest it writes there starts
+// any command. Symbolic links are followed.
+func writesWhatTetherRuns(src, manifestDir string, tree []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("container.mounts: finding tether's own executable: %w", err)
@@ -606,7 +606,7 @@ func writesWhatTetherRuns(src, manifestDir string) error {
 		return filepath.Clean(p)
 	}
 	s := resolve(src)
-	for _, p := range protected(self, manifestDir, "") {
+	for _, p := range protected(self, manifestDir, "", tree) {
 		if p.Path == "" || p.Read {
 			continue
 		}

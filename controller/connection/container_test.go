@@ -289,3 +289,42 @@ func TestContainerArgsRefuseWritingWhatTetherRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerArgsRefuseWritingTheManifestTree: a writable mount may not
+// lie in a directory of the manifest tree beside the manifest's own, nor
+// in one outside the tree that a symbolic link in it names.
+func TestContainerArgsRefuseWritingTheManifestTree(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "manifests")
+	team := filepath.Join(tree, "team")
+	for _, d := range []string{team, filepath.Join(tree, "shared"), filepath.Join(root, "outside"), filepath.Join(root, "elsewhere")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(root, "outside"), filepath.Join(tree, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	rt := &ContainerRuntime{Name: "docker", Path: "/usr/bin/docker"}
+	s := &Session{name: "box", conn: &Connector{containers: rt, manifestRoot: tree}}
+	ct := &container{rt: rt, name: "tether-box-1"}
+	mount := func(src string) error {
+		c := &spec.ContainerSpec{Image: "srv:1", Mounts: []spec.Mount{{Source: src, Target: "/m", Writable: true}}}
+		_, err := s.containerArgs(context.Background(), ct, c, team, false, false)
+		return err
+	}
+	for _, src := range []string{"../shared", filepath.Join(root, "outside")} {
+		if err := mount(src); err == nil || !inManifestTree(err) {
+			t.Errorf("writable mount of %s: %v, want it refused as in the manifest tree", src, err)
+		}
+	}
+	if err := mount(filepath.Join(root, "elsewhere")); err != nil {
+		t.Errorf("writable mount beside the tree: %v", err)
+	}
+}
+
+// inManifestTree reports whether err refuses a path as (in, or holding, a
+// directory of) the manifest tree.
+func inManifestTree(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "whose manifests tether reads") || strings.Contains(err.Error(), "holds the manifest tree tether watches"))
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tether-mcp/tether/controller/manifest"
 	"github.com/tether-mcp/tether/controller/sandbox"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -52,8 +53,9 @@ func PrepareSandboxTemp(root string) error {
 // SandboxUnsupported unless the policy accepts less (bestEffort). env gets
 // TMPDIR when the policy grants the private temporary directory, made in
 // tmpRoot ("": the system's). No grant may hold stateDir, no write grant
-// tether's executable or the manifest's directory.
-func confine(name string, policy *spec.SandboxSpec, tmpRoot, stateDir, program, argv0 string, args []string, dir, manifestDir string, env []string) (*confinement, []string, error) {
+// tether's executable, the manifest's directory or a directory of the
+// manifest tree (tree).
+func confine(name string, policy *spec.SandboxSpec, tmpRoot, stateDir, program, argv0 string, args []string, dir, manifestDir string, tree []string, env []string) (*confinement, []string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: finding tether's own executable (the launcher): %w", err)
@@ -76,7 +78,7 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, stateDir, program, 
 		Home:        envValue(env, "HOME"),
 		Path:        envValue(env, "PATH"),
 		Tmp:         c.tmp,
-		Protected:   protected(self, manifestDir, stateDir),
+		Protected:   protected(self, manifestDir, stateDir, tree),
 	})
 	if err != nil {
 		c.cleanup()
@@ -105,14 +107,33 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, stateDir, program, 
 }
 
 // protected are what no write grant may hold: tether's executable (the
-// launcher), the manifest's directory, and the state directory, which no
-// grant may hold.
-func protected(self, manifestDir, stateDir string) []sandbox.Protected {
-	return []sandbox.Protected{
+// launcher), the manifest's directory and every directory of the manifest
+// tree (a grant may not lie in one either, but beneath a hidden name), and
+// the state directory, which no grant may hold.
+func protected(self, manifestDir, stateDir string, tree []string) []sandbox.Protected {
+	p := []sandbox.Protected{
 		{Path: self, What: "tether's executable, the sandbox launcher"},
 		{Path: manifestDir, What: "the manifest's directory", Tree: true},
 		{Path: stateDir, What: "tether's state directory", Read: true},
 	}
+	for _, d := range tree {
+		p = append(p, sandbox.Protected{Path: d, What: "the manifest tree tether watches", Tree: true})
+	}
+	return p
+}
+
+// manifestTree lists the directories tether reads manifests from, now:
+// every directory of the tree at root, and those behind its symbolic
+// links. A tree that cannot be listed is at least its root.
+func manifestTree(root string) []string {
+	if root == "" {
+		return nil
+	}
+	t, err := manifest.ListTree(root)
+	if err != nil {
+		return []string{root}
+	}
+	return t.Dirs
 }
 
 // setEnv sets name in env ("NAME=value" entries).

@@ -27,7 +27,7 @@ func TestConfineBoundsThePlan(t *testing.T) {
 		read[i] = long
 	}
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "tether-sandbox-big-*"))
-	_, _, err := confine("big", &spec.SandboxSpec{Read: read, BestEffort: true}, "", "", "/bin/true", "true", nil, "", "", []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+	_, _, err := confine("big", &spec.SandboxSpec{Read: read, BestEffort: true}, "", "", "/bin/true", "true", nil, "", "", nil, []string{"HOME=/nonexistent", "PATH=/usr/bin"})
 	if err == nil || !strings.Contains(err.Error(), "over the 122880 the launcher can be given") {
 		t.Fatalf("a huge plan: %v", err)
 	}
@@ -36,7 +36,7 @@ func TestConfineBoundsThePlan(t *testing.T) {
 		t.Errorf("a TMPDIR was left behind: %v", after)
 	}
 	// A small one passes, with its TMPDIR in the environment.
-	c, env, err := confine("small", &spec.SandboxSpec{BestEffort: true}, "", "", "/bin/true", "true", nil, "", "", []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+	c, env, err := confine("small", &spec.SandboxSpec{BestEffort: true}, "", "", "/bin/true", "true", nil, "", "", nil, []string{"HOME=/nonexistent", "PATH=/usr/bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +57,42 @@ func TestWithoutNamespaceSaysWhatIsLeft(t *testing.T) {
 		}
 		if c.describe != want || c.plan.Namespace || c.plan.LoopbackUp || !c.plan.HandleTCP || !c.plan.HandleUDP {
 			t.Errorf("ABI %d: status.sandbox %q, plan %+v; want %q, no namespace, every port refused", abi, c.describe, c.plan, want)
+		}
+	}
+}
+
+// TestConfineRefusesWritingTheManifestTree: a write grant may not lie in
+// any directory tether reads manifests from: a sibling of the manifest's
+// directory in the tree (write: [../shared]), or a directory outside the
+// tree that a symbolic link in it names. Beneath a hidden name, or beside
+// the tree, it may.
+func TestConfineRefusesWritingTheManifestTree(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "manifests")
+	team := filepath.Join(tree, "team")
+	for _, d := range []string{team, filepath.Join(tree, "shared"), filepath.Join(tree, ".data"), filepath.Join(root, "outside"), filepath.Join(root, "elsewhere")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(root, "outside"), filepath.Join(tree, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	start := func(write string) error {
+		c, _, err := confine("w", &spec.SandboxSpec{Write: []string{write}, BestEffort: true}, "", "", "/bin/true", "true", nil, "", team, manifestTree(tree), []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+		if c != nil {
+			c.cleanup()
+		}
+		return err
+	}
+	for _, w := range []string{"../shared", filepath.Join(root, "outside"), "../linked"} {
+		if err := start(w); err == nil || !inManifestTree(err) {
+			t.Errorf("write: [%s]: %v, want it refused as in the manifest tree", w, err)
+		}
+	}
+	for _, w := range []string{"../.data", filepath.Join(root, "elsewhere")} {
+		if err := start(w); err != nil {
+			t.Errorf("write: [%s], beside the tree or beneath a hidden name: %v", w, err)
 		}
 	}
 }
