@@ -213,9 +213,19 @@ const maxRelaysOut = 64
 // of what the backend sends that client while it serves the request. The
 // paths differ only in how it reaches the client (clientStream).
 type caller struct {
-	g   *Gateway
-	ss  *mcp.ServerSession
+	g  *Gateway
+	ss *mcp.ServerSession
+	// era is the client of a 2026-07-28 call on the fast path, which has
+	// no session (ss nil): what it declared comes with the request.
+	era *eraClient
 	out clientStream
+}
+
+// eraClient is a 2026-07-28 client as one request of its declares it
+// (_meta, SEP-2575). Each request is a client of its own, as each is a
+// session of its own on the go-sdk's stateless path.
+type eraClient struct {
+	caps *mcp.ClientCapabilities
 }
 
 // clientStream writes on the response stream of one client request: the
@@ -229,10 +239,30 @@ type clientStream interface {
 	listRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 }
 
-func (c *caller) Client() any                           { return c.ss }
-func (c *caller) Log(p *mcp.LoggingMessageParams)       { c.out.log(p) }
-func (c *caller) LogLevel() mcp.LoggingLevel            { return c.g.level(c.ss) }
-func (c *caller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
+func (c *caller) Client() any {
+	if c.ss == nil {
+		return c.era
+	}
+	return c.ss
+}
+
+func (c *caller) Log(p *mcp.LoggingMessageParams) { c.out.log(p) }
+
+// LogLevel: a 2026-07-28 request that names a level is left to the go-sdk
+// (fastpath.go), so a fast one has none.
+func (c *caller) LogLevel() mcp.LoggingLevel {
+	if c.ss == nil {
+		return ""
+	}
+	return c.g.level(c.ss)
+}
+
+func (c *caller) Capabilities() *mcp.ClientCapabilities {
+	if c.ss == nil {
+		return c.era.caps
+	}
+	return clientCaps(c.ss)
+}
 
 func (c *caller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
 	return c.out.createMessage(ctx, p)

@@ -43,15 +43,34 @@ const roundResultKept = 30 * time.Second
 
 // callRound is a backend call running across a client's requests.
 type callRound struct {
-	asks   chan *roundAsk
-	done   chan struct{} // closed when the backend call returned
+	asks chan *roundAsk
+	done chan struct{} // closed when the backend call returned
+	// The result, once done: res when the go-sdk path made the call, raw
+	// when the fast path did (fastpath.go); see result.
 	res    *mcp.CallToolResult
+	raw    json.RawMessage
 	sent   sent // the outcome, once done
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	ctx     context.Context // the client request waiting now, for log messages
+	mu sync.Mutex
+	// log writes on the client request waiting now (nil between rounds,
+	// or when that request takes no log messages).
+	log     func(*mcp.LoggingMessageParams)
 	pending map[string]*roundAsk
+}
+
+// result is the call's result as the go-sdk path answers it, whichever
+// path made the call: a call the fast path began may be resumed by a
+// round that goes through the go-sdk.
+func (cr *callRound) result() (*mcp.CallToolResult, error) {
+	if cr.res != nil || cr.raw == nil {
+		return cr.res, nil
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(cr.raw, &res); err != nil {
+		return nil, fmt.Errorf("invalid result: %w", err)
+	}
+	return &res, nil
 }
 
 // roundAsk is one backend request waiting for the client's answer.
@@ -73,22 +92,31 @@ func roundsClient(ss *mcp.ServerSession) bool {
 	return ip != nil && ip.ProtocolVersion >= protocolSessionless
 }
 
+// roundSend makes the backend call of a call in rounds, keeping its
+// result in cr (res or raw): the go-sdk path and the fast path differ only
+// in that.
+type roundSend func(cr *callRound) sendFunc
+
 // callInRounds runs (or resumes, when p's requestState is one of the
-// gateway's) the backend call of a tools/call of a 2026-07-28 client.
+// gateway's) the backend call of a tools/call of a 2026-07-28 client, on
+// either path. c is the client the backend's requests go to (its out is
+// set here), log where log messages go while this request waits.
 //
-// The outcome is reported against the target that answered (t, or the one
-// a reroute sent the call to); a round that asks the client a question is
-// an answer.
-func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *target, name string, p *mcp.CallToolParams,
-	progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, sent) {
-	var cr *callRound
+// It returns the round (nil when a resumed state names no call) and
+// either asked, the input-required result of a backend request the client
+// must answer, or, when the call is done (asked nil), its outcome; the
+// result is cr's. The outcome is reported against the target that
+// answered (t, or the one a reroute sent the call to); a round that asks
+// the client a question is an answer.
+func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name string, p *mcp.CallToolParams,
+	log func(*mcp.LoggingMessageParams), send roundSend) (cr *callRound, asked *mcp.CallToolResult, s sent) {
 	if strings.HasPrefix(p.RequestState, roundStatePrefix) {
 		g.rounds.mu.Lock()
 		cr = g.rounds.m[p.RequestState]
 		delete(g.rounds.m, p.RequestState)
 		g.rounds.mu.Unlock()
 		if cr == nil {
-			return nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
+			return nil, nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
 		}
 		cr.mu.Lock()
 		for id, resp := range p.InputResponses {
@@ -100,37 +128,30 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		cr.mu.Unlock()
 	} else {
 		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}}
+		c.out = roundStream{cr: cr}
 		// The call outlives this request (a question ends it), bounded by
 		// callTimeout and the backend's life; cr.cancel ends it.
-		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), &caller{g: g, ss: ss, out: roundStream{ss: ss, cr: cr}}))
+		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), c))
 		cr.cancel = cancel
+		do := send(cr)
 		go func() {
 			defer close(cr.done)
 			defer cancel()
-			cr.sent = g.sendCall(rctx, route{target: t, tool: p.Name}, name,
-				func(bctx context.Context, r route) (bool, bool, error) {
-					again := *p
-					again.Name = r.tool
-					var err error
-					if cr.res, err = r.target.backend.CallTool(bctx, &again, progress); cr.res == nil {
-						return false, false, err
-					}
-					return true, cr.res.IsError, err
-				})
+			cr.sent = g.sendCall(rctx, route{target: t, tool: p.Name}, name, do)
 		}()
 	}
 	cr.mu.Lock()
-	cr.ctx = ctx
+	cr.log = log
 	cr.mu.Unlock()
 	select {
 	case <-cr.done:
-		return cr.res, cr.sent
+		return cr, nil, cr.sent
 	case a := <-cr.asks:
 		id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
 		state := roundStatePrefix + strconv.FormatUint(g.rounds.seq.Add(1), 10)
 		cr.mu.Lock()
 		cr.pending[id] = a
-		cr.ctx = nil
+		cr.log = nil
 		cr.mu.Unlock()
 		g.rounds.mu.Lock()
 		if g.rounds.m == nil {
@@ -147,11 +168,14 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 			})
 		}()
 		res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
-		return res, sent{t: t, answered: err == nil, err: err}
+		return cr, res, sent{t: t, answered: err == nil, err: err}
 	case <-ctx.Done():
+		cr.mu.Lock()
+		cr.log = nil
+		cr.mu.Unlock()
 		cr.cancel()
 		<-cr.done
-		return nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
+		return cr, nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
 	}
 }
 
@@ -177,16 +201,15 @@ func inputRequired(reqs mcp.InputRequestMap, state string) (*mcp.CallToolResult,
 // become the next round's questions, and its log messages go on the
 // client's request waiting now (none between rounds).
 type roundStream struct {
-	ss *mcp.ServerSession
 	cr *callRound
 }
 
 func (s roundStream) log(p *mcp.LoggingMessageParams) {
 	s.cr.mu.Lock()
-	ctx := s.cr.ctx
+	log := s.cr.log
 	s.cr.mu.Unlock()
-	if ctx != nil {
-		_ = s.ss.Log(ctx, p)
+	if log != nil {
+		log(p)
 	}
 }
 
