@@ -89,6 +89,10 @@ func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFix
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sampled: " + res.Model}}}, nil
 		})
+	f.tb.srv.AddTool(&mcp.Tool{Name: "region", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "regional"}}}, nil
+		})
 	f.tb.srv.AddTool(&mcp.Tool{Name: "badparams", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such argument"}
