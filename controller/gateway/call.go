@@ -156,7 +156,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 			return nil, err
 		}
 		dropHopMeta(res.Meta)
-		return res, nil
+		return eraResult(res)
 	}
 	var res *mcp.CallToolResult
 	err := g.roundTrip(ctx, name, start, func() sent {

@@ -110,8 +110,19 @@ func TestEraFastPathAsTheGoSDK(t *testing.T) {
 		host   string
 		taken  bool
 		status int
+		want   []string // in the answer
+		// logs: the backend logs during the call. The go-sdk path may
+		// lose its messages (its backend client can handle one after the
+		// call's result, when the call no longer takes it), so only the
+		// answers' last messages must agree, and want holds for the fast
+		// path alone.
+		logs bool
 	}{
-		{name: "a call", body: eraCall("a_echo", nil), taken: true, status: http.StatusOK},
+		{name: "a call", body: eraCall("a_echo", nil), taken: true, status: http.StatusOK,
+			// The era requires every result's resultType (SEP-2322) and
+			// its server's name in _meta (SEP-2575); the backend, of an
+			// earlier protocol, sends neither.
+			want: []string{`"resultType":"complete"`, `"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"tether"`}},
 		{name: "a backend's invalid params: 400", body: eraCall("a_badparams", nil), taken: true, status: http.StatusBadRequest},
 		{name: "no clientInfo", body: eraCall("a_echo", func(_, m map[string]any) { delete(m, "io.modelcontextprotocol/clientInfo") }),
 			taken: true, status: http.StatusOK},
@@ -135,8 +146,15 @@ func TestEraFastPathAsTheGoSDK(t *testing.T) {
 		{name: "clientInfo not an object",
 			body:   eraCall("a_echo", func(_, m map[string]any) { m["io.modelcontextprotocol/clientInfo"] = "raw" }),
 			status: http.StatusBadRequest},
-		{name: "a logging level (the go-sdk asks the backends for it)",
-			body:   eraCall("a_echo", func(_, m map[string]any) { m["io.modelcontextprotocol/logLevel"] = "debug" }),
+		{name: "a logging level",
+			body:  eraCall("a_echo", func(_, m map[string]any) { m["io.modelcontextprotocol/logLevel"] = "debug" }),
+			taken: true, status: http.StatusOK},
+		{name: "log messages at the level asked for",
+			body:  eraCall("a_logs", func(_, m map[string]any) { m["io.modelcontextprotocol/logLevel"] = "warning" }),
+			taken: true, status: http.StatusOK, logs: true,
+			want: []string{`"method":"notifications/message","params":{"data":"loud","level":"warning","logger":"a"}`}},
+		{name: "a logging level of no such name",
+			body:   eraCall("a_echo", func(_, m map[string]any) { m["io.modelcontextprotocol/logLevel"] = "chatty" }),
 			status: http.StatusOK},
 		{name: "a capability spelled in another case",
 			body: eraCall("a_echo", func(_, m map[string]any) {
@@ -158,6 +176,17 @@ func TestEraFastPathAsTheGoSDK(t *testing.T) {
 		{name: "an unknown tool", body: eraCall("a_nope", nil), status: http.StatusBadRequest},
 	}
 	fixtures := [2]*fastFixture{newFastFixture(t, false, 0), newFastFixture(t, true, 0)}
+	for _, f := range fixtures {
+		// A classic client wants every log message: the backends send
+		// them all, and a call's own messages are those of its level.
+		c := rawSession(t, f.g, f.url, "")
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		status, msgs := c.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`)
+		cancel()
+		if status != http.StatusOK {
+			t.Fatalf("logging/setLevel: %d %s", status, msgs)
+		}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [2]eraAnswer
@@ -171,9 +200,49 @@ func TestEraFastPathAsTheGoSDK(t *testing.T) {
 			if got[0].Status != tc.status {
 				t.Errorf("the go-sdk answered %d, want %d: %s", got[0].Status, tc.status, got[0].Messages)
 			}
+			for _, w := range tc.want {
+				for i, a := range got {
+					if tc.logs && i == 0 {
+						continue
+					}
+					if !strings.Contains(a.Messages, w) {
+						t.Errorf("fast path on=%v: the answer %s lacks %s", i == 1, a.Messages, w)
+					}
+				}
+			}
+			if tc.logs {
+				if strings.Contains(got[1].Messages, "quiet") {
+					t.Errorf("a debug message reached a call at warning: %s", got[1].Messages)
+				}
+				for i := range got {
+					got[i].Messages = got[i].Messages[strings.LastIndex(got[i].Messages, "\n")+1:]
+				}
+			}
 			if got[0] != got[1] {
 				t.Errorf("answers differ:\n go-sdk: %+v\n   fast: %+v", got[0], got[1])
 			}
 		})
+	}
+}
+
+// TestEraFastCallAsksBackendsForItsLevel: a 2026-07-28 call on the fast
+// path that names a logging level, where no client asked for one before,
+// has the backends asked for it first (as interceptSetLevel does on the
+// go-sdk path), so its own log messages come; and the gateway forgets the
+// call's level once it is answered.
+func TestEraFastCallAsksBackendsForItsLevel(t *testing.T) {
+	f := newFastFixture(t, true, 0)
+	got := eraPost(t, f.url, eraCall("a_logs", func(_, m map[string]any) { m["io.modelcontextprotocol/logLevel"] = "warning" }), nil, "")
+	if f.g.fastCalls.Load() != 1 {
+		t.Fatalf("fast calls %d, want 1", f.g.fastCalls.Load())
+	}
+	if !strings.Contains(got.Messages, `"data":"loud"`) || strings.Contains(got.Messages, "quiet") {
+		t.Errorf("answer %+v: want the warning and not the debug message", got)
+	}
+	f.g.levels.mu.Lock()
+	left, sent := len(f.g.levels.m), f.g.levels.sent
+	f.g.levels.mu.Unlock()
+	if left != 0 || sent != "warning" {
+		t.Errorf("levels after the call: %d clients, backends at %q; want none, at warning", left, sent)
 	}
 }

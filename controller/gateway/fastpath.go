@@ -279,9 +279,11 @@ type fastRequest struct {
 	params []wire.RawParam // arguments and the multi-round-trip keys, verbatim
 	token  json.RawMessage // the caller's progressToken; nil if none
 	trace  mcp.Meta        // the caller's traceparent and tracestate
-	// caps are what a 2026-07-28 client declares in _meta; nil for a
-	// classic one, which declared them at initialize.
-	caps *mcp.ClientCapabilities
+	// caps are what a 2026-07-28 client declares in _meta, and level the
+	// logging level it asks for ("" none); nil for a classic one, which
+	// declared them at initialize.
+	caps  *mcp.ClientCapabilities
+	level mcp.LoggingLevel
 }
 
 // forwardedParams are the params keys the slow path sends upstream besides
@@ -365,9 +367,9 @@ func parseCall(body []byte, era string) (*fastRequest, bool) {
 // eraMeta takes one io.modelcontextprotocol/ key of a 2026-07-28 request's
 // _meta into req: the protocol version (the header's, which the go-sdk
 // requires it to match), the client's capabilities (required) and info
-// (optional, but an object). A logging level is left to the go-sdk: it
-// asks the backends for it (relay.go, interceptSetLevel), and so are
-// keys the fast path does not know.
+// (optional, but an object), the logging level (optional; one the go-sdk
+// path would record, interceptSetLevel). Keys the fast path does not
+// know are left to the go-sdk.
 func eraMeta(req *fastRequest, k string, v json.RawMessage, era string, versioned *bool) bool {
 	switch k {
 	case mcp.MetaKeyProtocolVersion:
@@ -380,6 +382,13 @@ func eraMeta(req *fastRequest, k string, v json.RawMessage, era string, versione
 	case mcp.MetaKeyClientInfo:
 		var info *mcp.Implementation
 		return len(v) > 0 && v[0] == '{' && json.Unmarshal(v, &info) == nil && info != nil
+	case mcp.MetaKeyLogLevel:
+		var l mcp.LoggingLevel
+		if json.Unmarshal(v, &l) != nil || levelRank(l) < 0 {
+			return false
+		}
+		req.level = l
+		return true
 	}
 	return false
 }
@@ -572,9 +581,21 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 		send := rawSend(r.Header.Get(protocolVersionHeader), req.params, progress, nil, &res)
 		err = g.roundTrip(ctx, name, start, func() sent { return g.sendCall(ctx, rt, name, send) })
 	} else {
+		c := &caller{g: g, era: &eraClient{caps: req.caps}}
+		var log func(*mcp.LoggingMessageParams)
+		if req.level != "" {
+			// As interceptSetLevel does on the go-sdk path, before the
+			// call: the backends are asked for the level the clients want.
+			g.setLevel(c.era, req.level)
+			defer g.forgetLevel(c.era)
+			log = func(p *mcp.LoggingMessageParams) {
+				if levelRank(p.Level) >= levelRank(req.level) {
+					out.notify("notifications/message", p)
+				}
+			}
+		}
 		err = g.roundTrip(ctx, name, start, func() sent {
-			c := &caller{g: g, era: &eraClient{caps: req.caps}}
-			cr, asked, s := g.callInRounds(ctx, c, rt.target, name, &mcp.CallToolParams{Name: rt.tool}, nil,
+			cr, asked, s := g.callInRounds(ctx, c, rt.target, name, &mcp.CallToolParams{Name: rt.tool}, log,
 				func(cr *callRound) sendFunc { return rawSend("", req.params, progress, g.serverInfo, &cr.raw) })
 			switch {
 			case asked != nil:
@@ -642,13 +663,15 @@ func idText(id json.RawMessage) string {
 // resultJSON is dropHopMeta for a result as JSON, and makes an absent
 // content an empty list as the go-sdk server does (the fast path never
 // decodes the result into the go-sdk's types). With serverInfo (a
-// 2026-07-28 caller) it names the gateway in _meta as the go-sdk server
-// does for that era (annotateServerInfo: every result names its server,
-// SEP-2575). A result that needs none of it is returned as it is.
+// 2026-07-28 caller) it also does what eraResult does for the go-sdk
+// path: the result names the gateway in _meta, and its resultType. A
+// result that needs none of it is returned as it is.
 func resultJSON(res, serverInfo json.RawMessage) (json.RawMessage, error) {
 	var head struct {
-		Meta    json.RawMessage `json:"_meta"`
-		Content json.RawMessage `json:"content"`
+		Meta          json.RawMessage `json:"_meta"`
+		Content       json.RawMessage `json:"content"`
+		ResultType    json.RawMessage `json:"resultType"`
+		InputRequests json.RawMessage `json:"inputRequests"`
 	}
 	if err := json.Unmarshal(res, &head); err != nil {
 		return nil, err
@@ -667,13 +690,25 @@ func resultJSON(res, serverInfo json.RawMessage) (json.RawMessage, error) {
 		}
 	}
 	noContent := len(head.Content) == 0 || string(head.Content) == "null"
+	var resultType json.RawMessage
+	if serverInfo != nil && (len(head.ResultType) == 0 || string(head.ResultType) == "null") {
+		resultType = json.RawMessage(`"` + resultTypeOf(len(head.InputRequests) > 0 && string(head.InputRequests) != "null") + `"`)
+	}
 	if !hop && !noContent {
 		switch {
 		case serverInfo == nil:
 			return res, nil
-		case len(head.Meta) == 0:
-			// The common case of the era: no _meta to merge with.
-			return withFirstKey(res, `"_meta":{"`+mcp.MetaKeyServerInfo+`":`, serverInfo, "}"), nil
+		case len(head.Meta) == 0 && (resultType != nil || len(head.ResultType) > 0):
+			// The common case of the era: nothing to merge with.
+			first := make([]byte, 0, len(serverInfo)+80)
+			first = append(first, `"_meta":{"`+mcp.MetaKeyServerInfo+`":`...)
+			first = append(first, serverInfo...)
+			first = append(first, '}')
+			if resultType != nil {
+				first = append(first, `,"resultType":`...)
+				first = append(first, resultType...)
+			}
+			return withFirstMembers(res, first), nil
 		}
 	}
 	var m map[string]json.RawMessage
@@ -690,6 +725,9 @@ func resultJSON(res, serverInfo json.RawMessage) (json.RawMessage, error) {
 			meta = map[string]json.RawMessage{}
 		}
 		meta[mcp.MetaKeyServerInfo] = serverInfo
+		if resultType != nil {
+			m["resultType"] = resultType
+		}
 	}
 	if len(meta) == 0 {
 		delete(m, "_meta")
@@ -706,16 +744,15 @@ func resultJSON(res, serverInfo json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(m)
 }
 
-// withFirstKey returns the JSON object obj with a first member spelled
-// open+value+end.
-func withFirstKey(obj json.RawMessage, open string, value json.RawMessage, end string) json.RawMessage {
+// withFirstMembers returns the JSON object obj with members (JSON object
+// members, comma-separated) first.
+func withFirstMembers(obj json.RawMessage, members []byte) json.RawMessage {
 	rest := bytes.TrimLeft(obj, " \t\r\n")[1:] // after '{'
-	empty := len(bytes.TrimLeft(rest, " \t\r\n")) > 0 && bytes.TrimLeft(rest, " \t\r\n")[0] == '}'
-	out := make([]byte, 0, len(obj)+len(open)+len(value)+len(end)+2)
+	trimmed := bytes.TrimLeft(rest, " \t\r\n")
+	empty := len(trimmed) > 0 && trimmed[0] == '}'
+	out := make([]byte, 0, len(obj)+len(members)+2)
 	out = append(out, '{')
-	out = append(out, open...)
-	out = append(out, value...)
-	out = append(out, end...)
+	out = append(out, members...)
 	if !empty {
 		out = append(out, ',')
 	}

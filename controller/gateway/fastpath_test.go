@@ -93,6 +93,18 @@ func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFix
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "regional"}}}, nil
 		})
+	f.tb.srv.AddTool(&mcp.Tool{Name: "logs", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			for _, m := range []struct {
+				level mcp.LoggingLevel
+				text  string
+			}{{"debug", "quiet"}, {"warning", "loud"}} {
+				if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: m.level, Data: m.text}); err != nil {
+					return nil, err
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "logged"}}}, nil
+		})
 	f.tb.srv.AddTool(&mcp.Tool{Name: "badparams", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such argument"}

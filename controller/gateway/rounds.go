@@ -179,6 +179,46 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 	}
 }
 
+// resultTypeOf is the resultType of a 2026-07-28 result (SEP-2322):
+// input_required when it asks the client something.
+func resultTypeOf(asks bool) string {
+	if asks {
+		return "input_required"
+	}
+	return "complete"
+}
+
+// eraResult gives a result for a 2026-07-28 client its resultType, which
+// that era requires of every result, when the backend (of an earlier
+// protocol) sent none: the go-sdk server sets it only on the results of
+// the tools registered with it, and tether's are not (registry.go). The
+// type is set only by decoding: the go-sdk keeps it unexported.
+func eraResult(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		ResultType string `json:"resultType"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil || head.ResultType != "" {
+		return res, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["resultType"] = json.RawMessage(`"` + resultTypeOf(res.InputRequests != nil) + `"`)
+	if b, err = json.Marshal(m); err != nil {
+		return nil, err
+	}
+	var out mcp.CallToolResult
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // inputRequired builds an input-required result (its type is set only by
 // decoding: the go-sdk keeps it unexported).
 func inputRequired(reqs mcp.InputRequestMap, state string) (*mcp.CallToolResult, error) {
