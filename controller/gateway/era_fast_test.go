@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // eraCall is a 2026-07-28 tools/call of tool as the go-sdk client sends
@@ -244,5 +247,25 @@ func TestEraFastCallAsksBackendsForItsLevel(t *testing.T) {
 	f.g.levels.mu.Unlock()
 	if left != 0 || sent != "warning" {
 		t.Errorf("levels after the call: %d clients, backends at %q; want none, at warning", left, sent)
+	}
+}
+
+// TestFastWriterNothingAfterTheAnswer: a fast call in rounds runs on after
+// its question went out as the answer; its later progress and log
+// messages must not reach the response, in either framing.
+func TestFastWriterNothingAfterTheAnswer(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		f := &fastWriter{w: rec, id: json.RawMessage(`7`), token: json.RawMessage(`"t"`), era: true}
+		if sse {
+			f.progress(&mcp.ProgressNotificationParams{Progress: 1})
+		}
+		f.result(json.RawMessage(`{"content":[]}`))
+		answer := rec.Body.String()
+		f.progress(&mcp.ProgressNotificationParams{Progress: 2})
+		f.notify("notifications/message", &mcp.LoggingMessageParams{Level: "error", Data: "late"})
+		if got := rec.Body.String(); got != answer {
+			t.Errorf("sse=%v: the response went on after its answer:\n%s", sse, got)
+		}
 	}
 }

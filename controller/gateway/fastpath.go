@@ -881,12 +881,16 @@ func (f *fastWriter) notify(method string, params any) {
 	}
 }
 
+// answer writes the call's answer, the last thing its response holds: a
+// call in rounds that asked a question runs on, and its progress and log
+// messages must not follow the answer into the body.
 func (f *fastWriter) answer(status int, msg []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone {
 		return
 	}
+	f.gone = true
 	if f.sse {
 		f.event(msg)
 		return
