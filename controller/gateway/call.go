@@ -129,8 +129,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		var res *mcp.CallToolResult
 		err := g.roundTrip(ctx, name, start, func() sent {
 			ss := req.Session
-			log := func(lp *mcp.LoggingMessageParams) { _ = ss.Log(ctx, lp) }
-			cr, asked, s := g.callInRounds(ctx, &caller{g: g, ss: ss}, t, name, p, log, func(cr *callRound) sendFunc {
+			cr, asked, s := g.callInRounds(ctx, &caller{g: g, ss: ss}, t, name, p, sessionLog(ctx, ss), func(cr *callRound) sendFunc {
 				return func(bctx context.Context, r route) (bool, bool, error) {
 					again := *p
 					again.Name = r.tool

@@ -92,6 +92,12 @@ func roundsClient(ss *mcp.ServerSession) bool {
 	return ip != nil && ip.ProtocolVersion >= protocolSessionless
 }
 
+// sessionLog writes log messages on the go-sdk session's request of ctx
+// (the go-sdk drops those its level does not admit).
+func sessionLog(ctx context.Context, ss *mcp.ServerSession) func(*mcp.LoggingMessageParams) {
+	return func(p *mcp.LoggingMessageParams) { _ = ss.Log(ctx, p) }
+}
+
 // roundSend makes the backend call of a call in rounds, keeping its
 // result in cr (res or raw): the go-sdk path and the fast path differ only
 // in that.
