@@ -178,6 +178,13 @@ func TestEraFastPathAsTheGoSDK(t *testing.T) {
 		{name: "a tool that binds headers, with them",
 			body:   eraCall("a_region", func(p, _ map[string]any) { p["arguments"] = map[string]any{"region": "eu"} }),
 			header: set("Mcp-Param-Region", "eu"), status: http.StatusOK},
+		{name: "Accept without event streams", body: eraCall("a_echo", nil), header: set("Accept", "application/json"), status: http.StatusBadRequest},
+		{name: "Accept */*", body: eraCall("a_echo", nil), header: set("Accept", "*/*"), taken: true, status: http.StatusOK},
+		{name: "Content-Type not JSON", body: eraCall("a_echo", nil), header: set("Content-Type", "text/plain"), status: http.StatusUnsupportedMediaType},
+		{name: "a body over the limit (4 MiB)",
+			body:   eraCall("a_echo", func(p, _ map[string]any) { p["arguments"] = map[string]any{"msg": strings.Repeat("x", 4<<20)} }),
+			status: http.StatusRequestEntityTooLarge},
+		{name: "a batch", body: "[" + eraCall("a_echo", nil) + "]", status: http.StatusBadRequest},
 		{name: "an unknown tool", body: eraCall("a_nope", nil), status: http.StatusBadRequest},
 	}
 	fixtures := [2]*fastFixture{newFastFixture(t, false, 0), newFastFixture(t, true, 0)}
