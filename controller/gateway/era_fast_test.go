@@ -278,3 +278,22 @@ func TestFastWriterNothingAfterTheAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestEraFastPathBehindTheToken: with --auth-token-file a 2026-07-28 call
+// reaches the fast path only with the token; without it, it is refused
+// before either path sees it.
+func TestEraFastPathBehindTheToken(t *testing.T) {
+	f := newFastFixture(t, true, 0)
+	const token = "era-token-0123456789abcdef"
+	url, _ := serveOn(t, f.g, "127.0.0.1:0", writeToken(t, token))
+	if got := eraPost(t, url, eraCall("a_echo", nil), nil, ""); got.Status != http.StatusUnauthorized || f.g.fastCalls.Load() != 0 {
+		t.Errorf("without the token: %+v, fast calls %d; want 401 and none", got, f.g.fastCalls.Load())
+	}
+	got := eraPost(t, url, eraCall("a_echo", nil), http.Header{"Authorization": {"Bearer " + token}}, "")
+	if got.Status != http.StatusOK || !strings.Contains(got.Messages, `a:{\"msg\":\"x\"}`) || f.g.fastCalls.Load() != 1 {
+		t.Errorf("with the token: %+v, fast calls %d; want the answer on the fast path", got, f.g.fastCalls.Load())
+	}
+	if strings.Contains(got.Messages, token) {
+		t.Errorf("the token reached the answer: %s", got.Messages)
+	}
+}
