@@ -45,11 +45,6 @@ import (
 // framing of the call and of its answer that differs. Anything else, or
 // any doubt, goes to the go-sdk handler with the body untouched.
 
-// protocolSessionless is the first protocol version whose requests carry
-// their own session state (_meta) and standard headers: the fast path
-// leaves those to the go-sdk.
-const protocolSessionless = "2026-07-28"
-
 // errCallerCancelled ends a fast call whose caller sent notifications/cancelled.
 var errCallerCancelled = errors.New("the caller cancelled the call")
 

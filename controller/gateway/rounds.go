@@ -89,7 +89,7 @@ type rounds struct {
 // its server may not send it requests.
 func roundsClient(ss *mcp.ServerSession) bool {
 	ip := ss.InitializeParams()
-	return ip != nil && ip.ProtocolVersion >= protocolSessionless
+	return ip != nil && ip.ProtocolVersion >= modernProtocol
 }
 
 // sessionLog writes log messages on the go-sdk session's request of ctx

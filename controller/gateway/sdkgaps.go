@@ -364,7 +364,7 @@ func fastHeaders(r *http.Request, era bool) bool {
 		if v != modernProtocol || r.Header.Get(methodHeader) != methodCallTool {
 			return false
 		}
-	} else if v == "" || v >= protocolSessionless || r.Header.Get(methodHeader) != "" || r.Header.Get(nameHeader) != "" {
+	} else if v == "" || v >= modernProtocol || r.Header.Get(methodHeader) != "" || r.Header.Get(nameHeader) != "" {
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
