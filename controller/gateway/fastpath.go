@@ -288,8 +288,9 @@ var forwardedParams = map[string]bool{"arguments": true, "inputResponses": true,
 // parseCall parses a POST body that should be one tools/call. Keys are
 // matched exactly (encoding/json matches struct fields without regard to
 // case), and anything unusual answers false. era is the protocol version
-// of a 2026-07-28 request (its header), "" for a classic one.
-func parseCall(body []byte, era string) (*fastRequest, bool) {
+// of a 2026-07-28 request (its header), "" for a classic one; memo keeps
+// what such requests' _meta decoded to.
+func parseCall(body []byte, era string, memo *eraMemo) (*fastRequest, bool) {
 	var env map[string]json.RawMessage
 	if json.Unmarshal(body, &env) != nil || len(env) != 4 {
 		return nil, false
@@ -332,7 +333,7 @@ func parseCall(body []byte, era string) (*fastRequest, bool) {
 				// go-sdk's business; for a 2026-07-28 request what the
 				// go-sdk would check of it (validateRequestMeta and the
 				// transport's header match), checked alike.
-				if era == "" || !eraMeta(req, k, v, era, &versioned) {
+				if era == "" || !eraMeta(req, k, v, era, &versioned, memo) {
 					return nil, false
 				}
 			case k == "progressToken":
@@ -365,18 +366,33 @@ func parseCall(body []byte, era string) (*fastRequest, bool) {
 // (optional, but an object), the logging level (optional; one the go-sdk
 // path would record, interceptSetLevel). Keys the fast path does not
 // know are left to the go-sdk.
-func eraMeta(req *fastRequest, k string, v json.RawMessage, era string, versioned *bool) bool {
+func eraMeta(req *fastRequest, k string, v json.RawMessage, era string, versioned *bool, memo *eraMemo) bool {
 	switch k {
 	case mcp.MetaKeyProtocolVersion:
 		var s string
 		*versioned = json.Unmarshal(v, &s) == nil && s == era
 		return *versioned
 	case mcp.MetaKeyClientCapabilities:
-		req.caps = eraCapabilities(v)
-		return req.caps != nil
+		if m := memo.caps.Load(); m != nil && m.raw == string(v) {
+			req.caps = m.caps
+			return true
+		}
+		if req.caps = eraCapabilities(v); req.caps == nil {
+			return false
+		}
+		memo.caps.Store(&memoCaps{raw: string(v), caps: req.caps})
+		return true
 	case mcp.MetaKeyClientInfo:
+		if m := memo.info.Load(); m != nil && *m == string(v) {
+			return true
+		}
 		var info *mcp.Implementation
-		return len(v) > 0 && v[0] == '{' && json.Unmarshal(v, &info) == nil && info != nil
+		if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &info) != nil || info == nil {
+			return false
+		}
+		raw := string(v)
+		memo.info.Store(&raw)
+		return true
 	case mcp.MetaKeyLogLevel:
 		var l mcp.LoggingLevel
 		if json.Unmarshal(v, &l) != nil || levelRank(l) < 0 {
@@ -386,6 +402,22 @@ func eraMeta(req *fastRequest, k string, v json.RawMessage, era string, versione
 		return true
 	}
 	return false
+}
+
+// eraMemo keeps the last client capabilities a 2026-07-28 request's _meta
+// decoded to, and the last client info found valid: an agent sends the
+// same with every request, and decoding them was most of what such a
+// call cost the fast path beyond a classic one. One of each, so a client
+// that varies them costs only the decode. The capabilities are shared
+// by the requests that sent them, and only read.
+type eraMemo struct {
+	caps atomic.Pointer[memoCaps]
+	info atomic.Pointer[string]
+}
+
+type memoCaps struct {
+	raw  string
+	caps *mcp.ClientCapabilities
 }
 
 // eraCapabilities decodes a 2026-07-28 client's capabilities as the go-sdk
@@ -474,7 +506,7 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 	if ds == nil {
 		era = version
 	}
-	req, ok := parseCall(body, era)
+	req, ok := parseCall(body, era, &g.eraMemo)
 	if !ok {
 		return false
 	}

@@ -262,6 +262,9 @@ type Gateway struct {
 	// 2026-07-28 result names its server in _meta (SEP-2575), which the
 	// fast path writes itself.
 	serverInfo json.RawMessage
+	// eraMemo keeps what 2026-07-28 requests' _meta decoded to
+	// (fastpath.go).
+	eraMemo eraMemo
 	// notices are the session POSTs in flight on the go-sdk path
 	// (sdkgaps.go).
 	notices streamNotices
