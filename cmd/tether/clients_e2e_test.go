@@ -179,6 +179,80 @@ func TestModernClientOverHTTP(t *testing.T) {
 	}
 }
 
+// TestModernCallsTakeTheFastPath: a 2026-07-28 client's tools/call (the
+// go-sdk client's default protocol, and the Inspector with
+// --protocol-era modern) to a streamable HTTP backend with sessions rides
+// the gateway's byte fast path, as a classic session's call does: tether's
+// DEBUG line of each call says which path carried it.
+func TestModernCallsTakeTheFastPath(t *testing.T) {
+	bin := builtBinaries(t)
+	backendPort, gwPort := testport.Free(t), testport.Free(t)
+	// Stateful: the raw path sends on a backend session.
+	startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", backendPort), "-stateless=false")
+	waitTCP(t, backendPort, 20*time.Second)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "ev.yaml")
+	writeFile(t, m, httpManifest("ev", fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort), "streamable", ""))
+	tt := startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
+	waitTCP(t, gwPort, 20*time.Second)
+	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort)
+
+	// fastCalls counts the DEBUG lines of calls of tool the fast path
+	// carried.
+	fastCalls := func(tool string) int {
+		n := 0
+		for line := range strings.Lines(tt.logs.String()) {
+			if strings.Contains(line, "gateway tool call") && strings.Contains(line, "tool="+tool+" ") && strings.Contains(line, "fastPath=true") {
+				n++
+			}
+		}
+		return n
+	}
+	waitFast := func(tool string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for fastCalls(tool) < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d calls of %s on the fast path, want %d", fastCalls(tool), tool, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern-agent", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the go-sdk client negotiated %s by default, want 2026-07-28", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev_test_simple_text"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !strings.Contains(tc.Text, "simple text") {
+		t.Fatalf("tools/call at 2026-07-28: %+v", res.Content[0])
+	}
+	if info, _ := res.Meta[mcp.MetaKeyServerInfo].(map[string]any); info["name"] != "tether" {
+		t.Errorf("the result names its server %v, want tether (SEP-2575)", res.Meta[mcp.MetaKeyServerInfo])
+	}
+	waitFast("ev_test_simple_text", 1)
+
+	out, err := inspector(t, url, "--transport", "http", "--protocol-era", "modern", "--method", "tools/call", "--tool-name", "ev_test_simple_text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "This is a simple text response for testing.") {
+		t.Fatalf("the Inspector's 2026-07-28 tools/call over HTTP: %s", out)
+	}
+	waitFast("ev_test_simple_text", 2)
+}
+
 // TestSSEOnlyClient: with --sse, a client that speaks only the legacy
 // HTTP+SSE transport (the Inspector with --transport sse) lists and calls
 // at /sse; without it /sse is not served.

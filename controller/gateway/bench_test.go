@@ -125,6 +125,41 @@ func BenchmarkGatewayFastCall(b *testing.B) {
 	}
 }
 
+// BenchmarkGatewayEraFastCall is BenchmarkGatewayFastCall for an agent of
+// the 2026-07-28 protocol (the go-sdk client's default), which has no
+// session: its calls take the fast path too.
+func BenchmarkGatewayEraFastCall(b *testing.B) {
+	for _, bc := range benchCases {
+		b.Run(bc.name, func(b *testing.B) {
+			url := benchBackend(b, bc.work)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			sess, err := connection.Connect(ctx, connection.Request{Name: "bench", Spec: &spec.Spec{HTTP: &spec.HTTPSpec{URL: url}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = sess.Close() })
+			g := New(Options{ObserveCall: func(string, string, time.Duration) {}})
+			g.Set(Connection{Name: "bench", Prefix: "bench", Backend: sess})
+			hs := httptest.NewServer(g.Handler())
+			b.Cleanup(hs.Close)
+			c := mcp.NewClient(&mcp.Implementation{Name: "bench-agent", Version: "0"}, nil)
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cs.Close() })
+			runCalls(b, bc.conc, func(ctx context.Context) error {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bench_echo", Arguments: benchArgs})
+				return err
+			})
+			if g.fastCalls.Load() == 0 {
+				b.Fatal("no call took the fast path")
+			}
+		})
+	}
+}
+
 var benchArgs = json.RawMessage(`{"message":"hello, gateway"}`)
 
 // benchBackend serves an echo tool over streamable HTTP on loopback.

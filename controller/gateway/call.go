@@ -128,15 +128,34 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if inRounds {
 		var res *mcp.CallToolResult
 		err := g.roundTrip(ctx, name, start, func() sent {
-			var s sent
-			res, s = g.callInRounds(ctx, req.Session, t, name, p, progress)
+			ss := req.Session
+			cr, asked, s := g.callInRounds(ctx, &caller{g: g, ss: ss}, t, name, p, sessionLog(ctx, ss), func(cr *callRound) sendFunc {
+				return func(bctx context.Context, r route) (bool, bool, error) {
+					again := *p
+					again.Name = r.tool
+					var err error
+					if cr.res, err = r.target.backend.CallTool(bctx, &again, progress); cr.res == nil {
+						return false, false, err
+					}
+					return true, cr.res.IsError, err
+				}
+			})
+			switch {
+			case asked != nil:
+				res = asked
+			case s.err == nil && s.answered:
+				var err error
+				if res, err = cr.result(); err != nil {
+					s.answered, s.err = false, err
+				}
+			}
 			return s
 		})
 		if err != nil {
 			return nil, err
 		}
 		dropHopMeta(res.Meta)
-		return res, nil
+		return eraResult(res)
 	}
 	var res *mcp.CallToolResult
 	err := g.roundTrip(ctx, name, start, func() sent {
@@ -309,6 +328,9 @@ func (g *Gateway) observe(ctx context.Context, conn, tool, result string, d time
 		}
 		if err != nil {
 			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		if ctx.Value(fastPathKey{}) != nil {
+			attrs = append(attrs, slog.Bool("fastPath", true))
 		}
 		g.log.LogAttrs(ctx, slog.LevelDebug, "gateway tool call", attrs...)
 	}

@@ -559,8 +559,8 @@ func TestBackendRequestsInRounds(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- g.serveTransport(ctx, st, "stdio") }()
 	rc := dialRichOn(t, ct, "", nil)
-	if v := rc.cs.InitializeResult().ProtocolVersion; v < protocolSessionless {
-		t.Fatalf("the client negotiated %s: this test needs %s", v, protocolSessionless)
+	if v := rc.cs.InitializeResult().ProtocolVersion; v < modernProtocol {
+		t.Fatalf("the client negotiated %s: this test needs %s", v, modernProtocol)
 	}
 	for name, want := range map[string]string{
 		"pa_sample": "LLM: answer to from a",

@@ -24,7 +24,8 @@ import (
 // 2026-07-28 or later in MCP-Protocol-Version, and belongs to no classic
 // session, goes to the stateless one. Everything in front of the two (auth,
 // Host and Origin checks, the session, connection, call and body bounds)
-// is the same for both.
+// is the same for both, and so is the byte fast path (fastpath.go), which
+// takes a tools/call of either era before it reaches them.
 
 // modernProtocol is the first protocol version of the stateless era. The
 // go-sdk compares versions as strings too; they are dates.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,16 +34,16 @@ import (
 // token.
 //
 // It is taken only where nothing the go-sdk would do is lost: a POST of one
-// tools/call on a live, initialized HTTP session of the gateway, to a tool
-// whose backend is a streamable HTTP session that negotiated the very
-// protocol version the caller speaks (so nothing needs translating), a
-// classic (pre-2026-07-28) one. Anything else, or any doubt, goes to the
-// go-sdk handler with the body untouched.
-
-// protocolSessionless is the first protocol version whose requests carry
-// their own session state (_meta) and standard headers: the fast path
-// leaves those to the go-sdk.
-const protocolSessionless = "2026-07-28"
+// tools/call to a tool whose backend is a streamable HTTP session, either
+// on a live, initialized HTTP session of the gateway whose protocol
+// version (classic, pre-2026-07-28) the backend session negotiated too (so
+// nothing needs translating), or of a 2026-07-28 client, which has no
+// session: what it would have said at initialize comes in the request's
+// _meta, and the go-sdk's stateless handler checks it and the standard
+// headers (fastHeaders, parseCall check the same). A call of that era
+// runs as its go-sdk path runs it, in rounds (rounds.go): it is the
+// framing of the call and of its answer that differs. Anything else, or
+// any doubt, goes to the go-sdk handler with the body untouched.
 
 // errCallerCancelled ends a fast call whose caller sent notifications/cancelled.
 var errCallerCancelled = errors.New("the caller cancelled the call")
@@ -184,12 +185,17 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Han
 		sdk.ServeHTTP(w, r)
 		return
 	}
+	// A classic request belongs to a session of the gateway's (ds); a
+	// 2026-07-28 one (era) to none.
 	sid := r.Header.Get(sessionIDHeader)
 	var ds *downSession
+	era := false
 	if sid != "" {
 		ds = g.downs.get(sid)
+	} else {
+		era = isModernRequest(r)
 	}
-	if ds == nil || !fastHeaders(r) {
+	if (ds == nil && !era) || !fastHeaders(r, era) {
 		g.toSDK(w, r, ds, sdk)
 		return
 	}
@@ -268,6 +274,11 @@ type fastRequest struct {
 	params []wire.RawParam // arguments and the multi-round-trip keys, verbatim
 	token  json.RawMessage // the caller's progressToken; nil if none
 	trace  mcp.Meta        // the caller's traceparent and tracestate
+	// caps are what a 2026-07-28 client declares in _meta, and level the
+	// logging level it asks for ("" none); nil for a classic one, which
+	// declared them at initialize.
+	caps  *mcp.ClientCapabilities
+	level mcp.LoggingLevel
 }
 
 // forwardedParams are the params keys the slow path sends upstream besides
@@ -276,8 +287,10 @@ var forwardedParams = map[string]bool{"arguments": true, "inputResponses": true,
 
 // parseCall parses a POST body that should be one tools/call. Keys are
 // matched exactly (encoding/json matches struct fields without regard to
-// case), and anything unusual answers false.
-func parseCall(body []byte) (*fastRequest, bool) {
+// case), and anything unusual answers false. era is the protocol version
+// of a 2026-07-28 request (its header), "" for a classic one; memo keeps
+// what such requests' _meta decoded to.
+func parseCall(body []byte, era string, memo *eraMemo) (*fastRequest, bool) {
 	var env map[string]json.RawMessage
 	if json.Unmarshal(body, &env) != nil || len(env) != 4 {
 		return nil, false
@@ -299,6 +312,11 @@ func parseCall(body []byte) (*fastRequest, bool) {
 	}
 	for k, v := range params {
 		if forwardedParams[k] {
+			if era != "" && k != "arguments" {
+				// The answers of a round (rounds.go): the go-sdk path
+				// resumes the call, whichever path began it.
+				return nil, false
+			}
 			req.params = append(req.params, wire.RawParam{Key: k, Value: v})
 		}
 	}
@@ -307,11 +325,17 @@ func parseCall(body []byte) (*fastRequest, bool) {
 		if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &meta) != nil {
 			return nil, false
 		}
+		versioned := false
 		for k, v := range meta {
 			switch {
 			case strings.HasPrefix(k, "io.modelcontextprotocol/"):
-				// Per-request protocol state: the go-sdk's business.
-				return nil, false
+				// Per-request protocol state: on a classic session the
+				// go-sdk's business; for a 2026-07-28 request what the
+				// go-sdk would check of it (validateRequestMeta and the
+				// transport's header match), checked alike.
+				if era == "" || !eraMeta(req, k, v, era, &versioned, memo) {
+					return nil, false
+				}
 			case k == "progressToken":
 				if _, ok := idKey(v); !ok {
 					return nil, false
@@ -327,8 +351,101 @@ func parseCall(body []byte) (*fastRequest, bool) {
 				}
 			}
 		}
+		if era != "" && (!versioned || req.caps == nil) {
+			return nil, false
+		}
+	} else if era != "" {
+		return nil, false // no protocolVersion: the go-sdk answers it
 	}
 	return req, true
+}
+
+// eraMeta takes one io.modelcontextprotocol/ key of a 2026-07-28 request's
+// _meta into req: the protocol version (the header's, which the go-sdk
+// requires it to match), the client's capabilities (required) and info
+// (optional, but an object), the logging level (optional; one the go-sdk
+// path would record, interceptSetLevel). Keys the fast path does not
+// know are left to the go-sdk.
+func eraMeta(req *fastRequest, k string, v json.RawMessage, era string, versioned *bool, memo *eraMemo) bool {
+	switch k {
+	case mcp.MetaKeyProtocolVersion:
+		var s string
+		*versioned = json.Unmarshal(v, &s) == nil && s == era
+		return *versioned
+	case mcp.MetaKeyClientCapabilities:
+		if m := memo.caps.Load(); m != nil && m.raw == string(v) {
+			req.caps = m.caps
+			return true
+		}
+		if req.caps = eraCapabilities(v); req.caps == nil {
+			return false
+		}
+		memo.caps.Store(&memoCaps{raw: string(v), caps: req.caps})
+		return true
+	case mcp.MetaKeyClientInfo:
+		if m := memo.info.Load(); m != nil && *m == string(v) {
+			return true
+		}
+		var info *mcp.Implementation
+		if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &info) != nil || info == nil {
+			return false
+		}
+		raw := string(v)
+		memo.info.Store(&raw)
+		return true
+	case mcp.MetaKeyLogLevel:
+		var l mcp.LoggingLevel
+		if json.Unmarshal(v, &l) != nil || levelRank(l) < 0 {
+			return false
+		}
+		req.level = l
+		return true
+	}
+	return false
+}
+
+// eraMemo keeps the last client capabilities a 2026-07-28 request's _meta
+// decoded to, and the last client info found valid: an agent sends the
+// same with every request, and decoding them was most of what such a
+// call cost the fast path beyond a classic one. One of each, so a client
+// that varies them costs only the decode. The capabilities are shared
+// by the requests that sent them, and only read.
+type eraMemo struct {
+	caps atomic.Pointer[memoCaps]
+	info atomic.Pointer[string]
+}
+
+type memoCaps struct {
+	raw  string
+	caps *mcp.ClientCapabilities
+}
+
+// eraCapabilities decodes a 2026-07-28 client's capabilities as the go-sdk
+// does (roots is a pointer there, RootsV2 here), or nil. The go-sdk's
+// decoder matches keys exactly: a key that is not lower case is unusual.
+func eraCapabilities(v json.RawMessage) *mcp.ClientCapabilities {
+	var keys map[string]json.RawMessage
+	if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &keys) != nil {
+		return nil
+	}
+	for k := range keys {
+		if k != strings.ToLower(k) {
+			return nil
+		}
+	}
+	var c struct {
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+	}
+	if json.Unmarshal(v, &c) != nil {
+		return nil
+	}
+	caps := c.ClientCapabilities
+	caps.RootsV2 = c.Roots
+	if caps.RootsV2 != nil {
+		caps.Roots = *caps.RootsV2
+	}
+	return &caps
 }
 
 // idKey validates a JSON-RPC id (a string or an integer) and returns it as
@@ -360,20 +477,23 @@ func idKey(raw json.RawMessage) (string, bool) {
 }
 
 // tryFast answers the request if the fast path applies; false leaves it,
-// unanswered, to the go-sdk. A notifications/cancelled for a fast call is
-// acted on here and still passed on (the go-sdk answers it 202).
+// unanswered, to the go-sdk. ds is the caller's session, nil for a
+// 2026-07-28 request. A notifications/cancelled for a fast call is acted
+// on here and still passed on (the go-sdk answers it 202).
 func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSession, body []byte) bool {
-	if ds.nRelays.Load() > 0 && ds.answerRelay(body) {
-		// The client's answer to a request relayed on a fast call's
-		// stream: as the go-sdk acknowledges a response (it would not
-		// know the id: the fast path wrote the request).
-		w.WriteHeader(http.StatusAccepted)
-		return true
-	}
-	if bytes.Contains(body, cancelledMethod) {
-		// cancelFast reads the method: a call whose arguments carry the
-		// text is no notice, and a notice whose reason names tools/call is.
-		g.cancelFast(ds, body)
+	if ds != nil {
+		if ds.nRelays.Load() > 0 && ds.answerRelay(body) {
+			// The client's answer to a request relayed on a fast call's
+			// stream: as the go-sdk acknowledges a response (it would not
+			// know the id: the fast path wrote the request).
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		}
+		if bytes.Contains(body, cancelledMethod) {
+			// cancelFast reads the method: a call whose arguments carry the
+			// text is no notice, and a notice whose reason names tools/call is.
+			g.cancelFast(ds, body)
+		}
 	}
 	if !bytes.Contains(body, []byte(`"`+methodCallTool+`"`)) {
 		return false
@@ -381,19 +501,36 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 	if g.noFastPath.Load() {
 		return false
 	}
-	req, ok := parseCall(body)
+	version := r.Header.Get(protocolVersionHeader)
+	era := ""
+	if ds == nil {
+		era = version
+	}
+	req, ok := parseCall(body, era, &g.eraMemo)
 	if !ok {
 		return false
+	}
+	if ds == nil && r.Header.Get(nameHeader) != req.name {
+		return false // the go-sdk answers the mismatch
 	}
 	rt, ok := g.routes.Load().route(req.name)
 	if !ok {
 		return false // unknown or down: the go-sdk and interceptDown answer
 	}
 	t := rt.target
-	if v, ok := t.backend.RawProtocolVersion(); !ok || v != r.Header.Get(protocolVersionHeader) {
+	v, ok := t.backend.RawProtocolVersion()
+	switch {
+	case !ok:
 		return false
-	}
-	if !g.idleTimerAllows(ds, t.timeout) {
+	case ds == nil:
+		// A 2026-07-28 call has nothing to translate for a classic
+		// backend: what the eras differ in (the _meta above, the
+		// session) stays at the gateway. A tool that binds headers has
+		// its Mcp-Param-* headers checked by the go-sdk.
+		if rt.bindsHeaders {
+			return false
+		}
+	case v != version || !g.idleTimerAllows(ds, t.timeout):
 		return false
 	}
 	g.fastCall(w, r, ds, req, rt)
@@ -417,34 +554,46 @@ func (g *Gateway) cancelFast(ds *downSession, body []byte) {
 }
 
 // fastCall runs one call on the fast path and answers it. It does what
-// callTool does, with the same span, metrics, log line and errors.
+// callTool does, with the same span, metrics, log line and errors: a call
+// of a classic session (ds) at once, one of a 2026-07-28 client (ds nil)
+// in rounds.
 func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSession, req *fastRequest, rt route) {
 	g.fastCalls.Add(1)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	out := &fastWriter{w: w, id: req.id, token: req.token}
+	out := &fastWriter{w: w, id: req.id, token: req.token, era: ds == nil}
+	// A call in rounds runs on after its question was answered: what it
+	// sends later must not reach this response, which is over.
+	defer out.close()
 	if !g.calls.acquire(1) {
 		out.error(http.StatusOK, g.errCallsFull())
 		return
 	}
 	defer g.calls.release(1)
-	ok, closed := ds.start(req.key, cancel)
-	if closed {
-		// As the go-sdk answers a request of a session that is gone
-		// (the call does not reach it to answer).
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
+	if ds != nil {
+		ok, closed := ds.start(req.key, cancel)
+		if closed {
+			// As the go-sdk answers a request of a session that is gone
+			// (the call does not reach it to answer).
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		if !ok {
+			// As the go-sdk answers a call whose id is in flight (the
+			// call does not reach it to answer).
+			out.error(http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: fmt.Sprintf("duplicate in-flight request ID %s", idText(req.id))})
+			return
+		}
+		defer ds.finish(req.key)
 	}
-	if !ok {
-		// As the go-sdk answers a call whose id is in flight (the
-		// call does not reach it to answer).
-		out.error(http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-			Message: fmt.Sprintf("duplicate in-flight request ID %s", idText(req.id))})
-		return
-	}
-	defer ds.finish(req.key)
 
 	name := req.name
+	start := time.Now()
+	if g.log.Enabled(ctx, slog.LevelDebug) {
+		// The call's DEBUG line says which path carried it.
+		ctx = context.WithValue(ctx, fastPathKey{}, true)
+	}
 	ctx, span := startCallSpan(ctx, req.trace, r.Header, name)
 	defer span.End()
 	annotateCallSpan(span, rt)
@@ -452,27 +601,46 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	if req.token != nil {
 		progress = out.progress
 	}
-	ctx = wire.WithCaller(ctx, &caller{g: g, ss: ds.ss, out: fastStream{g: g, ds: ds, out: out}})
-	version := r.Header.Get(protocolVersionHeader)
 	var res json.RawMessage
-	var lastErr error
-	send := func(callCtx context.Context, rt route) (answered, isError bool, err error) {
-		if v, raw := rt.target.backend.RawProtocolVersion(); lastErr != nil && (!raw || v != version) {
-			// Sent again (see reroute) on a new session that does not
-			// speak the caller's protocol version (the restarted server
-			// negotiated another): the call fails as it came.
-			return false, false, lastErr
+	var err error
+	if ds != nil {
+		ctx = wire.WithCaller(ctx, &caller{g: g, ss: ds.ss, out: fastStream{g: g, ds: ds, out: out}})
+		send := rawSend(r.Header.Get(protocolVersionHeader), req.params, progress, nil, &res)
+		err = g.roundTrip(ctx, name, start, func() sent { return g.sendCall(ctx, rt, name, send) })
+	} else {
+		c := &caller{g: g, era: &eraClient{caps: req.caps}}
+		var log func(*mcp.LoggingMessageParams)
+		if req.level != "" {
+			// As interceptSetLevel does on the go-sdk path, before the
+			// call: the backends are asked for the level the clients want.
+			g.setLevel(c.era, req.level)
+			defer g.forgetLevel(c.era)
+			log = func(p *mcp.LoggingMessageParams) {
+				if levelRank(p.Level) >= levelRank(req.level) {
+					out.notify("notifications/message", p)
+				}
+			}
 		}
-		res, isError, err = rt.target.backend.CallToolRaw(callCtx, rt.tool, req.params, progress)
-		if lastErr = err; err != nil || res == nil {
-			return false, false, err
-		}
-		if res, err = dropHopMetaJSON(res); err != nil {
-			return false, false, fmt.Errorf("invalid result: %w", err)
-		}
-		return true, isError, nil
+		err = g.roundTrip(ctx, name, start, func() sent {
+			cr, asked, s := g.callInRounds(ctx, c, rt.target, name, &mcp.CallToolParams{Name: rt.tool}, log,
+				func(cr *callRound) sendFunc { return rawSend("", req.params, progress, g.serverInfo, &cr.raw) })
+			switch {
+			case asked != nil:
+				// The backend asked the client something: the question
+				// is this round's answer, as on the go-sdk path.
+				var merr error
+				if res, merr = json.Marshal(asked); merr == nil {
+					res, merr = resultJSON(res, g.serverInfo)
+				}
+				if merr != nil {
+					s.answered, s.err = false, merr
+				}
+			case s.err == nil && s.answered:
+				res = cr.raw
+			}
+			return s
+		})
 	}
-	err := g.roundTrip(ctx, name, time.Now(), func() sent { return g.sendCall(ctx, rt, name, send) })
 	if err == nil {
 		out.result(res)
 		return
@@ -484,6 +652,33 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 	out.error(http.StatusOK, je)
 }
 
+// fastPathKey marks, in a call's context, a call on the fast path.
+type fastPathKey struct{}
+
+// rawSend is the fast path's backend call: CallToolRaw on the route's
+// backend, its result, as the caller gets it (resultJSON), kept in *into.
+// version is the protocol version the backend session must speak, ""
+// when any will do. Sent again (see reroute) on a new session that does
+// not (the restarted server negotiated another), the call fails as it
+// came.
+func rawSend(version string, params []wire.RawParam, progress func(*mcp.ProgressNotificationParams), serverInfo json.RawMessage, into *json.RawMessage) sendFunc {
+	var lastErr error
+	return func(callCtx context.Context, r route) (answered, isError bool, err error) {
+		if v, raw := r.target.backend.RawProtocolVersion(); lastErr != nil && (!raw || (version != "" && v != version)) {
+			return false, false, lastErr
+		}
+		res, isError, err := r.target.backend.CallToolRaw(callCtx, r.tool, params, progress)
+		if lastErr = err; err != nil || res == nil {
+			return false, false, err
+		}
+		if res, err = resultJSON(res, serverInfo); err != nil {
+			return false, false, fmt.Errorf("invalid result: %w", err)
+		}
+		*into = res
+		return true, isError, nil
+	}
+}
+
 func idText(id json.RawMessage) string {
 	var s string
 	if json.Unmarshal(id, &s) == nil {
@@ -492,53 +687,103 @@ func idText(id json.RawMessage) string {
 	return string(id)
 }
 
-// dropHopMetaJSON is dropHopMeta for a result as JSON, and makes an absent
+// resultJSON is dropHopMeta for a result as JSON, and makes an absent
 // content an empty list as the go-sdk server does (the fast path never
-// decodes the result into the go-sdk's types). A result that needs
-// neither is returned as it is.
-func dropHopMetaJSON(res json.RawMessage) (json.RawMessage, error) {
+// decodes the result into the go-sdk's types). With serverInfo (a
+// 2026-07-28 caller) it also does what eraResult does for the go-sdk
+// path: the result names the gateway in _meta, and its resultType. A
+// result that needs none of it is returned as it is.
+func resultJSON(res, serverInfo json.RawMessage) (json.RawMessage, error) {
 	var head struct {
-		Meta    map[string]json.RawMessage `json:"_meta"`
-		Content json.RawMessage            `json:"content"`
+		Meta          json.RawMessage `json:"_meta"`
+		Content       json.RawMessage `json:"content"`
+		ResultType    json.RawMessage `json:"resultType"`
+		InputRequests json.RawMessage `json:"inputRequests"`
 	}
 	if err := json.Unmarshal(res, &head); err != nil {
 		return nil, err
 	}
+	var meta map[string]json.RawMessage
+	if len(head.Meta) > 0 && string(head.Meta) != "null" {
+		if err := json.Unmarshal(head.Meta, &meta); err != nil {
+			return nil, err
+		}
+	}
 	hop := false
-	for k := range head.Meta {
+	for k := range meta {
 		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
 			hop = true
 			break
 		}
 	}
 	noContent := len(head.Content) == 0 || string(head.Content) == "null"
+	var resultType json.RawMessage
+	if serverInfo != nil && (len(head.ResultType) == 0 || string(head.ResultType) == "null") {
+		resultType = json.RawMessage(`"` + resultTypeOf(len(head.InputRequests) > 0 && string(head.InputRequests) != "null") + `"`)
+	}
 	if !hop && !noContent {
-		return res, nil
+		switch {
+		case serverInfo == nil:
+			return res, nil
+		case len(head.Meta) == 0 && (resultType != nil || len(head.ResultType) > 0):
+			// The common case of the era: nothing to merge with.
+			first := make([]byte, 0, len(serverInfo)+80)
+			first = append(first, `"_meta":{"`+mcp.MetaKeyServerInfo+`":`...)
+			first = append(first, serverInfo...)
+			first = append(first, '}')
+			if resultType != nil {
+				first = append(first, `,"resultType":`...)
+				first = append(first, resultType...)
+			}
+			return withFirstMembers(res, first), nil
+		}
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(res, &m); err != nil {
 		return nil, err
 	}
-	if hop {
-		for k := range head.Meta {
-			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-				delete(head.Meta, k)
-			}
+	for k := range meta {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			delete(meta, k)
 		}
-		if len(head.Meta) == 0 {
-			delete(m, "_meta")
-		} else {
-			b, err := json.Marshal(head.Meta)
-			if err != nil {
-				return nil, err
-			}
-			m["_meta"] = b
+	}
+	if serverInfo != nil {
+		if meta == nil {
+			meta = map[string]json.RawMessage{}
 		}
+		meta[mcp.MetaKeyServerInfo] = serverInfo
+		if resultType != nil {
+			m["resultType"] = resultType
+		}
+	}
+	if len(meta) == 0 {
+		delete(m, "_meta")
+	} else {
+		b, err := json.Marshal(meta)
+		if err != nil {
+			return nil, err
+		}
+		m["_meta"] = b
 	}
 	if noContent {
 		m["content"] = json.RawMessage("[]")
 	}
 	return json.Marshal(m)
+}
+
+// withFirstMembers returns the JSON object obj with members (JSON object
+// members, comma-separated) first.
+func withFirstMembers(obj json.RawMessage, members []byte) json.RawMessage {
+	rest := bytes.TrimLeft(obj, " \t\r\n")[1:] // after '{'
+	trimmed := bytes.TrimLeft(rest, " \t\r\n")
+	empty := len(trimmed) > 0 && trimmed[0] == '}'
+	out := make([]byte, 0, len(obj)+len(members)+2)
+	out = append(out, '{')
+	out = append(out, members...)
+	if !empty {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
 }
 
 // fastWriter answers one fast call: application/json when the answer is all
@@ -552,8 +797,16 @@ type fastWriter struct {
 	w     http.ResponseWriter
 	id    json.RawMessage
 	token json.RawMessage
+	era   bool // a 2026-07-28 caller: some errors have their own status
 	sse   bool
-	gone  bool // writing failed: the caller is gone
+	gone  bool // writing failed (the caller is gone), or the answer is out
+}
+
+// close ends the response: whatever comes later is dropped.
+func (f *fastWriter) close() {
+	f.mu.Lock()
+	f.gone = true
+	f.mu.Unlock()
 }
 
 func (f *fastWriter) progress(p *mcp.ProgressNotificationParams) {
@@ -608,6 +861,11 @@ func (f *fastWriter) result(res json.RawMessage) {
 }
 
 func (f *fastWriter) error(status int, je *jsonrpc.Error) {
+	if f.era {
+		if s := eraErrorStatus(je.Code); s != 0 {
+			status = s
+		}
+	}
 	e, err := json.Marshal(je)
 	if err != nil {
 		e = []byte(`{"code":-32603,"message":"internal error"}`)
@@ -650,12 +908,16 @@ func (f *fastWriter) notify(method string, params any) {
 	}
 }
 
+// answer writes the call's answer, the last thing its response holds: a
+// call in rounds that asked a question runs on, and its progress and log
+// messages must not follow the answer into the body.
 func (f *fastWriter) answer(status int, msg []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone {
 		return
 	}
+	f.gone = true
 	if f.sse {
 		f.event(msg)
 		return

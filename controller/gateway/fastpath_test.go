@@ -1,5 +1,7 @@
 package gateway
 
+//lint:file-ignore SA1019 relaying sampling, roots and logging (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
+
 import (
 	"bufio"
 	"bytes"
@@ -69,6 +71,46 @@ func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFix
 			}
 			return nil, errors.New("released")
 		})
+	// roots and sample relay a request of the backend's to the caller
+	// (in rounds for a 2026-07-28 one).
+	f.tb.srv.AddTool(&mcp.Tool{Name: "roots", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := req.Session.ListRoots(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			b, _ := json.Marshal(res.Roots)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "roots: " + string(b)}}}, nil
+		})
+	f.tb.srv.AddTool(&mcp.Tool{Name: "sample", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 8,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sampled: " + res.Model}}}, nil
+		})
+	f.tb.srv.AddTool(&mcp.Tool{Name: "region", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "regional"}}}, nil
+		})
+	f.tb.srv.AddTool(&mcp.Tool{Name: "logs", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			for _, m := range []struct {
+				level mcp.LoggingLevel
+				text  string
+			}{{"debug", "quiet"}, {"warning", "loud"}} {
+				if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: m.level, Data: m.text}); err != nil {
+					return nil, err
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "logged"}}}, nil
+		})
+	f.tb.srv.AddTool(&mcp.Tool{Name: "badparams", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such argument"}
+		})
 	f.bs = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.tb.srv }, nil))
 	t.Cleanup(f.bs.Close)
 	t.Cleanup(func() { close(unblock) })
@@ -91,7 +133,9 @@ func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFix
 	return f
 }
 
-// dial connects a go-sdk client; version "" is the go-sdk's default.
+// dial connects a go-sdk client; version "" is the classic protocol
+// (classicSession). The client declares roots (the go-sdk's default) and
+// no sampling.
 func (f *fastFixture) dial(t *testing.T, version string) *downstream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -100,6 +144,7 @@ func (f *fastFixture) dial(t *testing.T, version string) *downstream {
 	c := mcp.NewClient(&mcp.Implementation{Name: "fast-test-agent", Version: "0"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { d.prog <- req.Params },
 	})
+	c.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
 	opts := classicSession
 	if version != "" {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
@@ -110,6 +155,12 @@ func (f *fastFixture) dial(t *testing.T, version string) *downstream {
 	}
 	t.Cleanup(func() { cs.Close() })
 	d.cs = cs
+	if v := cs.InitializeResult().ProtocolVersion; v >= modernProtocol {
+		if version != v {
+			t.Fatalf("the client negotiated %s, want %s", v, version)
+		}
+		return d // no session to wait for
+	}
 	// The go-sdk runs InitializedHandler after it answered the client's
 	// notifications/initialized: until then the session's calls go through
 	// the go-sdk.
@@ -154,15 +205,12 @@ func (f *fastFixture) outcome(res *mcp.CallToolResult, err error) outcome {
 
 // TestFastPathSameAnswers runs each case through the fast path and through
 // the go-sdk (fast path off) and requires the same observable answers, and
-// the fast path to have been taken exactly where it should.
+// the fast path to have been taken exactly where it should: for a client
+// of a classic session and for one of the 2026-07-28 protocol, which has
+// none (its calls taking the fast path is what the era's figures in the
+// README's Performance section rest on).
 func TestFastPathSameAnswers(t *testing.T) {
-	tests := []struct {
-		name     string
-		taken    bool
-		timeout  time.Duration
-		run      func(t *testing.T, f *fastFixture, d *downstream) outcome
-		contains string // the error or result must contain it
-	}{
+	tests := []fastCase{
 		{name: "success", taken: true, contains: `a:{\"msg\":\"hi\"}`,
 			run: func(t *testing.T, f *fastFixture, d *downstream) outcome {
 				return f.outcome(d.call(context.Background(), "a_echo", map[string]any{"msg": "hi"}))
@@ -252,6 +300,18 @@ func TestFastPathSameAnswers(t *testing.T) {
 				}
 				return o
 			}},
+		{name: "roots relayed", taken: true, contains: `roots: [{\"name\":\"project\",\"uri\":\"file:///work/project\"}]`,
+			run: func(t *testing.T, f *fastFixture, d *downstream) outcome {
+				return f.outcome(d.call(context.Background(), "a_roots", nil))
+			}},
+		{name: "sampling not declared", taken: true, contains: "cannot relay sampling/createMessage",
+			run: func(t *testing.T, f *fastFixture, d *downstream) outcome {
+				return f.outcome(d.call(context.Background(), "a_sample", nil))
+			}},
+		{name: "backend invalid params", taken: true, contains: "no such argument",
+			run: func(t *testing.T, f *fastFixture, d *downstream) outcome {
+				return f.outcome(d.call(context.Background(), "a_badparams", nil))
+			}},
 		{name: "cancelled by the caller", taken: true, contains: "context canceled",
 			run: func(t *testing.T, f *fastFixture, d *downstream) outcome {
 				ctx, cancel := context.WithCancel(context.Background())
@@ -266,26 +326,45 @@ func TestFastPathSameAnswers(t *testing.T) {
 				return o
 			}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got [2]outcome
-			for i, fast := range []bool{false, true} {
-				f := newFastFixture(t, fast, tt.timeout)
-				d := f.dial(t, "")
-				before := f.g.fastCalls.Load()
-				got[i] = tt.run(t, f, d)
-				if taken := f.g.fastCalls.Load() > before; taken != (fast && tt.taken) {
-					t.Errorf("fast path on=%v: taken %v, want %v", fast, taken, fast && tt.taken)
-				}
-				if all := fmt.Sprint(got[i]); !strings.Contains(all, tt.contains) || strings.Contains(all, "fast-secret") {
-					t.Errorf("fast path on=%v: %+v, want it to contain %q and no secret", fast, got[i], tt.contains)
-				}
+	for _, era := range []string{"", modernProtocol} {
+		for _, tt := range tests {
+			name := tt.name
+			if era != "" {
+				name = era + "/" + name
 			}
-			if got[0] != got[1] {
-				t.Errorf("answers differ:\n go-sdk: %+v\n   fast: %+v", got[0], got[1])
-			}
-		})
+			t.Run(name, func(t *testing.T) { sameAnswers(t, era, tt) })
+		}
 	}
+}
+
+// sameAnswers runs one case of TestFastPathSameAnswers for clients of
+// protocol version era ("": classic).
+func sameAnswers(t *testing.T, era string, tt fastCase) {
+	var got [2]outcome
+	for i, fast := range []bool{false, true} {
+		f := newFastFixture(t, fast, tt.timeout)
+		d := f.dial(t, era)
+		before := f.g.fastCalls.Load()
+		got[i] = tt.run(t, f, d)
+		if taken := f.g.fastCalls.Load() > before; taken != (fast && tt.taken) {
+			t.Errorf("fast path on=%v: taken %v, want %v", fast, taken, fast && tt.taken)
+		}
+		if all := fmt.Sprint(got[i]); !strings.Contains(all, tt.contains) || strings.Contains(all, "fast-secret") {
+			t.Errorf("fast path on=%v: %+v, want it to contain %q and no secret", fast, got[i], tt.contains)
+		}
+	}
+	if got[0] != got[1] {
+		t.Errorf("answers differ:\n go-sdk: %+v\n   fast: %+v", got[0], got[1])
+	}
+}
+
+// fastCase is a case of TestFastPathSameAnswers.
+type fastCase struct {
+	name     string
+	taken    bool
+	timeout  time.Duration
+	run      func(t *testing.T, f *fastFixture, d *downstream) outcome
+	contains string // the error or result must contain it
 }
 
 func waitEnded(t *testing.T, tb *testBackend) {

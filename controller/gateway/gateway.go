@@ -258,6 +258,13 @@ type Gateway struct {
 	// noFastPath turns it off (tests comparing it with the go-sdk path).
 	fastCalls  atomic.Int64
 	noFastPath atomic.Bool
+	// serverInfo is the gateway's mcp.Implementation as JSON: a
+	// 2026-07-28 result names its server in _meta (SEP-2575), which the
+	// fast path writes itself.
+	serverInfo json.RawMessage
+	// eraMemo keeps what 2026-07-28 requests' _meta decoded to
+	// (fastpath.go).
+	eraMemo eraMemo
 	// notices are the session POSTs in flight on the go-sdk path
 	// (sdkgaps.go).
 	notices streamNotices
@@ -453,7 +460,9 @@ func New(opts Options) *Gateway {
 	// The SDK logs every session start and end at INFO; tether's log keeps
 	// its own lifecycle lines and only the SDK's warnings and errors.
 	sdkLog := slog.New(newNotifyFailures(minLevel{h: log.Handler(), min: slog.LevelWarn}, notifyBurstWindow)).With("component", "mcp-sdk")
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "tether", Version: opts.Version}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: "tether", Version: opts.Version}
+	g.serverInfo, _ = json.Marshal(impl) // two strings: cannot fail
+	g.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Logger: sdkLog,
 		// Declared from the start, also while nothing is offered: clients
 		// that see no capability at initialize never listen for its
@@ -933,7 +942,7 @@ func (g *Gateway) applyLocked(st *connState, touched []string, downChanged bool)
 			continue
 		}
 		owner := cl[0]
-		edit.set(name, route{target: owner.st.target, tool: owner.et.orig})
+		edit.set(name, route{target: owner.st.target, tool: owner.et.orig, bindsHeaders: owner.et.bindsHeaders})
 		if cur, ok := g.exposed[name]; !ok || cur.def != owner.et.def {
 			add = append(add, owner)
 		}

@@ -31,21 +31,24 @@ func levelRank(l mcp.LoggingLevel) int {
 	return -1
 }
 
-// levels tracks each client session's logging level (logging/setLevel) and
-// the most verbose of them, which every backend is asked for.
+// levels tracks each client's logging level (logging/setLevel, or a
+// 2026-07-28 request's _meta) and the most verbose of them, which every
+// backend is asked for. A client is a *mcp.ServerSession, or the
+// *eraClient of a 2026-07-28 call on the fast path, which has no session
+// (its request forgets it when it ends, as its session's end would).
 type levels struct {
 	mu   sync.Mutex
-	m    map[*mcp.ServerSession]mcp.LoggingLevel
+	m    map[any]mcp.LoggingLevel
 	sent mcp.LoggingLevel // what the backends were last asked for; "" none
 }
 
-// level returns a client session's level; "" when it set none (then it
-// gets no log messages, as the go-sdk server does; the fast path, which
-// writes them without the go-sdk, needs the level to do the same).
-func (g *Gateway) level(ss *mcp.ServerSession) mcp.LoggingLevel {
+// level returns a client's level; "" when it set none (then it gets no log
+// messages, as the go-sdk server does; the fast path, which writes them
+// without the go-sdk, needs the level to do the same).
+func (g *Gateway) level(client any) mcp.LoggingLevel {
 	g.levels.mu.Lock()
 	defer g.levels.mu.Unlock()
-	return g.levels.m[ss]
+	return g.levels.m[client]
 }
 
 // interceptSetLevel records a client's logging/setLevel (the go-sdk keeps
@@ -92,16 +95,25 @@ func (g *Gateway) interceptSetLevel(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// setLevel records a client session's level and asks the backends for the
-// level the clients now want.
-func (g *Gateway) setLevel(ss *mcp.ServerSession, l mcp.LoggingLevel) {
+// setLevel records a client's level and asks the backends for the level
+// the clients now want.
+func (g *Gateway) setLevel(client any, l mcp.LoggingLevel) {
 	g.levels.mu.Lock()
 	if g.levels.m == nil {
-		g.levels.m = map[*mcp.ServerSession]mcp.LoggingLevel{}
+		g.levels.m = map[any]mcp.LoggingLevel{}
 	}
-	g.levels.m[ss] = l
+	g.levels.m[client] = l
 	g.levels.mu.Unlock()
 	g.sendLevel()
+}
+
+// forgetLevel forgets the level of a client that has gone. The backends
+// keep the level they were asked for until the clients' next change, as
+// they do when a session ends.
+func (g *Gateway) forgetLevel(client any) {
+	g.levels.mu.Lock()
+	delete(g.levels.m, client)
+	g.levels.mu.Unlock()
 }
 
 // wantedLevel is the most verbose level of the live client sessions.
@@ -113,9 +125,9 @@ func (g *Gateway) wantedLevel() mcp.LoggingLevel {
 	g.levels.mu.Lock()
 	defer g.levels.mu.Unlock()
 	var want mcp.LoggingLevel
-	for ss, l := range g.levels.m {
-		if !live[ss] {
-			delete(g.levels.m, ss) // a session that ended
+	for c, l := range g.levels.m {
+		if ss, ok := c.(*mcp.ServerSession); ok && !live[ss] {
+			delete(g.levels.m, c) // a session that ended
 			continue
 		}
 		if r := levelRank(l); r >= 0 && (want == "" || r < levelRank(want)) {
@@ -213,9 +225,19 @@ const maxRelaysOut = 64
 // of what the backend sends that client while it serves the request. The
 // paths differ only in how it reaches the client (clientStream).
 type caller struct {
-	g   *Gateway
-	ss  *mcp.ServerSession
+	g  *Gateway
+	ss *mcp.ServerSession
+	// era is the client of a 2026-07-28 call on the fast path, which has
+	// no session (ss nil): what it declared comes with the request.
+	era *eraClient
 	out clientStream
+}
+
+// eraClient is a 2026-07-28 client as one request of its declares it
+// (_meta, SEP-2575). Each request is a client of its own, as each is a
+// session of its own on the go-sdk's stateless path.
+type eraClient struct {
+	caps *mcp.ClientCapabilities
 }
 
 // clientStream writes on the response stream of one client request: the
@@ -229,10 +251,23 @@ type clientStream interface {
 	listRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 }
 
-func (c *caller) Client() any                           { return c.ss }
-func (c *caller) Log(p *mcp.LoggingMessageParams)       { c.out.log(p) }
-func (c *caller) LogLevel() mcp.LoggingLevel            { return c.g.level(c.ss) }
-func (c *caller) Capabilities() *mcp.ClientCapabilities { return clientCaps(c.ss) }
+func (c *caller) Client() any {
+	if c.ss == nil {
+		return c.era
+	}
+	return c.ss
+}
+
+func (c *caller) Log(p *mcp.LoggingMessageParams) { c.out.log(p) }
+
+func (c *caller) LogLevel() mcp.LoggingLevel { return c.g.level(c.Client()) }
+
+func (c *caller) Capabilities() *mcp.ClientCapabilities {
+	if c.ss == nil {
+		return c.era.caps
+	}
+	return clientCaps(c.ss)
+}
 
 func (c *caller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
 	return c.out.createMessage(ctx, p)

@@ -43,15 +43,34 @@ const roundResultKept = 30 * time.Second
 
 // callRound is a backend call running across a client's requests.
 type callRound struct {
-	asks   chan *roundAsk
-	done   chan struct{} // closed when the backend call returned
+	asks chan *roundAsk
+	done chan struct{} // closed when the backend call returned
+	// The result, once done: res when the go-sdk path made the call, raw
+	// when the fast path did (fastpath.go); see result.
 	res    *mcp.CallToolResult
+	raw    json.RawMessage
 	sent   sent // the outcome, once done
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	ctx     context.Context // the client request waiting now, for log messages
+	mu sync.Mutex
+	// log writes on the client request waiting now (nil between rounds,
+	// or when that request takes no log messages).
+	log     func(*mcp.LoggingMessageParams)
 	pending map[string]*roundAsk
+}
+
+// result is the call's result as the go-sdk path answers it, whichever
+// path made the call: a call the fast path began may be resumed by a
+// round that goes through the go-sdk.
+func (cr *callRound) result() (*mcp.CallToolResult, error) {
+	if cr.res != nil || cr.raw == nil {
+		return cr.res, nil
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(cr.raw, &res); err != nil {
+		return nil, fmt.Errorf("invalid result: %w", err)
+	}
+	return &res, nil
 }
 
 // roundAsk is one backend request waiting for the client's answer.
@@ -70,25 +89,40 @@ type rounds struct {
 // its server may not send it requests.
 func roundsClient(ss *mcp.ServerSession) bool {
 	ip := ss.InitializeParams()
-	return ip != nil && ip.ProtocolVersion >= protocolSessionless
+	return ip != nil && ip.ProtocolVersion >= modernProtocol
 }
 
+// sessionLog writes log messages on the go-sdk session's request of ctx
+// (the go-sdk drops those its level does not admit).
+func sessionLog(ctx context.Context, ss *mcp.ServerSession) func(*mcp.LoggingMessageParams) {
+	return func(p *mcp.LoggingMessageParams) { _ = ss.Log(ctx, p) }
+}
+
+// roundSend makes the backend call of a call in rounds, keeping its
+// result in cr (res or raw): the go-sdk path and the fast path differ only
+// in that.
+type roundSend func(cr *callRound) sendFunc
+
 // callInRounds runs (or resumes, when p's requestState is one of the
-// gateway's) the backend call of a tools/call of a 2026-07-28 client.
+// gateway's) the backend call of a tools/call of a 2026-07-28 client, on
+// either path. c is the client the backend's requests go to (its out is
+// set here), log where log messages go while this request waits.
 //
-// The outcome is reported against the target that answered (t, or the one
-// a reroute sent the call to); a round that asks the client a question is
-// an answer.
-func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *target, name string, p *mcp.CallToolParams,
-	progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, sent) {
-	var cr *callRound
+// It returns the round (nil when a resumed state names no call) and
+// either asked, the input-required result of a backend request the client
+// must answer, or, when the call is done (asked nil), its outcome; the
+// result is cr's. The outcome is reported against the target that
+// answered (t, or the one a reroute sent the call to); a round that asks
+// the client a question is an answer.
+func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name string, p *mcp.CallToolParams,
+	log func(*mcp.LoggingMessageParams), send roundSend) (cr *callRound, asked *mcp.CallToolResult, s sent) {
 	if strings.HasPrefix(p.RequestState, roundStatePrefix) {
 		g.rounds.mu.Lock()
 		cr = g.rounds.m[p.RequestState]
 		delete(g.rounds.m, p.RequestState)
 		g.rounds.mu.Unlock()
 		if cr == nil {
-			return nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
+			return nil, nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
 		}
 		cr.mu.Lock()
 		for id, resp := range p.InputResponses {
@@ -100,37 +134,30 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 		cr.mu.Unlock()
 	} else {
 		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}}
+		c.out = roundStream{cr: cr}
 		// The call outlives this request (a question ends it), bounded by
 		// callTimeout and the backend's life; cr.cancel ends it.
-		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), &caller{g: g, ss: ss, out: roundStream{ss: ss, cr: cr}}))
+		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), c))
 		cr.cancel = cancel
+		do := send(cr)
 		go func() {
 			defer close(cr.done)
 			defer cancel()
-			cr.sent = g.sendCall(rctx, route{target: t, tool: p.Name}, name,
-				func(bctx context.Context, r route) (bool, bool, error) {
-					again := *p
-					again.Name = r.tool
-					var err error
-					if cr.res, err = r.target.backend.CallTool(bctx, &again, progress); cr.res == nil {
-						return false, false, err
-					}
-					return true, cr.res.IsError, err
-				})
+			cr.sent = g.sendCall(rctx, route{target: t, tool: p.Name}, name, do)
 		}()
 	}
 	cr.mu.Lock()
-	cr.ctx = ctx
+	cr.log = log
 	cr.mu.Unlock()
 	select {
 	case <-cr.done:
-		return cr.res, cr.sent
+		return cr, nil, cr.sent
 	case a := <-cr.asks:
 		id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
 		state := roundStatePrefix + strconv.FormatUint(g.rounds.seq.Add(1), 10)
 		cr.mu.Lock()
 		cr.pending[id] = a
-		cr.ctx = nil
+		cr.log = nil
 		cr.mu.Unlock()
 		g.rounds.mu.Lock()
 		if g.rounds.m == nil {
@@ -147,12 +174,55 @@ func (g *Gateway) callInRounds(ctx context.Context, ss *mcp.ServerSession, t *ta
 			})
 		}()
 		res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
-		return res, sent{t: t, answered: err == nil, err: err}
+		return cr, res, sent{t: t, answered: err == nil, err: err}
 	case <-ctx.Done():
+		cr.mu.Lock()
+		cr.log = nil
+		cr.mu.Unlock()
 		cr.cancel()
 		<-cr.done
-		return nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
+		return cr, nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
 	}
+}
+
+// resultTypeOf is the resultType of a 2026-07-28 result (SEP-2322):
+// input_required when it asks the client something.
+func resultTypeOf(asks bool) string {
+	if asks {
+		return "input_required"
+	}
+	return "complete"
+}
+
+// eraResult gives a result for a 2026-07-28 client its resultType, which
+// that era requires of every result, when the backend (of an earlier
+// protocol) sent none: the go-sdk server sets it only on the results of
+// the tools registered with it, and tether's are not (registry.go). The
+// type is set only by decoding: the go-sdk keeps it unexported.
+func eraResult(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		ResultType string `json:"resultType"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil || head.ResultType != "" {
+		return res, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["resultType"] = json.RawMessage(`"` + resultTypeOf(res.InputRequests != nil) + `"`)
+	if b, err = json.Marshal(m); err != nil {
+		return nil, err
+	}
+	var out mcp.CallToolResult
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // inputRequired builds an input-required result (its type is set only by
@@ -177,16 +247,15 @@ func inputRequired(reqs mcp.InputRequestMap, state string) (*mcp.CallToolResult,
 // become the next round's questions, and its log messages go on the
 // client's request waiting now (none between rounds).
 type roundStream struct {
-	ss *mcp.ServerSession
 	cr *callRound
 }
 
 func (s roundStream) log(p *mcp.LoggingMessageParams) {
 	s.cr.mu.Lock()
-	ctx := s.cr.ctx
+	log := s.cr.log
 	s.cr.mu.Unlock()
-	if ctx != nil {
-		_ = s.ss.Log(ctx, p)
+	if log != nil {
+		log(p)
 	}
 }
 

@@ -105,8 +105,8 @@ func TestRoundAnsweredAfterTheCallEnded(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- g.serveTransport(ctx, st, "stdio") }()
 	rc := dialRichOn(t, &holdingTransport{inner: ct, hold: hold}, "", nil)
-	if v := rc.cs.InitializeResult().ProtocolVersion; v < protocolSessionless {
-		t.Fatalf("the client negotiated %s: this test needs %s", v, protocolSessionless)
+	if v := rc.cs.InitializeResult().ProtocolVersion; v < modernProtocol {
+		t.Fatalf("the client negotiated %s: this test needs %s", v, modernProtocol)
 	}
 	res, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pa_leave"})
 	if err != nil || res.IsError || textOf(res) != "left" {

@@ -39,6 +39,10 @@ func (t *routeTable) route(name string) (route, bool) {
 type route struct {
 	target *target
 	tool   string // the backend's own tool name
+	// bindsHeaders: the tool binds parameters to headers (x-mcp-header),
+	// which the go-sdk checks a 2026-07-28 call's Mcp-Param-* headers
+	// against: such calls are left to it (fastpath.go).
+	bindsHeaders bool
 }
 
 // target is what a request routed to a connection needs of it; immutable.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/httpguard"
@@ -30,7 +31,8 @@ import (
 //     stateful session's handlers only on notifications/cancelled;
 //   - the fast path's view of the go-sdk handler: the header checks it
 //     makes of a POST (fastHeaders) and its session idle timer, which only
-//     POSTs it sees restart (idleTimerAllows).
+//     POSTs it sees restart (idleTimerAllows); for a 2026-07-28 call, the
+//     HTTP status of an error (eraErrorStatus).
 
 // A request the gateway relays to a client for one of its calls (sampling,
 // elicitation, roots during tools/call, prompts/get, resources/read) goes
@@ -334,21 +336,35 @@ func (g *Gateway) sessionTimeout() time.Duration {
 	return max(g.opts.SessionTimeout, 0)
 }
 
+// Standard headers of a 2026-07-28 request (SEP-2243), which the go-sdk
+// requires to match the body.
+const (
+	methodHeader = "Mcp-Method"
+	nameHeader   = "Mcp-Name"
+)
+
 // fastHeaders checks what the go-sdk checks of a POST before it reads the
 // body (a foreign Host on a loopback listener, the media types) and what
-// the fast path needs (a classic protocol version, no resumption): a
-// request that fails is left to the go-sdk, which answers it.
-func fastHeaders(r *http.Request) bool {
+// the fast path needs (no resumption; a classic protocol version, or for
+// a 2026-07-28 request (era) exactly that version, which the gateway's
+// server supports, and Mcp-Method naming tools/call; parseCall and
+// tryFast check the rest): a request that fails is left to the go-sdk,
+// which answers it.
+func fastHeaders(r *http.Request, era bool) bool {
 	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
 		if httpguard.IsLoopbackHost(local.String()) && !httpguard.IsLoopbackHost(r.Host) {
 			return false
 		}
 	}
 	v := r.Header.Get(protocolVersionHeader)
-	if v == "" || v >= protocolSessionless {
+	if len(r.Header.Values("Last-Event-ID")) > 0 {
 		return false
 	}
-	if len(r.Header.Values("Last-Event-ID")) > 0 || r.Header.Get("Mcp-Method") != "" || r.Header.Get("Mcp-Name") != "" {
+	if era {
+		if v != modernProtocol || r.Header.Get(methodHeader) != methodCallTool {
+			return false
+		}
+	} else if v == "" || v >= modernProtocol || r.Header.Get(methodHeader) != "" || r.Header.Get(nameHeader) != "" {
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -375,4 +391,18 @@ func acceptsBoth(values []string) bool {
 		}
 	}
 	return jsonOK && streamOK
+}
+
+// eraErrorStatus is the HTTP status the go-sdk answers a 2026-07-28
+// request's JSON-RPC error with (SEP-2575: method not found 404; invalid
+// params, an unsupported protocol version, missing client capabilities
+// 400), 0 for the others, which go out as any answer does.
+func eraErrorStatus(code int64) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, mcp.CodeUnsupportedProtocolVersion, mcp.CodeMissingRequiredClientCapabilities:
+		return http.StatusBadRequest
+	}
+	return 0
 }

@@ -134,7 +134,7 @@ func TestFastHeadersAgreesWithTheGoSDK(t *testing.T) {
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			select {
-			case fast <- fastHeaders(r):
+			case fast <- fastHeaders(r, false):
 			default:
 			}
 		}

@@ -27,7 +27,8 @@ type agent struct {
 
 // agentProtocol is the protocol version the bench's agents ask for
 // (-protocol); "" is the go-sdk client's latest (2026-07-28: over HTTP the
-// gateway then serves it statelessly, through the go-sdk path).
+// gateway then serves it statelessly, its tools/call on the fast path as a
+// classic session's).
 var agentProtocol string
 
 func connectAgent(ctx context.Context, url string) (*agent, error) {
