@@ -108,6 +108,7 @@ func New(opts Options) *Controller {
 		Metrics:        opts.Metrics,
 		Logger:         opts.Logger,
 		Enqueue:        c.queue.Add,
+		Busy:           func() bool { return c.queue.Len() > opts.Workers },
 		ConnectTimeout: opts.ConnectTimeout,
 		TracerProvider: opts.TracerProvider,
 		Catalogs:       opts.Catalogs,

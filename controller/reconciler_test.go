@@ -786,6 +786,46 @@ func TestConnectingGrace(t *testing.T) {
 	close(block)
 }
 
+// TestConnectingGraceBusy: when the grace ends while more names wait in
+// the queue than the workers take (many connections starting at once), a
+// Connecting status is put off once more, by DefaultConnectingGraceBusy,
+// and then written, busy or not.
+func TestConnectingGraceBusy(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	block := make(chan struct{})
+	defer close(block)
+	h.r.mu.Lock()
+	h.r.opts.Now = func() time.Time { return now }
+	h.r.opts.ConnectingGrace = 50 * time.Millisecond
+	h.r.opts.Busy = func() bool { return true }
+	h.r.opts.Connector = &blockingConnector{release: block}
+	h.r.mu.Unlock()
+	advance := func(d time.Duration) {
+		h.r.mu.Lock()
+		now = now.Add(d)
+		h.r.mu.Unlock()
+	}
+	h.apply("slow.yaml", manifestYAML("slow", ""))
+	res := h.reconcile("slow")
+	if res.RequeueAfter != 50*time.Millisecond {
+		t.Fatalf("RequeueAfter = %v during the grace, want 50ms", res.RequeueAfter)
+	}
+	advance(res.RequeueAfter)
+	res = h.reconcile("slow")
+	if res.RequeueAfter != DefaultConnectingGraceBusy {
+		t.Fatalf("RequeueAfter = %v at the grace's end while busy, want %v", res.RequeueAfter, DefaultConnectingGraceBusy)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "slow.status.yaml")); !os.IsNotExist(err) {
+		t.Fatalf("status written at the grace's end while busy: %v", err)
+	}
+	advance(res.RequeueAfter)
+	h.reconcile("slow")
+	if st := h.statusOf("slow.yaml", "slow"); st.Phase != spec.PhaseConnecting {
+		t.Fatalf("phase after the busy grace = %s, want Connecting (written, busy or not)", st.Phase)
+	}
+}
+
 // blockingConnector fails every attempt once release is closed.
 type blockingConnector struct{ release chan struct{} }
 
@@ -896,5 +936,26 @@ func TestRemovalRetriesAFailedStatusDelete(t *testing.T) {
 	}
 	if _, err := os.Stat(status); !os.IsNotExist(err) {
 		t.Errorf("status file after the retry: %v", err)
+	}
+}
+
+// TestControllerBusy: the controller tells its reconciler it is busy when
+// more names wait in its queue than it has workers.
+func TestControllerBusy(t *testing.T) {
+	store := desired.NewStore()
+	ctrl := New(Options{Desired: store, Source: failingSource{}, Status: statusfile.NewWriter(t.TempDir(), "", store.At), Connector: &fakeConnector{}, Workers: 2})
+	defer ctrl.queue.ShutDown()
+	busy := ctrl.reconciler.opts.Busy
+	if busy == nil {
+		t.Fatal("the reconciler has no Busy")
+	}
+	for i, name := range []string{"a", "b", "c"} {
+		if got, want := busy(), i > 2; got != want {
+			t.Errorf("%d names queued, 2 workers: Busy = %v, want %v", i, got, want)
+		}
+		ctrl.queue.Add(name)
+	}
+	if !busy() {
+		t.Error("3 names queued, 2 workers: not busy")
 	}
 }

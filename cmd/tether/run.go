@@ -490,12 +490,15 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 			log.Warn("looking for temporary status files a previous tether left", "err", err)
 		}
 		source = manifest.NewSource(manifest.SourceOptions{
-			Root:           o.dir,
-			Logger:         log,
-			Resync:         o.resync,
-			Selector:       selector,
-			LastValid:      lastValid,
-			NoLastValid:    refusedState(stateErr),
+			Root:        o.dir,
+			Logger:      log,
+			Resync:      o.resync,
+			Selector:    selector,
+			LastValid:   lastValid,
+			NoLastValid: refusedState(stateErr),
+			// The connections start first; their last valid specs are
+			// saved once each has its first outcome.
+			SaveAfter:      firstOutcomes,
 			ManifestErrors: m.SetManifestErrors,
 			// A document whose name another file declares gets an Invalid
 			// status document that says so.

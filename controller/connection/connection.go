@@ -119,6 +119,9 @@ type Session struct {
 	// probes and tool lists sent beneath it.
 	rawSend  mcp.MethodHandler
 	listMeta atomic.Pointer[mcp.Meta]
+	// answeredInitialize, for HTTP, tells the endpoint's version memory
+	// the version the server answered initialize with (Connect).
+	answeredInitialize func(version string)
 
 	catalog  atomic.Pointer[catalog] // prompts, resources, templates (relay.go)
 	listener listenerBox             // where resource updates and unrelated logs go
@@ -272,6 +275,14 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		if v != "" {
 			sessOpts = &mcp.ClientSessionOptions{ProtocolVersion: v}
 		}
+		// The server agreed to a version once it answered initialize: the
+		// connects that wait to learn it go on then, not after the rest of
+		// this handshake (initialized, the go-sdk's standalone stream,
+		// which it opens before Connect returns, and the lists): two or
+		// three round trips each, while up to a hundred connects to the
+		// endpoint wait (at 1,000 connections to 10 servers on a busy
+		// machine, learners took 0.7-3.6 s, past versionLearnWait).
+		s.answeredInitialize = func(version string) { learned(version, false) }
 	}
 	// The handshake takes one of its endpoint's slots until the first
 	// lists are answered (see DefaultHandshakesPerEndpoint).
@@ -457,7 +468,7 @@ func (e *processError) ProcessStatus() *spec.ProcessStatus {
 
 // captureSend is a sending middleware: it keeps the go-sdk's own handler
 // (below the client-side TTL cache of list results) for probes, and the
-// _meta the go-sdk puts on tools/list.
+// _meta the go-sdk puts on tools/list; and it tells answeredInitialize.
 func (s *Session) captureSend(next mcp.MethodHandler) mcp.MethodHandler {
 	s.rawSend = next
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -469,7 +480,13 @@ func (s *Session) captureSend(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 			}
 		}
-		return next(ctx, method, req)
+		res, err := next(ctx, method, req)
+		if method == "initialize" && err == nil && s.answeredInitialize != nil {
+			if ir, ok := res.(*mcp.InitializeResult); ok && ir != nil && ir.ProtocolVersion != "" {
+				s.answeredInitialize(ir.ProtocolVersion)
+			}
+		}
+		return res, err
 	}
 }
 

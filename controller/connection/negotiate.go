@@ -39,7 +39,8 @@ type endpointVersion struct {
 
 // versionFor returns the version to start a session to key with ("" to
 // negotiate), and done, which the caller must call with the version the
-// session negotiated and whether the connect failed. It may wait up to
+// session negotiated and whether the connect failed (more than once is
+// harmless: a learner's first call counts). It may wait up to
 // versionLearnWait (bounded by ctx) for another connect learning key.
 func (vm *versionMemo) versionFor(ctx context.Context, key string) (version string, done func(negotiated string, failed bool)) {
 	for waited := false; ; waited = true {
@@ -76,11 +77,16 @@ func (vm *versionMemo) versionFor(ctx context.Context, key string) (version stri
 			vm.mu.Unlock()
 			return "", func(string, bool) {}
 		}
-		// Nobody knows or learns it: learn it.
+		// Nobody knows or learns it: learn it. The learner's done may be
+		// called again (Connect tells it when initialize is answered, and
+		// when the connect ends): the first call counts.
 		e = &endpointVersion{learning: make(chan struct{})}
 		vm.m[key] = e
 		vm.mu.Unlock()
-		return "", func(negotiated string, failed bool) { vm.learned(key, e, negotiated, failed) }
+		var once sync.Once
+		return "", func(negotiated string, failed bool) {
+			once.Do(func() { vm.learned(key, e, negotiated, failed) })
+		}
 	}
 }
 

@@ -161,3 +161,79 @@ func TestVersionRemembered(t *testing.T) {
 		}
 	})
 }
+
+// TestVersionLearnedAtInitialize: the connects waiting for an endpoint's
+// version go on once the learner's initialize is answered, not after the
+// learner's whole handshake: here the learner's standalone stream (which the
+// go-sdk opens before Connect returns) is held until a second connect to the
+// endpoint is done, and that one starts with initialize at the learnt
+// version, sending no server/discover of its own.
+func TestVersionLearnedAtInitialize(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "held", Version: "1"}, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var mu sync.Mutex
+	var discovers, gets int
+	heldGet := make(chan struct{})
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodPost:
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"method":"server/discover"`)) {
+				mu.Lock()
+				discovers++
+				mu.Unlock()
+			}
+		case http.MethodGet:
+			mu.Lock()
+			gets++
+			first := gets == 1
+			mu.Unlock()
+			if first {
+				close(heldGet)
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	var once sync.Once
+	unhold := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unhold)
+
+	c := newConnector(t)
+	learner := make(chan *Session, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s, err := c.Connect(ctx, Request{Name: "learner", Spec: httpSpec(ts.URL, ""), Logger: testLogger(t)})
+		if err != nil {
+			t.Errorf("learner: %v", err)
+		}
+		learner <- s
+	}()
+	select {
+	case <-heldGet:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the learner never opened its standalone stream")
+	}
+	second := connectWith(t, c, Request{Name: "second", Spec: httpSpec(ts.URL, "")})
+	mu.Lock()
+	n := discovers
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("server/discover sent %d times, want 1 (the learner's): the second connect did not use the version the learner's initialize was answered with", n)
+	}
+	if v := second.Server().ProtocolVersion; v == "" || v >= protocol2026 {
+		t.Errorf("second session negotiated %q", v)
+	}
+	unhold()
+	if s := <-learner; s != nil {
+		s.Close()
+	}
+}

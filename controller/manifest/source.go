@@ -55,6 +55,13 @@ type SourceOptions struct {
 	// store, with the manifest files it found (tether run prunes the status
 	// files of manifests removed while it was not running).
 	OnSynced func(files map[string]bool)
+	// SaveAfter, when set, holds the first listing's last valid specs back
+	// until it is closed (tether run: once every connection has its first
+	// outcome), or until Run returns: a spec saved is a file created per
+	// connection, and on a busy machine creating 1,000 files takes CPU
+	// the connections' start needs. Nil saves them right after the first
+	// listing's changes are told.
+	SaveAfter <-chan struct{}
 }
 
 // LastValidStore keeps last valid specs between runs (controller/state).
@@ -168,6 +175,7 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	// second of a loaded machine's time at 1,000 connections) that only
 	// the next run reads: the connections start first.
 	s.holdSaves = true
+	defer s.releaseSaves() // what SaveAfter still holds back, as the run ends
 	rootOK, growing := s.relist(w)
 	s.opts.OnChange = notify
 	if s.opts.OnSynced != nil {
@@ -179,8 +187,10 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	if len(firstChanges) > 0 && notify != nil {
 		notify(firstChanges)
 	}
-	s.holdSaves = false
-	s.saveLastValid()
+	saveAfter := s.opts.SaveAfter
+	if saveAfter == nil {
+		s.releaseSaves()
+	}
 
 	resync := time.NewTicker(s.opts.Resync)
 	defer resync.Stop()
@@ -199,6 +209,9 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 		case <-ctx.Done():
 			deb.Stop()
 			return nil
+		case <-saveAfter:
+			saveAfter = nil
+			s.releaseSaves()
 		case ev, ok := <-w.Events:
 			if !ok {
 				return errors.New("file watcher closed")
@@ -521,6 +534,15 @@ func (s *Source) files() map[string]bool {
 		files[f] = true
 	}
 	return files
+}
+
+// releaseSaves ends the hold on saving last valid specs, saving what the
+// last listing held back.
+func (s *Source) releaseSaves() {
+	if s.holdSaves {
+		s.holdSaves = false
+		s.saveLastValid()
+	}
 }
 
 // saveLastValid brings the LastValidStore in line with the desired state

@@ -192,3 +192,76 @@ func TestRunFindsRecreatedRoot(t *testing.T) {
 	}
 	waitDesired(t, d, "b in the recreated root", func() bool { _, ok := d.Get("b"); return ok })
 }
+
+// TestRunSaveAfter: with SaveAfter, no last valid spec is saved until it is
+// closed, while listings go on; then the last listing's specs are saved.
+// A run that ends while they are held back saves them as it returns.
+func TestRunSaveAfter(t *testing.T) {
+	setup := func(t *testing.T, saveAfter chan struct{}) (*Source, *eventLastValid, string) {
+		root := t.TempDir()
+		if err := os.WriteFile(filepath.Join(root, "a.yaml"), []byte(manifest("a", "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var events []string
+		store := &eventLastValid{events: &events}
+		src := NewSource(SourceOptions{
+			Root: root, Resync: time.Hour, Debounce: time.Millisecond,
+			LastValid: store, SaveAfter: saveAfter,
+			OnChange: func(names []string) {
+				store.mu.Lock()
+				defer store.mu.Unlock()
+				events = append(events, "changed "+strings.Join(names, " "))
+			},
+		}, desired.NewStore())
+		return src, store, root
+	}
+	saves := func(events []string) []string {
+		var out []string
+		for _, e := range events {
+			if strings.HasPrefix(e, "SaveSpec") {
+				out = append(out, e)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	t.Run("held until closed", func(t *testing.T) {
+		hold := make(chan struct{})
+		src, store, root := setup(t, hold)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- src.Run(ctx, nil, nil) }()
+		t.Cleanup(func() { cancel(); <-done })
+		waitDesired(t, src.desired, "a told", func() bool { return slices.Contains(store.seen(), "changed a") })
+		if err := os.WriteFile(filepath.Join(root, "b.yaml"), []byte(manifest("b", "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitDesired(t, src.desired, "b told", func() bool { return slices.Contains(store.seen(), "changed b") })
+		if got := saves(store.seen()); got != nil {
+			t.Fatalf("saved %q while SaveAfter was open", got)
+		}
+		close(hold)
+		waitDesired(t, src.desired, "a and b saved", func() bool { return len(saves(store.seen())) >= 2 })
+		if got, want := saves(store.seen()), []string{"SaveSpec a", "SaveSpec b"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("saves = %q, want %q", got, want)
+		}
+	})
+	t.Run("saved when the run ends", func(t *testing.T) {
+		src, store, _ := setup(t, make(chan struct{}))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- src.Run(ctx, nil, nil) }()
+		waitDesired(t, src.desired, "a told", func() bool { return slices.Contains(store.seen(), "changed a") })
+		if got := saves(store.seen()); got != nil {
+			t.Fatalf("saved %q while SaveAfter was open", got)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got, want := saves(store.seen()), []string{"SaveSpec a"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("saves after Run returned = %q, want %q", got, want)
+		}
+	})
+}
