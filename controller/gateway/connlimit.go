@@ -68,14 +68,17 @@ func newConnLimiter(max int) *connLimiter {
 }
 
 // limitedConn is a client connection the limiter holds, with its phase,
-// the time of its last progress (accepted, a byte read, a phase entered)
-// and the time it was accepted.
+// the time of its last progress (accepted, a byte read, a phase entered),
+// the time it was accepted, and the time of its phase's first step (the
+// phase entered, moved once to the first byte read in it).
 type limitedConn struct {
 	net.Conn
 	l        *connLimiter
 	phase    atomic.Int32
 	since    atomic.Int64 // unix nanoseconds
 	accepted atomic.Int64 // unix nanoseconds
+	stepped  atomic.Int64 // unix nanoseconds
+	read     atomic.Bool  // a byte was read in the phase
 }
 
 // enter moves c to phase; false once c is shed (the phase is final).
@@ -86,18 +89,27 @@ func (c *limitedConn) enter(phase int32) bool {
 			return false
 		}
 		if c.phase.CompareAndSwap(cur, phase) {
-			c.since.Store(time.Now().UnixNano())
+			now := time.Now().UnixNano()
+			c.read.Store(false)
+			c.since.Store(now)
+			c.stepped.Store(now)
 			return true
 		}
 	}
 }
 
 // Read counts every byte that arrives as progress: a client trickling its
-// body is stalled since its last byte, not since its request began.
+// body is stalled since its last byte, not since its request began. The
+// first byte of a phase also moves stepped: the next request of an idle
+// connection has begun.
 func (c *limitedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.since.Store(time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		c.since.Store(now)
+		if !c.read.Load() && c.read.CompareAndSwap(false, true) {
+			c.stepped.Store(now)
+		}
 	}
 	return n, err
 }
@@ -138,8 +150,10 @@ func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
 }
 
 // idleReuseGrace is how long a keep-alive connection that just went idle
-// (or on which bytes of a next request just arrived) is taken for a client
-// between two requests. Its next request is on its way or about to be:
+// (or on which the first bytes of a next request just arrived) is taken
+// for a client between two requests. Bytes that go on trickling in do not
+// extend it: a request whose headers take longer is stalled, not on its
+// way, and shed before the streams. Its next request is on its way or about to be:
 // closed now, that request meets the close, and an HTTP client sends a
 // POST that met a closed connection no more (the go-sdk's client failed
 // its initialized notification with "server closed idle connection", at
@@ -176,7 +190,7 @@ func (l *connLimiter) victim() (*limitedConn, int32) {
 			continue
 		}
 		s := c.since.Load()
-		rank := shedRank(p, now-s, now-c.accepted.Load())
+		rank := shedRank(p, now-c.stepped.Load(), now-c.accepted.Load())
 		if best == nil || rank < bestRank || (rank == bestRank && s < bestSince) {
 			best, bestPhase, bestRank, bestSince = c, p, rank, s
 		}
@@ -187,10 +201,10 @@ func (l *connLimiter) victim() (*limitedConn, int32) {
 // shedRank orders the sheddable phases, first shed first: a request not
 // yet in (waiting or its body), an idle connection, a standalone stream,
 // then a connection accepted less than newConnGrace ago whose request is
-// not in yet and an idle one whose last progress is younger than
-// idleReuseGrace. quiet is the time since the connection's last progress,
-// age the time since its accept.
-func shedRank(phase int32, quiet, age int64) int32 {
+// not in yet and an idle one that went idle, or got the first bytes of its
+// next request, less than idleReuseGrace ago. step is the time since
+// either, age the time since its accept.
+func shedRank(phase int32, step, age int64) int32 {
 	switch phase {
 	case connWaiting, connBody:
 		if age < int64(newConnGrace) {
@@ -198,7 +212,7 @@ func shedRank(phase int32, quiet, age int64) int32 {
 		}
 		return 0
 	case connIdle:
-		if quiet < int64(idleReuseGrace) {
+		if step < int64(idleReuseGrace) {
 			return 3
 		}
 		return 1

@@ -28,6 +28,7 @@ func held(t *testing.T, l *connLimiter, phase int32, at time.Time) *limitedConn 
 	c.phase.Store(phase)
 	c.since.Store(at.UnixNano())
 	c.accepted.Store(at.UnixNano())
+	c.stepped.Store(at.UnixNano())
 	return c
 }
 
@@ -222,6 +223,31 @@ func TestConnLimiterSparesAClientBetweenRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []*limitedConn{longIdle, stream, justIdle, sending} {
+		c, victim, ok := l.admit(pipeConn(t))
+		if !ok || victim != want {
+			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
+		}
+		c.enter(connServing)
+	}
+}
+
+// TestConnLimiterShedsATricklingIdleConnection: the grace of an idle
+// connection counts from its first byte, not its last: one that went idle
+// and began its next request long ago and trickles that request's header
+// bytes in, a byte now and then, is stalled, and is shed before the
+// standalone streams (a client doing so cost every other client its
+// stream, one each admission, while its own connections outlived them).
+func TestConnLimiterShedsATricklingIdleConnection(t *testing.T) {
+	l := newConnLimiter(2)
+	old := time.Now().Add(-time.Hour)
+	stream := held(t, l, connStream, old)
+	trickling := held(t, l, connIdle, old.Add(time.Minute))
+	trickling.Conn = pipeConnWriting(t, "POST")
+	trickling.read.Store(true) // its first byte came when it went idle
+	if _, err := trickling.Read(make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []*limitedConn{trickling, stream} {
 		c, victim, ok := l.admit(pipeConn(t))
 		if !ok || victim != want {
 			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
