@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -277,6 +278,48 @@ func TestConnLimiterSparesANewConnection(t *testing.T) {
 		}
 		c.enter(connServing)
 	}
+}
+
+// TestConnLimiterSparesFewAtWork: the grace of connections taken for
+// clients at work (new ones, ones just idle) holds for a few at a time
+// only. A client that opens a connection every millisecond, or makes a
+// cheap request (a 401 without the token) on each of its connections
+// every second, keeps all of its connections within a grace: without the
+// budget, each admission at the bound closed another client's standalone
+// stream, up to every one of them, while its own connections stayed; past
+// the budget they are stalled ones again, shed before the streams.
+func TestConnLimiterSparesFewAtWork(t *testing.T) {
+	const max = 64
+	l := newConnLimiter(max)
+	budget := atWorkBudget(max)
+	old := time.Now().Add(-time.Hour)
+	var streams []*limitedConn
+	for range max - budget - 2 {
+		streams = append(streams, held(t, l, connStream, old))
+	}
+	now := time.Now()
+	var flood []*limitedConn
+	for i := range budget + 2 {
+		phase := connWaiting
+		if i%2 == 1 {
+			phase = connIdle
+		}
+		c := held(t, l, phase, now.Add(time.Duration(i)*time.Microsecond))
+		flood = append(flood, c)
+	}
+	for i := range 2 {
+		c, victim, ok := l.admit(pipeConn(t))
+		if !ok || !slices.Contains(flood, victim) {
+			t.Fatalf("admission %d at the bound with %d connections at work shed %p (ok=%v), want one of them", i, budget+2-i, victim, ok)
+		}
+		c.enter(connServing)
+	}
+	// Within the budget, they are spared again: the oldest stream goes.
+	c, victim, ok := l.admit(pipeConn(t))
+	if !ok || !slices.Contains(streams, victim) {
+		t.Fatalf("admission at the bound with %d connections at work shed %p (ok=%v), want a stream", budget, victim, ok)
+	}
+	c.enter(connServing)
 }
 
 // pipeConnWriting is a connection whose peer writes s.
