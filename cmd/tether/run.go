@@ -358,7 +358,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if o.metricsAddr != "" {
 		metricsLn, err = metrics.Listen(ctx, o.metricsAddr)
 		switch {
-		case err != nil && o.stdio && !o.metricsSet && errors.Is(err, syscall.EADDRINUSE):
+		case err != nil && o.stdio && !o.metricsSet && addrInUse(err):
 			// A client launches a stdio tether per directory: the owner
 			// of another directory holds the default port. That must not
 			// end this client's gateway (docs/contract.md §4).

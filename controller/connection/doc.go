@@ -97,9 +97,10 @@
 // the server answers as a session it does not know (404, also with the
 // TypeScript SDK's JSON-RPC body, or a 400 about the session, as that SDK's
 // example and the Python SDK answer) ends the session at once: see
-// forgottenSession. A call that had reached the server then fails with an
-// error that is not mcp.ErrSessionMissing (reachedError): the gateway sends
-// again only calls that never reached it.
+// forgottenSession. A call that may have reached the server (its request
+// was written in full and not refused as of the lost session) then fails
+// with an error that is not mcp.ErrSessionMissing (reachedError): the
+// gateway sends again only calls that never reached it.
 // Close sends
 // the session DELETE, which the go-sdk bounds at 5 s against a hung server.
 //

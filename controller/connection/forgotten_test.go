@@ -259,3 +259,87 @@ func TestCallCancelledAsItsSessionEnded(t *testing.T) {
 		t.Errorf("a call whose caller's deadline passed: %v, want the deadline's error", err)
 	}
 }
+
+// A call whose request the server had read in full but not yet answered
+// when another request of the session met the server's 404 may have run:
+// the session ends as lost, and the call's ctx is cancelled with it (the
+// gateway cancels the calls of a connection it drops), but the call fails
+// as reached (wire.ErrCallReached, not mcp.ErrSessionMissing), so that the
+// gateway does not send it again: a tools/call is not idempotent. (A
+// server whose replicas do not share sessions answers so, and one that
+// answers JSON once its tool ends takes the call in exactly this state.)
+func TestCallTakenButUnansweredIsNotSentAgain(t *testing.T) {
+	for _, raw := range []bool{false, true} {
+		name := map[bool]string{false: "call", true: "raw call"}[raw]
+		t.Run(name, func(t *testing.T) {
+			var forgot atomic.Bool
+			var taken atomic.Int32
+			arrived := make(chan struct{})
+			var arriveOnce sync.Once
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") != "" {
+					body, _ := io.ReadAll(r.Body)
+					r.Body = io.NopCloser(bytes.NewReader(body))
+					if bytes.Contains(body, []byte(`"slow"`)) {
+						// Taken, and being run: no answer yet.
+						taken.Add(1)
+						arriveOnce.Do(func() { close(arrived) })
+						<-r.Context().Done()
+						return
+					}
+				}
+				if forgot.Load() && r.Header.Get("Mcp-Session-Id") != "" {
+					http.Error(w, "session not found", http.StatusNotFound)
+					return
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(hs.Close)
+			s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			// The caller's ctx ends with the session, as the gateway's does.
+			callerCtx, stop := context.WithCancel(ctx)
+			defer stop()
+			go func() {
+				select {
+				case <-s.Done():
+					stop()
+				case <-callerCtx.Done():
+				}
+			}()
+			errc := make(chan error, 1)
+			go func() {
+				var err error
+				if raw {
+					_, _, err = s.CallToolRaw(callerCtx, "slow", nil, nil)
+				} else {
+					_, err = s.CallTool(callerCtx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}}, nil)
+				}
+				errc <- err
+			}()
+			select {
+			case <-arrived:
+			case <-ctx.Done():
+				t.Fatal("the slow call never reached the server")
+			}
+			forgot.Store(true)
+			if _, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}); !errors.Is(err, mcp.ErrSessionMissing) {
+				t.Fatalf("the request that met the 404: %v, want mcp.ErrSessionMissing", err)
+			}
+			var err error
+			select {
+			case err = <-errc:
+			case <-ctx.Done():
+				t.Fatal("the slow call did not return once its session ended")
+			}
+			if errors.Is(err, mcp.ErrSessionMissing) || !errors.Is(err, wire.ErrCallReached) {
+				t.Errorf("a call the server had taken when the session was lost: %v, want wire.ErrCallReached (not mcp.ErrSessionMissing: it must not be sent again)", err)
+			}
+			if n := taken.Load(); n != 1 {
+				t.Errorf("the server took the call %d times, want 1", n)
+			}
+		})
+	}
+}

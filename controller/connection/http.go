@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -76,21 +77,57 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 			req.Header.Set(h.Name, h.Value)
 		}
 	}
-	resp, err := t.base.RoundTrip(req)
-	if d := deliveryOf(req.Context()); d != nil && resp != nil && req.Method == http.MethodPost && resp.StatusCode/100 == 2 {
-		d.reached.Store(true)
+	d := deliveryOf(req.Context())
+	if d != nil && req.Method == http.MethodPost {
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(i httptrace.WroteRequestInfo) {
+				if i.Err == nil {
+					d.written.Store(true)
+				}
+			},
+		}))
 	}
+	resp, err := t.base.RoundTrip(req)
 	resp = forgottenSession(req, resp)
-	if resp != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != "" && t.forgotten != nil {
+	lost := resp != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != ""
+	if lost && t.forgotten != nil {
 		t.forgotten.Store(true)
+	}
+	if d != nil && req.Method == http.MethodPost {
+		d.answered(resp, lost)
 	}
 	return t.limit.wrap(resp), err
 }
 
-// delivery records, for one call, that its request reached the server: the
-// server answered its POST with a 2xx. A session the server loses after
-// that is not a call that was never delivered (see reachedError).
-type delivery struct{ reached atomic.Bool }
+// delivery records, for one call, that its request may have reached the
+// server: the server answered its POST with a 2xx, or its POST was written
+// in full and got no answer saying that the server does not know the
+// session (none at all: the session ended, or the connection broke, while
+// the server ran the call). A session the server loses after that is not a
+// call that was never delivered (see reachedError): only a POST that was
+// not written in full, or that the server refused as of a lost session,
+// is not.
+type delivery struct {
+	reached atomic.Bool
+	written atomic.Bool // the POST's last byte was written
+	refused atomic.Bool // the POST met the server's 404 for the session
+}
+
+// answered records the outcome of the call's POST: resp is nil when none
+// came; lost is the server's answer that it does not know the session.
+func (d *delivery) answered(resp *http.Response, lost bool) {
+	switch {
+	case lost:
+		d.refused.Store(true)
+	case resp != nil && resp.StatusCode/100 == 2:
+		d.reached.Store(true)
+	}
+}
+
+// mayHaveRun reports whether the server may have taken the call.
+func (d *delivery) mayHaveRun() bool {
+	return d.reached.Load() || (d.written.Load() && !d.refused.Load())
+}
 
 type deliveryKey struct{}
 
@@ -120,7 +157,7 @@ func (e *reachedError) Unwrap() error { return wire.ErrCallReached }
 // afterDelivery is err, as reachedError when the call had reached its
 // server and err says the session is missing.
 func afterDelivery(d *delivery, err error) error {
-	if err == nil || !d.reached.Load() || !errors.Is(err, mcp.ErrSessionMissing) {
+	if err == nil || !d.mayHaveRun() || !errors.Is(err, mcp.ErrSessionMissing) {
 		return err
 	}
 	return &reachedError{msg: err.Error() + " (after the server had taken the call)"}

@@ -23,7 +23,8 @@ import (
 // bound for good and locked every new client out, and an MCP client opens
 // its stream again (the go-sdk allows one a session). A connection
 // accepted or gone idle a moment ago belongs to a client at work, whose
-// POST would meet the close: it goes after the streams (shedRank). A
+// POST would meet the close: it goes after the streams (shedRank), while
+// such connections are few (atWorkBudget). A
 // connection with a call being answered is never shed.
 
 // Phases of a client connection, as the shedding policy sees them.
@@ -68,14 +69,17 @@ func newConnLimiter(max int) *connLimiter {
 }
 
 // limitedConn is a client connection the limiter holds, with its phase,
-// the time of its last progress (accepted, a byte read, a phase entered)
-// and the time it was accepted.
+// the time of its last progress (accepted, a byte read, a phase entered),
+// the time it was accepted, and the time of its phase's first step (the
+// phase entered, moved once to the first byte read in it).
 type limitedConn struct {
 	net.Conn
 	l        *connLimiter
 	phase    atomic.Int32
 	since    atomic.Int64 // unix nanoseconds
 	accepted atomic.Int64 // unix nanoseconds
+	stepped  atomic.Int64 // unix nanoseconds
+	read     atomic.Bool  // a byte was read in the phase
 }
 
 // enter moves c to phase; false once c is shed (the phase is final).
@@ -86,18 +90,27 @@ func (c *limitedConn) enter(phase int32) bool {
 			return false
 		}
 		if c.phase.CompareAndSwap(cur, phase) {
-			c.since.Store(time.Now().UnixNano())
+			now := time.Now().UnixNano()
+			c.read.Store(false)
+			c.since.Store(now)
+			c.stepped.Store(now)
 			return true
 		}
 	}
 }
 
 // Read counts every byte that arrives as progress: a client trickling its
-// body is stalled since its last byte, not since its request began.
+// body is stalled since its last byte, not since its request began. The
+// first byte of a phase also moves stepped: the next request of an idle
+// connection has begun.
 func (c *limitedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.since.Store(time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		c.since.Store(now)
+		if !c.read.Load() && c.read.CompareAndSwap(false, true) {
+			c.stepped.Store(now)
+		}
 	}
 	return n, err
 }
@@ -138,8 +151,10 @@ func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, ok bool) {
 }
 
 // idleReuseGrace is how long a keep-alive connection that just went idle
-// (or on which bytes of a next request just arrived) is taken for a client
-// between two requests. Its next request is on its way or about to be:
+// (or on which the first bytes of a next request just arrived) is taken
+// for a client between two requests. Bytes that go on trickling in do not
+// extend it: a request whose headers take longer is stalled, not on its
+// way, and shed before the streams. Its next request is on its way or about to be:
 // closed now, that request meets the close, and an HTTP client sends a
 // POST that met a closed connection no more (the go-sdk's client failed
 // its initialized notification with "server closed idle connection", at
@@ -158,25 +173,42 @@ const idleReuseGrace = time.Second
 // then closes streams, which their clients open again, before its own.
 const newConnGrace = 250 * time.Millisecond
 
+// atWorkBudget is how many connections at most are spared as clients'
+// at work (newConnGrace, idleReuseGrace) at the bound: a sixteenth of it,
+// and 4 at least. Each spared connection can cost a standalone stream its
+// slot; past the budget (a client opening connections every millisecond,
+// or making a cheap request on each of its connections every second) they
+// are shed as stalled ones are, before the streams.
+func atWorkBudget(bound int) int { return max(4, bound/16) }
+
 // victim is the connection stalled the longest: of those waiting for a
 // request or its body (accepted newConnGrace ago at least), the one with
 // the oldest progress; failing those, the oldest idle one (idle for
 // idleReuseGrace at least); failing those, the oldest standalone stream;
-// failing those, the new and the just idle ones, the oldest progress
-// first; nil if every connection has a call being answered. It returns the
-// phase it saw. Linear: it runs only at the bound, over max connections.
+// failing those, the new and the just idle ones (clients at work, while
+// they are atWorkBudget at most: more are ranked as the others), the
+// oldest progress first; nil if every connection has a call being
+// answered. It returns the phase it saw. Linear: it runs only at the
+// bound, over max connections.
 func (l *connLimiter) victim() (*limitedConn, int32) {
+	now := time.Now().UnixNano()
+	busy := 0
+	for c := range l.conns {
+		if atWork(c.phase.Load(), now-c.stepped.Load(), now-c.accepted.Load()) {
+			busy++
+		}
+	}
+	spare := busy <= atWorkBudget(l.max)
 	var best *limitedConn
 	var bestPhase, bestRank int32
 	var bestSince int64
-	now := time.Now().UnixNano()
 	for c := range l.conns {
 		p := c.phase.Load()
 		if p == connServing || p == connShed {
 			continue
 		}
 		s := c.since.Load()
-		rank := shedRank(p, now-s, now-c.accepted.Load())
+		rank := shedRank(p, spare && atWork(p, now-c.stepped.Load(), now-c.accepted.Load()))
 		if best == nil || rank < bestRank || (rank == bestRank && s < bestSince) {
 			best, bestPhase, bestRank, bestSince = c, p, rank, s
 		}
@@ -184,23 +216,32 @@ func (l *connLimiter) victim() (*limitedConn, int32) {
 	return best, bestPhase
 }
 
-// shedRank orders the sheddable phases, first shed first: a request not
-// yet in (waiting or its body), an idle connection, a standalone stream,
-// then a connection accepted less than newConnGrace ago whose request is
-// not in yet and an idle one whose last progress is younger than
-// idleReuseGrace. quiet is the time since the connection's last progress,
-// age the time since its accept.
-func shedRank(phase int32, quiet, age int64) int32 {
+// atWork reports whether a connection in phase is taken for a client at
+// work: accepted less than newConnGrace ago with its request not in yet,
+// or idle since, or with the first bytes of its next request since, less
+// than idleReuseGrace ago. step is the time since it entered its phase or
+// got the phase's first byte, age the time since its accept.
+func atWork(phase int32, step, age int64) bool {
 	switch phase {
 	case connWaiting, connBody:
-		if age < int64(newConnGrace) {
-			return 3
-		}
+		return age < int64(newConnGrace)
+	case connIdle:
+		return step < int64(idleReuseGrace)
+	}
+	return false
+}
+
+// shedRank orders the sheddable phases, first shed first: a request not
+// yet in (waiting or its body), an idle connection, a standalone stream,
+// then a connection spared as a client's at work.
+func shedRank(phase int32, spared bool) int32 {
+	if spared {
+		return 3
+	}
+	switch phase {
+	case connWaiting, connBody:
 		return 0
 	case connIdle:
-		if quiet < int64(idleReuseGrace) {
-			return 3
-		}
 		return 1
 	}
 	return 2 // connStream

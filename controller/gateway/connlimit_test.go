@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ func held(t *testing.T, l *connLimiter, phase int32, at time.Time) *limitedConn 
 	c.phase.Store(phase)
 	c.since.Store(at.UnixNano())
 	c.accepted.Store(at.UnixNano())
+	c.stepped.Store(at.UnixNano())
 	return c
 }
 
@@ -230,6 +232,31 @@ func TestConnLimiterSparesAClientBetweenRequests(t *testing.T) {
 	}
 }
 
+// TestConnLimiterShedsATricklingIdleConnection: the grace of an idle
+// connection counts from its first byte, not its last: one that went idle
+// and began its next request long ago and trickles that request's header
+// bytes in, a byte now and then, is stalled, and is shed before the
+// standalone streams (a client doing so cost every other client its
+// stream, one each admission, while its own connections outlived them).
+func TestConnLimiterShedsATricklingIdleConnection(t *testing.T) {
+	l := newConnLimiter(2)
+	old := time.Now().Add(-time.Hour)
+	stream := held(t, l, connStream, old)
+	trickling := held(t, l, connIdle, old.Add(time.Minute))
+	trickling.Conn = pipeConnWriting(t, "POST")
+	trickling.read.Store(true) // its first byte came when it went idle
+	if _, err := trickling.Read(make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []*limitedConn{trickling, stream} {
+		c, victim, ok := l.admit(pipeConn(t))
+		if !ok || victim != want {
+			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
+		}
+		c.enter(connServing)
+	}
+}
+
 // TestConnLimiterSparesANewConnection: a connection accepted a moment ago
 // whose request is not in yet is new, not stalled: it is shed after the
 // standalone streams, a stalled one (accepted long ago, even if its last
@@ -251,6 +278,48 @@ func TestConnLimiterSparesANewConnection(t *testing.T) {
 		}
 		c.enter(connServing)
 	}
+}
+
+// TestConnLimiterSparesFewAtWork: the grace of connections taken for
+// clients at work (new ones, ones just idle) holds for a few at a time
+// only. A client that opens a connection every millisecond, or makes a
+// cheap request (a 401 without the token) on each of its connections
+// every second, keeps all of its connections within a grace: without the
+// budget, each admission at the bound closed another client's standalone
+// stream, up to every one of them, while its own connections stayed; past
+// the budget they are stalled ones again, shed before the streams.
+func TestConnLimiterSparesFewAtWork(t *testing.T) {
+	const max = 64
+	l := newConnLimiter(max)
+	budget := atWorkBudget(max)
+	old := time.Now().Add(-time.Hour)
+	var streams []*limitedConn
+	for range max - budget - 2 {
+		streams = append(streams, held(t, l, connStream, old))
+	}
+	now := time.Now()
+	var flood []*limitedConn
+	for i := range budget + 2 {
+		phase := connWaiting
+		if i%2 == 1 {
+			phase = connIdle
+		}
+		c := held(t, l, phase, now.Add(time.Duration(i)*time.Microsecond))
+		flood = append(flood, c)
+	}
+	for i := range 2 {
+		c, victim, ok := l.admit(pipeConn(t))
+		if !ok || !slices.Contains(flood, victim) {
+			t.Fatalf("admission %d at the bound with %d connections at work shed %p (ok=%v), want one of them", i, budget+2-i, victim, ok)
+		}
+		c.enter(connServing)
+	}
+	// Within the budget, they are spared again: the oldest stream goes.
+	c, victim, ok := l.admit(pipeConn(t))
+	if !ok || !slices.Contains(streams, victim) {
+		t.Fatalf("admission at the bound with %d connections at work shed %p (ok=%v), want a stream", budget, victim, ok)
+	}
+	c.enter(connServing)
 }
 
 // pipeConnWriting is a connection whose peer writes s.
