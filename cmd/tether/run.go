@@ -323,6 +323,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 				if ctx.Err() != nil {
 					// Stopped (SIGTERM, SIGINT) while it waited: nothing was
 					// started, so nothing is stopped, and nobody was refused.
+					if lock != nil {
+						_ = lock.Release()
+					}
 					stateDir.Close()
 					return nil
 				}
