@@ -223,15 +223,16 @@ func TestVersionLearnedAtInitialize(t *testing.T) {
 	t.Cleanup(unhold)
 
 	c := newConnector(t)
-	learner := make(chan *Session, 1)
+	type outcome struct {
+		s   *Session
+		err error
+	}
+	learner := make(chan outcome, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		s, err := c.Connect(ctx, Request{Name: "learner", Spec: httpSpec(ts.URL, ""), Logger: testLogger(t)})
-		if err != nil {
-			t.Errorf("learner: %v", err)
-		}
-		learner <- s
+		learner <- outcome{s, err}
 	}()
 	select {
 	case <-heldGet:
@@ -249,7 +250,9 @@ func TestVersionLearnedAtInitialize(t *testing.T) {
 		t.Errorf("second session negotiated %q", v)
 	}
 	unhold()
-	if s := <-learner; s != nil {
-		s.Close()
+	if o := <-learner; o.err != nil {
+		t.Errorf("learner: %v", o.err)
+	} else {
+		o.s.Close()
 	}
 }
