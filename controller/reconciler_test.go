@@ -826,6 +826,35 @@ func TestConnectingGraceBusy(t *testing.T) {
 	}
 }
 
+// TestConnectingGraceBusyFailure: a connection whose first attempt fails
+// while its Connecting status is put off (busy) shows the failure at once,
+// not at the end of the put-off.
+func TestConnectingGraceBusyFailure(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	block := make(chan struct{})
+	h.r.mu.Lock()
+	h.r.opts.Now = func() time.Time { return now }
+	h.r.opts.ConnectingGrace = 50 * time.Millisecond
+	h.r.opts.Busy = func() bool { return true }
+	h.r.opts.Connector = &blockingConnector{release: block}
+	h.r.mu.Unlock()
+	h.apply("slow.yaml", manifestYAML("slow", ""))
+	h.reconcile("slow")
+	h.r.mu.Lock()
+	now = now.Add(50 * time.Millisecond)
+	h.r.mu.Unlock()
+	if res := h.reconcile("slow"); res.RequeueAfter != DefaultConnectingGraceBusy {
+		t.Fatalf("RequeueAfter = %v at the grace's end while busy, want %v", res.RequeueAfter, DefaultConnectingGraceBusy)
+	}
+	close(block) // the attempt fails
+	h.waitEnqueued("slow")
+	h.reconcile("slow")
+	if st := h.statusOf("slow.yaml", "slow"); st.Phase != spec.PhaseReconnecting || !strings.Contains(st.LastError, "released") {
+		t.Fatalf("status after a failure during the put-off = %s %q, want Reconnecting with the error", st.Phase, st.LastError)
+	}
+}
+
 // blockingConnector fails every attempt once release is closed.
 type blockingConnector struct{ release chan struct{} }
 

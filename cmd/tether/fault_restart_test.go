@@ -4,6 +4,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -131,4 +133,66 @@ func TestFaultRestartDuringInvalidEdit(t *testing.T) {
 		_, err := os.Stat(saved)
 		return os.IsNotExist(err), fmt.Sprint(err)
 	})
+}
+
+// TestFaultKillBeforeFirstOutcomes: a spec edited while tether was down is
+// saved as soon as it is listed, not once every connection has its first
+// outcome (which a server that never answers holds off until the connect
+// timeout): a tether killed with SIGKILL meanwhile, and the manifest broken
+// before the next start, leave the connection on the edited spec, not on
+// the one it replaced (docs/contract.md §3). A name new to the state
+// directory is saved only then: killed before, broken, it comes back
+// Invalid, as the contract says.
+func TestFaultKillBeforeFirstOutcomes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	held := filepath.Join(dir, "held.yaml")
+	writeFile(t, held, faultManifest(t, "held", []string{"-stderr-line", "the old one"}, ""))
+	tt := startTether(t, dir)
+	waitStatus(t, held, "held", 15*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	tt.stop()
+
+	hang := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(hang); ts.Close() })
+	writeFile(t, filepath.Join(dir, "hang.yaml"), httpManifest("hang", ts.URL, "streamable", ""))
+	writeFile(t, held, faultManifest(t, "held", []string{"-stderr-line", "the new one"}, ""))
+	fresh := filepath.Join(dir, "fresh.yaml")
+	writeFile(t, fresh, faultManifest(t, "fresh", nil, ""))
+	tt = startTether(t, dir, "--connect-timeout", "5m")
+	st := waitStatus(t, held, "held", 15*time.Second, "Connected on the new spec", func(st spec.ConnectionStatus) bool {
+		return st.Phase == spec.PhaseConnected && st.Process != nil && slices.Contains(st.Process.StderrTail, "the new one")
+	})
+	killAtCleanup(t, st.Process.PID)
+	saved := filepath.Join(dir, ".tether", "specs", "held.json")
+	waitFor(t, 10*time.Second, "the saved spec to be the new one while hang connects", func() (bool, string) {
+		data, err := os.ReadFile(saved)
+		return err == nil && strings.Contains(string(data), "the new one"), string(data)
+	})
+	if st, ok := readStatus(t, filepath.Join(dir, "hang.yaml"), "hang"); ok && st.Phase != spec.PhaseConnecting {
+		t.Fatalf("hang is %s: the first outcomes are in, this test shows nothing", st.Phase)
+	}
+	fst := waitStatus(t, fresh, "fresh", 15*time.Second, "fresh Connected", phaseIs(spec.PhaseConnected))
+	killAtCleanup(t, fst.Process.PID)
+	must(t, tt.cmd.Process.Kill())
+	<-tt.done
+	if _, err := os.Stat(filepath.Join(dir, ".tether", "specs", "fresh.json")); !os.IsNotExist(err) {
+		t.Errorf("fresh's spec was saved before the first outcomes (%v): the start created its file", err)
+	}
+
+	writeFile(t, held, faultManifest(t, "held", []string{"-stderr-line", "the broken one"}, "  callTimeout: 3x\n"))
+	writeFile(t, fresh, faultManifest(t, "fresh", nil, "  callTimeout: 3x\n"))
+	startTether(t, dir)
+	waitStatus(t, fresh, "fresh", 15*time.Second, "fresh Invalid", phaseIs(spec.PhaseInvalid))
+	st = waitStatus(t, held, "held", 15*time.Second, "Connected on the last valid spec", func(st spec.ConnectionStatus) bool {
+		return st.Phase == spec.PhaseConnected && st.ManifestError != "" && st.Process != nil && len(st.Process.StderrTail) > 0
+	})
+	if !slices.Contains(st.Process.StderrTail, "the new one") {
+		t.Errorf("after the restart the connection runs %q, want the new spec (the last valid one)", st.Process.StderrTail)
+	}
 }

@@ -79,20 +79,31 @@ func (vm *versionMemo) versionFor(ctx context.Context, key string) (version stri
 		}
 		// Nobody knows or learns it: learn it. The learner's done may be
 		// called again (Connect tells it when initialize is answered, and
-		// when the connect ends): the first call counts.
+		// when the connect ends): the first call counts, and a failure
+		// after it drops what it taught, as a failed connect that used
+		// the memory does.
 		e = &endpointVersion{learning: make(chan struct{})}
 		vm.m[key] = e
 		vm.mu.Unlock()
 		var once sync.Once
 		return "", func(negotiated string, failed bool) {
-			once.Do(func() { vm.learned(key, e, negotiated, failed) })
+			first := false
+			once.Do(func() {
+				first = true
+				vm.learned(key, e, negotiated, failed)
+			})
+			if !first && failed {
+				vm.forget(key, e)
+			}
 		}
 	}
 }
 
-// learned ends a learner's connect: the version the server negotiated is
+// learned ends a learner's learning: the version the server negotiated is
 // remembered (a 2026-07-28 one only so that nobody waits to learn it again);
-// a failed connect teaches nothing.
+// a failed connect teaches nothing (one that fails after its initialize
+// was answered let the waiters go on with the answer's version, and then
+// drops it).
 func (vm *versionMemo) learned(key string, e *endpointVersion, negotiated string, failed bool) {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()

@@ -60,6 +60,22 @@ func TestVersionMemo(t *testing.T) {
 	if vm.m["a"] != nil {
 		t.Fatal("a failed learner left a memory")
 	}
+	// A learner whose initialize was answered (its waiters go on) and
+	// whose connect then fails drops what it taught; a second answer does
+	// not count.
+	_, done = vm.versionFor(ctx, "a")
+	done("2025-06-18", false)
+	if v, _ := vm.versionFor(ctx, "a"); v != "2025-06-18" {
+		t.Fatalf("after the learner's initialize: %q, want 2025-06-18", v)
+	}
+	done("2025-11-25", false)
+	if v, _ := vm.versionFor(ctx, "a"); v != "2025-06-18" {
+		t.Fatalf("after the learner's second call: %q, want 2025-06-18 (the first counts)", v)
+	}
+	done("", true)
+	if vm.m["a"] != nil {
+		t.Fatal("a learner that failed after its initialize left a memory")
+	}
 
 	// A 2026-07-28 server: negotiated each time, and nobody waits.
 	_, done = vm.versionFor(ctx, "b")
@@ -207,15 +223,16 @@ func TestVersionLearnedAtInitialize(t *testing.T) {
 	t.Cleanup(unhold)
 
 	c := newConnector(t)
-	learner := make(chan *Session, 1)
+	type outcome struct {
+		s   *Session
+		err error
+	}
+	learner := make(chan outcome, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		s, err := c.Connect(ctx, Request{Name: "learner", Spec: httpSpec(ts.URL, ""), Logger: testLogger(t)})
-		if err != nil {
-			t.Errorf("learner: %v", err)
-		}
-		learner <- s
+		learner <- outcome{s, err}
 	}()
 	select {
 	case <-heldGet:
@@ -233,7 +250,9 @@ func TestVersionLearnedAtInitialize(t *testing.T) {
 		t.Errorf("second session negotiated %q", v)
 	}
 	unhold()
-	if s := <-learner; s != nil {
-		s.Close()
+	if o := <-learner; o.err != nil {
+		t.Errorf("learner: %v", o.err)
+	} else {
+		o.s.Close()
 	}
 }

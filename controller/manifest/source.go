@@ -55,12 +55,14 @@ type SourceOptions struct {
 	// store, with the manifest files it found (tether run prunes the status
 	// files of manifests removed while it was not running).
 	OnSynced func(files map[string]bool)
-	// SaveAfter, when set, holds the first listing's last valid specs back
-	// until it is closed (tether run: once every connection has its first
-	// outcome), or until Run returns: a spec saved is a file created per
-	// connection, and on a busy machine creating 1,000 files takes CPU
-	// the connections' start needs. Nil saves them right after the first
-	// listing's changes are told.
+	// SaveAfter, when set, holds the last valid specs of names the
+	// LastValidStore does not hold yet back until it is closed (tether
+	// run: once every connection has its first outcome), or until Run
+	// returns: a spec saved is a file created per connection, and on a
+	// busy machine creating 1,000 files takes CPU the connections' start
+	// needs. Specs that replace saved ones, and names gone, are saved
+	// right after the first listing's changes are told, as every spec is
+	// when SaveAfter is nil.
 	SaveAfter <-chan struct{}
 }
 
@@ -99,15 +101,30 @@ type Source struct {
 	rejected  map[string][]Rejected // of the last listing
 	saved     map[string]savedRef   // what LastValid holds; nil until loaded
 	badIgnore map[string]string     // ignore files that cannot be used → why, as logged
-	// holdSaves keeps sync from saving last valid specs: Run's first
-	// listing saves them after it told its changes (see Run); unsaved is
-	// the desired state whose specs are still to be saved.
-	holdSaves bool
-	unsaved   map[string]desired.Entry
+	// hold keeps sync from saving (some) last valid specs (see Run);
+	// unsaved is the desired state whose specs are still to be saved.
+	hold    saveHold
+	unsaved map[string]desired.Entry
 
 	// afterList, if set (tests), runs between a listing and its watches.
 	afterList func(dirs []string)
 }
+
+// saveHold is what saveLastValid holds back.
+type saveHold int
+
+const (
+	holdNothing saveHold = iota
+	// holdAll: Run's first listing saves nothing until its changes are
+	// told.
+	holdAll
+	// holdNew: until SaveAfter, only the files of names the
+	// LastValidStore does not hold yet wait. A spec that replaces a saved
+	// one, or a name gone, is saved at once: else a tether killed before
+	// SaveAfter would leave the older spec, and a manifest broken before
+	// the next start would run on a spec its author had replaced.
+	holdNew
+)
 
 type cachedFile struct {
 	sum  [sha256.Size]byte
@@ -174,7 +191,7 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	// Saving a last valid spec is a file created per connection (about a
 	// second of a loaded machine's time at 1,000 connections) that only
 	// the next run reads: the connections start first.
-	s.holdSaves = true
+	s.hold = holdAll
 	defer s.releaseSaves() // what SaveAfter still holds back, as the run ends
 	rootOK, growing := s.relist(w)
 	s.opts.OnChange = notify
@@ -190,6 +207,9 @@ func (s *Source) Run(ctx context.Context, changed func(names []string), synced f
 	saveAfter := s.opts.SaveAfter
 	if saveAfter == nil {
 		s.releaseSaves()
+	} else {
+		s.hold = holdNew
+		s.saveLastValid()
 	}
 
 	resync := time.NewTicker(s.opts.Resync)
@@ -433,9 +453,7 @@ func (s *Source) sync() ([]string, error) {
 	}
 	// After the changes are told: reconciles need not wait for the disk.
 	s.unsaved = next
-	if !s.holdSaves {
-		s.saveLastValid()
-	}
+	s.saveLastValid()
 	return tree.Dirs, err
 }
 
@@ -539,19 +557,24 @@ func (s *Source) files() map[string]bool {
 // releaseSaves ends the hold on saving last valid specs, saving what the
 // last listing held back.
 func (s *Source) releaseSaves() {
-	if s.holdSaves {
-		s.holdSaves = false
+	if s.hold != holdNothing {
+		s.hold = holdNothing
 		s.saveLastValid()
 	}
 }
 
 // saveLastValid brings the LastValidStore in line with the desired state
 // of the last listing (unsaved): each connection's last valid spec saved,
-// those of names gone forgotten. A write that fails is logged and tried
-// again at the next listing.
+// those of names gone forgotten, but for what s.hold holds back. A write
+// that fails is logged and tried again at the next listing.
 func (s *Source) saveLastValid() {
+	if s.hold == holdAll {
+		return
+	}
 	next := s.unsaved
-	s.unsaved = nil
+	if s.hold == holdNothing {
+		s.unsaved = nil
+	}
 	if s.opts.LastValid == nil || next == nil {
 		return
 	}
@@ -560,7 +583,8 @@ func (s *Source) saveLastValid() {
 			continue
 		}
 		want := savedRef{conn: e.Conn, origin: e.Origin, index: e.Index}
-		if have, ok := s.saved[name]; ok && have == want {
+		have, ok := s.saved[name]
+		if ok && have == want || !ok && s.hold == holdNew {
 			continue
 		}
 		if err := s.opts.LastValid.SaveSpec(e); err != nil {

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -65,9 +66,12 @@ func TestRunFirstListing(t *testing.T) {
 type eventLastValid struct {
 	mu     sync.Mutex
 	events *[]string
+	loaded map[string]desired.Entry // what LoadSpecs finds
 }
 
-func (l *eventLastValid) LoadSpecs() (map[string]desired.Entry, []error) { return nil, nil }
+func (l *eventLastValid) LoadSpecs() (map[string]desired.Entry, []error) {
+	return maps.Clone(l.loaded), nil
+}
 
 func (l *eventLastValid) SaveSpec(e desired.Entry) error {
 	l.mu.Lock()
@@ -193,9 +197,12 @@ func TestRunFindsRecreatedRoot(t *testing.T) {
 	waitDesired(t, d, "b in the recreated root", func() bool { _, ok := d.Get("b"); return ok })
 }
 
-// TestRunSaveAfter: with SaveAfter, no last valid spec is saved until it is
-// closed, while listings go on; then the last listing's specs are saved.
-// A run that ends while they are held back saves them as it returns.
+// TestRunSaveAfter: with SaveAfter, no last valid spec of a name not saved
+// yet is saved until it is closed, while listings go on; then the last
+// listing's specs are saved. A run that ends while they are held back saves
+// them as it returns. A spec that replaces a saved one, and a name gone,
+// are saved at once: a tether killed before SaveAfter leaves no older spec
+// for a manifest broken before the next start to fall back to.
 func TestRunSaveAfter(t *testing.T) {
 	setup := func(t *testing.T, saveAfter chan struct{}) (*Source, *eventLastValid, string) {
 		root := t.TempDir()
@@ -244,6 +251,43 @@ func TestRunSaveAfter(t *testing.T) {
 		close(hold)
 		waitDesired(t, src.desired, "a and b saved", func() bool { return len(saves(store.seen())) >= 2 })
 		if got, want := saves(store.seen()), []string{"SaveSpec a", "SaveSpec b"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("saves = %q, want %q", got, want)
+		}
+	})
+	t.Run("replaced and gone at once", func(t *testing.T) {
+		// What a previous run saved: a with other args, same as it is
+		// now, gone no longer declared.
+		prev := newSyncTree(t, SourceOptions{})
+		prev.write("a.yaml", manifest("a", "    args: [old]\n"))
+		prev.write("same.yaml", manifest("same", ""))
+		prev.write("gone.yaml", manifest("gone", ""))
+		prev.sync()
+		hold := make(chan struct{})
+		src, store, root := setup(t, hold)
+		store.loaded = map[string]desired.Entry{}
+		for _, name := range []string{"a", "same", "gone"} {
+			e, _ := prev.store.Get(name)
+			e.Origin = filepath.Join(root, name+".yaml")
+			store.loaded[name] = e
+		}
+		for _, name := range []string{"same", "new"} {
+			if err := os.WriteFile(filepath.Join(root, name+".yaml"), []byte(manifest(name, "")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- src.Run(ctx, nil, nil) }()
+		t.Cleanup(func() { cancel(); <-done })
+		waitDesired(t, src.desired, "a saved, gone forgotten", func() bool {
+			return slices.Contains(store.seen(), "SaveSpec a") && slices.Contains(store.seen(), "DeleteSpec gone")
+		})
+		if got, want := saves(store.seen()), []string{"SaveSpec a"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("saves while SaveAfter was open = %q, want %q (new waits, same is saved already)", got, want)
+		}
+		close(hold)
+		waitDesired(t, src.desired, "new saved", func() bool { return slices.Contains(store.seen(), "SaveSpec new") })
+		if got, want := saves(store.seen()), []string{"SaveSpec a", "SaveSpec new"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("saves = %q, want %q", got, want)
 		}
 	})
