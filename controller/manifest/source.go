@@ -58,10 +58,9 @@ type SourceOptions struct {
 	// SaveAfter, when set, holds the last valid specs of names the
 	// LastValidStore does not hold yet back until it is closed (tether
 	// run: once every connection has its first outcome, or 5 s after the
-	// start), or until Run
-	// returns: a spec saved is a file created per connection, and on a
-	// busy machine creating 1,000 files takes CPU the connections' start
-	// needs. Specs that replace saved ones, and names gone, are saved
+	// start), or until Run returns: a spec saved is a file created per
+	// connection, and on a busy machine creating 1,000 files takes CPU
+	// the connections' start needs. Specs that replace saved ones, and names gone, are saved
 	// right after the first listing's changes are told, as every spec is
 	// when SaveAfter is nil.
 	SaveAfter <-chan struct{}
