@@ -297,3 +297,26 @@ func TestEraFastPathBehindTheToken(t *testing.T) {
 		t.Errorf("the token reached the answer: %s", got.Messages)
 	}
 }
+
+// TestEraFastCallSettlesTheNames: a 2026-07-28 client may call a tool
+// with no request before it (it knows the name from an earlier run), and
+// from that call on the names it may use are kept by whoever serves them
+// (settle), on either path: a connection that comes up later with the
+// same name must not take it over because the call went the fast way.
+func TestEraFastCallSettlesTheNames(t *testing.T) {
+	for _, fast := range []bool{false, true} {
+		f := newFastFixture(t, fast, 0)
+		if f.g.settled.Load() {
+			t.Fatalf("fast=%v: the gateway settled before any client came", fast)
+		}
+		if got := eraPost(t, f.url, eraCall("a_echo", nil), nil, ""); got.Status != http.StatusOK {
+			t.Fatalf("fast=%v: %+v", fast, got)
+		}
+		if taken := f.g.fastCalls.Load() == 1; taken != fast {
+			t.Errorf("fast=%v: fast path taken %v", fast, taken)
+		}
+		if !f.g.settled.Load() {
+			t.Errorf("fast=%v: a client called a tool and the gateway did not settle its names", fast)
+		}
+	}
+}

@@ -559,6 +559,9 @@ func (g *Gateway) cancelFast(ds *downSession, body []byte) {
 // in rounds.
 func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSession, req *fastRequest, rt route) {
 	g.fastCalls.Add(1)
+	// A client has come, as serveTools marks on the go-sdk path: a
+	// 2026-07-28 client's first request may be this call.
+	g.settle()
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	out := &fastWriter{w: w, id: req.id, token: req.token, era: ds == nil}
