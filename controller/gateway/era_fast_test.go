@@ -188,6 +188,16 @@ func TestEraFastPathAsTheGoSDK(t *testing.T) {
 			body:   eraCall("a_echo", func(p, _ map[string]any) { p["arguments"] = map[string]any{"msg": strings.Repeat("x", 4<<20)} }),
 			status: http.StatusRequestEntityTooLarge},
 		{name: "a batch", body: "[" + eraCall("a_echo", nil) + "]", status: http.StatusBadRequest},
+		{name: "arguments nested past the go-sdk's depth limit (1000)",
+			body: eraCall("a_echo", func(p, _ map[string]any) {
+				p["arguments"] = map[string]any{"deep": json.RawMessage(strings.Repeat("[", 1000) + strings.Repeat("]", 1000))}
+			}),
+			status: http.StatusBadRequest},
+		{name: "arguments nested to the go-sdk's depth limit",
+			body: eraCall("a_echo", func(p, _ map[string]any) {
+				p["arguments"] = map[string]any{"deep": json.RawMessage(strings.Repeat("[", 997) + strings.Repeat("]", 997))}
+			}),
+			taken: true, status: http.StatusOK},
 		{name: "an unknown tool", body: eraCall("a_nope", nil), status: http.StatusBadRequest},
 	}
 	fixtures := [2]*fastFixture{newFastFixture(t, false, 0), newFastFixture(t, true, 0)}
