@@ -731,8 +731,10 @@ func resultJSON(res, serverInfo json.RawMessage) (json.RawMessage, error) {
 		switch {
 		case serverInfo == nil:
 			return res, nil
-		case len(head.Meta) == 0 && (resultType != nil || len(head.ResultType) > 0):
-			// The common case of the era: nothing to merge with.
+		case len(head.Meta) == 0 && string(head.ResultType) != "null":
+			// The common case of the era: nothing to merge with. (A
+			// null resultType is replaced below: prepended, it would
+			// leave the null after it, which a client reads last.)
 			first := make([]byte, 0, len(serverInfo)+80)
 			first = append(first, `"_meta":{"`+mcp.MetaKeyServerInfo+`":`...)
 			first = append(first, serverInfo...)
