@@ -333,3 +333,42 @@ func TestEraFastCallSettlesTheNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundStateCannotBeGuessed: a requestState names a call in flight,
+// and whoever presents it answers the backend's question and gets the
+// call's result: another client must not be able to name it from the
+// states it was given itself.
+func TestRoundStateCannotBeGuessed(t *testing.T) {
+	f := newFastFixture(t, true, 0)
+	var states []string
+	for range 2 {
+		got := eraPost(t, f.url, eraCall("a_roots", nil), nil, "")
+		var msg struct {
+			Result struct {
+				RequestState  string                     `json:"requestState"`
+				InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(got.Messages[strings.LastIndex(got.Messages, "\n")+1:]), &msg); err != nil || len(msg.Result.InputRequests) != 1 {
+			t.Fatalf("want a round's question: %+v", got)
+		}
+		state := msg.Result.RequestState
+		states = append(states, state)
+		// Answer it, so that the backend call ends.
+		for id := range msg.Result.InputRequests {
+			got = eraPost(t, f.url, eraCall("a_roots", func(p, _ map[string]any) {
+				p["requestState"] = state
+				p["inputResponses"] = map[string]any{id: map[string]any{"roots": []any{}}}
+			}), nil, "")
+		}
+		if got.Status != http.StatusOK || !strings.Contains(got.Messages, `roots: []`) {
+			t.Fatalf("the round's answer: %+v", got)
+		}
+	}
+	for _, s := range states {
+		secret, ok := strings.CutPrefix(s, roundStatePrefix)
+		if !ok || len(secret) < 26 || strings.Trim(secret, "0123456789") == "" {
+			t.Errorf("requestState %q: want the gateway's prefix and 128 random bits after it", s)
+		}
+	}
+}
