@@ -151,6 +151,9 @@ func TestEraFastPathAsTheGoSDK(t *testing.T) {
 		{name: "clientInfo not an object",
 			body:   eraCall("a_echo", func(_, m map[string]any) { m["io.modelcontextprotocol/clientInfo"] = "raw" }),
 			status: http.StatusBadRequest},
+		{name: "clientInfo null",
+			body:   eraCall("a_echo", func(_, m map[string]any) { m["io.modelcontextprotocol/clientInfo"] = nil }),
+			status: http.StatusBadRequest},
 		{name: "a logging level",
 			body:  eraCall("a_echo", func(_, m map[string]any) { m["io.modelcontextprotocol/logLevel"] = "debug" }),
 			taken: true, status: http.StatusOK},
@@ -185,6 +188,16 @@ func TestEraFastPathAsTheGoSDK(t *testing.T) {
 			body:   eraCall("a_echo", func(p, _ map[string]any) { p["arguments"] = map[string]any{"msg": strings.Repeat("x", 4<<20)} }),
 			status: http.StatusRequestEntityTooLarge},
 		{name: "a batch", body: "[" + eraCall("a_echo", nil) + "]", status: http.StatusBadRequest},
+		{name: "arguments nested past the go-sdk's depth limit (1000)",
+			body: eraCall("a_echo", func(p, _ map[string]any) {
+				p["arguments"] = map[string]any{"deep": json.RawMessage(strings.Repeat("[", 1000) + strings.Repeat("]", 1000))}
+			}),
+			status: http.StatusBadRequest},
+		{name: "arguments nested to the go-sdk's depth limit",
+			body: eraCall("a_echo", func(p, _ map[string]any) {
+				p["arguments"] = map[string]any{"deep": json.RawMessage(strings.Repeat("[", 997) + strings.Repeat("]", 997))}
+			}),
+			taken: true, status: http.StatusOK},
 		{name: "an unknown tool", body: eraCall("a_nope", nil), status: http.StatusBadRequest},
 	}
 	fixtures := [2]*fastFixture{newFastFixture(t, false, 0), newFastFixture(t, true, 0)}
@@ -295,5 +308,67 @@ func TestEraFastPathBehindTheToken(t *testing.T) {
 	}
 	if strings.Contains(got.Messages, token) {
 		t.Errorf("the token reached the answer: %s", got.Messages)
+	}
+}
+
+// TestEraFastCallSettlesTheNames: a 2026-07-28 client may call a tool
+// with no request before it (it knows the name from an earlier run), and
+// from that call on the names it may use are kept by whoever serves them
+// (settle), on either path: a connection that comes up later with the
+// same name must not take it over because the call went the fast way.
+func TestEraFastCallSettlesTheNames(t *testing.T) {
+	for _, fast := range []bool{false, true} {
+		f := newFastFixture(t, fast, 0)
+		if f.g.settled.Load() {
+			t.Fatalf("fast=%v: the gateway settled before any client came", fast)
+		}
+		if got := eraPost(t, f.url, eraCall("a_echo", nil), nil, ""); got.Status != http.StatusOK {
+			t.Fatalf("fast=%v: %+v", fast, got)
+		}
+		if taken := f.g.fastCalls.Load() == 1; taken != fast {
+			t.Errorf("fast=%v: fast path taken %v", fast, taken)
+		}
+		if !f.g.settled.Load() {
+			t.Errorf("fast=%v: a client called a tool and the gateway did not settle its names", fast)
+		}
+	}
+}
+
+// TestRoundStateCannotBeGuessed: a requestState names a call in flight,
+// and whoever presents it answers the backend's question and gets the
+// call's result: another client must not be able to name it from the
+// states it was given itself.
+func TestRoundStateCannotBeGuessed(t *testing.T) {
+	f := newFastFixture(t, true, 0)
+	var states []string
+	for range 2 {
+		got := eraPost(t, f.url, eraCall("a_roots", nil), nil, "")
+		var msg struct {
+			Result struct {
+				RequestState  string                     `json:"requestState"`
+				InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(got.Messages[strings.LastIndex(got.Messages, "\n")+1:]), &msg); err != nil || len(msg.Result.InputRequests) != 1 {
+			t.Fatalf("want a round's question: %+v", got)
+		}
+		state := msg.Result.RequestState
+		states = append(states, state)
+		// Answer it, so that the backend call ends.
+		for id := range msg.Result.InputRequests {
+			got = eraPost(t, f.url, eraCall("a_roots", func(p, _ map[string]any) {
+				p["requestState"] = state
+				p["inputResponses"] = map[string]any{id: map[string]any{"roots": []any{}}}
+			}), nil, "")
+		}
+		if got.Status != http.StatusOK || !strings.Contains(got.Messages, `roots: []`) {
+			t.Fatalf("the round's answer: %+v", got)
+		}
+	}
+	for _, s := range states {
+		secret, ok := strings.CutPrefix(s, roundStatePrefix)
+		if !ok || len(secret) < 26 || strings.Trim(secret, "0123456789") == "" {
+			t.Errorf("requestState %q: want the gateway's prefix and 128 random bits after it", s)
+		}
 	}
 }

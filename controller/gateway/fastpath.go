@@ -506,6 +506,9 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 	if ds == nil {
 		era = version
 	}
+	if !withinSDKDepth(body) {
+		return false // the go-sdk refuses it as malformed
+	}
 	req, ok := parseCall(body, era, &g.eraMemo)
 	if !ok {
 		return false
@@ -559,6 +562,9 @@ func (g *Gateway) cancelFast(ds *downSession, body []byte) {
 // in rounds.
 func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSession, req *fastRequest, rt route) {
 	g.fastCalls.Add(1)
+	// A client has come, as serveTools marks on the go-sdk path: a
+	// 2026-07-28 client's first request may be this call.
+	g.settle()
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	out := &fastWriter{w: w, id: req.id, token: req.token, era: ds == nil}
@@ -725,8 +731,10 @@ func resultJSON(res, serverInfo json.RawMessage) (json.RawMessage, error) {
 		switch {
 		case serverInfo == nil:
 			return res, nil
-		case len(head.Meta) == 0 && (resultType != nil || len(head.ResultType) > 0):
-			// The common case of the era: nothing to merge with.
+		case len(head.Meta) == 0 && string(head.ResultType) != "null":
+			// The common case of the era: nothing to merge with. (A
+			// null resultType is replaced below: prepended, it would
+			// leave the null after it, which a client reads last.)
 			first := make([]byte, 0, len(serverInfo)+80)
 			first = append(first, `"_meta":{"`+mcp.MetaKeyServerInfo+`":`...)
 			first = append(first, serverInfo...)

@@ -4,6 +4,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,7 +155,10 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 		return cr, nil, cr.sent
 	case a := <-cr.asks:
 		id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
-		state := roundStatePrefix + strconv.FormatUint(g.rounds.seq.Add(1), 10)
+		// Whoever presents the state answers the backend and gets the
+		// call's result: it must not be guessable from states of one's
+		// own, as a number in sequence was.
+		state := roundStatePrefix + rand.Text()
 		cr.mu.Lock()
 		cr.pending[id] = a
 		cr.log = nil
