@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -272,52 +273,59 @@ func TestSessionBoundToToken(t *testing.T) {
 }
 
 // TestCallsInFlightBounded: past --max-calls-in-flight a tools/call gets an
-// MCP error at once, on the fast path and through the go-sdk, and the calls
-// in flight are untouched.
+// MCP error at once, on the fast path and through the go-sdk, of a classic
+// session and of a 2026-07-28 client (whose calls run in rounds) alike, and
+// the calls in flight are untouched.
 func TestCallsInFlightBounded(t *testing.T) {
-	for _, fast := range []bool{true, false} {
-		t.Run(map[bool]string{true: "fast", false: "sdk"}[fast], func(t *testing.T) {
-			f := newFastFixture(t, fast, time.Minute)
-			f.g.calls.max = 2
-			d := f.dial(t, "")
-			ctx, cancel := context.WithCancel(context.Background())
-			held := make(chan error, 2)
-			for range 2 {
-				go func() { _, err := d.call(ctx, "a_hold", nil); held <- err }()
-				<-f.tb.entered
-			}
-			before := f.g.fastCalls.Load()
-			// Bounded only so that a broken limit fails instead of hanging.
-			cctx, ccancel := context.WithTimeout(context.Background(), waitTimeout)
-			_, err := d.call(cctx, "a_echo", map[string]any{"msg": "one too many"})
-			ccancel()
-			if msg := rpcMessage(err); !strings.Contains(msg, "--max-calls-in-flight") {
-				t.Errorf("a call past the bound: %v, want an MCP error naming --max-calls-in-flight", err)
-			}
-			if fast && f.g.fastCalls.Load() == before {
-				t.Errorf("the refused call did not take the fast path")
-			}
-			select {
-			case err := <-held:
-				t.Errorf("a call in flight ended: %v", err)
-			default:
-			}
-			cancel()
-			<-held
-			<-held
-			// The gateway hears of the cancellations a moment later.
-			deadline := time.Now().Add(waitTimeout)
-			for f.g.calls.n.Load() != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d calls still counted in flight after their callers went", f.g.calls.n.Load())
-				}
-				time.Sleep(time.Millisecond)
-			}
-			res, err := d.call(context.Background(), "a_echo", map[string]any{"msg": "again"})
-			if err != nil || res.IsError {
-				t.Errorf("a call once the others ended: %v", err)
-			}
-		})
+	for _, version := range []string{"", modernProtocol} {
+		for _, fast := range []bool{true, false} {
+			t.Run(cmp.Or(version, "classic")+"/"+map[bool]string{true: "fast", false: "sdk"}[fast], func(t *testing.T) {
+				callsInFlightBounded(t, fast, version)
+			})
+		}
+	}
+}
+
+func callsInFlightBounded(t *testing.T, fast bool, version string) {
+	f := newFastFixture(t, fast, time.Minute)
+	f.g.calls.max = 2
+	d := f.dial(t, version)
+	ctx, cancel := context.WithCancel(context.Background())
+	held := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := d.call(ctx, "a_hold", nil); held <- err }()
+		<-f.tb.entered
+	}
+	before := f.g.fastCalls.Load()
+	// Bounded only so that a broken limit fails instead of hanging.
+	cctx, ccancel := context.WithTimeout(context.Background(), waitTimeout)
+	_, err := d.call(cctx, "a_echo", map[string]any{"msg": "one too many"})
+	ccancel()
+	if msg := rpcMessage(err); !strings.Contains(msg, "--max-calls-in-flight") {
+		t.Errorf("a call past the bound: %v, want an MCP error naming --max-calls-in-flight", err)
+	}
+	if fast && f.g.fastCalls.Load() == before {
+		t.Errorf("the refused call did not take the fast path")
+	}
+	select {
+	case err := <-held:
+		t.Errorf("a call in flight ended: %v", err)
+	default:
+	}
+	cancel()
+	<-held
+	<-held
+	// The gateway hears of the cancellations a moment later.
+	deadline := time.Now().Add(waitTimeout)
+	for f.g.calls.n.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls still counted in flight after their callers went", f.g.calls.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	res, err := d.call(context.Background(), "a_echo", map[string]any{"msg": "again"})
+	if err != nil || res.IsError {
+		t.Errorf("a call once the others ended: %v", err)
 	}
 }
 
