@@ -33,8 +33,17 @@ func TestDeliveredCallIsNotSentAgain(t *testing.T) {
 		{"TypeScript SDK 400", "application/json", http.StatusBadRequest, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`},
 		{"spec 404", "text/plain; charset=utf-8", http.StatusNotFound, "session not found\n"},
 	} {
-		for _, fast := range []bool{true, false} {
-			t.Run(answer.name+"/"+map[bool]string{true: "fast", false: "sdk"}[fast], func(t *testing.T) {
+		for _, mode := range []struct {
+			fast, era bool
+		}{{true, false}, {false, false}, {true, true}, {false, true}} {
+			fast := mode.fast
+			name := map[bool]string{true: "fast", false: "sdk"}[fast]
+			if mode.era {
+				// A 2026-07-28 client's call runs in rounds (rounds.go),
+				// on either path: the same rule holds there.
+				name = "2026-07-28 " + name
+			}
+			t.Run(answer.name+"/"+name, func(t *testing.T) {
 				var execs atomic.Int32
 				var forgotten sync.Map
 				stop := make(chan struct{})
@@ -102,8 +111,18 @@ func TestDeliveredCallIsNotSentAgain(t *testing.T) {
 				g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
 				watch(s)
 				url, _ := serveOn(t, g, "127.0.0.1:0", "")
-				c := rawSession(t, g, url, "")
-				st, m := c.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p_work"}}`)
+				var st int
+				var m string
+				if mode.era {
+					a := eraPost(t, url, eraCall("p_work", nil), nil, "")
+					st, m = a.Status, a.Messages
+				} else {
+					c := rawSession(t, g, url, "")
+					st, m = c.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p_work"}}`)
+				}
+				if fast && g.fastCalls.Load() != 1 {
+					t.Errorf("the call took the go-sdk path, not the fast path")
+				}
 				t.Logf("fast=%v: %d %s; the tool ran %d times", fast, st, m, execs.Load())
 				// The backend's session id never reaches the caller.
 				if n := strings.Count(string(m), "session ID: "); n != strings.Count(string(m), "session ID: [redacted]") {
