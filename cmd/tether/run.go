@@ -658,7 +658,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		})
 	}
 
-	log.Info("tether starting", "version", version, "desired", o.desiredDesc(), "gateway", gatewayDesc(o), "metrics", o.metricsAddr)
+	log.Info("tether starting", "version", version, "desired", o.desiredDesc(), "gateway", gatewayDesc(o, gatewayLn), "metrics", metricsDesc(metricsLn))
 	err = ctrl.Run(ctx)
 	if files != nil {
 		// The final status, put off by the write interval, goes now.
@@ -764,16 +764,29 @@ func stateDirPath(stateDir, statusDir, dir string) string {
 	return filepath.Join(cmp.Or(statusDir, dir), state.DirName)
 }
 
-func gatewayDesc(o *runOptions) string {
+// gatewayDesc is the gateway as the start line names it: the address ln
+// is bound to (the port the kernel chose for --listen's port 0), not the
+// flag's text.
+func gatewayDesc(o *runOptions, ln net.Listener) string {
 	switch {
 	case o.stdio:
 		return "stdio"
-	case o.listen != "" && o.sse:
-		return "http://" + o.listen + gateway.Path + " and " + gateway.SSEPath
-	case o.listen != "":
-		return "http://" + o.listen + gateway.Path
+	case ln == nil:
+		return "off"
+	case o.sse:
+		return "http://" + ln.Addr().String() + gateway.Path + " and " + gateway.SSEPath
 	}
-	return "off"
+	return "http://" + ln.Addr().String() + gateway.Path
+}
+
+// metricsDesc is the metrics' address as the start line names it: "off"
+// when none is served (--metrics-addr empty, or a --stdio run's default
+// port in use).
+func metricsDesc(ln net.Listener) string {
+	if ln == nil {
+		return "off"
+	}
+	return ln.Addr().String()
 }
 
 // connectionLimit is --max-connections, lowered to half the process's
