@@ -460,10 +460,14 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	// the HTTP connection pool, tool definitions, the ledger, the sandbox
 	// defaults, the container runtime): one value, made once, in either mode.
 	var manifestRoot string
+	// The manifest source, once made: a connect takes the directories of
+	// its last listing (ManifestDirs) rather than list the tree again.
+	var fileSource *manifest.Source
 	if !o.kubernetes {
 		manifestRoot = absPath(o.dir)
 	}
-	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp, StateDir: statePath, Containers: containers, ManifestRoot: manifestRoot})
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp, StateDir: statePath, Containers: containers,
+		ManifestRoot: manifestRoot, ManifestDirs: func() []string { return fileSource.Dirs() }})
 	defer connector.Close()
 	subreaper := true
 	if err := connection.BecomeSubreaper(); err != nil {
@@ -498,7 +502,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		if err != nil {
 			log.Warn("looking for temporary status files a previous tether left", "err", err)
 		}
-		source = manifest.NewSource(manifest.SourceOptions{
+		fileSource = manifest.NewSource(manifest.SourceOptions{
 			Root:        o.dir,
 			Logger:      log,
 			Resync:      o.resync,
@@ -528,6 +532,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 				}
 			},
 		}, store)
+		source = fileSource
 	}
 	ctrl = controller.New(controller.Options{
 		Desired:         store,

@@ -349,7 +349,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	}
 	var conf *confinement
 	if policy := cmp.Or(st.Sandbox, s.conn.defaultSandbox); policy != nil {
-		if conf, env, err = confine(s.name, policy, s.conn.sandboxTemp, s.conn.stateDir, path, st.Command, st.Args, dir, manifestDir, manifestTree(s.conn.manifestRoot), env); err != nil {
+		if conf, env, err = confine(s.name, policy, s.conn.sandboxTemp, s.conn.stateDir, path, st.Command, st.Args, dir, manifestDir, s.conn.manifestTree(), env); err != nil {
 			return nil, err
 		}
 	}

@@ -30,6 +30,7 @@ type Connector struct {
 	sandboxTemp        string
 	stateDir           string
 	manifestRoot       string
+	manifestDirs       func() []string
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector
@@ -60,6 +61,13 @@ type ConnectorOptions struct {
 	// name, nor hold one: a manifest the server wrote there would run on
 	// the host, unconfined.
 	ManifestRoot string
+	// ManifestDirs, when set, returns the directories of the manifest tree
+	// as the manifest source last listed them (manifest.Source.Dirs): a
+	// connect then takes those instead of listing the tree at ManifestRoot
+	// itself, which costs every sandboxed connect a walk of the whole tree
+	// (about 2 ms at 1,000 manifests: seconds of a start of 1,000). A nil
+	// answer (no listing yet) lists the tree.
+	ManifestDirs func() []string
 }
 
 // NewConnector returns a Connector whose sessions share what o says and
@@ -81,6 +89,7 @@ func NewConnector(o ConnectorOptions) *Connector {
 		containers:     o.Containers,
 		stateDir:       o.StateDir,
 		manifestRoot:   o.ManifestRoot,
+		manifestDirs:   o.ManifestDirs,
 	}
 }
 

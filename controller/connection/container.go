@@ -527,7 +527,7 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 			return nil, err
 		}
 		if m.Writable {
-			if err := writesWhatTetherRuns(src, manifestDir, manifestTree(s.conn.manifestRoot)); err != nil {
+			if err := writesWhatTetherRuns(src, manifestDir, s.conn.manifestTree()); err != nil {
 				return nil, err
 			}
 		}

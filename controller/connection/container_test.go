@@ -323,6 +323,37 @@ func TestContainerArgsRefuseWritingTheManifestTree(t *testing.T) {
 	}
 }
 
+// TestContainerArgsTakeTheSourcesListing: with ManifestDirs (tether run:
+// the manifest source's last listing), a connect takes the directories
+// that listing found, relative ones made absolute, instead of walking the
+// tree again: a directory the listing has is refused even where a walk of
+// the root now would not find it.
+func TestContainerArgsTakeTheSourcesListing(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "manifests")
+	for _, d := range []string{tree, filepath.Join(root, "listed"), filepath.Join(root, "elsewhere")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(root)
+	rt := &ContainerRuntime{Name: "docker", Path: "/usr/bin/docker"}
+	s := &Session{name: "box", conn: &Connector{containers: rt, manifestRoot: tree,
+		manifestDirs: func() []string { return []string{"manifests", "listed"} }}}
+	ct := &container{rt: rt, name: "tether-box-1"}
+	mount := func(src string) error {
+		c := &spec.ContainerSpec{Image: "srv:1", Mounts: []spec.Mount{{Source: src, Target: "/m", Writable: true}}}
+		_, err := s.containerArgs(context.Background(), ct, c, tree, false, false)
+		return err
+	}
+	if err := mount(filepath.Join(root, "listed")); !inManifestTree(err) {
+		t.Errorf("writable mount of a directory the source listed: %v, want it refused as in the manifest tree", err)
+	}
+	if err := mount(filepath.Join(root, "elsewhere")); err != nil {
+		t.Errorf("writable mount beside the tree: %v", err)
+	}
+}
+
 // inManifestTree reports whether err refuses a path as (in, or holding, a
 // directory of) the manifest tree.
 func inManifestTree(err error) bool {

@@ -3,6 +3,7 @@ package connection
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/tether-mcp/tether/controller/manifest"
@@ -120,6 +121,26 @@ func protected(self, manifestDir, stateDir string, tree []string) []sandbox.Prot
 		p = append(p, sandbox.Protected{Path: d, What: "the manifest tree tether watches", Tree: true})
 	}
 	return p
+}
+
+// manifestTree is the directories tether reads manifests from: the
+// source's last listing (ManifestDirs) when there is one, else the tree at
+// the manifest root, listed now.
+func (c *Connector) manifestTree() []string {
+	if c.manifestDirs != nil {
+		if d := c.manifestDirs(); d != nil {
+			// As listed from a root given relative (--dir .), relative.
+			abs := make([]string, len(d))
+			for i, dir := range d {
+				if a, err := filepath.Abs(dir); err == nil {
+					dir = a
+				}
+				abs[i] = dir
+			}
+			return abs
+		}
+	}
+	return manifestTree(c.manifestRoot)
 }
 
 // manifestTree lists the directories tether reads manifests from, now:

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -90,6 +91,8 @@ type Source struct {
 	opts    SourceOptions
 	desired *desired.Store
 	log     *slog.Logger
+	// dirs is lastDirs, for other goroutines (Dirs).
+	dirs atomic.Pointer[[]string]
 
 	// owned by the Run goroutine
 	cache     map[string]cachedFile
@@ -411,6 +414,7 @@ func (s *Source) sync() ([]string, error) {
 		}
 	}
 	s.lastDirs = tree.Dirs
+	s.dirs.Store(&tree.Dirs)
 	for path := range s.cache {
 		if !seen[path] {
 			delete(s.cache, path)
@@ -552,6 +556,22 @@ func (s *Source) files() map[string]bool {
 		files[f] = true
 	}
 	return files
+}
+
+// Dirs returns the directories the last listing read manifests from:
+// every directory of the tree, and those its symbolic links name. It is
+// nil before the first listing, and for a nil Source; safe to call from
+// any goroutine. Sandbox grants and container mounts may not write there
+// (controller/connection): they take the source's listing rather than
+// list the tree once more at every connect.
+func (s *Source) Dirs() []string {
+	if s == nil {
+		return nil
+	}
+	if d := s.dirs.Load(); d != nil {
+		return *d
+	}
+	return nil
 }
 
 // releaseSaves ends the hold on saving last valid specs, saving what the

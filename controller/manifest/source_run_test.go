@@ -309,3 +309,48 @@ func TestRunSaveAfter(t *testing.T) {
 		}
 	})
 }
+
+// TestRunDirs: Dirs is nil before the first listing (and for no Source),
+// then the directories that listing read manifests from, symlinked ones'
+// targets among them (controller/connection protects them from sandbox
+// and container writes).
+func TestRunDirs(t *testing.T) {
+	if d := (*Source)(nil).Dirs(); d != nil {
+		t.Errorf("a nil Source's Dirs = %q", d)
+	}
+	root, outside := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "team"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "linked")); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	src := NewSource(SourceOptions{Root: root, Resync: time.Hour}, desired.NewStore())
+	if d := src.Dirs(); d != nil {
+		t.Errorf("Dirs before the first listing = %q", d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Run still makes its first listing
+	if err := src.Run(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := src.Dirs()
+	for _, want := range []string{root, filepath.Join(root, "team"), outside} {
+		found := false
+		for _, d := range got {
+			if a, b := evalOrSelf(d), evalOrSelf(want); a == b {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("Dirs = %q, want %s among them", got, want)
+		}
+	}
+}
+
+func evalOrSelf(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
