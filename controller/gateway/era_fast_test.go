@@ -8,10 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -370,5 +372,52 @@ func TestRoundStateCannotBeGuessed(t *testing.T) {
 		if !ok || len(secret) < 26 || strings.Trim(secret, "0123456789") == "" {
 			t.Errorf("requestState %q: want the gateway's prefix and 128 random bits after it", s)
 		}
+	}
+}
+
+// TestEraFastCallInFlightAnsweredAtShutdown: at shutdown a 2026-07-28
+// call in flight on the fast path, whose backend call runs in rounds
+// beside the client's request, gets its answer (the error of its backend's
+// end, as the controller closes every backend on the same signal) before
+// the gateway stops. It has no session for the shutdown to end, so the
+// drain of the POSTs in flight (g.posts) is not what keeps it: nothing but
+// its backend's end may end it while net/http's Shutdown waits for its
+// connection.
+func TestEraFastCallInFlightAnsweredAtShutdown(t *testing.T) {
+	f := newFastFixture(t, true, time.Minute)
+	g := New(Options{Logger: testLogger(t), ShutdownTimeout: 30 * time.Second})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: f.sess, CallTimeout: time.Minute})
+	url, stop := serveOn(t, g, "127.0.0.1:0", "")
+	answered := make(chan eraAnswer, 1)
+	go func() { answered <- eraPost(t, url, eraCall("a_hold", nil), nil, "") }()
+	select {
+	case <-f.tb.entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the call never reached the backend")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	addr := strings.TrimPrefix(strings.TrimSuffix(url, Path), "http://")
+	waitFor(t, "shutdown to begin (the listener closed)", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	_ = f.sess.Close() // what the controller does with every backend
+	select {
+	case a := <-answered:
+		if a.Status != http.StatusOK || !strings.Contains(a.Messages, `"error"`) || !strings.Contains(a.Messages, `"id":7`) {
+			t.Errorf("the call in flight at shutdown was answered %d %s, want its JSON-RPC error", a.Status, a.Messages)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the call in flight at shutdown got no answer")
+	}
+	if n := g.fastCalls.Load(); n != 1 {
+		t.Errorf("%d calls on the fast path, want 1", n)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve returned %v", err)
 	}
 }
