@@ -140,3 +140,105 @@ func TestDeliveredCallIsNotSentAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestLostSessionCallIsSentAgain: a call whose POST the backend refuses as
+// of a session it lost (it restarted between two health checks) never
+// reached it: the gateway lets the session go, brings the connection back
+// and sends the call once more, on the fast path and through the go-sdk,
+// for a classic session and a 2026-07-28 client alike (docs/reliability.md
+// S24). tether run's TestCallSurvivesBackendRestart, whose clients all
+// take the fast path now, no longer reaches the go-sdk path's resend.
+func TestLostSessionCallIsSentAgain(t *testing.T) {
+	for _, mode := range []struct {
+		fast, era bool
+	}{{true, false}, {false, false}, {true, true}, {false, true}} {
+		name := map[bool]string{true: "fast", false: "sdk"}[mode.fast]
+		if mode.era {
+			name = "2026-07-28 " + name
+		}
+		t.Run(name, func(t *testing.T) {
+			var execs atomic.Int32
+			var seen, forgotten sync.Map
+			srv := mcp.NewServer(&mcp.Implementation{Name: "restarts", Version: "1"}, nil)
+			srv.AddTool(&mcp.Tool{Name: "work", InputSchema: json.RawMessage(`{"type":"object"}`)},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					execs.Add(1)
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+				})
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+			bs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+					if _, ok := forgotten.Load(sid); ok {
+						http.Error(w, "session not found", http.StatusNotFound)
+						return
+					}
+					seen.Store(sid, true)
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(bs.Close)
+			connect := func(ctx context.Context) (*connection.Session, error) {
+				s, err := connection.Connect(ctx, connection.Request{Name: "p", Spec: &spec.Spec{HTTP: &spec.HTTPSpec{URL: bs.URL}}})
+				if err == nil {
+					t.Cleanup(func() { s.Close() })
+				}
+				return s, err
+			}
+			var g *Gateway
+			watch := func(s *connection.Session) {
+				go func() {
+					<-s.Done()
+					g.SetUnavailable("p", "p", "session lost")
+				}()
+			}
+			// Wake connects as the supervisor does, in a context of its
+			// own: a request's carries the go-sdk server's values (a
+			// 2026-07-28 request's protocol version), which its client
+			// would take for its own.
+			g = New(Options{Logger: testLogger(t), Wake: func(context.Context, string) error {
+				cctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+				defer cancel()
+				s, err := connect(cctx)
+				if err != nil {
+					return err
+				}
+				g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
+				watch(s)
+				return nil
+			}})
+			g.noFastPath.Store(!mode.fast)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			s, err := connect(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
+			watch(s)
+			url, _ := serveOn(t, g, "127.0.0.1:0", "")
+			var c *rawClient
+			if !mode.era {
+				c = rawSession(t, g, url, "")
+			}
+			// The backend restarts: tether's session is gone there.
+			seen.Range(func(sid, _ any) bool { forgotten.Store(sid, true); return true })
+			var st int
+			var m string
+			if mode.era {
+				a := eraPost(t, url, eraCall("p_work", nil), nil, "")
+				st, m = a.Status, a.Messages
+			} else {
+				st, m = c.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p_work"}}`)
+			}
+			if st != http.StatusOK || !strings.Contains(m, `"text":"done"`) {
+				t.Errorf("the call after the restart: %d %s, want the tool's answer", st, m)
+			}
+			if n := execs.Load(); n != 1 {
+				t.Errorf("the tool ran %d times, want once", n)
+			}
+			if got := g.fastCalls.Load(); (got == 1) != mode.fast {
+				t.Errorf("%d calls on the fast path (fast %v)", got, mode.fast)
+			}
+		})
+	}
+}
