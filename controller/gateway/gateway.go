@@ -454,6 +454,7 @@ func New(opts Options) *Gateway {
 	g.sse.max, g.sse.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
 	g.sseInFlight.max = int64(opts.MaxConnections)
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
+	g.rounds.max = opts.MaxCallsInFlight
 	g.relaysOut.max = maxRelaysOut
 	g.routes.Store(&routeTable{})
 	g.cat.Store(&catTable{})

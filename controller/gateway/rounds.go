@@ -58,6 +58,11 @@ type callRound struct {
 	// or when that request takes no log messages).
 	log     func(*mcp.LoggingMessageParams)
 	pending map[string]*roundAsk
+
+	// parked: the call waits for its client's next round, and so holds
+	// none of --max-calls-in-flight's slots but one of rounds.parked
+	// (guarded by rounds.mu).
+	parked bool
 }
 
 // result is the call's result as the go-sdk path answers it, whichever
@@ -77,13 +82,30 @@ func (cr *callRound) result() (*mcp.CallToolResult, error) {
 // roundAsk is one backend request waiting for the client's answer.
 type roundAsk struct {
 	params mcp.InputRequest
-	answer chan mcp.InputResponse
+	answer chan mcp.InputResponse // closed unanswered when refused
+	// refused is the backend's answer when the question is not handed
+	// to the client (the bound on parked calls).
+	refused error
 }
 
 type rounds struct {
-	mu  sync.Mutex
-	m   map[string]*callRound
-	seq atomic.Uint64
+	mu sync.Mutex
+	m  map[string]*callRound
+	// parked counts the calls waiting for their client's next round:
+	// between rounds a call holds no slot of --max-calls-in-flight, yet
+	// its backend call runs on, so these are bounded by the same number
+	// (max) of their own (docs/contract.md, Limits).
+	parked, max int
+	seq         atomic.Uint64
+}
+
+// unpark is called, under rounds.mu, when cr stops waiting for its
+// client: its round came, or its backend call ended.
+func (r *rounds) unpark(cr *callRound) {
+	if cr.parked {
+		cr.parked = false
+		r.parked--
+	}
 }
 
 // roundsClient reports whether a client session speaks the protocol where
@@ -121,6 +143,9 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 		g.rounds.mu.Lock()
 		cr = g.rounds.m[p.RequestState]
 		delete(g.rounds.m, p.RequestState)
+		if cr != nil {
+			g.rounds.unpark(cr)
+		}
 		g.rounds.mu.Unlock()
 		if cr == nil {
 			return nil, nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
@@ -150,42 +175,58 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 	cr.mu.Lock()
 	cr.log = log
 	cr.mu.Unlock()
-	select {
-	case <-cr.done:
-		return cr, nil, cr.sent
-	case a := <-cr.asks:
-		id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
-		// Whoever presents the state answers the backend and gets the
-		// call's result: it must not be guessable from states of one's
-		// own, as a number in sequence was.
-		state := roundStatePrefix + rand.Text()
-		cr.mu.Lock()
-		cr.pending[id] = a
-		cr.log = nil
-		cr.mu.Unlock()
-		g.rounds.mu.Lock()
-		if g.rounds.m == nil {
-			g.rounds.m = map[string]*callRound{}
-		}
-		g.rounds.m[state] = cr
-		g.rounds.mu.Unlock()
-		go func() { // forget the state a while after the call ended
-			<-cr.done
-			time.AfterFunc(roundResultKept, func() {
-				g.rounds.mu.Lock()
-				delete(g.rounds.m, state)
+	for {
+		select {
+		case <-cr.done:
+			return cr, nil, cr.sent
+		case a := <-cr.asks:
+			// Whoever presents the state answers the backend and gets the
+			// call's result: it must not be guessable from states of one's
+			// own, as a number in sequence was.
+			state := roundStatePrefix + rand.Text()
+			g.rounds.mu.Lock()
+			if g.rounds.parked >= g.rounds.max {
+				// At the bound: the backend's question is refused, and
+				// the call goes on (it ends with what the backend makes
+				// of that) without leaving this request.
 				g.rounds.mu.Unlock()
-			})
-		}()
-		res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
-		return cr, res, sent{t: t, answered: err == nil, err: err}
-	case <-ctx.Done():
-		cr.mu.Lock()
-		cr.log = nil
-		cr.mu.Unlock()
-		cr.cancel()
-		<-cr.done
-		return cr, nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
+				a.refused = fmt.Errorf("tether: %d calls already wait for their clients' answers (--max-calls-in-flight); this question was not sent to the client", g.rounds.max)
+				close(a.answer)
+				continue
+			}
+			if g.rounds.m == nil {
+				g.rounds.m = map[string]*callRound{}
+			}
+			g.rounds.m[state] = cr
+			cr.parked = true
+			g.rounds.parked++
+			g.rounds.mu.Unlock()
+			id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
+			cr.mu.Lock()
+			cr.pending[id] = a
+			cr.log = nil
+			cr.mu.Unlock()
+			go func() { // forget the state a while after the call ended
+				<-cr.done
+				g.rounds.mu.Lock()
+				g.rounds.unpark(cr)
+				g.rounds.mu.Unlock()
+				time.AfterFunc(roundResultKept, func() {
+					g.rounds.mu.Lock()
+					delete(g.rounds.m, state)
+					g.rounds.mu.Unlock()
+				})
+			}()
+			res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
+			return cr, res, sent{t: t, answered: err == nil, err: err}
+		case <-ctx.Done():
+			cr.mu.Lock()
+			cr.log = nil
+			cr.mu.Unlock()
+			cr.cancel()
+			<-cr.done
+			return cr, nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
+		}
 	}
 }
 
@@ -288,7 +329,10 @@ func askRound[R mcp.InputResponse](ctx context.Context, cr *callRound, ir mcp.In
 		return zero, ctx.Err()
 	}
 	select {
-	case resp := <-a.answer:
+	case resp, ok := <-a.answer:
+		if !ok {
+			return zero, a.refused
+		}
 		if r, ok := resp.(R); ok {
 			return r, nil
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,4 +116,88 @@ func TestRoundAnsweredAfterTheCallEnded(t *testing.T) {
 	rc.cs.Close()
 	cancel()
 	<-served
+}
+
+// TestParkedCallsBounded: between rounds a 2026-07-28 call holds no slot
+// of --max-calls-in-flight while its backend call runs on; such parked
+// calls are bounded by the same number. Past it, the backend's question is
+// refused (it says so) and the call ends with what the backend makes of
+// that; once a parked call's round came, a new one may park again.
+func TestParkedCallsBounded(t *testing.T) {
+	f := newFastFixture(t, true, 0)
+	f.g.rounds.mu.Lock()
+	f.g.rounds.max = 1
+	f.g.rounds.mu.Unlock()
+	question := func(got eraAnswer) (state, id string) {
+		t.Helper()
+		var msg struct {
+			Result struct {
+				RequestState  string                     `json:"requestState"`
+				InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			} `json:"result"`
+		}
+		_ = json.Unmarshal([]byte(got.Messages[strings.LastIndex(got.Messages, "\n")+1:]), &msg)
+		for id := range msg.Result.InputRequests {
+			return msg.Result.RequestState, id
+		}
+		return "", ""
+	}
+	first, firstID := question(eraPost(t, f.url, eraCall("a_roots", nil), nil, ""))
+	if first == "" {
+		t.Fatal("the first call was not asked the backend's question")
+	}
+	got := eraPost(t, f.url, eraCall("a_roots", nil), nil, "")
+	if state, _ := question(got); state != "" || !strings.Contains(got.Messages, "--max-calls-in-flight") {
+		t.Fatalf("a second call while one is parked at a bound of 1: %+v; want the question refused, naming the flag", got)
+	}
+	got = eraPost(t, f.url, eraCall("a_roots", func(p, _ map[string]any) {
+		p["requestState"] = first
+		p["inputResponses"] = map[string]any{firstID: map[string]any{"roots": []any{}}}
+	}), nil, "")
+	if !strings.Contains(got.Messages, "roots: []") {
+		t.Fatalf("the parked call's next round: %+v", got)
+	}
+	third, _ := question(eraPost(t, f.url, eraCall("a_roots", nil), nil, ""))
+	if third == "" {
+		t.Fatal("a call after the parked one's round was not asked: its place was not given back")
+	}
+
+	// A round that answers nothing the backend waits for: the call is no
+	// longer parked (a request serves it again), though it goes on.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url, strings.NewReader(eraCall("a_roots", func(p, _ map[string]any) {
+		p["requestState"] = third
+		p["inputResponses"] = map[string]any{"r-none": map[string]any{"roots": []any{}}}
+	})))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(protocolVersionHeader, modernProtocol)
+	req.Header.Set(methodHeader, methodCallTool)
+	req.Header.Set(nameHeader, "a_roots")
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		f.g.rounds.mu.Lock()
+		n := f.g.rounds.parked
+		f.g.rounds.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a resumed call still counts as parked (%d)", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if state, _ := question(eraPost(t, f.url, eraCall("a_roots", nil), nil, "")); state == "" {
+		t.Error("a call while the only parked one is being served again was not asked")
+	}
+	cancel()
+	<-resumed
 }
