@@ -55,3 +55,20 @@ func TestPickWraps(t *testing.T) {
 		t.Fatalf("after the wrap: port %d outside [%d, %d)", b, low, high)
 	}
 }
+
+func TestPickGoesUpFromWhereItIs(t *testing.T) {
+	mu.Lock()
+	next = low + 100
+	mu.Unlock()
+	prev := 0
+	for range 20 {
+		p, err := Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p <= prev || p < low+100 || p >= low+200 {
+			t.Fatalf("port %d after %d: want the ports above %d, going up", p, prev, low+100)
+		}
+		prev = p
+	}
+}
