@@ -740,8 +740,9 @@ func RemoveLeftoverContainers(ctx context.Context, rt *ContainerRuntime, log *sl
 		// No container was started on this state directory since the
 		// last search (no mark, no secrets directory): nothing to look
 		// for, and no runtime command to run at every start of a tether
-		// that has no container servers.
-		if entries, err := os.ReadDir(rt.Dir); err == nil && len(entries) == 0 {
+		// that has no container servers. The directory is made by the
+		// first container start (markUsed): missing, it is empty.
+		if entries, err := os.ReadDir(rt.Dir); err == nil && len(entries) == 0 || errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 	}
@@ -810,6 +811,9 @@ func (rt *ContainerRuntime) markUsed() {
 		return
 	}
 	now := time.Now()
+	// The state directory makes its subdirectories when it first writes
+	// to them: the first container may come before.
+	_ = os.MkdirAll(rt.Dir, 0o700)
 	p := filepath.Join(rt.Dir, usedMark)
 	if err := os.Chtimes(p, now, now); err != nil {
 		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {

@@ -421,15 +421,23 @@ func TestLeftoverSearchOnlyAfterContainers(t *testing.T) {
 	script := filepath.Join(dir, "docker")
 	writeScript(t, script, "#!/bin/sh\necho \"$*\" >> "+calls+"\n")
 	containers := filepath.Join(dir, "containers")
-	if err := os.Mkdir(containers, 0o700); err != nil {
-		t.Fatal(err)
-	}
 	rt := &ContainerRuntime{Name: "docker", Path: script, Dir: containers, Owner: "0123", Started: time.Now().Add(time.Hour)}
 	log := slog.New(slog.DiscardHandler)
 
+	// A state directory that never had a container: no containers/ yet.
+	RemoveLeftoverContainers(context.Background(), rt, log)
+	if b, err := os.ReadFile(calls); err == nil {
+		t.Fatalf("the runtime ran with no containers directory: %q", b)
+	}
+	if err := os.Mkdir(containers, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	RemoveLeftoverContainers(context.Background(), rt, log)
 	if b, err := os.ReadFile(calls); err == nil {
 		t.Fatalf("the runtime ran with no container ever started here: %q", b)
+	}
+	if err := os.Remove(containers); err != nil {
+		t.Fatal(err)
 	}
 
 	rt.markUsed()
