@@ -404,10 +404,16 @@ func TestGatewayStdioMode(t *testing.T) {
 // that is in use still ends the run.
 func TestGatewayStdioModeWithTheDefaultMetricsPortTaken(t *testing.T) {
 	bin := builtBinaries(t)
-	// In use, whoever holds it: the test, or a tether running on this host.
-	if l, err := net.Listen("tcp", "127.0.0.1:9464"); err == nil {
-		defer l.Close()
-	}
+	// Held by the test for as long as it runs: another test's stdio
+	// tether may hold it a moment (tether setup's entry sets no
+	// --metrics-addr), and could let it go while this one starts.
+	var held net.Listener
+	waitUntil(t, "127.0.0.1:9464 to be free for the test to hold", func() bool {
+		l, err := net.Listen("tcp", "127.0.0.1:9464")
+		held = l
+		return err == nil
+	})
+	defer held.Close()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "ex.yaml"), stdioManifest("ex", filepath.Join(bin, "tether-example-server"), nil, ""))
 	cmd := exec.Command(filepath.Join(bin, "tether"), "run", "--stdio", "--dir", dir)
@@ -427,7 +433,7 @@ func TestGatewayStdioModeWithTheDefaultMetricsPortTaken(t *testing.T) {
 
 	ectx, ecancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ecancel()
-	explicit := exec.CommandContext(ectx, filepath.Join(bin, "tether"), "run", "--stdio", "--dir", t.TempDir(), "--metrics-addr", "127.0.0.1:9464")
+	explicit := exec.CommandContext(ectx, filepath.Join(bin, "tether"), "run", "--stdio", "--dir", t.TempDir(), "--metrics-addr", held.Addr().String())
 	// A client that stays: stdin open until the test ends, so that only
 	// the metrics listener can end the run.
 	stdinR, stdinW, err := os.Pipe()
