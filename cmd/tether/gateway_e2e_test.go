@@ -407,12 +407,13 @@ func TestGatewayStdioModeWithTheDefaultMetricsPortTaken(t *testing.T) {
 	// Held by the test for as long as it runs: another test's stdio
 	// tether may hold it a moment (tether setup's entry sets no
 	// --metrics-addr), and could let it go while this one starts.
-	var held net.Listener
-	waitUntil(t, "127.0.0.1:9464 to be free for the test to hold", func() bool {
-		l, err := net.Listen("tcp", "127.0.0.1:9464")
-		held = l
-		return err == nil
-	})
+	held, err := net.Listen("tcp", "127.0.0.1:9464")
+	for deadline := time.Now().Add(20 * time.Second); err != nil; held, err = net.Listen("tcp", "127.0.0.1:9464") {
+		if time.Now().After(deadline) {
+			t.Fatalf("127.0.0.1:9464 is not free for the test to hold: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	defer held.Close()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "ex.yaml"), stdioManifest("ex", filepath.Join(bin, "tether-example-server"), nil, ""))
