@@ -76,41 +76,9 @@ func TestDeliveredCallIsNotSentAgain(t *testing.T) {
 					h.ServeHTTP(w, r)
 				}))
 				t.Cleanup(bs.Close)
-				connect := func(ctx context.Context) (*connection.Session, error) {
-					s, err := connection.Connect(ctx, connection.Request{Name: "p", Spec: &spec.Spec{HTTP: &spec.HTTPSpec{URL: bs.URL}}})
-					if err == nil {
-						t.Cleanup(func() { s.Close() })
-					}
-					return s, err
-				}
-				var g *Gateway
-				// What the supervisor does: a session that ends leaves the
-				// gateway; Wake brings a new one.
-				watch := func(s *connection.Session) {
-					go func() {
-						<-s.Done()
-						g.SetUnavailable("p", "p", "session lost")
-					}()
-				}
-				g = New(Options{Logger: testLogger(t), Wake: func(ctx context.Context, name string) error {
-					s, err := connect(ctx)
-					if err != nil {
-						return err
-					}
-					g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
-					watch(s)
-					return nil
-				}})
-				g.noFastPath.Store(!fast)
+				g, url := wakingGateway(t, bs.URL, fast)
 				ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 				defer cancel()
-				s, err := connect(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
-				watch(s)
-				url, _ := serveOn(t, g, "127.0.0.1:0", "")
 				var st int
 				var m string
 				if mode.era {
@@ -177,45 +145,9 @@ func TestLostSessionCallIsSentAgain(t *testing.T) {
 				h.ServeHTTP(w, r)
 			}))
 			t.Cleanup(bs.Close)
-			connect := func(ctx context.Context) (*connection.Session, error) {
-				s, err := connection.Connect(ctx, connection.Request{Name: "p", Spec: &spec.Spec{HTTP: &spec.HTTPSpec{URL: bs.URL}}})
-				if err == nil {
-					t.Cleanup(func() { s.Close() })
-				}
-				return s, err
-			}
-			var g *Gateway
-			watch := func(s *connection.Session) {
-				go func() {
-					<-s.Done()
-					g.SetUnavailable("p", "p", "session lost")
-				}()
-			}
-			// Wake connects as the supervisor does, in a context of its
-			// own: a request's carries the go-sdk server's values (a
-			// 2026-07-28 request's protocol version), which its client
-			// would take for its own.
-			g = New(Options{Logger: testLogger(t), Wake: func(context.Context, string) error {
-				cctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-				defer cancel()
-				s, err := connect(cctx)
-				if err != nil {
-					return err
-				}
-				g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
-				watch(s)
-				return nil
-			}})
-			g.noFastPath.Store(!mode.fast)
+			g, url := wakingGateway(t, bs.URL, mode.fast)
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer cancel()
-			s, err := connect(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
-			watch(s)
-			url, _ := serveOn(t, g, "127.0.0.1:0", "")
 			var c *rawClient
 			if !mode.era {
 				c = rawSession(t, g, url, "")
@@ -241,4 +173,49 @@ func TestLostSessionCallIsSentAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wakingGateway serves a gateway whose one connection, p (prefix p), is the
+// backend at backendURL, kept as the supervisor keeps it: a session that
+// ends leaves the gateway, and Wake connects a new one in a context of its
+// own (a request's carries the go-sdk server's values, such as a
+// 2026-07-28 request's protocol version, which its client would take for
+// its own). It returns the gateway and its URL.
+func wakingGateway(t *testing.T, backendURL string, fast bool) (*Gateway, string) {
+	t.Helper()
+	connect := func(ctx context.Context) (*connection.Session, error) {
+		s, err := connection.Connect(ctx, connection.Request{Name: "p", Spec: &spec.Spec{HTTP: &spec.HTTPSpec{URL: backendURL}}})
+		if err == nil {
+			t.Cleanup(func() { s.Close() })
+		}
+		return s, err
+	}
+	var g *Gateway
+	expose := func(s *connection.Session) {
+		g.Set(Connection{Name: "p", Prefix: "p", Backend: s})
+		go func() {
+			<-s.Done()
+			g.SetUnavailable("p", "p", "session lost")
+		}()
+	}
+	g = New(Options{Logger: testLogger(t), Wake: func(context.Context, string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		s, err := connect(ctx)
+		if err != nil {
+			return err
+		}
+		expose(s)
+		return nil
+	}})
+	g.noFastPath.Store(!fast)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	s, err := connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expose(s)
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	return g, url
 }
