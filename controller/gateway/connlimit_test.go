@@ -223,13 +223,7 @@ func TestConnLimiterSparesAClientBetweenRequests(t *testing.T) {
 	if _, err := sending.Read(make([]byte, 4)); err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []*limitedConn{longIdle, stream, justIdle, sending} {
-		c, victim, ok := l.admit(pipeConn(t))
-		if !ok || victim != want {
-			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
-		}
-		c.enter(connServing)
-	}
+	wantShed(t, l, longIdle, stream, justIdle, sending)
 }
 
 // TestConnLimiterShedsATricklingIdleConnection: the grace of an idle
@@ -248,13 +242,7 @@ func TestConnLimiterShedsATricklingIdleConnection(t *testing.T) {
 	if _, err := trickling.Read(make([]byte, 4)); err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []*limitedConn{trickling, stream} {
-		c, victim, ok := l.admit(pipeConn(t))
-		if !ok || victim != want {
-			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
-		}
-		c.enter(connServing)
-	}
+	wantShed(t, l, trickling, stream)
 }
 
 // TestConnLimiterSparesANewConnection: a connection accepted a moment ago
@@ -271,13 +259,7 @@ func TestConnLimiterSparesANewConnection(t *testing.T) {
 	stalled := held(t, l, connWaiting, old.Add(time.Minute))
 	trickling := held(t, l, connBody, old)
 	trickling.since.Store(time.Now().UnixNano()) // a byte just arrived
-	for i, want := range []*limitedConn{stalled, trickling, stream, fresh} {
-		c, victim, ok := l.admit(pipeConn(t))
-		if !ok || victim != want {
-			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, want)
-		}
-		c.enter(connServing)
-	}
+	wantShed(t, l, stalled, trickling, stream, fresh)
 }
 
 // TestConnLimiterSparesFewAtWork: the grace of connections taken for
@@ -358,5 +340,18 @@ func TestConnLimiterShedIsFinal(t *testing.T) {
 	b := &deadlineBody{ReadCloser: io.NopCloser(strings.NewReader("{}")), ctx: ctx, method: http.MethodPost}
 	if _, err := io.ReadAll(b); err != errConnShed {
 		t.Fatalf("reading a body on a shed connection: %v, want errConnShed", err)
+	}
+}
+
+// wantShed admits one new connection at a time at l's bound, each going on
+// to serve, and requires each admission to shed the next of want, in order.
+func wantShed(t *testing.T, l *connLimiter, want ...*limitedConn) {
+	t.Helper()
+	for i, w := range want {
+		c, victim, ok := l.admit(pipeConn(t))
+		if !ok || victim != w {
+			t.Fatalf("admission %d at the bound shed %p (ok=%v), want %p", i, victim, ok, w)
+		}
+		c.enter(connServing)
 	}
 }
