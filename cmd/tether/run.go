@@ -769,19 +769,24 @@ func stateDirPath(stateDir, statusDir, dir string) string {
 	return filepath.Join(cmp.Or(statusDir, dir), state.DirName)
 }
 
-// gatewayDesc is the gateway as the start line names it: the address ln
-// is bound to (the port the kernel chose for --listen's port 0), not the
-// flag's text.
+// gatewayDesc is the gateway as the start line names it: the URL of the
+// address ln is bound to (gatewayURL, as the owner record names it), not
+// the flag's text.
 func gatewayDesc(o *runOptions, ln net.Listener) string {
-	switch {
-	case o.stdio:
+	if o.stdio {
 		return "stdio"
-	case ln == nil:
-		return "off"
-	case o.sse:
-		return "http://" + ln.Addr().String() + gateway.Path + " and " + gateway.SSEPath
 	}
-	return "http://" + ln.Addr().String() + gateway.Path
+	if ln == nil {
+		return "off"
+	}
+	tcp, ok := ln.Addr().(*net.TCPAddr)
+	if !ok { // a gateway listener is TCP
+		return "http://" + ln.Addr().String() + gateway.Path
+	}
+	if o.sse {
+		return gatewayURL(tcp) + " and " + gateway.SSEPath
+	}
+	return gatewayURL(tcp)
 }
 
 // metricsDesc is the metrics' address as the start line names it: "off"
