@@ -131,7 +131,7 @@ func (ds *downSession) cancel(key string) bool {
 type downSessions struct {
 	mu sync.Mutex
 	m  map[string]*downSession
-	// wg counts the goroutines that wait for a session to end; Serve waits
+	// wg counts the goroutines that wait for a session to end; ServeListener waits
 	// for them after it closed the sessions.
 	wg sync.WaitGroup
 }

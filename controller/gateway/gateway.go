@@ -167,7 +167,7 @@ type Options struct {
 	MaxTemplatesPerPrefix int
 	// MaxRequestBodyBytes bounds an HTTP request body; 0 means 4 MiB.
 	MaxRequestBodyBytes int64
-	// ShutdownTimeout bounds the graceful part of Serve's shutdown; 0 means 5s.
+	// ShutdownTimeout bounds the graceful part of ServeListener's shutdown; 0 means 5s.
 	ShutdownTimeout time.Duration
 	// SessionTimeout closes an HTTP session idle that long (no request in
 	// flight); its client must initialize again, as MCP clients do on 404.

@@ -16,7 +16,7 @@ import (
 	"github.com/tether-mcp/tether/controller/boundedfile"
 )
 
-// Path is where Serve mounts the MCP endpoint.
+// Path is where ServeListener mounts the MCP endpoint.
 const Path = "/mcp"
 
 // Handler returns the streamable HTTP handler of the shared server, stateful
@@ -25,24 +25,15 @@ const Path = "/mcp"
 // on for loopback and request bodies bounded, and the fast path for
 // tools/call in front (fastpath.go). It does no authentication, and
 // checks no Origin and admits no sessions, connections or bodies against
-// their limits (admit.go): Serve adds those.
+// their limits (admit.go): ServeListener adds those.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
-// Serve listens on addr and serves the gateway at /mcp until ctx is done,
-// then shuts down within Options.ShutdownTimeout. A non-loopback addr (which
-// includes an empty host, i.e. every interface) is refused unless
-// authTokenFile names a file holding a bearer token; with a token file, every
-// request must carry "Authorization: Bearer <token>".
-func (g *Gateway) Serve(ctx context.Context, addr, authTokenFile string) error {
-	ln, err := Listen(ctx, addr, authTokenFile)
-	if err != nil {
-		return err
-	}
-	return g.ServeListener(ctx, ln, authTokenFile)
-}
-
-// Listen makes Serve's checks (a non-loopback addr needs a token file, and
-// the file must hold a token) and binds addr, for ServeListener. A caller
+// Listen binds addr for ServeListener, which serves the gateway at /mcp
+// until ctx is done, then shuts down within Options.ShutdownTimeout. A
+// non-loopback addr (which includes an empty host, i.e. every interface)
+// is refused unless authTokenFile names a file holding a bearer token;
+// with a token file, every request must carry "Authorization: Bearer
+// <token>". A caller
 // that binds first knows the gateway accepts before it starts anything
 // else: tether run writes no status, and starts no server, before its
 // gateway listens, and an address in use fails the run before either.
@@ -84,9 +75,9 @@ func (g *Gateway) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) error {
 	return g.serveTransport(ctx, &mcp.IOTransport{Reader: rwc, Writer: rwc}, "bridge")
 }
 
-// ServeListener is Serve on a listener the caller opened (tests, socket
-// activation, port 0). It closes ln. The loopback rule applies to the
-// address ln is bound to.
+// ServeListener serves the gateway on ln (Listen's, or one the caller
+// opened: tests, socket activation) until ctx is done. It closes ln. The
+// loopback rule applies to the address ln is bound to.
 func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener, authTokenFile string) error {
 	var token *bearerToken
 	if authTokenFile != "" {

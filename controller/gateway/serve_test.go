@@ -116,9 +116,12 @@ func TestNonLoopbackNeedsToken(t *testing.T) {
 		{addr: "0.0.0.0:0", token: writeToken(t, "s3cret")},
 	}
 	for _, tt := range tests {
-		// A refused Serve returns at once; an allowed one serves until ctx ends.
+		// A refused Listen returns at once; an allowed one serves until ctx ends.
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := g.Serve(ctx, tt.addr, tt.token)
+		ln, err := Listen(ctx, tt.addr, tt.token)
+		if err == nil {
+			err = g.ServeListener(ctx, ln, tt.token)
+		}
 		cancel()
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("Serve(%q, token %v) = %v, want error containing %q", tt.addr, tt.token != "", err, tt.wantErr)

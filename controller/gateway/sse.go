@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// SSEPath is where Serve mounts the legacy HTTP+SSE endpoint (protocol
+// SSEPath is where ServeListener mounts the legacy HTTP+SSE endpoint (protocol
 // 2024-11-05) when Options.SSE is set: a GET opens a session's event
 // stream, whose first event names the URL its client POSTs messages to
 // (SSEPath?sessionid=…).

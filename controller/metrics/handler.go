@@ -13,7 +13,7 @@ import (
 	"github.com/tether-mcp/tether/controller/httpguard"
 )
 
-// shutdownBound bounds the graceful part of Serve's shutdown: a scrape
+// shutdownBound bounds the graceful part of ServeListener's shutdown: a scrape
 // takes milliseconds, so anything still open after this is a stuck client.
 const shutdownBound = 5 * time.Second
 
@@ -54,18 +54,6 @@ func plain(w http.ResponseWriter, code int, body string) {
 	fmt.Fprintln(w, body)
 }
 
-// Serve listens on addr and serves h until ctx is done, then shuts down,
-// giving open requests a bounded time to finish. It returns nil after a
-// shutdown caused by ctx, or the error that stopped it (e.g. the address is
-// in use) at once.
-func Serve(ctx context.Context, addr string, h http.Handler) error {
-	ln, err := Listen(ctx, addr)
-	if err != nil {
-		return err
-	}
-	return ServeListener(ctx, ln, h)
-}
-
 // Listen binds addr for ServeListener: a caller that binds first knows
 // /readyz answers before it starts anything else, and learns of an address
 // in use before it starts anything at all.
@@ -78,13 +66,11 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// ServeListener is Serve on a listener the caller bound (Listen). It
+// ServeListener serves h on ln (Listen) until ctx is done, then shuts
+// down, giving open requests a bounded time to finish. It returns nil after
+// a shutdown caused by ctx, or the error that stopped it at once. It
 // closes ln.
 func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
-	return serve(ctx, ln, h)
-}
-
-func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -57,11 +57,15 @@ func TestServeStopsWhenContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close() // Serve must listen itself; the port was free a moment ago.
+	ln.Close() // Listen must bind it itself; the port was free a moment ago.
 
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, addr, New("test").Handler(nil, httpguard.Origins{})) }()
+	bound, err := Listen(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { served <- ServeListener(ctx, bound, New("test").Handler(nil, httpguard.Origins{})) }()
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -74,14 +78,17 @@ func TestServeStopsWhenContextEnds(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Serve never answered on %s: %v", addr, err)
+			t.Fatalf("ServeListener never answered on %s: %v", addr, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	// A second Serve on the same address fails at once.
-	if err := Serve(context.Background(), addr, http.NotFoundHandler()); err == nil || !strings.Contains(err.Error(), "address already in use") {
-		t.Errorf("Serve on a busy address: %v, want address already in use", err)
+	// A second Listen on the same address fails at once.
+	if ln, err := Listen(context.Background(), addr); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		if ln != nil {
+			ln.Close()
+		}
+		t.Errorf("Listen on a busy address: %v, want address already in use", err)
 	}
 
 	cancel()

@@ -41,7 +41,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, ln, m.Handler(nil, httpguard.Origins{})) }()
+	go func() { served <- ServeListener(ctx, ln, m.Handler(nil, httpguard.Origins{})) }()
 	defer func() {
 		cancel()
 		if err := <-served; err != nil {
