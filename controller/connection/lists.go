@@ -88,25 +88,33 @@ func (it *internTable) digest(tools []*mcp.Tool) (sum [sha256.Size]byte, bindsHe
 	return sum, bindsHeaders, nil
 }
 
-// maxToolPages bounds the pages of one tools/list: a server whose cursors
-// never end must not hold a connect or refresh forever.
-const maxToolPages = 1000
+// maxListPages bounds the pages of one list: a server whose cursors never
+// end must not hold a connect or refresh forever.
+const maxListPages = 1000
 
-// listToolsRaw lists every tool through the go-sdk's sending handler beneath
-// its client: the go-sdk's ListTools re-decodes each tool's schema to
-// validate x-mcp-header annotations (a fresh 32 KiB decode buffer per tool),
-// which at 1,000 connections was a sixth of everything tether allocated
-// while starting. refreshTools lists through the go-sdk when a tool has such
-// annotations. It returns nil, nil when it cannot list this way (no request
-// _meta captured yet on a 2026-07-28 session).
+// listToolsRaw lists every tool beneath the go-sdk's client: as bytes
+// beside it where the session can carry raw requests (listPages), else
+// through its sending handler beneath its list cache. The go-sdk's ListTools
+// re-decodes each tool's schema to validate x-mcp-header annotations (a
+// fresh 32 KiB decode buffer per tool), which at 1,000 connections was a
+// sixth of everything tether allocated while starting; refreshTools lists
+// through the go-sdk when a tool has such annotations. It returns nil, nil
+// when it cannot list this way (no request _meta captured yet on a
+// 2026-07-28 session).
 func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
+	if tools, ok, err := listPages[mcp.Tool](ctx, s, "tools/list", "tools", 0); ok {
+		if tools == nil && err == nil {
+			tools = []*mcp.Tool{}
+		}
+		return tools, err
+	}
 	meta, ok := s.requestMeta()
 	if !ok || s.rawSend == nil {
 		return nil, nil
 	}
 	tools := []*mcp.Tool{}
 	cursor := ""
-	for range maxToolPages {
+	for range maxListPages {
 		p := &mcp.ListToolsParams{Cursor: cursor}
 		if meta != nil {
 			p.Meta = maps.Clone(meta)
@@ -132,7 +140,54 @@ func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
 		}
 		cursor = lr.NextCursor
 	}
-	return nil, fmt.Errorf("more than %d pages", maxToolPages)
+	return nil, fmt.Errorf("more than %d pages", maxListPages)
+}
+
+// listPages lists every entry of a list method as bytes beside the go-sdk
+// (raw.go), following cursors, on a session that can carry raw requests:
+// through the go-sdk, each of the connect's four lists decoded three
+// messages with a fresh 32 KiB buffer each, most of what tether allocated
+// while 1,000 connections started. key is the result's field that holds
+// the entries; a null entry is no entry, as the go-sdk's ListTools has it.
+// maxItems bounds the entries (0: no bound). ok is false when the session
+// cannot carry raw requests: the caller lists through the go-sdk.
+func listPages[E any](ctx context.Context, s *Session, method, key string, maxItems int) (out []*E, ok bool, err error) {
+	cursor := ""
+	for range maxListPages {
+		res, ok, err := s.rawList(ctx, method, cursor)
+		if !ok || err != nil {
+			return nil, ok, err
+		}
+		var page map[string]json.RawMessage
+		var items []*E
+		if err := json.Unmarshal(res, &page); err != nil {
+			return nil, true, fmt.Errorf("invalid result: %w", err)
+		}
+		if raw := page[key]; raw != nil {
+			if err := json.Unmarshal(raw, &items); err != nil {
+				return nil, true, fmt.Errorf("invalid result: %s: %w", key, err)
+			}
+		}
+		for _, it := range items {
+			if it == nil {
+				continue
+			}
+			if maxItems > 0 && len(out) >= maxItems {
+				return nil, true, fmt.Errorf("more than %d entries", maxItems)
+			}
+			out = append(out, it)
+		}
+		cursor = ""
+		if raw := page["nextCursor"]; raw != nil {
+			if err := json.Unmarshal(raw, &cursor); err != nil {
+				return nil, true, fmt.Errorf("invalid result: nextCursor: %w", err)
+			}
+		}
+		if cursor == "" {
+			return out, true, nil
+		}
+	}
+	return nil, true, fmt.Errorf("more than %d pages", maxListPages)
 }
 
 // requestMeta is the _meta of a request sent beneath the go-sdk's client:

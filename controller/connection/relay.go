@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -92,7 +93,7 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	var lists []func(context.Context) error
 	if caps.Prompts != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
-			if next.prompts, err = listAll(s.cs.Prompts(ctx, nil)); err != nil {
+			if next.prompts, err = catalogList(ctx, s, "prompts/list", "prompts", s.cs.Prompts); err != nil {
 				return refused("prompts/list", err)
 			}
 			return nil
@@ -100,12 +101,12 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	}
 	if caps.Resources != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
-			if next.resources, err = listAll(s.cs.Resources(ctx, nil)); err != nil {
+			if next.resources, err = catalogList(ctx, s, "resources/list", "resources", s.cs.Resources); err != nil {
 				return refused("resources/list", err)
 			}
 			return nil
 		}, func(ctx context.Context) (err error) {
-			if next.templates, err = listAll(s.cs.ResourceTemplates(ctx, nil)); err != nil {
+			if next.templates, err = catalogList(ctx, s, "resources/templates/list", "resourceTemplates", s.cs.ResourceTemplates); err != nil {
 				return refused("resources/templates/list", err)
 			}
 			return nil
@@ -126,9 +127,15 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	return true, nil
 }
 
-func listAll[T any](seq func(func(T, error) bool)) ([]T, error) {
-	var out []T
-	for v, err := range seq {
+// catalogList lists every entry of method: beside the go-sdk where the
+// session can carry raw requests (listPages), else through its iterator.
+func catalogList[E, P any](ctx context.Context, s *Session, method, key string, iterate func(context.Context, P) iter.Seq2[*E, error]) ([]*E, error) {
+	if out, ok, err := listPages[E](ctx, s, method, key, maxCatalogItems); ok {
+		return out, err
+	}
+	var out []*E
+	var none P
+	for v, err := range iterate(ctx, none) {
 		if err != nil {
 			return nil, err
 		}
