@@ -236,3 +236,48 @@ func TestListPagesCancelled(t *testing.T) {
 		t.Errorf("the server was told %d times that %s was cancelled, want once", n, id.ID)
 	}
 }
+
+// A 2026-07-28 session lists through the go-sdk, which adds each request's
+// _meta (SEP-2575), also when its server gave it a session id: sent as
+// bytes, the lists lacked that _meta and the server refused them, failing
+// the connect.
+func TestListPagesNotOn2026Sessions(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sessions-2026", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	srv.AddPrompt(&mcp.Prompt{Name: "p"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
+	})
+	// Stateless: the go-sdk negotiates 2026-07-28 (server/discover) there;
+	// the session id is the server's own.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	var mu sync.Mutex
+	var raw []string
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"id":"tether-list-`)) {
+			mu.Lock()
+			raw = append(raw, string(body))
+			mu.Unlock()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		w.Header().Set("Mcp-Session-Id", "s-2026")
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 || s.cs.ID() == "" {
+		t.Fatalf("negotiated %s with session id %q: want %s with one", v, s.cs.ID(), protocol2026)
+	}
+	if len(s.Tools()) != 1 || len(s.Prompts()) != 1 {
+		t.Errorf("listed %d tools and %d prompts, want one each", len(s.Tools()), len(s.Prompts()))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(raw) != 0 {
+		t.Errorf("lists sent as bytes on a 2026-07-28 session: %q", raw)
+	}
+}

@@ -596,10 +596,13 @@ func (s *Session) sendRaw(ctx context.Context, msg []byte) {
 // rawList sends one page of a list request (tools/list and the catalog's
 // lists) beside the go-sdk, on a streamable session, and returns the result
 // as the server sent it. Cancelling ctx before the answer tells the server.
-// ok is false when the session cannot carry raw requests.
+// ok is false when the session cannot carry raw requests, and on a
+// 2026-07-28 session, even one whose server gave it a session id: a request
+// there carries the per-request _meta (SEP-2575), which the go-sdk adds
+// (requestMeta), and its server refuses a list without it.
 func (s *Session) rawList(ctx context.Context, method, cursor string) (result json.RawMessage, ok bool, err error) {
 	version, ok := s.RawProtocolVersion()
-	if !ok {
+	if !ok || s.newProtocol() {
 		return nil, false, nil
 	}
 	id := "tether-list-" + strconv.FormatUint(rawSeq.Add(1), 10)
