@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 )
 
 // listServer is a go-sdk server whose list answers come from pages: the
@@ -176,6 +178,10 @@ func TestListPagesRefuseBadAnswers(t *testing.T) {
 	}{
 		{"not an object", func(m, _ string) (string, bool) { return `[1]`, m == "tools/list" }, "invalid result"},
 		{"tools not a list", func(m, _ string) (string, bool) { return `{"tools":5}`, m == "tools/list" }, "invalid result: tools"},
+		{"nested deeper than the go-sdk reads", func(m, _ string) (string, bool) {
+			deep := strings.Repeat(`{"items":`, wire.SDKMaxDepth) + `{}` + strings.Repeat(`}`, wire.SDKMaxDepth)
+			return `{"tools":[{"name":"a","inputSchema":{"type":"object","properties":{"x":` + deep + `}}}]}`, m == "tools/list"
+		}, fmt.Sprintf("nested deeper than %d levels", wire.SDKMaxDepth)},
 		{"cursor not a string", func(m, _ string) (string, bool) { return `{"tools":[],"nextCursor":5}`, m == "tools/list" }, "invalid result: nextCursor"},
 		{"endless cursors", func(m, c string) (string, bool) {
 			return `{"tools":[],"nextCursor":"` + c + `x"}`, m == "tools/list"

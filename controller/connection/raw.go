@@ -458,6 +458,12 @@ func (x *rawExchange) readEvents(ctx context.Context, body io.Reader) (result js
 
 // handle routes one message the server sent on the call's stream.
 func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, error) {
+	// What the go-sdk's client would refuse to decode is refused here too:
+	// a tool list nested deeper, taken in, would be served to every client
+	// of the gateway, and a go-sdk client refuses the whole tools/list.
+	if !wire.WithinSDKDepth(msg) {
+		return nil, fmt.Errorf("%s: failed to decode event: JSON nested deeper than %d levels", x.method, wire.SDKMaxDepth)
+	}
 	var m rawMessage
 	if err := json.Unmarshal(msg, &m); err != nil {
 		return nil, fmt.Errorf("%s: failed to decode event: %w", x.method, err)

@@ -506,7 +506,7 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 	if ds == nil {
 		era = version
 	}
-	if !withinSDKDepth(body) {
+	if !wire.WithinSDKDepth(body) {
 		return false // the go-sdk refuses it as malformed
 	}
 	req, ok := parseCall(body, era, &g.eraMemo)

@@ -32,7 +32,7 @@ import (
 //   - the fast path's view of the go-sdk handler: the header checks it
 //     makes of a POST (fastHeaders) and its session idle timer, which only
 //     POSTs it sees restart (idleTimerAllows); its bound on how deep a
-//     body's JSON nests (withinSDKDepth); for a 2026-07-28 call, the HTTP
+//     body's JSON nests (wire.WithinSDKDepth); for a 2026-07-28 call, the HTTP
 //     status of an error (eraErrorStatus).
 
 // A request the gateway relays to a client for one of its calls (sampling,
@@ -406,44 +406,4 @@ func eraErrorStatus(code int64) int {
 		return http.StatusBadRequest
 	}
 	return 0
-}
-
-// sdkMaxDepth is how deep the go-sdk lets a message's JSON nest (its
-// internal json package's defaultMaxDepth): past it, it answers the POST
-// 400 as malformed. encoding/json, which the fast path parses with, allows
-// ten times as deep.
-const sdkMaxDepth = 1000
-
-// withinSDKDepth reports whether body nests no deeper than the go-sdk
-// reads, counted as the go-sdk counts (objects and arrays, outside
-// strings): a body it refuses must not reach a backend by the fast path.
-func withinSDKDepth(body []byte) bool {
-	depth := 0
-	inString, escaped := false, false
-	for _, b := range body {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case b == '\\':
-				escaped = true
-			case b == '"':
-				inString = false
-			}
-			continue
-		}
-		switch b {
-		case '"':
-			inString = true
-		case '{', '[':
-			if depth++; depth > sdkMaxDepth {
-				return false
-			}
-		case '}', ']':
-			if depth > 0 {
-				depth--
-			}
-		}
-	}
-	return true
 }

@@ -416,24 +416,3 @@ func TestGoSDKIdleTimerRestartsOnPOST(t *testing.T) {
 		t.Fatal("the go-sdk never closed a session left idle past its SessionTimeout: its idle timer is gone, and the fast path's rule with it")
 	}
 }
-
-// TestWithinSDKDepth: the fast path's bound on nesting is the go-sdk's,
-// counted alike (brackets in strings, escaped quotes among them, do not
-// count).
-func TestWithinSDKDepth(t *testing.T) {
-	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
-	for _, tc := range []struct {
-		body string
-		ok   bool
-	}{
-		{nest(sdkMaxDepth), true},
-		{nest(sdkMaxDepth + 1), false},
-		{`{"a":"` + strings.Repeat("[", 2*sdkMaxDepth) + `"}`, true},
-		{`{"a":"\"` + strings.Repeat("{", 2*sdkMaxDepth) + `"}`, true},
-		{`{"a":"\\"` + nest(sdkMaxDepth) + `}`, false},
-	} {
-		if got := withinSDKDepth([]byte(tc.body)); got != tc.ok {
-			t.Errorf("withinSDKDepth(%.40q…) = %v, want %v", tc.body, got, tc.ok)
-		}
-	}
-}
