@@ -51,12 +51,15 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 		// Parameters bound to HTTP headers (2026-07-28): the go-sdk
 		// validates them and keeps the list for CallTool, which sets the
 		// headers from it. So list through the go-sdk.
-		tools = tools[:0]
-		for t, err := range s.cs.Tools(callCtx, nil) {
+		tools, err = listPages(callCtx, 0, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+			r, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 			if err != nil {
-				return false, s.callErr("tools/list", ctx, err)
+				return nil, "", err
 			}
-			tools = append(tools, t)
+			return r.Tools, r.NextCursor, nil
+		})
+		if err != nil {
+			return false, s.callErr("tools/list", ctx, err)
 		}
 		if sum, _, err = s.conn.tools.digest(tools); err != nil {
 			return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
@@ -93,8 +96,8 @@ func (it *internTable) digest(tools []*mcp.Tool) (sum [sha256.Size]byte, bindsHe
 const maxListPages = 1000
 
 // listToolsRaw lists every tool beneath the go-sdk's client: as bytes
-// beside it where the session can carry raw requests (listPages), else
-// through its sending handler beneath its list cache. The go-sdk's ListTools
+// beside it where the session can carry raw lists (rawPage), else through
+// its sending handler beneath its list cache. The go-sdk's ListTools
 // re-decodes each tool's schema to validate x-mcp-header annotations (a
 // fresh 32 KiB decode buffer per tool), which at 1,000 connections was a
 // sixth of everything tether allocated while starting; refreshTools lists
@@ -102,92 +105,96 @@ const maxListPages = 1000
 // when it cannot list this way (no request _meta captured yet on a
 // 2026-07-28 session).
 func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
-	if tools, ok, err := listPages[mcp.Tool](ctx, s, "tools/list", "tools", 0); ok {
-		if tools == nil && err == nil {
-			tools = []*mcp.Tool{}
+	page := rawPage[mcp.Tool](s, "tools/list", "tools")
+	if !s.listsRaw() {
+		meta, ok := s.requestMeta()
+		if !ok || s.rawSend == nil {
+			return nil, nil
 		}
-		return tools, err
-	}
-	meta, ok := s.requestMeta()
-	if !ok || s.rawSend == nil {
-		return nil, nil
-	}
-	tools := []*mcp.Tool{}
-	cursor := ""
-	for range maxListPages {
-		p := &mcp.ListToolsParams{Cursor: cursor}
-		if meta != nil {
-			p.Meta = maps.Clone(meta)
-		}
-		res, err := s.rawSend(ctx, "tools/list", &mcp.ClientRequest[*mcp.ListToolsParams]{Session: s.cs, Params: p})
-		if err != nil {
-			return nil, err
-		}
-		lr, ok := res.(*mcp.ListToolsResult)
-		if !ok || lr == nil {
-			return nil, fmt.Errorf("unexpected result %T", res)
-		}
-		for _, t := range lr.Tools {
-			// A null entry is no tool: the go-sdk's ListTools drops it too,
-			// and tether cannot call ListTools here (see above: it
-			// re-decodes every schema), so it keeps the same rule.
-			if t != nil {
-				tools = append(tools, t)
+		page = func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+			p := &mcp.ListToolsParams{Cursor: cursor}
+			if meta != nil {
+				p.Meta = maps.Clone(meta)
 			}
+			res, err := s.rawSend(ctx, "tools/list", &mcp.ClientRequest[*mcp.ListToolsParams]{Session: s.cs, Params: p})
+			if err != nil {
+				return nil, "", err
+			}
+			lr, ok := res.(*mcp.ListToolsResult)
+			if !ok || lr == nil {
+				return nil, "", fmt.Errorf("unexpected result %T", res)
+			}
+			return lr.Tools, lr.NextCursor, nil
 		}
-		if lr.NextCursor == "" {
-			return tools, nil
-		}
-		cursor = lr.NextCursor
 	}
-	return nil, fmt.Errorf("more than %d pages", maxListPages)
+	tools, err := listPages(ctx, 0, page)
+	if tools == nil && err == nil {
+		tools = []*mcp.Tool{}
+	}
+	return tools, err
 }
 
-// listPages lists every entry of a list method as bytes beside the go-sdk
-// (raw.go), following cursors, on a session that can carry raw requests:
-// through the go-sdk, each of the connect's four lists decoded three
-// messages with a fresh 32 KiB buffer each, most of what tether allocated
-// while 1,000 connections started. key is the result's field that holds
-// the entries; a null entry is no entry, as the go-sdk's ListTools has it.
-// maxItems bounds the entries (0: no bound). ok is false when the session
-// cannot carry raw requests: the caller lists through the go-sdk.
-func listPages[E any](ctx context.Context, s *Session, method, key string, maxItems int) (out []*E, ok bool, err error) {
+// listPages lists every entry of a list, one page a request (page),
+// following cursors: at most maxListPages pages, and maxItems entries (0:
+// no bound). A null entry is no entry, as the go-sdk's ListTools has it,
+// for every list and whichever way it is sent.
+func listPages[E any](ctx context.Context, maxItems int, page func(ctx context.Context, cursor string) (items []*E, next string, err error)) ([]*E, error) {
+	var out []*E
 	cursor := ""
 	for range maxListPages {
-		res, ok, err := s.rawList(ctx, method, cursor)
-		if !ok || err != nil {
-			return nil, ok, err
-		}
-		var page map[string]json.RawMessage
-		var items []*E
-		if err := json.Unmarshal(res, &page); err != nil {
-			return nil, true, fmt.Errorf("invalid result: %w", err)
-		}
-		if raw := page[key]; raw != nil {
-			if err := json.Unmarshal(raw, &items); err != nil {
-				return nil, true, fmt.Errorf("invalid result: %s: %w", key, err)
-			}
+		items, next, err := page(ctx, cursor)
+		if err != nil {
+			return nil, err
 		}
 		for _, it := range items {
 			if it == nil {
 				continue
 			}
 			if maxItems > 0 && len(out) >= maxItems {
-				return nil, true, fmt.Errorf("more than %d entries", maxItems)
+				return nil, fmt.Errorf("more than %d entries", maxItems)
 			}
 			out = append(out, it)
 		}
-		cursor = ""
-		if raw := page["nextCursor"]; raw != nil {
-			if err := json.Unmarshal(raw, &cursor); err != nil {
-				return nil, true, fmt.Errorf("invalid result: nextCursor: %w", err)
+		if next == "" {
+			return out, nil
+		}
+		cursor = next
+	}
+	return nil, fmt.Errorf("more than %d pages", maxListPages)
+}
+
+// rawPage is the page of a list method sent as bytes beside the go-sdk
+// (rawList), decoded with encoding/json: through the go-sdk, each of the
+// connect's four lists decoded three messages with a fresh 32 KiB buffer
+// each, most of what tether allocated while 1,000 connections started. key
+// is the result's field that holds the entries. Use it where listsRaw.
+func rawPage[E any](s *Session, method, key string) func(ctx context.Context, cursor string) ([]*E, string, error) {
+	return func(ctx context.Context, cursor string) ([]*E, string, error) {
+		res, ok, err := s.rawList(ctx, method, cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		if !ok {
+			return nil, "", fmt.Errorf("%s: the session cannot carry raw requests", method)
+		}
+		var page map[string]json.RawMessage
+		var items []*E
+		if err := json.Unmarshal(res, &page); err != nil {
+			return nil, "", fmt.Errorf("invalid result: %w", err)
+		}
+		if raw := page[key]; raw != nil {
+			if err := json.Unmarshal(raw, &items); err != nil {
+				return nil, "", fmt.Errorf("invalid result: %s: %w", key, err)
 			}
 		}
-		if cursor == "" {
-			return out, true, nil
+		next := ""
+		if raw := page["nextCursor"]; raw != nil {
+			if err := json.Unmarshal(raw, &next); err != nil {
+				return nil, "", fmt.Errorf("invalid result: nextCursor: %w", err)
+			}
 		}
+		return items, next, nil
 	}
-	return nil, true, fmt.Errorf("more than %d pages", maxListPages)
 }
 
 // requestMeta is the _meta of a request sent beneath the go-sdk's client:

@@ -111,7 +111,7 @@ func connectErr(t *testing.T, url string) error {
 }
 
 // On a streamable session, the lists are sent beside the go-sdk
-// (listPages), and they follow every cursor to the end, dropping null
+// (rawPage), and they follow every cursor to the end, dropping null
 // entries, for tools and the catalog alike.
 func TestListPagesBesideTheGoSDK(t *testing.T) {
 	ls := newListServer(t, func(method, cursor string) (string, bool) {
@@ -285,5 +285,61 @@ func TestListPagesNotOn2026Sessions(t *testing.T) {
 	defer mu.Unlock()
 	if len(raw) != 0 {
 		t.Errorf("lists sent as bytes on a 2026-07-28 session: %q", raw)
+	}
+}
+
+// Where the lists go through the go-sdk (here stdio), they keep the bounds
+// and the null rule of the lists sent as bytes: a null entry is no entry,
+// and a list whose cursors never end fails at maxListPages pages rather
+// than holding the connect until its deadline.
+func TestListPagesThroughTheGoSDK(t *testing.T) {
+	for _, tc := range []struct {
+		name, resources string
+		want            string // "" for a connect that succeeds
+	}{
+		{"null entries", `{"resources":[null,{"name":"r","uri":"file:///r"}]}`, ""},
+		{"endless cursors", `{"resources":[],"nextCursor":"again"}`, fmt.Sprintf("more than %d pages", maxListPages)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A stdio server in sh: the answer to each request by its method.
+			script := `while IFS= read -r line; do
+  case "$line" in *'"id":'*) ;; *) continue ;; esac
+  id=${line#*'"id":'}; id=${id%%[!0-9]*}
+  case "$line" in
+  *'"method":"initialize"'*) r='{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"prompts":{},"resources":{}},"serverInfo":{"name":"pages","version":"1"}}' ;;
+  *'"method":"tools/list"'*) r='{"tools":[null,{"name":"t","inputSchema":{"type":"object"}}]}' ;;
+  *'"method":"prompts/list"'*) r='{"prompts":[{"name":"p"},null]}' ;;
+  *'"method":"resources/list"'*) r='` + tc.resources + `' ;;
+  *) r='{}' ;;
+  esac
+  printf '{"jsonrpc":"2.0","id":%s,"result":%s}\n' "$id" "$r"
+done`
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := Connect(ctx, Request{Name: "pages", Spec: shSpec(script), Logger: testLogger(t)})
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Connect: %v, want an error with %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			var names []string
+			for _, tl := range s.Tools() {
+				names = append(names, tl.Name)
+			}
+			for _, p := range s.Prompts() {
+				names = append(names, p.Name)
+			}
+			for _, r := range s.Resources() {
+				names = append(names, r.Name)
+			}
+			if got, want := strings.Join(names, " "), "t p r"; got != want {
+				t.Errorf("listed %q, want %q", got, want)
+			}
+		})
 	}
 }

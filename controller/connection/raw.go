@@ -599,13 +599,20 @@ func (s *Session) sendRaw(ctx context.Context, msg []byte) {
 	resp.Body.Close()
 }
 
-// rawList sends one page of a list request (tools/list and the catalog's
-// lists) beside the go-sdk, on a streamable session, and returns the result
-// as the server sent it. Cancelling ctx before the answer tells the server.
-// ok is false when the session cannot carry raw requests, and on a
-// 2026-07-28 session, even one whose server gave it a session id: a request
+// listsRaw reports whether rawList can be used on the session: a
+// streamable session with a session id (RawProtocolVersion), but not a
+// 2026-07-28 one, even when its server gave it a session id: a request
 // there carries the per-request _meta (SEP-2575), which the go-sdk adds
 // (requestMeta), and its server refuses a list without it.
+func (s *Session) listsRaw() bool {
+	_, ok := s.RawProtocolVersion()
+	return ok && !s.newProtocol()
+}
+
+// rawList sends one page of a list request (tools/list and the catalog's
+// lists) beside the go-sdk, on a session where listsRaw, and returns the
+// result as the server sent it. Cancelling ctx before the answer tells the
+// server. ok is false when the session cannot carry raw lists.
 func (s *Session) rawList(ctx context.Context, method, cursor string) (result json.RawMessage, ok bool, err error) {
 	version, ok := s.RawProtocolVersion()
 	if !ok || s.newProtocol() {

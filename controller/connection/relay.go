@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -93,7 +92,13 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	var lists []func(context.Context) error
 	if caps.Prompts != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
-			if next.prompts, err = catalogList(ctx, s, "prompts/list", "prompts", s.cs.Prompts); err != nil {
+			if next.prompts, err = catalogList(ctx, s, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
+				r, err := s.cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				return r.Prompts, r.NextCursor, nil
+			}); err != nil {
 				return refused("prompts/list", err)
 			}
 			return nil
@@ -101,12 +106,24 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	}
 	if caps.Resources != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
-			if next.resources, err = catalogList(ctx, s, "resources/list", "resources", s.cs.Resources); err != nil {
+			if next.resources, err = catalogList(ctx, s, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
+				r, err := s.cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				return r.Resources, r.NextCursor, nil
+			}); err != nil {
 				return refused("resources/list", err)
 			}
 			return nil
 		}, func(ctx context.Context) (err error) {
-			if next.templates, err = catalogList(ctx, s, "resources/templates/list", "resourceTemplates", s.cs.ResourceTemplates); err != nil {
+			if next.templates, err = catalogList(ctx, s, "resources/templates/list", "resourceTemplates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
+				r, err := s.cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
+				if err != nil {
+					return nil, "", err
+				}
+				return r.ResourceTemplates, r.NextCursor, nil
+			}); err != nil {
 				return refused("resources/templates/list", err)
 			}
 			return nil
@@ -127,24 +144,15 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	return true, nil
 }
 
-// catalogList lists every entry of method: beside the go-sdk where the
-// session can carry raw requests (listPages), else through its iterator.
-func catalogList[E, P any](ctx context.Context, s *Session, method, key string, iterate func(context.Context, P) iter.Seq2[*E, error]) ([]*E, error) {
-	if out, ok, err := listPages[E](ctx, s, method, key, maxCatalogItems); ok {
-		return out, err
+// catalogList lists every entry of method: as bytes beside the go-sdk
+// where the session can carry raw lists (rawPage), else through the
+// go-sdk, one page at a time (page), so that both ways keep the same
+// bounds and drop null entries alike (listPages).
+func catalogList[E any](ctx context.Context, s *Session, method, key string, page func(ctx context.Context, cursor string) ([]*E, string, error)) ([]*E, error) {
+	if s.listsRaw() {
+		page = rawPage[E](s, method, key)
 	}
-	var out []*E
-	var none P
-	for v, err := range iterate(ctx, none) {
-		if err != nil {
-			return nil, err
-		}
-		if len(out) >= maxCatalogItems {
-			return nil, fmt.Errorf("more than %d entries", maxCatalogItems)
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return listPages(ctx, maxCatalogItems, page)
 }
 
 // GetPrompt gets a prompt upstream: p is forwarded as it is (the caller
