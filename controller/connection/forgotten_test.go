@@ -58,6 +58,8 @@ func TestForgottenSessionEndsIt(t *testing.T) {
 				_, _, err := s.CallToolRaw(ctx, "echo", nil, nil)
 				return err
 			}},
+			// Sent as bytes beside the go-sdk (rawPage).
+			{"tools list", func(ctx context.Context, s *Session) error { return s.RefreshTools(ctx) }},
 		} {
 			t.Run(tc.name+"/"+op.name, func(t *testing.T) {
 				var forgot atomic.Bool
