@@ -106,7 +106,7 @@ const maxListPages = 1000
 // 2026-07-28 session).
 func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
 	page := rawPage[mcp.Tool](s, "tools/list", "tools")
-	if !s.listsRaw() {
+	if _, raw := s.RawProtocolVersion(); !raw {
 		meta, ok := s.requestMeta()
 		if !ok || s.rawSend == nil {
 			return nil, nil
@@ -167,7 +167,8 @@ func listPages[E any](ctx context.Context, maxItems int, page func(ctx context.C
 // (rawList), decoded with encoding/json: through the go-sdk, each of the
 // connect's four lists decoded three messages with a fresh 32 KiB buffer
 // each, most of what tether allocated while 1,000 connections started. key
-// is the result's field that holds the entries. Use it where listsRaw.
+// is the result's field that holds the entries. Use it where
+// RawProtocolVersion is ok.
 func rawPage[E any](s *Session, method, key string) func(ctx context.Context, cursor string) ([]*E, string, error) {
 	return func(ctx context.Context, cursor string) ([]*E, string, error) {
 		res, ok, err := s.rawList(ctx, method, cursor)

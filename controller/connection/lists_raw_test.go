@@ -243,11 +243,11 @@ func TestListPagesCancelled(t *testing.T) {
 	}
 }
 
-// A 2026-07-28 session lists through the go-sdk, which adds each request's
-// _meta (SEP-2575), also when its server gave it a session id: sent as
-// bytes, the lists lacked that _meta and the server refused them, failing
-// the connect.
-func TestListPagesNotOn2026Sessions(t *testing.T) {
+// A 2026-07-28 session lists and calls through the go-sdk, which adds each
+// request's _meta (SEP-2575), also when its server gave it a session id:
+// sent as bytes, the lists lacked that _meta and the server refused them,
+// failing the connect, and so it refused the gateway's fast calls.
+func TestNoRawRequestsOn2026Sessions(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sessions-2026", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -280,6 +280,12 @@ func TestListPagesNotOn2026Sessions(t *testing.T) {
 	}
 	if len(s.Tools()) != 1 || len(s.Prompts()) != 1 {
 		t.Errorf("listed %d tools and %d prompts, want one each", len(s.Tools()), len(s.Prompts()))
+	}
+	if v, ok := s.RawProtocolVersion(); ok {
+		t.Errorf("RawProtocolVersion = %s, true: the gateway would send its calls as bytes", v)
+	}
+	if _, _, err := s.CallToolRaw(context.Background(), "t", nil, nil); err == nil || !strings.Contains(err.Error(), "cannot carry raw requests") {
+		t.Errorf("CallToolRaw: %v, want it refused before it is sent", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()

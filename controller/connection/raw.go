@@ -57,11 +57,14 @@ var rawSeq atomic.Uint64
 type RawParam = wire.RawParam
 
 // RawProtocolVersion returns the protocol version the session negotiated,
-// when CallToolRaw can be used on it: a live streamable HTTP session with a
-// session id. ok is false for stdio and SSE sessions, and for a session that
-// ended.
+// when CallToolRaw and the lists sent as bytes can be used on it: a live
+// streamable HTTP session of a classic protocol with a session id. ok is
+// false for stdio and SSE sessions, for a session that ended, and for a
+// 2026-07-28 session, even one whose server gave it a session id: a request
+// there carries the per-request _meta (SEP-2575), which the go-sdk adds
+// (requestMeta) and a raw request lacks, and its server refuses it.
 func (s *Session) RawProtocolVersion() (version string, ok bool) {
-	if s.ctx.Err() != nil {
+	if s.ctx.Err() != nil || s.newProtocol() {
 		return "", false
 	}
 	version, _, ok = s.rawTarget()
@@ -599,23 +602,13 @@ func (s *Session) sendRaw(ctx context.Context, msg []byte) {
 	resp.Body.Close()
 }
 
-// listsRaw reports whether rawList can be used on the session: a
-// streamable session with a session id (RawProtocolVersion), but not a
-// 2026-07-28 one, even when its server gave it a session id: a request
-// there carries the per-request _meta (SEP-2575), which the go-sdk adds
-// (requestMeta), and its server refuses a list without it.
-func (s *Session) listsRaw() bool {
-	_, ok := s.RawProtocolVersion()
-	return ok && !s.newProtocol()
-}
-
 // rawList sends one page of a list request (tools/list and the catalog's
-// lists) beside the go-sdk, on a session where listsRaw, and returns the
-// result as the server sent it. Cancelling ctx before the answer tells the
-// server. ok is false when the session cannot carry raw lists.
+// lists) beside the go-sdk, on a streamable session, and returns the result
+// as the server sent it. Cancelling ctx before the answer tells the server.
+// ok is false when the session cannot carry raw requests.
 func (s *Session) rawList(ctx context.Context, method, cursor string) (result json.RawMessage, ok bool, err error) {
 	version, ok := s.RawProtocolVersion()
-	if !ok || s.newProtocol() {
+	if !ok {
 		return nil, false, nil
 	}
 	id := "tether-list-" + strconv.FormatUint(rawSeq.Add(1), 10)

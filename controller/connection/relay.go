@@ -149,7 +149,7 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 // go-sdk, one page at a time (page), so that both ways keep the same
 // bounds and drop null entries alike (listPages).
 func catalogList[E any](ctx context.Context, s *Session, method, key string, page func(ctx context.Context, cursor string) ([]*E, string, error)) ([]*E, error) {
-	if s.listsRaw() {
+	if _, raw := s.RawProtocolVersion(); raw {
 		page = rawPage[E](s, method, key)
 	}
 	return listPages(ctx, maxCatalogItems, page)
