@@ -77,6 +77,9 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 			next := sn.NextRetry.UTC().Truncate(time.Second)
 			st.NextRetryTime = &next
 		}
+	case sn.PolicyRefused != "" && !sn.Attempting:
+		// tether will not run this policy: only a new spec helps.
+		st.Phase, reason, msg = spec.PhaseRefused, spec.ReasonPolicyRefused, sn.PolicyRefused
 	case sn.Idle:
 		st.Phase, reason = spec.PhaseIdle, spec.ReasonIdle
 		msg = "idle: starts at the next call that needs it"
@@ -144,6 +147,9 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 	case st.Phase == spec.PhaseAuthRequired:
 		// No progress without someone: a login, or a fixed client.
 		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonAuthRequired, msg)
+	case st.Phase == spec.PhaseRefused:
+		// No progress until the manifest asks for less.
+		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonPolicyRefused, msg)
 	case reason == spec.ReasonSandboxUnsupported:
 		// No progress until the manifest accepts less or the kernel
 		// can do more.

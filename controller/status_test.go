@@ -127,6 +127,23 @@ func TestComputeStatus(t *testing.T) {
 			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionTrue,
 		},
 		{
+			name: "policy refused",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 1, LastError: "starting server: spec.stdio.sandbox.write[0]: /m holds the manifest's directory (/m)",
+				PolicyRefused: "spec.stdio.sandbox.write[0]: /m holds the manifest's directory (/m)", Starts: 1,
+			}},
+			phase: spec.PhaseRefused, reason: spec.ReasonPolicyRefused, msg: "spec.stdio.sandbox.write[0]: /m holds the manifest's directory (/m)",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionTrue,
+		},
+		{
+			name: "policy refused, the attempt for a new spec runs",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 1, LastError: "refused", Attempting: true, Connecting: true, PolicyRefused: "spec.stdio.sandbox.write[0]: /m holds it",
+			}},
+			phase: spec.PhaseReconnecting, reason: spec.ReasonConnectFailed, msg: "attempt 2 in progress; last error: refused",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionFalse,
+		},
+		{
 			name:  "pending",
 			in:    StatusInput{Entry: valid},
 			phase: spec.PhasePending, reason: spec.ReasonPending, msg: "waiting to connect",
@@ -150,6 +167,14 @@ func TestComputeStatus(t *testing.T) {
 			if tc.reason == spec.ReasonSandboxUnsupported {
 				if c := conditionOf(st, spec.ConditionStalled); c.Reason != spec.ReasonSandboxUnsupported || c.Message != tc.in.Snapshot.SandboxUnsupported {
 					t.Errorf("Stalled = %s/%q, want %s/%q", c.Reason, c.Message, spec.ReasonSandboxUnsupported, tc.in.Snapshot.SandboxUnsupported)
+				}
+			}
+			if tc.reason == spec.ReasonPolicyRefused {
+				if c := conditionOf(st, spec.ConditionStalled); c.Reason != spec.ReasonPolicyRefused || c.Message != tc.in.Snapshot.PolicyRefused {
+					t.Errorf("Stalled = %s/%q, want %s/%q", c.Reason, c.Message, spec.ReasonPolicyRefused, tc.in.Snapshot.PolicyRefused)
+				}
+				if st.NextRetryTime != nil || st.LastError != tc.in.Snapshot.LastError || st.Attempt != 1 {
+					t.Errorf("nextRetryTime %v, lastError %q, attempt %d; want none, the error, 1", st.NextRetryTime, st.LastError, st.Attempt)
 				}
 			}
 			for _, c := range st.Conditions {

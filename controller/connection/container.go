@@ -506,7 +506,7 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 	if c.User != "" {
 		args = append(args, "--user="+c.User)
 	}
-	for _, m := range c.Mounts {
+	for i, m := range c.Mounts {
 		src := m.Source
 		if !filepath.IsAbs(src) {
 			if manifestDir == "" {
@@ -523,11 +523,12 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 		if _, err := os.Stat(src); err != nil {
 			return nil, fmt.Errorf("container.mounts: source %s: %w", src, errors.Unwrap(err))
 		}
-		if err := rt.exposesState(src); err != nil {
+		field := fmt.Sprintf("spec.container.mounts[%d]", i)
+		if err := rt.exposesState(field, src); err != nil {
 			return nil, err
 		}
 		if m.Writable {
-			if err := writesWhatTetherRuns(src, manifestDir, s.conn.manifestTree()); err != nil {
+			if err := writesWhatTetherRuns(field, src, manifestDir, s.conn.manifestTree()); err != nil {
 				return nil, err
 			}
 		}
@@ -565,7 +566,7 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 // server would read every connection's secrets, tokens and the other
 // containers' secret files there. Symbolic links are followed, as the
 // runtime's daemon follows them.
-func (rt *ContainerRuntime) exposesState(src string) error {
+func (rt *ContainerRuntime) exposesState(field, src string) error {
 	if rt.StateDir == "" {
 		return nil
 	}
@@ -582,9 +583,11 @@ func (rt *ContainerRuntime) exposesState(src string) error {
 	}
 	switch {
 	case within(state, s):
-		return fmt.Errorf("container.mounts: source %s holds tether's state directory %s (every connection's secrets): mount a directory beside it", src, rt.StateDir)
+		return &sandbox.RefusedError{Field: field, Path: src,
+			Problem: fmt.Sprintf("holds tether's state directory %s (every connection's secrets): mount a directory beside it", rt.StateDir)}
 	case within(s, state):
-		return fmt.Errorf("container.mounts: source %s is in tether's state directory %s (every connection's secrets)", src, rt.StateDir)
+		return &sandbox.RefusedError{Field: field, Path: src,
+			Problem: fmt.Sprintf("is in tether's state directory %s (every connection's secrets)", rt.StateDir)}
 	}
 	return nil
 }
@@ -594,10 +597,10 @@ func (rt *ContainerRuntime) exposesState(src string) error {
 // the manifest's directory or tree. Through it the server changes what
 // tether runs on the host, unconfined: a manifest it writes there starts
 // any command. Symbolic links are followed.
-func writesWhatTetherRuns(src, manifestDir string, tree []string) error {
+func writesWhatTetherRuns(field, src, manifestDir string, tree []string) error {
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("container.mounts: finding tether's own executable: %w", err)
+		return fmt.Errorf("%s: finding tether's own executable: %w", field, err)
 	}
 	resolve := func(p string) string {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
@@ -613,10 +616,12 @@ func writesWhatTetherRuns(src, manifestDir string, tree []string) error {
 		pp := resolve(p.Path)
 		rel, err := filepath.Rel(s, pp)
 		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return fmt.Errorf("container.mounts: writable source %s holds %s (%s): a server that may write there could change what tether runs, unconfined; mount it read-only, or a directory beside it", src, p.What, p.Path)
+			return &sandbox.RefusedError{Field: field, Path: src,
+				Problem: fmt.Sprintf("(writable) holds %s (%s): a server that may write there could change what tether runs, unconfined; mount it read-only, or a directory beside it", p.What, p.Path)}
 		}
 		if p.Tree && sandbox.InTree(s, pp) {
-			return fmt.Errorf("container.mounts: writable source %s is in %s (%s), whose manifests tether reads: one the server wrote there would run on the host, unconfined; mount a directory beside it, or beneath a hidden name (.data), which tether does not read", src, p.What, p.Path)
+			return &sandbox.RefusedError{Field: field, Path: src,
+				Problem: fmt.Sprintf("(writable) is in %s (%s), whose manifests tether reads: one the server wrote there would run on the host, unconfined; mount a directory beside it, or beneath a hidden name (.data), which tether does not read", p.What, p.Path)}
 		}
 	}
 	return nil

@@ -123,7 +123,10 @@ func InTree(path, dir string) bool {
 }
 
 // Build resolves policy for one start. A listed path that does not exist is
-// an error naming the field; the named grants skip what is missing.
+// an error naming the field, retried (it may be made); the named grants skip
+// what is missing. A policy tether will not run (a grant reaching what it
+// protects, or a field validation refuses) is a RefusedError, which no
+// retry changes.
 func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 	p := &Plan{Network: policy.NetworkMode(), BestEffort: policy.BestEffort}
 	var from []string // where each of p.Paths comes from, for errors
@@ -181,10 +184,12 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 		p.Namespace, p.LoopbackUp = true, true
 	case spec.NetworkConnect:
 		p.HandleTCP, p.HandleUDP = true, true
-		for _, c := range policy.Connect {
+		for i, c := range policy.Connect {
 			r, err := spec.ParseConnect(c)
 			if err != nil {
-				return nil, err // validation refused it already
+				// Validation refused it already; a spec that came past it
+				// is refused, not retried.
+				return nil, &RefusedError{Field: fmt.Sprintf("spec.stdio.sandbox.connect[%d]", i), Problem: err.Error()}
 			}
 			if r.Host != "" {
 				p.Hosts = append(p.Hosts, c)
@@ -213,7 +218,7 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 		if l.Memory != "" {
 			m, err := spec.ParseMemory(l.Memory)
 			if err != nil {
-				return nil, err
+				return nil, &RefusedError{Field: "spec.stdio.sandbox.limits.memory", Problem: err.Error()}
 			}
 			p.Limits.Memory = m
 		}
@@ -244,17 +249,17 @@ func holdsNone(paths []PathRule, from []string, protected []Protected, tmp strin
 			pp := resolved(p.Path)
 			if !beneath(pp, g) {
 				if p.Read && r.Path != tmp && beneath(g, pp) {
-					return fmt.Errorf("%s: %s is in %s (%s), whose OAuth tokens and other servers' files a server must not read", from[i], r.Path, p.What, p.Path)
+					return &RefusedError{from[i], r.Path, fmt.Sprintf("is in %s (%s), whose OAuth tokens and other servers' files a server must not read", p.What, p.Path)}
 				}
 				if writing && p.Tree && InTree(g, pp) {
-					return fmt.Errorf("%s: %s is in %s (%s), whose manifests tether reads: one the server wrote there would run unconfined; grant a directory beside it, or beneath a hidden name (.data), which tether does not read", from[i], r.Path, p.What, p.Path)
+					return &RefusedError{from[i], r.Path, fmt.Sprintf("is in %s (%s), whose manifests tether reads: one the server wrote there would run unconfined; grant a directory beside it, or beneath a hidden name (.data), which tether does not read", p.What, p.Path)}
 				}
 				continue
 			}
 			if writing {
-				return fmt.Errorf("%s: %s holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", from[i], r.Path, p.What, p.Path)
+				return &RefusedError{from[i], r.Path, fmt.Sprintf("holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", p.What, p.Path)}
 			}
-			return fmt.Errorf("%s: %s holds %s (%s), whose OAuth tokens and other servers' files a server must not read; grant a directory beside it", from[i], r.Path, p.What, p.Path)
+			return &RefusedError{from[i], r.Path, fmt.Sprintf("holds %s (%s), whose OAuth tokens and other servers' files a server must not read; grant a directory beside it", p.What, p.Path)}
 		}
 	}
 	return nil
@@ -275,7 +280,7 @@ func noWayOut(paths []PathRule, from []string) error {
 				continue
 			}
 			if rr := resolved(r.Path); !beneath(rr, wr) {
-				return fmt.Errorf("%s: %s is beneath the write grant %s but resolves to %s, outside it: a server could point it anywhere before its next start; grant %s by its own path", from[i], r.Path, w.Path, rr, rr)
+				return &RefusedError{from[i], r.Path, fmt.Sprintf("is beneath the write grant %s but resolves to %s, outside it: a server could point it anywhere before its next start; grant %s by its own path", w.Path, rr, rr)}
 			}
 		}
 	}

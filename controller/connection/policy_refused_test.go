@@ -1,0 +1,96 @@
+package connection
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/tether-mcp/tether/controller/sandbox"
+	"github.com/tether-mcp/tether/spec"
+)
+
+// TestContainerStartClassifiesItsErrors: each way a container's start
+// fails before its runtime runs it is either a policy tether refuses
+// (sandbox.RefusedError, held until the spec changes), naming the mount's
+// field and its source, or an error retried with backoff: no runtime, a
+// source missing or relative to no directory, an image the runtime cannot
+// inspect or pull.
+func TestContainerStartClassifiesItsErrors(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the fake runtime is a shell script")
+	}
+	root := t.TempDir()
+	tree := filepath.Join(root, "manifests")
+	team := filepath.Join(tree, "team")
+	state := filepath.Join(root, "state")
+	for _, d := range []string{team, filepath.Join(state, "containers"), filepath.Join(tree, "shared"), filepath.Join(root, "data")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A runtime that knows no image and cannot pull one.
+	fake := filepath.Join(root, "docker")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"Error: No such image: $*\" >&2\nexit 1\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rt := &ContainerRuntime{Name: "docker", Path: fake, StateDir: state}
+	s := &Session{name: "box", conn: &Connector{containers: rt, manifestRoot: tree}}
+	ct := &container{rt: rt, name: "tether-box-1"}
+	data := spec.Mount{Source: filepath.Join(root, "data"), Target: "/data", Writable: true}
+	for _, tc := range []struct {
+		name        string
+		mount       spec.Mount
+		manifestDir string
+		env         bool
+		refused     string // the refusal's start; "" for an error retried
+		retried     string // a retried error's text
+	}{
+		{name: "writable mount of the manifest's directory", mount: spec.Mount{Source: ".", Target: "/m", Writable: true},
+			refused: "spec.container.mounts[1]: " + team + " (writable) holds the manifest's directory"},
+		{name: "writable mount in the manifest tree", mount: spec.Mount{Source: "../shared", Target: "/m", Writable: true},
+			refused: "spec.container.mounts[1]: " + filepath.Join(tree, "shared") + " (writable) is in the manifest tree tether watches"},
+		{name: "mount in the state directory", mount: spec.Mount{Source: filepath.Join(state, "containers"), Target: "/m"},
+			refused: "spec.container.mounts[1]: " + filepath.Join(state, "containers") + " is in tether's state directory"},
+		{name: "mount that holds the state directory", mount: spec.Mount{Source: root, Target: "/m"},
+			refused: "spec.container.mounts[1]: " + root + " holds tether's state directory"},
+		{name: "a source missing", mount: spec.Mount{Source: "missing", Target: "/m"},
+			retried: "container.mounts: source " + filepath.Join(team, "missing")},
+		{name: "a relative source, no manifest directory", mount: spec.Mount{Source: "rel", Target: "/m"}, manifestDir: "-",
+			retried: "container.mounts: source \"rel\" is relative"},
+		{name: "an image that cannot be pulled", mount: spec.Mount{Source: filepath.Join(root, "data"), Target: "/m"}, env: true,
+			retried: "docker pull: Error: No such image"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := team
+			if tc.manifestDir == "-" {
+				dir = ""
+			}
+			c := &spec.ContainerSpec{Image: "srv:1", Mounts: []spec.Mount{data, tc.mount}}
+			if dir == "" {
+				c.Mounts = c.Mounts[1:]
+			}
+			_, err := s.containerArgs(context.Background(), ct, c, dir, tc.env, false)
+			var refused *sandbox.RefusedError
+			switch {
+			case err == nil:
+				t.Fatal("containerArgs: no error")
+			case tc.refused != "" && (!errors.As(err, &refused) || !strings.HasPrefix(err.Error(), tc.refused)):
+				t.Errorf("containerArgs: %v (a RefusedError: %t), want a refusal starting %q", err, errors.As(err, &refused), tc.refused)
+			case tc.retried != "" && (errors.As(err, &refused) || !strings.Contains(err.Error(), tc.retried)):
+				t.Errorf("containerArgs: %v (a RefusedError: %t), want %q retried, no refusal", err, errors.As(err, &refused), tc.retried)
+			}
+		})
+	}
+
+	// No runtime on PATH: retried (one may be installed).
+	none := &Session{name: "box", conn: &Connector{}}
+	_, err := none.startContainer(context.Background(), &spec.ContainerSpec{Image: "srv:1"}, team, nil, nil)
+	var refused *sandbox.RefusedError
+	if err == nil || errors.As(err, &refused) {
+		t.Errorf("no runtime: %v, want an error retried", err)
+	}
+}
