@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"debug/elf"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -491,5 +492,50 @@ func TestLibraryDirs(t *testing.T) {
 	want := []string{"/opt/lib", "/opt/x", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
 	if !slices.Equal(got, want) {
 		t.Errorf("libraryDirs = %q, want %q", got, want)
+	}
+}
+
+// TestBuildRefusalsAreRefusedErrors: what Build refuses of the policy
+// itself (a way out of a write grant through a link, and the fields
+// validation refuses first, should a spec come past it) is a RefusedError
+// naming the field, which the supervisor holds until the spec changes; a
+// listed path that does not exist is not: it may be made, and is retried.
+func TestBuildRefusalsAreRefusedErrors(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(dir, "out", "away")); err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	for _, tc := range []struct {
+		name    string
+		policy  spec.SandboxSpec
+		refused string // the refusal's start; "" for an error retried
+	}{
+		{"a link out of a write grant", spec.SandboxSpec{Write: []string{"out"}, Read: []string{"out/away"}},
+			"spec.stdio.sandbox.read[0]: " + filepath.Join(dir, "out", "away") + " is beneath the write grant"},
+		{"a connect entry that does not parse", spec.SandboxSpec{Network: spec.NetworkConnect, Connect: []string{"443", "host:port"}},
+			"spec.stdio.sandbox.connect[1]: "},
+		{"a memory limit that does not parse", spec.SandboxSpec{Limits: &spec.SandboxLimits{Memory: "lots", Processes: &one}},
+			"spec.stdio.sandbox.limits.memory: "},
+		{"a listed path missing", spec.SandboxSpec{Read: []string{"missing"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy := tc.policy
+			policy.Grants = []string{}
+			_, err := Build(&policy, Inputs{Command: "/bin/true", ManifestDir: dir})
+			var refused *RefusedError
+			isRefused := errors.As(err, &refused)
+			switch {
+			case err == nil:
+				t.Fatal("Build: no error")
+			case tc.refused != "" && (!isRefused || !strings.HasPrefix(err.Error(), tc.refused)):
+				t.Errorf("Build: %v (a RefusedError: %t), want a refusal starting %q", err, isRefused, tc.refused)
+			case tc.refused == "" && isRefused:
+				t.Errorf("Build: %v is a RefusedError, want it retried", err)
+			}
+		})
 	}
 }
