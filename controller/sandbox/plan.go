@@ -125,8 +125,9 @@ func InTree(path, dir string) bool {
 // Build resolves policy for one start. A listed path that does not exist is
 // an error naming the field, retried (it may be made); the named grants skip
 // what is missing. A policy tether will not run (a grant reaching what it
-// protects, or a field validation refuses) is a RefusedError, which no
-// retry changes.
+// protects, or a field validation refuses) is a RefusedError: held until
+// the spec changes, unless it holds only through a symbolic link (Linked),
+// which may change.
 func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 	p := &Plan{Network: policy.NetworkMode(), BestEffort: policy.BestEffort}
 	var from []string // where each of p.Paths comes from, for errors
@@ -241,28 +242,50 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 func holdsNone(paths []PathRule, from []string, protected []Protected, tmp string) error {
 	for i, r := range paths {
 		writing := r.Rights == RightWrite || r.Rights == RightWriteX
-		g := resolved(r.Path)
 		for _, p := range protected {
 			if p.Path == "" || !writing && !p.Read {
 				continue
 			}
-			pp := resolved(p.Path)
-			if !beneath(pp, g) {
-				if p.Read && r.Path != tmp && beneath(g, pp) {
-					return &RefusedError{from[i], r.Path, fmt.Sprintf("is in %s (%s), whose OAuth tokens and other servers' files a server must not read", p.What, p.Path)}
-				}
-				if writing && p.Tree && InTree(g, pp) {
-					return &RefusedError{from[i], r.Path, fmt.Sprintf("is in %s (%s), whose manifests tether reads: one the server wrote there would run unconfined; grant a directory beside it, or beneath a hidden name (.data), which tether does not read", p.What, p.Path)}
-				}
+			problem := reaches(resolved(r.Path), resolved(p.Path), r, p, writing, tmp)
+			if problem == "" {
 				continue
 			}
-			if writing {
-				return &RefusedError{from[i], r.Path, fmt.Sprintf("holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", p.What, p.Path)}
-			}
-			return &RefusedError{from[i], r.Path, fmt.Sprintf("holds %s (%s), whose OAuth tokens and other servers' files a server must not read; grant a directory beside it", p.What, p.Path)}
+			// Held until the spec changes only when the paths as written
+			// reach it: through a symbolic link (the grant's, or one in the
+			// manifest tree), which can change without a new spec, it is
+			// retried.
+			linked := reaches(lexical(r.Path), lexical(p.Path), r, p, writing, tmp) == ""
+			return &RefusedError{Field: from[i], Path: r.Path, Problem: problem, Linked: linked}
 		}
 	}
 	return nil
+}
+
+// reaches is what is wrong with grant r, at g, for protected p, at pp: ""
+// when nothing is.
+func reaches(g, pp string, r PathRule, p Protected, writing bool, tmp string) string {
+	if !beneath(pp, g) {
+		if p.Read && r.Path != tmp && beneath(g, pp) {
+			return fmt.Sprintf("is in %s (%s), whose OAuth tokens and other servers' files a server must not read", p.What, p.Path)
+		}
+		if writing && p.Tree && InTree(g, pp) {
+			return fmt.Sprintf("is in %s (%s), whose manifests tether reads: one the server wrote there would run unconfined; grant a directory beside it, or beneath a hidden name (.data), which tether does not read", p.What, p.Path)
+		}
+		return ""
+	}
+	if writing {
+		return fmt.Sprintf("holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", p.What, p.Path)
+	}
+	return fmt.Sprintf("holds %s (%s), whose OAuth tokens and other servers' files a server must not read; grant a directory beside it", p.What, p.Path)
+}
+
+// lexical is path made absolute and clean, its symbolic links left as
+// they are.
+func lexical(path string) string {
+	if a, err := filepath.Abs(path); err == nil {
+		return a
+	}
+	return filepath.Clean(path)
 }
 
 // noWayOut refuses a path that lies beneath a write grant but resolves,
@@ -280,7 +303,9 @@ func noWayOut(paths []PathRule, from []string) error {
 				continue
 			}
 			if rr := resolved(r.Path); !beneath(rr, wr) {
-				return &RefusedError{from[i], r.Path, fmt.Sprintf("is beneath the write grant %s but resolves to %s, outside it: a server could point it anywhere before its next start; grant %s by its own path", w.Path, rr, rr)}
+				// Retried: removing the link clears it, with no new spec.
+				return &RefusedError{Field: from[i], Path: r.Path, Linked: true,
+					Problem: fmt.Sprintf("is beneath the write grant %s but resolves to %s, outside it: a server could point it anywhere before its next start; grant %s by its own path", w.Path, rr, rr)}
 			}
 		}
 	}

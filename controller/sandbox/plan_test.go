@@ -496,36 +496,51 @@ func TestLibraryDirs(t *testing.T) {
 }
 
 // TestBuildRefusalsAreRefusedErrors: what Build refuses of the policy
-// itself (a way out of a write grant through a link, and the fields
-// validation refuses first, should a spec come past it) is a RefusedError
-// naming the field, which the supervisor holds until the spec changes; a
-// listed path that does not exist is not: it may be made, and is retried.
+// itself (a grant reaching what tether protects, and the fields validation
+// refuses first, should a spec come past it) is a RefusedError naming the
+// field, held until the spec changes (PolicyRefused) when the paths as
+// written reach it; one that holds only through a symbolic link (a way out
+// of a write grant, a grant whose link leads into what is protected) is
+// retried, since the link may change with no new spec; so is a listed path
+// that does not exist, which may be made.
 func TestBuildRefusalsAreRefusedErrors(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o700); err != nil {
-		t.Fatal(err)
+	manifests := filepath.Join(dir, "manifests")
+	for _, d := range []string{filepath.Join(dir, "out"), manifests} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.Symlink(t.TempDir(), filepath.Join(dir, "out", "away")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(manifests, filepath.Join(dir, "there")); err != nil {
 		t.Fatal(err)
 	}
 	one := 1
 	for _, tc := range []struct {
 		name    string
 		policy  spec.SandboxSpec
-		refused string // the refusal's start; "" for an error retried
+		refused string // the refusal's start; "" for an error that is no RefusedError
+		linked  bool   // a RefusedError that is retried, not held
 	}{
+		{"a write grant of the manifest's directory, as written", spec.SandboxSpec{Write: []string{"manifests"}},
+			"spec.stdio.sandbox.write[0]: " + manifests + " holds the manifest's directory", false},
+		{"a write grant that reaches it through a link", spec.SandboxSpec{Write: []string{"there"}},
+			"spec.stdio.sandbox.write[0]: " + filepath.Join(dir, "there") + " holds the manifest's directory", true},
 		{"a link out of a write grant", spec.SandboxSpec{Write: []string{"out"}, Read: []string{"out/away"}},
-			"spec.stdio.sandbox.read[0]: " + filepath.Join(dir, "out", "away") + " is beneath the write grant"},
+			"spec.stdio.sandbox.read[0]: " + filepath.Join(dir, "out", "away") + " is beneath the write grant", true},
 		{"a connect entry that does not parse", spec.SandboxSpec{Network: spec.NetworkConnect, Connect: []string{"443", "host:port"}},
-			"spec.stdio.sandbox.connect[1]: "},
+			"spec.stdio.sandbox.connect[1]: ", false},
 		{"a memory limit that does not parse", spec.SandboxSpec{Limits: &spec.SandboxLimits{Memory: "lots", Processes: &one}},
-			"spec.stdio.sandbox.limits.memory: "},
-		{"a listed path missing", spec.SandboxSpec{Read: []string{"missing"}}, ""},
+			"spec.stdio.sandbox.limits.memory: ", false},
+		{"a listed path missing", spec.SandboxSpec{Read: []string{"missing"}}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			policy := tc.policy
 			policy.Grants = []string{}
-			_, err := Build(&policy, Inputs{Command: "/bin/true", ManifestDir: dir})
+			_, err := Build(&policy, Inputs{Command: "/bin/true", ManifestDir: dir,
+				Protected: []Protected{{Path: manifests, What: "the manifest's directory", Tree: true}}})
 			var refused *RefusedError
 			isRefused := errors.As(err, &refused)
 			switch {
@@ -535,6 +550,8 @@ func TestBuildRefusalsAreRefusedErrors(t *testing.T) {
 				t.Errorf("Build: %v (a RefusedError: %t), want a refusal starting %q", err, isRefused, tc.refused)
 			case tc.refused == "" && isRefused:
 				t.Errorf("Build: %v is a RefusedError, want it retried", err)
+			case isRefused && refused.PolicyRefused() == tc.linked:
+				t.Errorf("Build: %v: PolicyRefused %t, want %t (held only when the paths as written reach it)", err, refused.PolicyRefused(), !tc.linked)
 			}
 		})
 	}
