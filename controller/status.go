@@ -136,10 +136,6 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 			reconciling = spec.ConditionTrue
 		}
 	}
-	rec := condition(spec.ConditionReconciling, reconciling, reason, msg)
-	if reconciling == spec.ConditionFalse {
-		rec.Reason, rec.Message = spec.ReasonSucceeded, ""
-	}
 	stalled := condition(spec.ConditionStalled, spec.ConditionFalse, spec.ReasonSucceeded, "")
 	switch {
 	case e.ManifestError != "":
@@ -154,6 +150,16 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 		// No progress until the manifest accepts less or the kernel
 		// can do more.
 		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonSandboxUnsupported, sn.SandboxUnsupported)
+	}
+	if stalled.Status == spec.ConditionTrue {
+		// kstatus: a stalled object is not reconciling, though a retry at
+		// the longest backoff (SandboxUnsupported) or the last valid spec's
+		// reconnect may still run.
+		reconciling = spec.ConditionFalse
+	}
+	rec := condition(spec.ConditionReconciling, reconciling, reason, msg)
+	if reconciling == spec.ConditionFalse {
+		rec.Reason, rec.Message = spec.ReasonSucceeded, ""
 	}
 	st.Conditions = []spec.Condition{ready, rec, stalled}
 	for i := range st.Conditions {
