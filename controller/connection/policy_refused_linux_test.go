@@ -62,7 +62,7 @@ func TestConfineClassifiesItsErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			policy := tc.policy
 			policy.BestEffort = true
-			c, _, err := confine("w", &policy, tc.tmpRoot, state, "/bin/true", "true", nil, team, team, manifestTree(tree), env)
+			c, _, err := confine("w", &policy, "", tc.tmpRoot, state, "/bin/true", "true", nil, team, team, manifestTree(tree), env)
 			c.cleanup()
 			switch {
 			case err == nil:
@@ -73,5 +73,26 @@ func TestConfineClassifiesItsErrors(t *testing.T) {
 				t.Errorf("confine: %v (held: %t), want %q retried, no refusal", err, held(err), tc.retried)
 			}
 		})
+	}
+}
+
+// TestDefaultSandboxRefusalNamesItsFile: a refusal of tether run's
+// --default-sandbox names that file and its field, not the manifest's
+// spec.stdio.sandbox, which the manifest does not set; a manifest's own
+// policy is named by its field.
+func TestDefaultSandboxRefusalNamesItsFile(t *testing.T) {
+	team := t.TempDir()
+	policy := &spec.SandboxSpec{Write: []string{"."}, BestEffort: true}
+	c := NewConnector(ConnectorOptions{DefaultSandbox: policy, DefaultSandboxFile: "/etc/tether/policy.yaml"})
+	t.Cleanup(c.Close)
+	s := &Session{name: "d", conn: c, red: newRedactor(nil, nil)}
+	env := []namedValue{{Name: "HOME", Value: "/nonexistent"}}
+	_, err := s.startStdio(&spec.StdioSpec{Command: "/bin/true"}, team, env)
+	if want := "--default-sandbox /etc/tether/policy.yaml: write[0]: " + team + " holds the manifest's directory"; err == nil || !held(err) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("the default policy: %v (held: %t), want a refusal starting %q", err, held(err), want)
+	}
+	_, err = s.startStdio(&spec.StdioSpec{Command: "/bin/true", Sandbox: policy}, team, env)
+	if want := "spec.stdio.sandbox.write[0]: " + team + " holds the manifest's directory"; err == nil || !held(err) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("the manifest's policy: %v (held: %t), want a refusal starting %q", err, held(err), want)
 	}
 }

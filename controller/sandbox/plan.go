@@ -89,6 +89,9 @@ type Inputs struct {
 	Home        string // ~/ expands to it: the server's HOME
 	Path        string // the child's PATH (what /usr/bin/env looks up)
 	Tmp         string // the private temporary directory, made by the caller
+	// Origin names the policy in errors when it is not the manifest's
+	// spec.stdio.sandbox: "--default-sandbox FILE".
+	Origin string
 	// Protected are what a server must not write, named: tether's
 	// executable (the launcher, which runs unconfined), the manifest's
 	// directory (a manifest there runs unconfined), the state directory;
@@ -130,6 +133,7 @@ func InTree(path, dir string) bool {
 // which may change.
 func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 	p := &Plan{Network: policy.NetworkMode(), BestEffort: policy.BestEffort}
+	field := func(name string) string { return PolicyField(in.Origin, name) }
 	var from []string // where each of p.Paths comes from, for errors
 	add := func(path, rights, origin string) {
 		p.Paths = append(p.Paths, PathRule{Path: path, Rights: rights})
@@ -173,9 +177,9 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 		for i, raw := range list.paths {
 			path := expand(raw, in.Home, in.ManifestDir)
 			if _, err := os.Stat(path); err != nil {
-				return nil, fmt.Errorf("spec.stdio.sandbox.%s[%d]: %s: %w", list.field, i, path, errors.Unwrap(err))
+				return nil, fmt.Errorf("%s: %s: %w", field(fmt.Sprintf("%s[%d]", list.field, i)), path, errors.Unwrap(err))
 			}
-			add(path, list.rights, fmt.Sprintf("spec.stdio.sandbox.%s[%d]", list.field, i))
+			add(path, list.rights, field(fmt.Sprintf("%s[%d]", list.field, i)))
 		}
 	}
 	switch p.Network {
@@ -190,7 +194,7 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 			if err != nil {
 				// Validation refused it already; a spec that came past it
 				// is refused, not retried.
-				return nil, &RefusedError{Field: fmt.Sprintf("spec.stdio.sandbox.connect[%d]", i), Problem: err.Error()}
+				return nil, &RefusedError{Field: field(fmt.Sprintf("connect[%d]", i)), Problem: err.Error()}
 			}
 			if r.Host != "" {
 				p.Hosts = append(p.Hosts, c)
@@ -219,7 +223,7 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 		if l.Memory != "" {
 			m, err := spec.ParseMemory(l.Memory)
 			if err != nil {
-				return nil, &RefusedError{Field: "spec.stdio.sandbox.limits.memory", Problem: err.Error()}
+				return nil, &RefusedError{Field: field("limits.memory"), Problem: err.Error()}
 			}
 			p.Limits.Memory = m
 		}
@@ -231,6 +235,22 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// PolicyField is how an error names a field of a policy: name within the
+// manifest's spec.stdio.sandbox when origin is "" (name "" is the policy
+// itself), else within origin ("--default-sandbox FILE: write[0]"), since
+// the manifest holds no such field then.
+func PolicyField(origin, name string) string {
+	switch {
+	case origin == "" && name == "":
+		return "spec.stdio.sandbox"
+	case origin == "":
+		return "spec.stdio.sandbox." + name
+	case name == "":
+		return origin
+	}
+	return origin + ": " + name
 }
 
 // holdsNone refuses a write grant that holds (is, or is a parent of) a
