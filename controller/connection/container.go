@@ -510,7 +510,9 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 		src := m.Source
 		if !filepath.IsAbs(src) {
 			if manifestDir == "" {
-				return nil, fmt.Errorf("container.mounts: source %q is relative but the manifest's directory is unknown", m.Source)
+				// No retry finds a directory the object has not got.
+				return nil, &sandbox.RefusedError{Field: fmt.Sprintf("spec.container.mounts[%d]", i),
+					Problem: fmt.Sprintf("source %q is relative but the manifest's directory is unknown (an object from the Kubernetes API has none): give an absolute path", m.Source)}
 			}
 			src = filepath.Join(manifestDir, src)
 		}

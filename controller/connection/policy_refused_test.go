@@ -16,8 +16,9 @@ import (
 // TestContainerStartClassifiesItsErrors: each way a container's start
 // fails before its runtime runs it is either a policy tether refuses
 // (sandbox.RefusedError, held until the spec changes), naming the mount's
-// field and its source, or an error retried with backoff: no runtime, a
-// source missing or relative to no directory, an image the runtime cannot
+// field and its source (a relative one, too, when there is no directory to
+// resolve it against), or an error retried with backoff: no runtime, a
+// source missing, an image the runtime cannot
 // inspect or pull, a source that reaches what tether protects only through
 // a symbolic link (which may change with no new spec).
 func TestContainerStartClassifiesItsErrors(t *testing.T) {
@@ -70,7 +71,7 @@ func TestContainerStartClassifiesItsErrors(t *testing.T) {
 		{name: "a source missing", mount: spec.Mount{Source: "missing", Target: "/m"},
 			retried: "container.mounts: source " + filepath.Join(team, "missing")},
 		{name: "a relative source, no manifest directory", mount: spec.Mount{Source: "rel", Target: "/m"}, manifestDir: "-",
-			retried: "container.mounts: source \"rel\" is relative"},
+			refused: "spec.container.mounts[0]: source \"rel\" is relative but the manifest's directory is unknown"},
 		{name: "an image that cannot be pulled", mount: spec.Mount{Source: filepath.Join(root, "data"), Target: "/m"}, env: true,
 			retried: "docker pull: Error: No such image"},
 	} {
