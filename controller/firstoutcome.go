@@ -13,7 +13,8 @@ import (
 // ended, or that none is due: Connected or Degraded (its tools are in the
 // gateway, since expose runs before the phase is computed), Reconnecting
 // (it failed), Idle (an OnDemand server with a saved catalog, served from
-// it), AuthRequired, Suspended, Invalid. Pending and Connecting are not.
+// it), AuthRequired, Refused, Suspended, Invalid. Pending and Connecting
+// are not.
 
 // isOutcome reports whether phase is a first outcome.
 func isOutcome(p spec.Phase) bool {

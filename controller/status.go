@@ -77,6 +77,9 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 			next := sn.NextRetry.UTC().Truncate(time.Second)
 			st.NextRetryTime = &next
 		}
+	case sn.PolicyRefused != "" && !sn.Attempting:
+		// tether will not run this policy: only a new spec helps.
+		st.Phase, reason, msg = spec.PhaseRefused, spec.ReasonPolicyRefused, sn.PolicyRefused
 	case sn.Idle:
 		st.Phase, reason = spec.PhaseIdle, spec.ReasonIdle
 		msg = "idle: starts at the next call that needs it"
@@ -133,10 +136,6 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 			reconciling = spec.ConditionTrue
 		}
 	}
-	rec := condition(spec.ConditionReconciling, reconciling, reason, msg)
-	if reconciling == spec.ConditionFalse {
-		rec.Reason, rec.Message = spec.ReasonSucceeded, ""
-	}
 	stalled := condition(spec.ConditionStalled, spec.ConditionFalse, spec.ReasonSucceeded, "")
 	switch {
 	case e.ManifestError != "":
@@ -144,10 +143,23 @@ func ComputeStatus(in StatusInput) spec.ConnectionStatus {
 	case st.Phase == spec.PhaseAuthRequired:
 		// No progress without someone: a login, or a fixed client.
 		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonAuthRequired, msg)
+	case st.Phase == spec.PhaseRefused:
+		// No progress until the manifest asks for less.
+		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonPolicyRefused, msg)
 	case reason == spec.ReasonSandboxUnsupported:
 		// No progress until the manifest accepts less or the kernel
 		// can do more.
 		stalled = condition(spec.ConditionStalled, spec.ConditionTrue, spec.ReasonSandboxUnsupported, sn.SandboxUnsupported)
+	}
+	if stalled.Status == spec.ConditionTrue {
+		// kstatus: a stalled object is not reconciling, though a retry at
+		// the longest backoff (SandboxUnsupported) or the last valid spec's
+		// reconnect may still run.
+		reconciling = spec.ConditionFalse
+	}
+	rec := condition(spec.ConditionReconciling, reconciling, reason, msg)
+	if reconciling == spec.ConditionFalse {
+		rec.Reason, rec.Message = spec.ReasonSucceeded, ""
 	}
 	st.Conditions = []spec.Condition{ready, rec, stalled}
 	for i := range st.Conditions {

@@ -124,7 +124,40 @@ func TestComputeStatus(t *testing.T) {
 				SandboxUnsupported: "sandbox: this kernel cannot enforce the policy fully: UDP rules",
 			}},
 			phase: spec.PhaseReconnecting, reason: spec.ReasonSandboxUnsupported, msg: "attempt 2 failed: sandbox: this kernel cannot enforce the policy fully: UDP rules",
-			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionTrue,
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionTrue,
+		},
+		{
+			name: "sandbox unsupported, the retry at the longest backoff runs",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 2, LastError: "sandbox: this kernel cannot enforce the policy fully: UDP rules", Attempting: true, Connecting: true,
+				SandboxUnsupported: "sandbox: this kernel cannot enforce the policy fully: UDP rules",
+			}},
+			phase: spec.PhaseReconnecting, reason: spec.ReasonSandboxUnsupported, msg: "attempt 3 in progress; last error: sandbox: this kernel cannot enforce the policy fully: UDP rules",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionTrue,
+		},
+		{
+			name: "reconnecting the last valid spec while the manifest is invalid",
+			in: StatusInput{Entry: desired.Entry{Name: "one", Conn: conn, ManifestError: "one.yaml:7: spec.callTimeout: invalid duration"},
+				Snapshot: supervisor.Snapshot{Failures: 1, LastError: "refused", NextRetry: now.Add(time.Second)}},
+			phase: spec.PhaseReconnecting, reason: spec.ReasonConnectFailed, msg: "attempt 1 failed: refused (manifest invalid; running the last valid spec)",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionTrue,
+		},
+		{
+			name: "policy refused",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 1, LastError: "starting server: spec.stdio.sandbox.write[0]: /m holds the manifest's directory (/m)",
+				PolicyRefused: "spec.stdio.sandbox.write[0]: /m holds the manifest's directory (/m)", Starts: 1,
+			}},
+			phase: spec.PhaseRefused, reason: spec.ReasonPolicyRefused, msg: "spec.stdio.sandbox.write[0]: /m holds the manifest's directory (/m)",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionFalse, stalled: spec.ConditionTrue,
+		},
+		{
+			name: "policy refused, the attempt for a new spec runs",
+			in: StatusInput{Entry: valid, Snapshot: supervisor.Snapshot{
+				Failures: 1, LastError: "refused", Attempting: true, Connecting: true, PolicyRefused: "spec.stdio.sandbox.write[0]: /m holds it",
+			}},
+			phase: spec.PhaseReconnecting, reason: spec.ReasonConnectFailed, msg: "attempt 2 in progress; last error: refused",
+			ready: spec.ConditionFalse, reconciling: spec.ConditionTrue, stalled: spec.ConditionFalse,
 		},
 		{
 			name:  "pending",
@@ -151,6 +184,17 @@ func TestComputeStatus(t *testing.T) {
 				if c := conditionOf(st, spec.ConditionStalled); c.Reason != spec.ReasonSandboxUnsupported || c.Message != tc.in.Snapshot.SandboxUnsupported {
 					t.Errorf("Stalled = %s/%q, want %s/%q", c.Reason, c.Message, spec.ReasonSandboxUnsupported, tc.in.Snapshot.SandboxUnsupported)
 				}
+			}
+			if tc.reason == spec.ReasonPolicyRefused {
+				if c := conditionOf(st, spec.ConditionStalled); c.Reason != spec.ReasonPolicyRefused || c.Message != tc.in.Snapshot.PolicyRefused {
+					t.Errorf("Stalled = %s/%q, want %s/%q", c.Reason, c.Message, spec.ReasonPolicyRefused, tc.in.Snapshot.PolicyRefused)
+				}
+				if st.NextRetryTime != nil || st.LastError != tc.in.Snapshot.LastError || st.Attempt != 1 {
+					t.Errorf("nextRetryTime %v, lastError %q, attempt %d; want none, the error, 1", st.NextRetryTime, st.LastError, st.Attempt)
+				}
+			}
+			if conditionOf(st, spec.ConditionStalled).Status == spec.ConditionTrue && conditionOf(st, spec.ConditionReconciling).Status != spec.ConditionFalse {
+				t.Errorf("Stalled True with Reconciling %+v: kstatus wants Reconciling False", conditionOf(st, spec.ConditionReconciling))
 			}
 			for _, c := range st.Conditions {
 				if !c.LastTransitionTime.Equal(now) {

@@ -493,12 +493,13 @@ const (
 	PhaseReconnecting Phase = "Reconnecting"
 	PhaseIdle         Phase = "Idle"
 	PhaseAuthRequired Phase = "AuthRequired"
+	PhaseRefused      Phase = "Refused"
 	PhaseSuspended    Phase = "Suspended"
 	PhaseInvalid      Phase = "Invalid"
 )
 
 // Phases lists every phase in a stable order (metrics are one-hot over it).
-var Phases = []Phase{PhasePending, PhaseConnecting, PhaseConnected, PhaseDegraded, PhaseReconnecting, PhaseIdle, PhaseAuthRequired, PhaseSuspended, PhaseInvalid}
+var Phases = []Phase{PhasePending, PhaseConnecting, PhaseConnected, PhaseDegraded, PhaseReconnecting, PhaseIdle, PhaseAuthRequired, PhaseRefused, PhaseSuspended, PhaseInvalid}
 
 // StatusDocument is one document of a status file (<manifest-base>.status.yaml).
 //
@@ -630,6 +631,11 @@ const (
 	// The kernel cannot enforce the server's sandbox fully and the
 	// manifest did not accept less (spec.stdio.sandbox.bestEffort).
 	ReasonSandboxUnsupported = "SandboxUnsupported"
+	// tether refuses the server's confinement policy itself: a sandbox
+	// grant or a writable container mount that reaches what tether
+	// protects (its state directory, its executable, the manifest tree).
+	// Nothing runs until the spec changes.
+	ReasonPolicyRefused = "PolicyRefused"
 )
 
 // InvalidStatus is the status of a manifest document tether cannot use (it

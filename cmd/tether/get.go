@@ -53,8 +53,8 @@ get reads the current directory.
 Columns:
   NAME        metadata.name
   TRANSPORT   stdio, streamable or sse (from the manifest)
-  PHASE       Pending, Connecting, Connected, Degraded, Reconnecting,
-              Suspended or Invalid
+  PHASE       Pending, Connecting, Connected, Degraded, Reconnecting, Idle,
+              AuthRequired, Refused, Suspended or Invalid
   TOOLS       tools exposed through the gateway / tools the server has
   AGE         time since the Ready condition last changed status: how long
               the connection has been connected, or how long it has not

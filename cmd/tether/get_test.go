@@ -389,3 +389,14 @@ func decodeStream(t *testing.T, format, text string) []spec.StatusDocument {
 	}
 	return out
 }
+
+// TestGetHelpNamesEveryPhase: the PHASE column's help lists every phase
+// tether writes.
+func TestGetHelpNamesEveryPhase(t *testing.T) {
+	help := newGetCmd().Long
+	for _, p := range spec.Phases {
+		if !strings.Contains(help, string(p)) {
+			t.Errorf("tether get's help does not name phase %s", p)
+		}
+	}
+}

@@ -466,7 +466,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	if !o.kubernetes {
 		manifestRoot = absPath(o.dir)
 	}
-	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, SandboxTemp: sandboxTemp, StateDir: statePath, Containers: containers,
+	connector := connection.NewConnector(connection.ConnectorOptions{Ledger: ledger, DefaultSandbox: defaultSandbox, DefaultSandboxFile: o.defaultSandbox, SandboxTemp: sandboxTemp, StateDir: statePath, Containers: containers,
 		ManifestRoot: manifestRoot, ManifestDirs: func() []string { return fileSource.Dirs() }})
 	defer connector.Close()
 	subreaper := true

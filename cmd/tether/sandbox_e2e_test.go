@@ -409,6 +409,57 @@ func TestSandboxGuardsWhatTetherKeeps(t *testing.T) {
 	}
 }
 
+// TestSandboxPolicyRefusedIsStalled: a write grant into the manifest's
+// directory is a policy tether refuses, which no retry changes: phase
+// Refused, Ready and Stalled reason PolicyRefused naming the field and the
+// path, Reconciling False, and no second attempt while the spec stays (a
+// second server, started after it, connects meanwhile: with a 50ms backoff
+// a retrying tether would have tried again by then). The fixed manifest
+// connects at once.
+func TestSandboxPolicyRefusedIsStalled(t *testing.T) {
+	bin := hostileServer(t)
+	home, key := sandboxHome(t)
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "h.yaml")
+	writeFile(t, manifest, stdioManifest("h", bin, nil, policyHere("write: [.]")+quickBackoff))
+	tt, ep := startSandboxTether(t, dir, home)
+	want := "spec.stdio.sandbox.write[0]: " + dir + " holds the manifest's directory (" + dir + ")"
+	st := waitStatus(t, manifest, "h", 30*time.Second, "Stalled PolicyRefused", func(st spec.ConnectionStatus) bool {
+		return conditionOf(st, spec.ConditionStalled).Reason == spec.ReasonPolicyRefused
+	})
+	check := func(st spec.ConnectionStatus) {
+		t.Helper()
+		ready, rec, stalled := conditionOf(st, spec.ConditionReady), conditionOf(st, spec.ConditionReconciling), conditionOf(st, spec.ConditionStalled)
+		if st.Phase != spec.PhaseRefused || ready.Status != spec.ConditionFalse || ready.Reason != spec.ReasonPolicyRefused ||
+			rec.Status != spec.ConditionFalse || stalled.Status != spec.ConditionTrue || !strings.HasPrefix(stalled.Message, want) {
+			t.Errorf("phase %s, Ready %+v, Reconciling %+v, Stalled %+v; want Refused, False/PolicyRefused, False, True naming %q", st.Phase, ready, rec, stalled, want)
+		}
+		if st.Attempt != 1 || st.NextRetryTime != nil || !strings.Contains(st.LastError, want) || st.Process != nil && st.Process.PID != 0 {
+			t.Errorf("attempt %d, nextRetryTime %v, lastError %q, process %+v; want 1 attempt, none planned, the refusal, nothing running", st.Attempt, st.NextRetryTime, st.LastError, st.Process)
+		}
+	}
+	check(st)
+
+	other := filepath.Join(dir, "other.yaml")
+	writeFile(t, other, stdioManifest("other", bin, nil, ""))
+	waitStatus(t, other, "other", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	st, _ = readStatus(t, manifest, "h")
+	check(st)
+	if n := strings.Count(tt.logs.String(), "tether refuses the server's confinement policy"); n != 1 {
+		t.Errorf("the refusal was logged %d times, want once (no retry)", n)
+	}
+
+	// Fixed: a write grant beneath a hidden name, which tether does not
+	// read manifests from.
+	must(t, os.Mkdir(filepath.Join(dir, ".data"), 0o700))
+	writeFile(t, manifest, stdioManifest("h", bin, nil, policyHere("write: [.data]")+quickBackoff))
+	st = waitStatus(t, manifest, "h", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	if c := conditionOf(st, spec.ConditionStalled); c.Status != spec.ConditionFalse {
+		t.Errorf("Stalled = %+v after the fix", c)
+	}
+	expectPrefix(t, "read ~/.ssh/id_ed25519", attempt(t, connectClient(t, ep), "h_read_file", map[string]any{"path": key}), "refused: ")
+}
+
 // TestDefaultSandbox: --default-sandbox confines the servers whose
 // manifests set no sandbox; a bad policy file stops tether run at once,
 // naming the file, line and field.

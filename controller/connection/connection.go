@@ -1,7 +1,6 @@
 package connection
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -348,8 +347,12 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 		dir = filepath.Join(manifestDir, dir)
 	}
 	var conf *confinement
-	if policy := cmp.Or(st.Sandbox, s.conn.defaultSandbox); policy != nil {
-		if conf, env, err = confine(s.name, policy, s.conn.sandboxTemp, s.conn.stateDir, path, st.Command, st.Args, dir, manifestDir, s.conn.manifestTree(), env); err != nil {
+	policy, origin := st.Sandbox, ""
+	if policy == nil {
+		policy, origin = s.conn.defaultSandbox, s.conn.defaultSandboxOrigin
+	}
+	if policy != nil {
+		if conf, env, err = confine(s.name, policy, origin, s.conn.sandboxTemp, s.conn.stateDir, path, st.Command, st.Args, dir, manifestDir, s.conn.manifestTree(), env); err != nil {
 			return nil, err
 		}
 	}

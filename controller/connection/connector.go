@@ -18,19 +18,20 @@ import (
 // one and passes it where sessions are opened; a test makes its own, so
 // that nothing it does reaches another test's sessions.
 type Connector struct {
-	handshakes         *endpointGates
-	perEndpoint        int // handshakes in flight per endpoint
-	versions           *versionMemo
-	transport          *http.Transport
-	tools              *internTable
-	ledger             *GroupLedger      // nil: children are not recorded
-	containers         *ContainerRuntime // nil: no container runtime
-	ownedBySoleSession bool              // made by Connect for one session, which lets it go on Close
-	defaultSandbox     *spec.SandboxSpec
-	sandboxTemp        string
-	stateDir           string
-	manifestRoot       string
-	manifestDirs       func() []string
+	handshakes           *endpointGates
+	perEndpoint          int // handshakes in flight per endpoint
+	versions             *versionMemo
+	transport            *http.Transport
+	tools                *internTable
+	ledger               *GroupLedger      // nil: children are not recorded
+	containers           *ContainerRuntime // nil: no container runtime
+	ownedBySoleSession   bool              // made by Connect for one session, which lets it go on Close
+	defaultSandbox       *spec.SandboxSpec
+	defaultSandboxOrigin string
+	sandboxTemp          string
+	stateDir             string
+	manifestRoot         string
+	manifestDirs         func() []string
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector
@@ -45,6 +46,10 @@ type ConnectorOptions struct {
 	// DefaultSandbox confines every stdio server whose manifest sets no
 	// spec.stdio.sandbox (tether run --default-sandbox); nil confines none.
 	DefaultSandbox *spec.SandboxSpec
+	// DefaultSandboxFile is the file DefaultSandbox was read from: errors
+	// about that policy name it ("--default-sandbox FILE: write[0]"), not
+	// the manifest's spec.stdio.sandbox, which it does not set.
+	DefaultSandboxFile string
 	// SandboxTemp is where sandboxed servers' private TMPDIRs are made
 	// (PrepareSandboxTemp); "" is the system's temporary directory.
 	SandboxTemp string
@@ -77,20 +82,25 @@ func NewConnector(o ConnectorOptions) *Connector {
 	if per <= 0 {
 		per = DefaultHandshakesPerEndpoint
 	}
-	return &Connector{
-		handshakes:     &endpointGates{gates: map[string]*endpointGate{}},
-		perEndpoint:    per,
-		versions:       &versionMemo{m: make(map[string]*endpointVersion)},
-		transport:      newSharedHTTPTransport(),
-		tools:          &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
-		ledger:         o.Ledger,
-		defaultSandbox: o.DefaultSandbox,
-		sandboxTemp:    o.SandboxTemp,
-		containers:     o.Containers,
-		stateDir:       o.StateDir,
-		manifestRoot:   o.ManifestRoot,
-		manifestDirs:   o.ManifestDirs,
+	c := &Connector{
+		handshakes:           &endpointGates{gates: map[string]*endpointGate{}},
+		perEndpoint:          per,
+		versions:             &versionMemo{m: make(map[string]*endpointVersion)},
+		transport:            newSharedHTTPTransport(),
+		tools:                &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
+		ledger:               o.Ledger,
+		defaultSandbox:       o.DefaultSandbox,
+		defaultSandboxOrigin: "--default-sandbox",
+		sandboxTemp:          o.SandboxTemp,
+		containers:           o.Containers,
+		stateDir:             o.StateDir,
+		manifestRoot:         o.ManifestRoot,
+		manifestDirs:         o.ManifestDirs,
 	}
+	if o.DefaultSandboxFile != "" {
+		c.defaultSandboxOrigin += " " + o.DefaultSandboxFile
+	}
+	return c
 }
 
 // Close closes the transport's idle connections. Sessions still open keep

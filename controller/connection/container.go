@@ -506,11 +506,13 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 	if c.User != "" {
 		args = append(args, "--user="+c.User)
 	}
-	for _, m := range c.Mounts {
+	for i, m := range c.Mounts {
 		src := m.Source
 		if !filepath.IsAbs(src) {
 			if manifestDir == "" {
-				return nil, fmt.Errorf("container.mounts: source %q is relative but the manifest's directory is unknown", m.Source)
+				// No retry finds a directory the object has not got.
+				return nil, &sandbox.RefusedError{Field: fmt.Sprintf("spec.container.mounts[%d]", i),
+					Problem: fmt.Sprintf("source %q is relative but the manifest's directory is unknown (an object from the Kubernetes API has none): give an absolute path", m.Source)}
 			}
 			src = filepath.Join(manifestDir, src)
 		}
@@ -523,11 +525,12 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 		if _, err := os.Stat(src); err != nil {
 			return nil, fmt.Errorf("container.mounts: source %s: %w", src, errors.Unwrap(err))
 		}
-		if err := rt.exposesState(src); err != nil {
+		field := fmt.Sprintf("spec.container.mounts[%d]", i)
+		if err := rt.exposesState(field, src); err != nil {
 			return nil, err
 		}
 		if m.Writable {
-			if err := writesWhatTetherRuns(src, manifestDir, s.conn.manifestTree()); err != nil {
+			if err := writesWhatTetherRuns(field, src, manifestDir, s.conn.manifestTree()); err != nil {
 				return nil, err
 			}
 		}
@@ -564,27 +567,24 @@ func (s *Session) containerArgs(ctx context.Context, ct *container, c *spec.Cont
 // it or holds it (the manifest's own directory holds the default one): the
 // server would read every connection's secrets, tokens and the other
 // containers' secret files there. Symbolic links are followed, as the
-// runtime's daemon follows them.
-func (rt *ContainerRuntime) exposesState(src string) error {
+// runtime's daemon follows them; a refusal that holds only through one is
+// retried (Linked), since the link may change with no new spec.
+func (rt *ContainerRuntime) exposesState(field, src string) error {
 	if rt.StateDir == "" {
 		return nil
 	}
-	resolve := func(p string) string {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r
+	problem := func(s, state string) string {
+		switch {
+		case within(state, s):
+			return fmt.Sprintf("holds tether's state directory %s (every connection's secrets): mount a directory beside it", rt.StateDir)
+		case within(s, state):
+			return fmt.Sprintf("is in tether's state directory %s (every connection's secrets)", rt.StateDir)
 		}
-		return filepath.Clean(p)
+		return ""
 	}
-	s, state := resolve(src), resolve(rt.StateDir)
-	within := func(p, dir string) bool {
-		rel, err := filepath.Rel(dir, p)
-		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-	}
-	switch {
-	case within(state, s):
-		return fmt.Errorf("container.mounts: source %s holds tether's state directory %s (every connection's secrets): mount a directory beside it", src, rt.StateDir)
-	case within(s, state):
-		return fmt.Errorf("container.mounts: source %s is in tether's state directory %s (every connection's secrets)", src, rt.StateDir)
+	if p := problem(resolve(src), resolve(rt.StateDir)); p != "" {
+		return &sandbox.RefusedError{Field: field, Path: src, Problem: p,
+			Linked: problem(lexical(src), lexical(rt.StateDir)) == ""}
 	}
 	return nil
 }
@@ -593,33 +593,54 @@ func (rt *ContainerRuntime) exposesState(src string) error {
 // what a sandbox's write grant may not (protected): tether's executable or
 // the manifest's directory or tree. Through it the server changes what
 // tether runs on the host, unconfined: a manifest it writes there starts
-// any command. Symbolic links are followed.
-func writesWhatTetherRuns(src, manifestDir string, tree []string) error {
+// any command. Symbolic links are followed; a refusal that holds only
+// through one is retried (Linked).
+func writesWhatTetherRuns(field, src, manifestDir string, tree []string) error {
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("container.mounts: finding tether's own executable: %w", err)
+		return fmt.Errorf("%s: finding tether's own executable: %w", field, err)
 	}
-	resolve := func(p string) string {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r
-		}
-		return filepath.Clean(p)
-	}
-	s := resolve(src)
 	for _, p := range protected(self, manifestDir, "", tree) {
 		if p.Path == "" || p.Read {
 			continue
 		}
-		pp := resolve(p.Path)
-		rel, err := filepath.Rel(s, pp)
-		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return fmt.Errorf("container.mounts: writable source %s holds %s (%s): a server that may write there could change what tether runs, unconfined; mount it read-only, or a directory beside it", src, p.What, p.Path)
+		problem := func(s, pp string) string {
+			switch {
+			case within(pp, s):
+				return fmt.Sprintf("(writable) holds %s (%s): a server that may write there could change what tether runs, unconfined; mount it read-only, or a directory beside it", p.What, p.Path)
+			case p.Tree && sandbox.InTree(s, pp):
+				return fmt.Sprintf("(writable) is in %s (%s), whose manifests tether reads: one the server wrote there would run on the host, unconfined; mount a directory beside it, or beneath a hidden name (.data), which tether does not read", p.What, p.Path)
+			}
+			return ""
 		}
-		if p.Tree && sandbox.InTree(s, pp) {
-			return fmt.Errorf("container.mounts: writable source %s is in %s (%s), whose manifests tether reads: one the server wrote there would run on the host, unconfined; mount a directory beside it, or beneath a hidden name (.data), which tether does not read", src, p.What, p.Path)
+		if msg := problem(resolve(src), resolve(p.Path)); msg != "" {
+			return &sandbox.RefusedError{Field: field, Path: src, Problem: msg,
+				Linked: problem(lexical(src), lexical(p.Path)) == ""}
 		}
 	}
 	return nil
+}
+
+// resolve is p with its symbolic links resolved, or cleaned when that
+// fails; lexical is p made absolute and clean, its links left as they are.
+func resolve(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
+}
+
+func lexical(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
+}
+
+// within reports whether p is dir or lies beneath it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // bindMount is a --mount value, CSV-quoted as the runtime reads it, so

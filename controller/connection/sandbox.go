@@ -56,7 +56,14 @@ func PrepareSandboxTemp(root string) error {
 // tmpRoot ("": the system's). No grant may hold stateDir, no write grant
 // tether's executable, the manifest's directory or a directory of the
 // manifest tree (tree).
-func confine(name string, policy *spec.SandboxSpec, tmpRoot, stateDir, program, argv0 string, args []string, dir, manifestDir string, tree []string, env []string) (*confinement, []string, error) {
+//
+// Its errors are classified for the supervisor: a policy tether will not
+// run (sandbox.RefusedError: a grant that reaches what it protects, a plan
+// over the launcher's bound) waits for a new spec; one the kernel cannot
+// enforce is sandbox.UnsupportedError; the rest (its own executable not
+// found, no temporary directory, a listed path missing, which may be made)
+// are retried with backoff.
+func confine(name string, policy *spec.SandboxSpec, origin, tmpRoot, stateDir, program, argv0 string, args []string, dir, manifestDir string, tree []string, env []string) (*confinement, []string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: finding tether's own executable (the launcher): %w", err)
@@ -80,6 +87,7 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, stateDir, program, 
 		Path:        envValue(env, "PATH"),
 		Tmp:         c.tmp,
 		Protected:   protected(self, manifestDir, stateDir, tree),
+		Origin:      origin,
 	})
 	if err != nil {
 		c.cleanup()
@@ -100,7 +108,8 @@ func confine(name string, policy *spec.SandboxSpec, tmpRoot, stateDir, program, 
 	}
 	if len(encoded) > maxPlanBytes {
 		c.cleanup()
-		return nil, nil, fmt.Errorf("sandbox: the policy resolves to %d bytes of paths and rules, over the %d the launcher can be given (one environment string); grant directories rather than many files", len(encoded), maxPlanBytes)
+		return nil, nil, &sandbox.RefusedError{Field: sandbox.PolicyField(origin, ""),
+			Problem: fmt.Sprintf("the policy resolves to %d bytes of paths and rules, over the %d the launcher can be given (one environment string); grant directories rather than many files", len(encoded), maxPlanBytes)}
 	}
 	c.planEnv = sandbox.PlanEnv + "=" + encoded
 	c.args = append([]string{sandbox.LauncherArg, program, argv0}, args...)

@@ -27,7 +27,7 @@ func TestConfineBoundsThePlan(t *testing.T) {
 		read[i] = long
 	}
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "tether-sandbox-big-*"))
-	_, _, err := confine("big", &spec.SandboxSpec{Read: read, BestEffort: true}, "", "", "/bin/true", "true", nil, "", "", nil, []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+	_, _, err := confine("big", &spec.SandboxSpec{Read: read, BestEffort: true}, "", "", "", "/bin/true", "true", nil, "", "", nil, []string{"HOME=/nonexistent", "PATH=/usr/bin"})
 	if err == nil || !strings.Contains(err.Error(), "over the 122880 the launcher can be given") {
 		t.Fatalf("a huge plan: %v", err)
 	}
@@ -36,7 +36,7 @@ func TestConfineBoundsThePlan(t *testing.T) {
 		t.Errorf("a TMPDIR was left behind: %v", after)
 	}
 	// A small one passes, with its TMPDIR in the environment.
-	c, env, err := confine("small", &spec.SandboxSpec{BestEffort: true}, "", "", "/bin/true", "true", nil, "", "", nil, []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+	c, env, err := confine("small", &spec.SandboxSpec{BestEffort: true}, "", "", "", "/bin/true", "true", nil, "", "", nil, []string{"HOME=/nonexistent", "PATH=/usr/bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestConfineRefusesWritingTheManifestTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(write string) error {
-		c, _, err := confine("w", &spec.SandboxSpec{Write: []string{write}, BestEffort: true}, "", "", "/bin/true", "true", nil, "", team, manifestTree(tree), []string{"HOME=/nonexistent", "PATH=/usr/bin"})
+		c, _, err := confine("w", &spec.SandboxSpec{Write: []string{write}, BestEffort: true}, "", "", "", "/bin/true", "true", nil, "", team, manifestTree(tree), []string{"HOME=/nonexistent", "PATH=/usr/bin"})
 		if c != nil {
 			c.cleanup()
 		}

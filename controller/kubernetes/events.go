@@ -18,7 +18,8 @@ const (
 
 // transitions lists the Events of a status change, the transitions the logs
 // mark at INFO and WARN: a session established (Normal Connected), an attempt
-// failing (Warning ConnectFailed, again only when the error changes), health
+// failing (Warning ConnectFailed, again only when the error changes), a
+// confinement policy refused (Warning PolicyRefused, likewise), health
 // checks failing (Warning HealthCheckFailing), connecting, idle, suspended
 // and stopped (Normal), an object that became invalid or valid again. prev is
 // nil for a first status. A status that moves nothing a person acts on (the
@@ -40,6 +41,11 @@ func transitions(prev, cur *spec.ConnectionStatus) []event {
 	case spec.PhaseReconnecting:
 		if phaseMoved || prev.LastError != cur.LastError {
 			out = append(out, event{eventTypeWarning, spec.ReasonConnectFailed, ready})
+		}
+	case spec.PhaseRefused:
+		// No retry follows: this Event is the one a person sees.
+		if phaseMoved || prev.LastError != cur.LastError {
+			out = append(out, event{eventTypeWarning, spec.ReasonPolicyRefused, ready})
 		}
 	case spec.PhaseConnecting, spec.PhaseSuspended, spec.PhaseIdle:
 		if phaseMoved {

@@ -27,6 +27,11 @@ func TestTransitions(t *testing.T) {
 		st.Attempt, st.LastError = attempt, err
 		return st
 	}
+	refused := func(err string) *spec.ConnectionStatus {
+		st := status(spec.PhaseRefused, spec.ReasonPolicyRefused, err)
+		st.Attempt, st.LastError = 1, err
+		return st
+	}
 	invalid := status(spec.PhaseInvalid, spec.ReasonManifestInvalid, "bad")
 	invalid.ManifestError = "McpConnection a/b: spec: bad"
 	keptValid := connected(t0)
@@ -49,6 +54,11 @@ func TestTransitions(t *testing.T) {
 		{"it fails again the same way", failing(1, "connection refused"), failing(2, "connection refused"), nil},
 		{"it fails another way", failing(2, "connection refused"), failing(3, "401 Unauthorized"),
 			[]event{{"Warning", "ConnectFailed", "attempt failed: 401 Unauthorized"}}},
+		{"a confinement policy refused", failing(1, "connection refused"), refused("spec.stdio.sandbox.write[0]: /m holds it"),
+			[]event{{"Warning", "PolicyRefused", "spec.stdio.sandbox.write[0]: /m holds it"}}},
+		{"refused again, the same way (a Stop kept it)", refused("spec.stdio.sandbox.write[0]: /m holds it"), refused("spec.stdio.sandbox.write[0]: /m holds it"), nil},
+		{"a new spec refused another way", refused("spec.stdio.sandbox.write[0]: /m holds it"), refused("spec.container.mounts[0]: /m holds it"),
+			[]event{{"Warning", "PolicyRefused", "spec.container.mounts[0]: /m holds it"}}},
 		{"health checks fail", connected(t0), status(spec.PhaseDegraded, spec.ReasonHealthCheckFail, "2 health check(s) failed"),
 			[]event{{"Warning", "HealthCheckFailing", "2 health check(s) failed"}}},
 		{"suspended", connected(t0), status(spec.PhaseSuspended, spec.ReasonSuspended, "suspended by spec.suspend"),

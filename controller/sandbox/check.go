@@ -21,6 +21,32 @@ func (e *UnsupportedError) Error() string {
 // this method (it does not import this package).
 func (e *UnsupportedError) SandboxUnsupported() bool { return true }
 
+// RefusedError says that tether refuses the confinement policy itself: a
+// grant or a writable container mount that reaches what tether protects
+// (its state directory, its own executable, the manifest tree). When the
+// paths as written reach it, no retry can change that, only a new spec:
+// status phase Refused, Stalled, reason PolicyRefused (docs/contract.md
+// §3). When only a symbolic link makes it reach (Linked), changing the link
+// clears it with no new spec, so it is retried with backoff.
+type RefusedError struct {
+	Field   string // the manifest field: spec.stdio.sandbox.write[0], spec.container.mounts[1]
+	Path    string // the path it names, made absolute ("" when the field is no path)
+	Problem string // what is wrong with it, and the way out
+	Linked  bool   // it reaches only through a symbolic link, which may change
+}
+
+func (e *RefusedError) Error() string {
+	if e.Path == "" {
+		return e.Field + ": " + e.Problem
+	}
+	return e.Field + ": " + e.Path + " " + e.Problem
+}
+
+// PolicyRefused tells the supervisor, which finds the error by this method
+// (it does not import this package), whether only a new spec can change
+// the answer.
+func (e *RefusedError) PolicyRefused() bool { return !e.Linked }
+
 // Kernel is what the running kernel offers the sandbox (DetectKernel).
 type Kernel struct {
 	ABI int // Landlock ABI version, 0 without Landlock

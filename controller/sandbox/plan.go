@@ -89,6 +89,9 @@ type Inputs struct {
 	Home        string // ~/ expands to it: the server's HOME
 	Path        string // the child's PATH (what /usr/bin/env looks up)
 	Tmp         string // the private temporary directory, made by the caller
+	// Origin names the policy in errors when it is not the manifest's
+	// spec.stdio.sandbox: "--default-sandbox FILE".
+	Origin string
 	// Protected are what a server must not write, named: tether's
 	// executable (the launcher, which runs unconfined), the manifest's
 	// directory (a manifest there runs unconfined), the state directory;
@@ -123,9 +126,14 @@ func InTree(path, dir string) bool {
 }
 
 // Build resolves policy for one start. A listed path that does not exist is
-// an error naming the field; the named grants skip what is missing.
+// an error naming the field, retried (it may be made); the named grants skip
+// what is missing. A policy tether will not run (a grant reaching what it
+// protects, or a field validation refuses) is a RefusedError: held until
+// the spec changes, unless it holds only through a symbolic link (Linked),
+// which may change.
 func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 	p := &Plan{Network: policy.NetworkMode(), BestEffort: policy.BestEffort}
+	field := func(name string) string { return PolicyField(in.Origin, name) }
 	var from []string // where each of p.Paths comes from, for errors
 	add := func(path, rights, origin string) {
 		p.Paths = append(p.Paths, PathRule{Path: path, Rights: rights})
@@ -169,9 +177,9 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 		for i, raw := range list.paths {
 			path := expand(raw, in.Home, in.ManifestDir)
 			if _, err := os.Stat(path); err != nil {
-				return nil, fmt.Errorf("spec.stdio.sandbox.%s[%d]: %s: %w", list.field, i, path, errors.Unwrap(err))
+				return nil, fmt.Errorf("%s: %s: %w", field(fmt.Sprintf("%s[%d]", list.field, i)), path, errors.Unwrap(err))
 			}
-			add(path, list.rights, fmt.Sprintf("spec.stdio.sandbox.%s[%d]", list.field, i))
+			add(path, list.rights, field(fmt.Sprintf("%s[%d]", list.field, i)))
 		}
 	}
 	switch p.Network {
@@ -181,10 +189,12 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 		p.Namespace, p.LoopbackUp = true, true
 	case spec.NetworkConnect:
 		p.HandleTCP, p.HandleUDP = true, true
-		for _, c := range policy.Connect {
+		for i, c := range policy.Connect {
 			r, err := spec.ParseConnect(c)
 			if err != nil {
-				return nil, err // validation refused it already
+				// Validation refused it already; a spec that came past it
+				// is refused, not retried.
+				return nil, &RefusedError{Field: field(fmt.Sprintf("connect[%d]", i)), Problem: err.Error()}
 			}
 			if r.Host != "" {
 				p.Hosts = append(p.Hosts, c)
@@ -213,7 +223,7 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 		if l.Memory != "" {
 			m, err := spec.ParseMemory(l.Memory)
 			if err != nil {
-				return nil, err
+				return nil, &RefusedError{Field: field("limits.memory"), Problem: err.Error()}
 			}
 			p.Limits.Memory = m
 		}
@@ -227,6 +237,22 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 	return p, nil
 }
 
+// PolicyField is how an error names a field of a policy: name within the
+// manifest's spec.stdio.sandbox when origin is "" (name "" is the policy
+// itself), else within origin ("--default-sandbox FILE: write[0]"), since
+// the manifest holds no such field then.
+func PolicyField(origin, name string) string {
+	switch {
+	case origin == "" && name == "":
+		return "spec.stdio.sandbox"
+	case origin == "":
+		return "spec.stdio.sandbox." + name
+	case name == "":
+		return origin
+	}
+	return origin + ": " + name
+}
+
 // holdsNone refuses a write grant that holds (is, or is a parent of) a
 // protected path: through it the server could change what tether runs
 // next, unconfined; and any grant that holds one protected from reading,
@@ -236,28 +262,50 @@ func Build(policy *spec.SandboxSpec, in Inputs) (*Plan, error) {
 func holdsNone(paths []PathRule, from []string, protected []Protected, tmp string) error {
 	for i, r := range paths {
 		writing := r.Rights == RightWrite || r.Rights == RightWriteX
-		g := resolved(r.Path)
 		for _, p := range protected {
 			if p.Path == "" || !writing && !p.Read {
 				continue
 			}
-			pp := resolved(p.Path)
-			if !beneath(pp, g) {
-				if p.Read && r.Path != tmp && beneath(g, pp) {
-					return fmt.Errorf("%s: %s is in %s (%s), whose OAuth tokens and other servers' files a server must not read", from[i], r.Path, p.What, p.Path)
-				}
-				if writing && p.Tree && InTree(g, pp) {
-					return fmt.Errorf("%s: %s is in %s (%s), whose manifests tether reads: one the server wrote there would run unconfined; grant a directory beside it, or beneath a hidden name (.data), which tether does not read", from[i], r.Path, p.What, p.Path)
-				}
+			problem := reaches(resolved(r.Path), resolved(p.Path), r, p, writing, tmp)
+			if problem == "" {
 				continue
 			}
-			if writing {
-				return fmt.Errorf("%s: %s holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", from[i], r.Path, p.What, p.Path)
-			}
-			return fmt.Errorf("%s: %s holds %s (%s), whose OAuth tokens and other servers' files a server must not read; grant a directory beside it", from[i], r.Path, p.What, p.Path)
+			// Held until the spec changes only when the paths as written
+			// reach it: through a symbolic link (the grant's, or one in the
+			// manifest tree), which can change without a new spec, it is
+			// retried.
+			linked := reaches(lexical(r.Path), lexical(p.Path), r, p, writing, tmp) == ""
+			return &RefusedError{Field: from[i], Path: r.Path, Problem: problem, Linked: linked}
 		}
 	}
 	return nil
+}
+
+// reaches is what is wrong with grant r, at g, for protected p, at pp: ""
+// when nothing is.
+func reaches(g, pp string, r PathRule, p Protected, writing bool, tmp string) string {
+	if !beneath(pp, g) {
+		if p.Read && r.Path != tmp && beneath(g, pp) {
+			return fmt.Sprintf("is in %s (%s), whose OAuth tokens and other servers' files a server must not read", p.What, p.Path)
+		}
+		if writing && p.Tree && InTree(g, pp) {
+			return fmt.Sprintf("is in %s (%s), whose manifests tether reads: one the server wrote there would run unconfined; grant a directory beside it, or beneath a hidden name (.data), which tether does not read", p.What, p.Path)
+		}
+		return ""
+	}
+	if writing {
+		return fmt.Sprintf("holds %s (%s): a server that may write there could change what tether runs, unconfined; grant a directory beside it", p.What, p.Path)
+	}
+	return fmt.Sprintf("holds %s (%s), whose OAuth tokens and other servers' files a server must not read; grant a directory beside it", p.What, p.Path)
+}
+
+// lexical is path made absolute and clean, its symbolic links left as
+// they are.
+func lexical(path string) string {
+	if a, err := filepath.Abs(path); err == nil {
+		return a
+	}
+	return filepath.Clean(path)
 }
 
 // noWayOut refuses a path that lies beneath a write grant but resolves,
@@ -275,7 +323,9 @@ func noWayOut(paths []PathRule, from []string) error {
 				continue
 			}
 			if rr := resolved(r.Path); !beneath(rr, wr) {
-				return fmt.Errorf("%s: %s is beneath the write grant %s but resolves to %s, outside it: a server could point it anywhere before its next start; grant %s by its own path", from[i], r.Path, w.Path, rr, rr)
+				// Retried: removing the link clears it, with no new spec.
+				return &RefusedError{Field: from[i], Path: r.Path, Linked: true,
+					Problem: fmt.Sprintf("is beneath the write grant %s but resolves to %s, outside it: a server could point it anywhere before its next start; grant %s by its own path", w.Path, rr, rr)}
 			}
 		}
 	}

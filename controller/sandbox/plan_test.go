@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"debug/elf"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -491,5 +492,67 @@ func TestLibraryDirs(t *testing.T) {
 	want := []string{"/opt/lib", "/opt/x", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
 	if !slices.Equal(got, want) {
 		t.Errorf("libraryDirs = %q, want %q", got, want)
+	}
+}
+
+// TestBuildRefusalsAreRefusedErrors: what Build refuses of the policy
+// itself (a grant reaching what tether protects, and the fields validation
+// refuses first, should a spec come past it) is a RefusedError naming the
+// field, held until the spec changes (PolicyRefused) when the paths as
+// written reach it; one that holds only through a symbolic link (a way out
+// of a write grant, a grant whose link leads into what is protected) is
+// retried, since the link may change with no new spec; so is a listed path
+// that does not exist, which may be made.
+func TestBuildRefusalsAreRefusedErrors(t *testing.T) {
+	dir := t.TempDir()
+	manifests := filepath.Join(dir, "manifests")
+	for _, d := range []string{filepath.Join(dir, "out"), manifests} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(dir, "out", "away")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(manifests, filepath.Join(dir, "there")); err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	for _, tc := range []struct {
+		name    string
+		policy  spec.SandboxSpec
+		refused string // the refusal's start; "" for an error that is no RefusedError
+		linked  bool   // a RefusedError that is retried, not held
+	}{
+		{"a write grant of the manifest's directory, as written", spec.SandboxSpec{Write: []string{"manifests"}},
+			"spec.stdio.sandbox.write[0]: " + manifests + " holds the manifest's directory", false},
+		{"a write grant that reaches it through a link", spec.SandboxSpec{Write: []string{"there"}},
+			"spec.stdio.sandbox.write[0]: " + filepath.Join(dir, "there") + " holds the manifest's directory", true},
+		{"a link out of a write grant", spec.SandboxSpec{Write: []string{"out"}, Read: []string{"out/away"}},
+			"spec.stdio.sandbox.read[0]: " + filepath.Join(dir, "out", "away") + " is beneath the write grant", true},
+		{"a connect entry that does not parse", spec.SandboxSpec{Network: spec.NetworkConnect, Connect: []string{"443", "host:port"}},
+			"spec.stdio.sandbox.connect[1]: ", false},
+		{"a memory limit that does not parse", spec.SandboxSpec{Limits: &spec.SandboxLimits{Memory: "lots", Processes: &one}},
+			"spec.stdio.sandbox.limits.memory: ", false},
+		{"a listed path missing", spec.SandboxSpec{Read: []string{"missing"}}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy := tc.policy
+			policy.Grants = []string{}
+			_, err := Build(&policy, Inputs{Command: "/bin/true", ManifestDir: dir,
+				Protected: []Protected{{Path: manifests, What: "the manifest's directory", Tree: true}}})
+			var refused *RefusedError
+			isRefused := errors.As(err, &refused)
+			switch {
+			case err == nil:
+				t.Fatal("Build: no error")
+			case tc.refused != "" && (!isRefused || !strings.HasPrefix(err.Error(), tc.refused)):
+				t.Errorf("Build: %v (a RefusedError: %t), want a refusal starting %q", err, isRefused, tc.refused)
+			case tc.refused == "" && isRefused:
+				t.Errorf("Build: %v is a RefusedError, want it retried", err)
+			case isRefused && refused.PolicyRefused() == tc.linked:
+				t.Errorf("Build: %v: PolicyRefused %t, want %t (held only when the paths as written reach it)", err, refused.PolicyRefused(), !tc.linked)
+			}
+		})
 	}
 }

@@ -86,3 +86,128 @@ func TestSupervisorSandboxUnsupported(t *testing.T) {
 		t.Fatalf("after a success: session %v, SandboxUnsupported %q, Sandbox %q; want live, none, the session's", snap.Session, snap.SandboxUnsupported, snap.Sandbox)
 	}
 }
+
+// refusedErr is what controller/sandbox's RefusedError looks like to the
+// supervisor.
+type refusedErr struct{ refused bool }
+
+func (e refusedErr) Error() string {
+	return "spec.stdio.sandbox.write[0]: /srv/manifests holds the manifest's directory (/srv/manifests)"
+}
+func (e refusedErr) PolicyRefused() bool { return e.refused }
+
+// TestSupervisorPolicyRefused: a confinement policy tether refuses starts
+// no attempt, whatever time passes, and a Demand is answered with the
+// refusal at once; a new Secret version is no new spec; a Stop keeps it; a
+// new spec is tried at once, and its success forgets the refusal. An
+// error whose PolicyRefused says false, or any other failure, backs off as
+// before.
+func TestSupervisorPolicyRefused(t *testing.T) {
+	notified := make(chan struct{}, 100)
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	conn := &sandboxConnector{authConnector{errs: []error{
+		refusedErr{refused: true}, refusedErr{refused: true}, refusedErr{refused: false},
+	}}}
+	sup := New(context.Background(), Options{
+		Name:      "one",
+		Connector: conn,
+		Notify:    func() { notified <- struct{}{} },
+		Now:       func() time.Time { return now },
+		Jitter:    func() float64 { return 0 },
+	})
+	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
+	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
+	c.Default()
+	want := Want{Conn: c}
+	step := func() time.Duration { return sup.Step(context.Background(), want) }
+	waitNotified := func() {
+		t.Helper()
+		select {
+		case <-notified:
+		case <-time.After(5 * time.Second):
+			t.Fatal("attempt did not report back")
+		}
+	}
+	refusal := (refusedErr{}).Error()
+
+	step()
+	waitNotified()
+	if d := step(); d != 0 {
+		t.Fatalf("a refused policy asks to be looked at again in %v", d)
+	}
+	snap := sup.Snapshot()
+	if snap.State != Refused || snap.PolicyRefused != refusal || !snap.NextRetry.IsZero() || snap.Connecting ||
+		snap.Failures != 1 || snap.LastError != "initialize: sending: "+refusal {
+		t.Fatalf("after a refused policy: %+v", snap)
+	}
+	if _, err := sup.Demand(context.Background()); err == nil || err.Error() != refusal {
+		t.Fatalf("a Demand of a refused connection: %v, want the refusal", err)
+	}
+	now = now.Add(time.Hour)
+	want.SecretsVersion = "2" // a rotated Secret changes no policy
+	for range 3 {
+		if d := step(); d != 0 || sup.Snapshot().Connecting {
+			t.Fatalf("an hour later, a step started an attempt or a wait (%v)", d)
+		}
+	}
+	sup.Stop("manifest invalid")
+	if step(); sup.Snapshot().State != Refused || sup.Snapshot().Connecting {
+		t.Fatalf("after a Stop, the same spec: %+v, want Refused kept", sup.Snapshot())
+	}
+	if n := conn.count(); n != 1 {
+		t.Fatalf("%d attempts while the policy stays refused, want 1", n)
+	}
+
+	// A new spec is tried at once; refused again, it waits again.
+	c2 := c.DeepCopy()
+	c2.Spec.Stdio.Args = []string{"--other"}
+	want = Want{Conn: c2}
+	step()
+	waitNotified()
+	step()
+	if n, snap := conn.count(), sup.Snapshot(); n != 2 || snap.State != Refused || snap.Failures != 2 {
+		t.Fatalf("a new spec: %d attempts, %+v; want 2, refused again", n, snap)
+	}
+	// Another directory is a new spec too (relative grants resolve there).
+	want = Want{Conn: c2, Dir: "/elsewhere"}
+	step()
+	waitNotified()
+	if d := step(); d != 100*time.Millisecond || sup.Snapshot().PolicyRefused != "" || sup.Snapshot().State != Backoff {
+		t.Fatalf("an error whose PolicyRefused says false: wait %v, %+v; want the first backoff delay", d, sup.Snapshot())
+	}
+	now = now.Add(time.Second)
+	step()
+	waitNotified()
+	step()
+	if snap := sup.Snapshot(); snap.Session == nil || snap.PolicyRefused != "" || snap.Failures != 0 {
+		t.Fatalf("after a success: %+v", snap)
+	}
+}
+
+// TestSupervisorSuspendForgetsRefusal: a suspended connection starts
+// afresh when resumed, as for any other failure.
+func TestSupervisorSuspendForgetsRefusal(t *testing.T) {
+	notified := make(chan struct{}, 100)
+	conn := &sandboxConnector{authConnector{errs: []error{refusedErr{refused: true}}}}
+	sup := New(context.Background(), Options{Name: "one", Connector: conn, Notify: func() { notified <- struct{}{} }})
+	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
+	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
+	c.Default()
+	want := Want{Conn: c}
+	sup.Step(context.Background(), want)
+	<-notified
+	sup.Step(context.Background(), want)
+	if snap := sup.Snapshot(); snap.State != Refused {
+		t.Fatalf("after a refused policy: %+v", snap)
+	}
+	sup.Suspend(context.Background())
+	if snap := sup.Snapshot(); snap.PolicyRefused != "" {
+		t.Fatalf("Suspend kept the refusal: %+v", snap)
+	}
+	sup.Step(context.Background(), want)
+	<-notified
+	sup.Step(context.Background(), want)
+	if n, snap := conn.count(), sup.Snapshot(); n != 2 || snap.Session == nil {
+		t.Fatalf("resumed: %d attempts, %+v; want 2, connected", n, snap)
+	}
+}

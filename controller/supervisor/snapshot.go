@@ -42,6 +42,9 @@ type Snapshot struct {
 	// SandboxUnsupported is the last failure's message when it was a
 	// sandbox the kernel cannot enforce fully ("" otherwise).
 	SandboxUnsupported string
+	// PolicyRefused is the refusal while tether refuses the server's
+	// confinement policy and waits for a new spec ("" otherwise).
+	PolicyRefused string
 	// Sandbox is what confines the live session's server ("landlock
 	// fs+net"), "" when nothing does.
 	Sandbox string
@@ -81,6 +84,9 @@ func (s *Supervisor) Snapshot() Snapshot {
 		Process:            s.process,
 		IllegalMoves:       s.illegalMoves,
 		SandboxUnsupported: s.unsupported,
+	}
+	if r := s.refusal; r != nil {
+		snap.PolicyRefused = r.msg
 	}
 	if a := s.auth; a != nil {
 		snap.AuthRequired = a.msg

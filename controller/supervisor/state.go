@@ -6,7 +6,7 @@ import "fmt"
 // is this connection doing": everything else the supervisor keeps is data
 // that belongs to a state (the live session of Connected, the outcome of
 // Reported, the backoff deadline of Backoff, the authorization failure of
-// AuthRequired) or bookkeeping of the callers waiting in Demand.
+// AuthRequired, the refusal of Refused) or bookkeeping of the callers waiting in Demand.
 //
 // One thing outlives its state on purpose: an attempt that Stop, Suspend or
 // Close cancelled still runs until its Connector returns, so that no second
@@ -35,6 +35,11 @@ const (
 	// attempt starts until new tokens are stored (RetryNow) or the spec
 	// changes.
 	AuthRequired
+	// Refused: tether refused the server's confinement policy (a sandbox
+	// grant or a writable container mount that reaches what it protects);
+	// no attempt starts until the spec changes, since no retry can change
+	// the answer.
+	Refused
 	// Dormant: an OnDemand server whose catalog is known, stopped until a
 	// Demand (phase Idle in the status).
 	Dormant
@@ -49,7 +54,7 @@ const (
 )
 
 var stateNames = [numStates]string{"Idle", "Connecting", "Reported", "Connected", "Backoff",
-	"AuthRequired", "Dormant", "Stopped", "Suspended", "Closed"}
+	"AuthRequired", "Refused", "Dormant", "Stopped", "Suspended", "Closed"}
 
 func (s State) String() string {
 	if s < numStates {
@@ -88,6 +93,9 @@ const (
 	// EvAwaitLogin: Step finds the connection waiting for a login (an
 	// authorization failure that Stop kept).
 	EvAwaitLogin
+	// EvAwaitSpec: Step finds the connection's policy refused for the spec
+	// it still wants (a refusal that Stop kept).
+	EvAwaitSpec
 	// EvStop, EvSuspend, EvClose: the reconciler's Stop, Suspend, Close.
 	EvStop
 	EvSuspend
@@ -96,7 +104,7 @@ const (
 )
 
 var eventNames = [numEvents]string{"start", "report", "abandon", "adopt", "stale", "fail",
-	"respec", "idle", "sleep", "wait", "await-login", "stop", "suspend", "close"}
+	"respec", "idle", "sleep", "wait", "await-login", "await-spec", "stop", "suspend", "close"}
 
 func (e Event) String() string {
 	if e < numEvents {
@@ -127,6 +135,7 @@ var Transitions = append([]Transition{
 	{Reported, EvStale, Idle},
 	{Reported, EvFail, Backoff},
 	{Reported, EvFail, AuthRequired},
+	{Reported, EvFail, Refused},
 
 	{Connected, EvFail, Backoff},
 	{Connected, EvFail, AuthRequired},
@@ -139,6 +148,9 @@ var Transitions = append([]Transition{
 	{AuthRequired, EvStart, Connecting},
 	{AuthRequired, EvSleep, Dormant},
 
+	{Refused, EvStart, Connecting},
+	{Refused, EvSleep, Dormant},
+
 	{Dormant, EvStart, Connecting},
 	{Dormant, EvWait, Backoff},
 
@@ -146,6 +158,7 @@ var Transitions = append([]Transition{
 	{Stopped, EvSleep, Dormant},
 	{Stopped, EvWait, Backoff},
 	{Stopped, EvAwaitLogin, AuthRequired},
+	{Stopped, EvAwaitSpec, Refused},
 
 	{Suspended, EvStart, Connecting},
 	{Suspended, EvSleep, Dormant},

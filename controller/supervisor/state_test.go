@@ -212,6 +212,7 @@ func (m *machine) report(o outcome) {
 var (
 	refused   = outcome{err: errors.New("refused")}
 	needLogin = outcome{err: authErr{login: true}}
+	noPolicy  = outcome{err: refusedErr{refused: true}}
 )
 
 func connected() outcome { return outcome{ss: newSession()} }
@@ -224,6 +225,7 @@ var reach = map[State]func(m *machine){
 	Connected:    func(m *machine) { m.report(connected()); m.step() },
 	Backoff:      func(m *machine) { m.report(refused); m.step() },
 	AuthRequired: func(m *machine) { m.report(needLogin); m.step() },
+	Refused:      func(m *machine) { m.report(noPolicy); m.step() },
 	Dormant:      func(m *machine) { m.dormant(true); m.step() },
 	Stopped:      func(m *machine) { m.sup.Stop("test") },
 	Suspended:    func(m *machine) { m.sup.Suspend(context.Background()) },
@@ -264,6 +266,19 @@ var fire = map[Transition]func(m *machine){
 
 	{AuthRequired, EvStart, Connecting}: func(m *machine) { m.sup.RetryNow(); m.step() },
 	{AuthRequired, EvSleep, Dormant}:    func(m *machine) { m.sup.RetryNow(); m.dormant(true); m.step() },
+
+	{Reported, EvFail, Refused}: func(m *machine) {
+		m.reportAgain(noPolicy)
+		m.step()
+	},
+	{Refused, EvStart, Connecting}: func(m *machine) { m.respec(); m.step() },
+	{Refused, EvSleep, Dormant}:    func(m *machine) { m.respec(); m.dormant(true); m.step() },
+	{Stopped, EvAwaitSpec, Refused}: func(m *machine) {
+		m.report(noPolicy)
+		m.step()
+		m.sup.Stop("test")
+		m.step()
+	},
 
 	{Dormant, EvStart, Connecting}: func(m *machine) { m.dormant(false); m.step() },
 	{Dormant, EvWait, Backoff}: func(m *machine) {

@@ -128,6 +128,9 @@ type Supervisor struct {
 	// sandbox the kernel cannot enforce (SandboxUnsupported): retrying
 	// will not help until the manifest or the kernel changes.
 	unsupported string
+	// refusal is set while tether refuses the server's confinement policy
+	// (Refused): no attempt starts until the spec changes.
+	refusal *refusal
 	// backoffSpan is the open mcp.backoff_wait span: started when a failure
 	// decides the delay, ended when the next attempt starts or the wait is
 	// abandoned (stopLocked).
@@ -183,6 +186,12 @@ type authState struct {
 	released bool   // RetryNow let the next attempt start
 }
 
+// refusal is a confinement policy tether refused: phase Refused.
+type refusal struct {
+	msg      string // the refusal, naming the manifest field and the path
+	specHash string // the spec it was refused for (Want.specHash)
+}
+
 // authRequired finds, in err's chain, the error that says no valid OAuth
 // token can be had (controller/oauth's AuthRequiredError, found by its
 // method so that this package need not import it): its message, and
@@ -208,6 +217,20 @@ func sandboxUnsupported(err error) (msg string, ok bool) {
 	}
 	if errors.As(err, &se) && se.SandboxUnsupported() {
 		return se.Error(), true
+	}
+	return "", false
+}
+
+// policyRefused finds, in err's chain, the error that says tether refuses
+// the server's confinement policy itself (controller/sandbox's
+// RefusedError, found by its method): retrying cannot change it.
+func policyRefused(err error) (msg string, ok bool) {
+	var re interface {
+		error
+		PolicyRefused() bool
+	}
+	if errors.As(err, &re) && re.PolicyRefused() {
+		return re.Error(), true
 	}
 	return "", false
 }
@@ -315,9 +338,14 @@ func (s *Supervisor) Step(ctx context.Context, want Want) (retryIn time.Duration
 		return 0
 	}
 	s.forgetAuthForNewSpec(st)
+	s.forgetRefusalForNewSpec(st)
 	if s.awaitingLogin() {
 		s.to(AuthRequired, EvAwaitLogin)
 		return 0 // waits for new tokens (RetryNow), not for a timer
+	}
+	if s.refusal != nil {
+		s.to(Refused, EvAwaitSpec)
+		return 0 // waits for a new spec, not for a timer
 	}
 	if want.Dormant && !s.demanded {
 		s.to(Dormant, EvSleep)
@@ -356,7 +384,7 @@ func (s *Supervisor) takeInOutcome(st step) {
 	}
 	switch {
 	case res.err != nil:
-		s.failedLocked(st.ctx, res.err, st.want.Conn, res.hash, st.now, res.span)
+		s.failedLocked(st.ctx, res.err, st.want.Conn, res.hash, res.specHash, st.now, res.span)
 	case res.hash != st.hash:
 		s.out.closes = append(s.out.closes, res.session)
 		s.to(Idle, EvStale)
@@ -379,12 +407,12 @@ func (s *Supervisor) watchSession(st step) (wait time.Duration, done bool) {
 	}
 	if down := s.sessionDown(ss); down != nil {
 		s.log.WarnContext(st.ctx, "connection lost; reconnecting", "err", down)
-		ran := s.sessionHash
+		ran, ranSpec := s.sessionHash, s.sessionSpecHash
 		s.dropLocked(down.Error())
 		if st.now.Sub(s.connectedAt) >= StableAfter {
 			s.backoffStep = 0
 		}
-		s.failedLocked(st.ctx, down, st.want.Conn, ran, st.now, trace.SpanContext{})
+		s.failedLocked(st.ctx, down, st.want.Conn, ran, ranSpec, st.now, trace.SpanContext{})
 		return 0, false
 	}
 	if s.sessionHash != st.hash {
@@ -459,6 +487,15 @@ func (s *Supervisor) forgetAuthForNewSpec(st step) {
 	}
 }
 
+// forgetRefusalForNewSpec forgets a refused policy once the spec (or the
+// directory it resolves against) changed: the new one is tried at once. A
+// new version of a Secret it reads changes no policy.
+func (s *Supervisor) forgetRefusalForNewSpec(st step) {
+	if r := s.refusal; r != nil && r.specHash != st.want.specHash() {
+		s.refusal, s.nextRetry, s.backoffStep = nil, time.Time{}, 0
+	}
+}
+
 // awaitingLogin reports whether only new tokens let an attempt start.
 func (s *Supervisor) awaitingLogin() bool {
 	a := s.auth
@@ -497,7 +534,7 @@ func (s *Supervisor) Suspend(ctx context.Context) {
 		s.log.InfoContext(ctx, "connection suspended")
 	}
 	s.stopLocked("suspended")
-	s.failures, s.backoffStep, s.nextRetry, s.auth = 0, 0, time.Time{}, nil
+	s.failures, s.backoffStep, s.nextRetry, s.auth, s.refusal = 0, 0, time.Time{}, nil, nil
 	s.to(Suspended, EvSuspend)
 }
 
@@ -588,6 +625,8 @@ func (s *Supervisor) demandAnswerLocked() (ss Session, done bool, err error) {
 		return s.session, true, nil
 	case s.awaitingLogin():
 		return nil, true, errors.New(s.auth.msg)
+	case s.refusal != nil:
+		return nil, true, errors.New(s.refusal.msg)
 	}
 	return nil, false, nil
 }
@@ -639,16 +678,19 @@ func (s *Supervisor) RetryNow() {
 
 // failedLocked takes in a failed attempt or a lost session (failed is the
 // attempt's span context, invalid for a lost session; hash the want it ran
-// with) and starts the backoff wait (Backoff), as a child of ctx's
-// reconcile span. A failure that needs a login waits for new tokens instead
-// (AuthRequired); refused client credentials wait the backoff's longest
-// delay.
-func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.McpConnection, hash string, now time.Time, failed trace.SpanContext) {
+// with, specHash the same without the Secrets' version) and starts the
+// backoff wait (Backoff), as a child of ctx's reconcile span. A failure that
+// needs a login waits for new tokens instead (AuthRequired), a confinement
+// policy tether refuses waits for a new spec (Refused); refused client
+// credentials and a sandbox the kernel cannot enforce wait the backoff's
+// longest delay.
+func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.McpConnection, hash, specHash string, now time.Time, failed trace.SpanContext) {
 	msg := cause.Error()
 	s.failures++
 	s.lastError = msg
 	s.auth = nil
 	s.unsupported = ""
+	s.refusal = nil
 	lctx := ctx
 	if failed.IsValid() {
 		lctx = trace.ContextWithSpanContext(ctx, failed) // the line is about that attempt
@@ -663,6 +705,14 @@ func (s *Supervisor) failedLocked(ctx context.Context, cause error, want *spec.M
 			return
 		}
 		s.backoffStep = capSteps
+	}
+	if rmsg, ok := policyRefused(cause); ok {
+		s.refusal = &refusal{msg: rmsg, specHash: specHash}
+		s.nextRetry = time.Time{}
+		s.endBackoff("superseded")
+		s.log.WarnContext(lctx, "tether refuses the server's confinement policy; waiting for a new spec", "attempt", s.failures, "err", msg)
+		s.to(Refused, EvFail)
+		return
 	}
 	if smsg, ok := sandboxUnsupported(cause); ok {
 		s.unsupported = smsg
@@ -726,6 +776,7 @@ func (s *Supervisor) adoptLocked(ctx context.Context, res *attemptResult, now ti
 	s.lastError = ""
 	s.auth = nil
 	s.unsupported = ""
+	s.refusal = nil
 	s.health = healthState{}
 	s.to(Connected, EvAdopt)
 	if p := res.session.Process(); p != nil {

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tether-mcp/tether/controller/metrics"
+	"github.com/tether-mcp/tether/spec"
 )
 
 // promtool returns the path of promtool, skipping the test when it is not
@@ -241,4 +242,51 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// TestPhaseTimelineNamesEveryPhase: the dashboard's phase timeline maps
+// every phase tether exports (tether_connection_state's state label) to a
+// value and that value to the phase's name, so no phase shows as a gap.
+func TestPhaseTimelineNamesEveryPhase(t *testing.T) {
+	data, err := os.ReadFile("grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Description string
+			Targets     []struct{ Expr string }
+			FieldConfig struct {
+				Defaults struct {
+					Mappings []struct {
+						Options map[string]struct{ Text string }
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Panels {
+		if !strings.Contains(p.Description, "phase over time") {
+			continue
+		}
+		if len(p.Targets) != 1 || len(p.FieldConfig.Defaults.Mappings) != 1 {
+			t.Fatalf("the phase timeline: %d targets, %d mappings; want one of each", len(p.Targets), len(p.FieldConfig.Defaults.Mappings))
+		}
+		texts := p.FieldConfig.Defaults.Mappings[0].Options
+		for _, phase := range spec.Phases {
+			m := regexp.MustCompile(`state=\\?"` + strings.ToLower(string(phase)) + `\\?"\} == 1\) \* (\d+)`).FindStringSubmatch(p.Targets[0].Expr)
+			if m == nil {
+				t.Errorf("the phase timeline's query has no value for phase %s", phase)
+				continue
+			}
+			if got := texts[m[1]].Text; got != string(phase) {
+				t.Errorf("the phase timeline maps %s (phase %s) to %q", m[1], phase, got)
+			}
+		}
+		return
+	}
+	t.Fatal("no panel of the dashboard says it shows the phase over time")
 }
