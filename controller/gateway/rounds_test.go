@@ -3,11 +3,15 @@ package gateway
 //lint:file-ignore SA1019 relaying sampling, roots and logging (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -200,4 +204,205 @@ func TestParkedCallsBounded(t *testing.T) {
 	}
 	cancel()
 	<-resumed
+}
+
+// roundQuestion is the requestState and the id of the one question of a
+// 2026-07-28 answer that asks its client something ("" when it asks
+// nothing).
+func roundQuestion(got eraAnswer) (state, id string) {
+	var msg struct {
+		Result struct {
+			RequestState  string                     `json:"requestState"`
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal([]byte(got.Messages[strings.LastIndex(got.Messages, "\n")+1:]), &msg)
+	for id := range msg.Result.InputRequests {
+		return msg.Result.RequestState, id
+	}
+	return "", ""
+}
+
+// eraStream sends one POST of a 2026-07-28 client, as eraPost does, and
+// hands each message of its answer's event stream to seen as it comes,
+// re-encoded as eraPost does; it returns the status.
+func eraStream(t *testing.T, url, body string, seen func(msg string)) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(protocolVersionHeader, modernProtocol)
+	req.Header.Set(methodHeader, methodCallTool)
+	var call struct {
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal([]byte(body), &call)
+	req.Header.Set(nameHeader, call.Params.Name)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		raw, _ := io.ReadAll(resp.Body)
+		t.Fatalf("answer of type %q, want an event stream: %d %s", ct, resp.StatusCode, raw)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
+			var v any
+			if json.Unmarshal(d, &v) == nil {
+				d, _ = json.Marshal(v)
+			}
+			seen(string(d))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Errorf("reading the answer: %v", err)
+	}
+	return resp.StatusCode
+}
+
+// TestLaterRoundsTakeOneRoad: a 2026-07-28 client's later round of a call
+// in rounds (its tools/call carrying the gateway's requestState and the
+// answers) takes the road its first round takes: the fast path where the
+// request passes the fast path's checks, the go-sdk path where the fast
+// path is off, with the same answer. And whichever road, what the
+// backend sends while that later round waits reaches it: its log
+// messages at the round's level, and its progress under the round's own
+// progressToken (not the first round's), in order, before the round's
+// answer.
+func TestLaterRoundsTakeOneRoad(t *testing.T) {
+	var results [2]string
+	for i, fast := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) { results[i] = laterRound(t, fast) })
+	}
+	if results[0] != results[1] {
+		t.Errorf("the later round's answers differ:\n go-sdk: %s\n   fast: %s", results[0], results[1])
+	}
+}
+
+// laterRound runs TestLaterRoundsTakeOneRoad on one road and returns the
+// later round's answer.
+func laterRound(t *testing.T, fast bool) string {
+	// onFast is how many of a round's calls the fast path carries.
+	onFast := int64(0)
+	if fast {
+		onFast = 1
+	}
+	f := newFastFixture(t, fast, 0)
+	level := func(m map[string]any) { m["io.modelcontextprotocol/logLevel"] = "warning" }
+	state, id := roundQuestion(eraPost(t, f.url, eraCall("a_rounds", func(_, m map[string]any) {
+		m["progressToken"] = "t1"
+		level(m)
+	}), nil, ""))
+	if state == "" {
+		t.Fatalf("fast=%v: the first round was not asked the backend's question", fast)
+	}
+	if n := f.g.fastCalls.Load(); n != onFast {
+		t.Fatalf("fast=%v: the first round: %d calls on the fast path", fast, n)
+	}
+	var msgs []string
+	released := false
+	type progress struct {
+		Params struct {
+			ProgressToken any     `json:"progressToken"`
+			Progress      float64 `json:"progress"`
+		} `json:"params"`
+	}
+	status := eraStream(t, f.url, eraCall("a_rounds", func(p, m map[string]any) {
+		p["requestState"] = state
+		p["inputResponses"] = map[string]any{id: map[string]any{"roots": []any{}}}
+		m["progressToken"] = "t2"
+		level(m)
+	}), func(msg string) {
+		msgs = append(msgs, msg)
+		if released {
+			return
+		}
+		logged, progressed := false, false
+		for _, m := range msgs {
+			logged = logged || strings.Contains(m, `"data":"after roots"`)
+			progressed = progressed || strings.Contains(m, `"message":"two"`)
+		}
+		if logged && progressed {
+			// Both came while the round waits: the backend may end
+			// the call.
+			released = true
+			f.gate <- struct{}{}
+		}
+	})
+	if !released {
+		t.Fatalf("fast=%v: the later round did not get the backend's log message and progress while it waited: %d %q", fast, status, msgs)
+	}
+	if n, want := f.g.fastCalls.Load(), 2*onFast; n != want {
+		t.Errorf("fast=%v: %d calls on the fast path after the later round, want %d", fast, n, want)
+	}
+	var seen []float64
+	for j, m := range msgs {
+		if !strings.Contains(m, `"notifications/progress"`) {
+			if strings.Contains(m, `"result"`) && j != len(msgs)-1 {
+				t.Errorf("fast=%v: messages after the round's answer: %q", fast, msgs[j+1:])
+			}
+			continue
+		}
+		var p progress
+		_ = json.Unmarshal([]byte(m), &p)
+		if p.Params.ProgressToken != "t2" {
+			t.Errorf("fast=%v: progress of the later round under token %v, want its own (t2): %s", fast, p.Params.ProgressToken, m)
+		}
+		seen = append(seen, p.Params.Progress)
+	}
+	if !slices.Equal(seen, []float64{2, 3}) {
+		t.Errorf("fast=%v: the later round's progress %v, want [2 3] in order: %q", fast, seen, msgs)
+	}
+	result := msgs[len(msgs)-1]
+	if !strings.Contains(result, "rounds done") || !strings.Contains(result, `"resultType":"complete"`) {
+		t.Errorf("fast=%v: the later round's answer %s, want the call's result", fast, result)
+	}
+	f.g.rounds.mu.Lock()
+	parked := f.g.rounds.parked
+	f.g.rounds.mu.Unlock()
+	if parked != 0 {
+		t.Errorf("fast=%v: %d calls still parked after the last round", fast, parked)
+	}
+	return result
+}
+
+// TestRoundsAcrossRoads: each round of a 2026-07-28 call takes the road
+// its own request qualifies for, so a call one road began may be resumed
+// on the other (the fast path turned on or off between rounds stands for
+// a request that passes or fails its checks); the client's answer is the
+// same as when both rounds take one road.
+func TestRoundsAcrossRoads(t *testing.T) {
+	answers := map[string]string{}
+	for _, roads := range [][2]bool{{false, false}, {true, true}, {false, true}, {true, false}} {
+		f := newFastFixture(t, roads[0], 0)
+		state, id := roundQuestion(eraPost(t, f.url, eraCall("a_roots", nil), nil, ""))
+		if state == "" {
+			t.Fatalf("%v: the first round was not asked", roads)
+		}
+		f.g.noFastPath.Store(!roads[1])
+		before := f.g.fastCalls.Load()
+		got := eraPost(t, f.url, eraCall("a_roots", func(p, _ map[string]any) {
+			p["requestState"] = state
+			p["inputResponses"] = map[string]any{id: map[string]any{"roots": []any{}}}
+		}), nil, "")
+		if taken := f.g.fastCalls.Load() > before; taken != roads[1] {
+			t.Errorf("%v: the second round on the fast path: %v", roads, taken)
+		}
+		if got.Status != http.StatusOK || !strings.Contains(got.Messages, "roots: []") {
+			t.Errorf("%v: the second round's answer %+v, want the call's result", roads, got)
+		}
+		answers[fmt.Sprint(roads)] = got.Messages
+	}
+	for roads, got := range answers {
+		if want := answers["[false false]"]; got != want {
+			t.Errorf("%s: the answer differs from the go-sdk road's:\n got: %s\nwant: %s", roads, got, want)
+		}
+	}
 }
