@@ -132,20 +132,7 @@ func TestParkedCallsBounded(t *testing.T) {
 	f.g.rounds.mu.Lock()
 	f.g.rounds.max = 1
 	f.g.rounds.mu.Unlock()
-	question := func(got eraAnswer) (state, id string) {
-		t.Helper()
-		var msg struct {
-			Result struct {
-				RequestState  string                     `json:"requestState"`
-				InputRequests map[string]json.RawMessage `json:"inputRequests"`
-			} `json:"result"`
-		}
-		_ = json.Unmarshal([]byte(got.Messages[strings.LastIndex(got.Messages, "\n")+1:]), &msg)
-		for id := range msg.Result.InputRequests {
-			return msg.Result.RequestState, id
-		}
-		return "", ""
-	}
+	question := roundQuestion
 	first, firstID := question(eraPost(t, f.url, eraCall("a_roots", nil), nil, ""))
 	if first == "" {
 		t.Fatal("the first call was not asked the backend's question")
