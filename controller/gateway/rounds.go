@@ -212,6 +212,9 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 			return nil, nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
 		}
 		cr.mu.Lock()
+		// This request waits from before its answers go: what the
+		// backend sends in reply to them is its.
+		cr.waiting = w
 		for id, resp := range p.InputResponses {
 			if a := cr.pending[id]; a != nil {
 				a.answer <- resp
@@ -220,7 +223,7 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 		}
 		cr.mu.Unlock()
 	} else {
-		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}}
+		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}, waiting: w}
 		c.out = roundStream{cr: cr}
 		// The call outlives this request (a question ends it), bounded by
 		// callTimeout and the backend's life; cr.cancel ends it.
@@ -237,7 +240,6 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 			cr.sent = g.sendCall(rctx, route{target: t, tool: p.Name}, name, do)
 		}()
 	}
-	cr.wait(w)
 	for {
 		select {
 		case <-cr.done:
