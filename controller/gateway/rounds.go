@@ -59,9 +59,11 @@ type callRound struct {
 	pending map[string]*roundAsk
 
 	// parked: the call waits for its client's next round, and so holds
-	// none of --max-calls-in-flight's slots but one of rounds.parked
-	// (guarded by rounds.mu).
+	// none of --max-calls-in-flight's slots but one of rounds.parked;
+	// state is its requestState now (a round that presents one spends
+	// it). Both guarded by rounds.mu.
 	parked bool
+	state  string
 }
 
 // result is the call's result as the go-sdk path answers it, whichever
@@ -110,6 +112,16 @@ func (cr *callRound) relayProgress(p *mcp.ProgressNotificationParams) {
 	cr.mu.Unlock()
 	if progress != nil {
 		progress(p)
+	}
+}
+
+// ended reports whether the backend call returned.
+func (cr *callRound) ended() bool {
+	select {
+	case <-cr.done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -201,27 +213,49 @@ type roundSend func(cr *callRound, progress func(*mcp.ProgressNotificationParams
 func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name string, p *mcp.CallToolParams,
 	w roundWaiter, send roundSend) (cr *callRound, asked *mcp.CallToolResult, s sent) {
 	if strings.HasPrefix(p.RequestState, roundStatePrefix) {
+		var again mcp.InputRequestMap
+		var state string
 		g.rounds.mu.Lock()
 		cr = g.rounds.m[p.RequestState]
 		delete(g.rounds.m, p.RequestState)
 		if cr != nil {
-			g.rounds.unpark(cr)
+			cr.mu.Lock()
+			// This request waits from before its answers go: what the
+			// backend sends in reply to them is its.
+			cr.waiting = w
+			for id, resp := range p.InputResponses {
+				if a := cr.pending[id]; a != nil {
+					a.answer <- resp
+					delete(cr.pending, id)
+				}
+			}
+			if len(cr.pending) > 0 && !cr.ended() {
+				// Questions this round left unanswered: the backend
+				// waits on for them, and the state that named them is
+				// spent, so they are asked again (SEP-2322) under a new
+				// one rather than left to callTimeout. The call stays
+				// parked: the bound holds without a check.
+				again = mcp.InputRequestMap{}
+				for id, a := range cr.pending {
+					again[id] = a.params
+				}
+				cr.waiting = roundWaiter{}
+				state = g.rounds.keep(cr)
+			}
+			cr.mu.Unlock()
+			if again == nil {
+				g.rounds.unpark(cr)
+			}
 		}
 		g.rounds.mu.Unlock()
 		if cr == nil {
 			return nil, nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
 		}
-		cr.mu.Lock()
-		// This request waits from before its answers go: what the
-		// backend sends in reply to them is its.
-		cr.waiting = w
-		for id, resp := range p.InputResponses {
-			if a := cr.pending[id]; a != nil {
-				a.answer <- resp
-				delete(cr.pending, id)
-			}
+		if again != nil {
+			// The call's state is forgotten as park arranged.
+			res, err := inputRequired(again, state)
+			return cr, res, sent{t: t, answered: err == nil, err: err}
 		}
-		cr.mu.Unlock()
 	} else {
 		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}, waiting: w}
 		c.out = roundStream{cr: cr}
@@ -245,43 +279,20 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 		case <-cr.done:
 			return cr, nil, cr.sent
 		case a := <-cr.asks:
-			// Whoever presents the state answers the backend and gets the
-			// call's result: it must not be guessable from states of one's
-			// own, as a number in sequence was.
-			state := roundStatePrefix + rand.Text()
-			g.rounds.mu.Lock()
-			if g.rounds.parked >= g.rounds.max {
+			state, ok := g.park(cr)
+			if !ok {
 				// At the bound: the backend's question is refused, and
 				// the call goes on (it ends with what the backend makes
 				// of that) without leaving this request.
-				g.rounds.mu.Unlock()
 				a.refused = fmt.Errorf("tether: %d calls already wait for their clients' answers (--max-calls-in-flight); this question was not sent to the client", g.rounds.max)
 				close(a.answer)
 				continue
 			}
-			if g.rounds.m == nil {
-				g.rounds.m = map[string]*callRound{}
-			}
-			g.rounds.m[state] = cr
-			cr.parked = true
-			g.rounds.parked++
-			g.rounds.mu.Unlock()
 			id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
 			cr.mu.Lock()
 			cr.pending[id] = a
 			cr.waiting = roundWaiter{}
 			cr.mu.Unlock()
-			go func() { // forget the state a while after the call ended
-				<-cr.done
-				g.rounds.mu.Lock()
-				g.rounds.unpark(cr)
-				g.rounds.mu.Unlock()
-				time.AfterFunc(roundResultKept, func() {
-					g.rounds.mu.Lock()
-					delete(g.rounds.m, state)
-					g.rounds.mu.Unlock()
-				})
-			}()
 			res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
 			return cr, res, sent{t: t, answered: err == nil, err: err}
 		case <-ctx.Done():
@@ -291,6 +302,49 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 			return cr, nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
 		}
 	}
+}
+
+// park makes cr wait for its client's next round under a new state, which
+// it returns; false, at the bound on parked calls (nothing changed then).
+func (g *Gateway) park(cr *callRound) (string, bool) {
+	g.rounds.mu.Lock()
+	if g.rounds.parked >= g.rounds.max {
+		g.rounds.mu.Unlock()
+		return "", false
+	}
+	state := g.rounds.keep(cr)
+	cr.parked = true
+	g.rounds.parked++
+	g.rounds.mu.Unlock()
+	go func() { // forget the call's state a while after the call ended
+		<-cr.done
+		g.rounds.mu.Lock()
+		g.rounds.unpark(cr)
+		g.rounds.mu.Unlock()
+		time.AfterFunc(roundResultKept, func() {
+			g.rounds.mu.Lock()
+			if g.rounds.m[cr.state] == cr {
+				delete(g.rounds.m, cr.state)
+			}
+			g.rounds.mu.Unlock()
+		})
+	}()
+	return state, true
+}
+
+// keep gives cr a new state, under rounds.mu. One state of a call is valid
+// at a time: the one before was spent by the round that came with it.
+func (r *rounds) keep(cr *callRound) string {
+	// Whoever presents the state answers the backend and gets the call's
+	// result: it must not be guessable from states of one's own, as a
+	// number in sequence was.
+	state := roundStatePrefix + rand.Text()
+	if r.m == nil {
+		r.m = map[string]*callRound{}
+	}
+	r.m[state] = cr
+	cr.state = state
+	return state
 }
 
 // resultTypeOf is the resultType of a 2026-07-28 result (SEP-2322):

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -148,24 +149,25 @@ func TestParkedCallsBounded(t *testing.T) {
 	if !strings.Contains(got.Messages, "roots: []") {
 		t.Fatalf("the parked call's next round: %+v", got)
 	}
-	third, _ := question(eraPost(t, f.url, eraCall("a_roots", nil), nil, ""))
+	third, thirdID := question(eraPost(t, f.url, eraCall("a_rounds", nil), nil, ""))
 	if third == "" {
 		t.Fatal("a call after the parked one's round was not asked: its place was not given back")
 	}
 
-	// A round that answers nothing the backend waits for: the call is no
-	// longer parked (a request serves it again), though it goes on.
+	// A round whose answer the backend takes and then works on (until
+	// the gate opens): the call is no longer parked (a request serves it
+	// again), though it goes on.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url, strings.NewReader(eraCall("a_roots", func(p, _ map[string]any) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url, strings.NewReader(eraCall("a_rounds", func(p, _ map[string]any) {
 		p["requestState"] = third
-		p["inputResponses"] = map[string]any{"r-none": map[string]any{"roots": []any{}}}
+		p["inputResponses"] = map[string]any{thirdID: map[string]any{"roots": []any{}}}
 	})))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set(protocolVersionHeader, modernProtocol)
 	req.Header.Set(methodHeader, methodCallTool)
-	req.Header.Set(nameHeader, "a_roots")
+	req.Header.Set(nameHeader, "a_rounds")
 	resumed := make(chan struct{})
 	go func() {
 		defer close(resumed)
@@ -189,7 +191,7 @@ func TestParkedCallsBounded(t *testing.T) {
 	if state, _ := question(eraPost(t, f.url, eraCall("a_roots", nil), nil, "")); state == "" {
 		t.Error("a call while the only parked one is being served again was not asked")
 	}
-	cancel()
+	f.gate <- struct{}{}
 	<-resumed
 }
 
@@ -391,5 +393,84 @@ func TestRoundsAcrossRoads(t *testing.T) {
 		if want := answers["[false false]"]; got != want {
 			t.Errorf("%s: the answer differs from the go-sdk road's:\n got: %s\nwant: %s", roads, got, want)
 		}
+	}
+}
+
+// TestRoundLeavesAQuestionUnanswered: a later round whose answers miss the
+// question it was asked (none, or another id) spends its requestState, and
+// the backend waits on for the answer: the round is asked that question
+// again under a new state at once, on either road, rather than left
+// waiting for callTimeout; answering it then ends the call.
+func TestRoundLeavesAQuestionUnanswered(t *testing.T) {
+	for _, fast := range []bool{false, true} {
+		// A callTimeout past the client's own wait: a round left to it
+		// fails the test.
+		f := newFastFixture(t, fast, 3*waitTimeout)
+		state, id := roundQuestion(eraPost(t, f.url, eraCall("a_roots", nil), nil, ""))
+		if state == "" {
+			t.Fatalf("fast=%v: the first round was not asked", fast)
+		}
+		for _, answers := range []map[string]any{{}, {id + "x": map[string]any{"roots": []any{}}}} {
+			before := f.g.fastCalls.Load()
+			got := eraPost(t, f.url, eraCall("a_roots", func(p, _ map[string]any) {
+				p["requestState"] = state
+				p["inputResponses"] = answers
+			}), nil, "")
+			if taken := f.g.fastCalls.Load() > before; taken != fast {
+				t.Errorf("fast=%v: the round on the fast path: %v", fast, taken)
+			}
+			again, againID := roundQuestion(got)
+			if again == "" || again == state || againID != id || !strings.Contains(got.Messages, `"method":"roots/list"`) {
+				t.Fatalf("fast=%v: answers %v: the round's answer %+v, want the question %s asked again under a new state", fast, answers, got, id)
+			}
+			state = again
+		}
+		got := eraPost(t, f.url, eraCall("a_roots", func(p, _ map[string]any) {
+			p["requestState"] = state
+			p["inputResponses"] = map[string]any{id: map[string]any{"roots": []any{}}}
+		}), nil, "")
+		if got.Status != http.StatusOK || !strings.Contains(got.Messages, "roots: []") {
+			t.Errorf("fast=%v: the last round's answer %+v, want the call's result", fast, got)
+		}
+		f.g.rounds.mu.Lock()
+		parked := f.g.rounds.parked
+		f.g.rounds.mu.Unlock()
+		if parked != 0 {
+			t.Errorf("fast=%v: %d calls still parked after the last round", fast, parked)
+		}
+	}
+}
+
+// TestRoundsAskedAgainHoldNothing: a client that keeps coming back without
+// the answer is asked again each time, and that costs the gateway nothing
+// that grows with its rounds: one valid state for the call, no goroutine
+// per round.
+func TestRoundsAskedAgainHoldNothing(t *testing.T) {
+	f := newFastFixture(t, true, 0)
+	state, _ := roundQuestion(eraPost(t, f.url, eraCall("a_roots", nil), nil, ""))
+	round := func() {
+		t.Helper()
+		got := eraPost(t, f.url, eraCall("a_roots", func(p, _ map[string]any) {
+			p["requestState"] = state
+			p["inputResponses"] = map[string]any{}
+		}), nil, "")
+		if state, _ = roundQuestion(got); state == "" {
+			t.Fatalf("a round without the answer: %+v, want the question again", got)
+		}
+	}
+	round() // the client's connection is up
+	before := runtime.NumGoroutine()
+	const rounds = 200
+	for range rounds {
+		round()
+	}
+	if grew := runtime.NumGoroutine() - before; grew >= rounds/4 {
+		t.Errorf("%d rounds left %d goroutines more", rounds, grew)
+	}
+	f.g.rounds.mu.Lock()
+	states, parked := len(f.g.rounds.m), f.g.rounds.parked
+	f.g.rounds.mu.Unlock()
+	if states != 1 || parked != 1 {
+		t.Errorf("after %d rounds: %d states, %d calls parked; want 1 and 1", rounds, states, parked)
 	}
 }
