@@ -474,3 +474,30 @@ func TestRoundsAskedAgainHoldNothing(t *testing.T) {
 		t.Errorf("after %d rounds: %d states, %d calls parked; want 1 and 1", rounds, states, parked)
 	}
 }
+
+// TestBetweenRoundsReachTheNextRound: what a backend sends on its call's
+// own stream while its question waits for the client's next round is read
+// once that round's answer reaches it, and so reaches that round, before
+// its answer (docs/contract.md), when the fast path made the call. (When
+// the go-sdk did, its client hands notifications to a goroutine of their
+// own: such a message reaches the next round or, handled before that
+// round came, no one.)
+func TestBetweenRoundsReachTheNextRound(t *testing.T) {
+	f := newFastFixture(t, true, 0)
+	level := func(m map[string]any) { m["io.modelcontextprotocol/logLevel"] = "warning" }
+	state, id := roundQuestion(eraPost(t, f.url, eraCall("a_between", func(_, m map[string]any) { level(m) }), nil, ""))
+	if state == "" {
+		t.Fatal("the first round was not asked")
+	}
+	f.gate <- struct{}{}
+	<-f.between // the backend sent it while its question waited
+	got := eraPost(t, f.url, eraCall("a_between", func(p, m map[string]any) {
+		level(m)
+		p["requestState"] = state
+		p["inputResponses"] = map[string]any{id: map[string]any{"roots": []any{}}}
+	}), nil, "")
+	msgs := strings.Split(got.Messages, "\n")
+	if len(msgs) != 2 || !strings.Contains(msgs[0], `"data":"between rounds"`) || !strings.Contains(msgs[1], "answered") {
+		t.Errorf("the next round's answer %+v, want the message sent between rounds, then the result", got)
+	}
+}
