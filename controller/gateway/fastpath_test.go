@@ -119,6 +119,17 @@ func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFix
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "rounds done"}}}, nil
 		})
+	// progask reports progress, then asks for roots.
+	f.tb.srv.AddTool(&mcp.Tool{Name: "progask", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "before the question"})
+			}
+			if _, err := req.Session.ListRoots(ctx, nil); err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil
+		})
 	// between asks for roots and, while the question waits for its
 	// answer, logs (once the gate opens) on the call's stream.
 	f.tb.srv.AddTool(&mcp.Tool{Name: "between", InputSchema: json.RawMessage(`{"type":"object"}`)},

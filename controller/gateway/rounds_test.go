@@ -501,3 +501,29 @@ func TestBetweenRoundsReachTheNextRound(t *testing.T) {
 		t.Errorf("the next round's answer %+v, want the message sent between rounds, then the result", got)
 	}
 }
+
+// TestProgressBeforeTheQuestion: progress a backend reports before it asks
+// its client something reaches the round waiting then, before the question
+// that is that round's answer (after it, the round takes nothing more).
+// The fast path made the call: the connection's reader hands the progress
+// on before the question.
+func TestProgressBeforeTheQuestion(t *testing.T) {
+	f := newFastFixture(t, true, 0)
+	for i := range 20 {
+		got := eraPost(t, f.url, eraCall("a_progask", func(_, m map[string]any) { m["progressToken"] = "t1" }), nil, "")
+		state, id := roundQuestion(got)
+		if state == "" {
+			t.Fatalf("call %d was not asked: %+v", i, got)
+		}
+		if msgs := strings.Split(got.Messages, "\n"); len(msgs) != 2 || !strings.Contains(msgs[0], `"message":"before the question"`) {
+			t.Errorf("call %d: the round's answer %+v, want the progress, then the question", i, got)
+		}
+		got = eraPost(t, f.url, eraCall("a_progask", func(p, _ map[string]any) {
+			p["requestState"] = state
+			p["inputResponses"] = map[string]any{id: map[string]any{"roots": []any{}}}
+		}), nil, "")
+		if !strings.Contains(got.Messages, "asked") {
+			t.Fatalf("call %d: the last round's answer %+v", i, got)
+		}
+	}
+}
