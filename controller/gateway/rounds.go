@@ -205,8 +205,9 @@ type roundSend func(cr *callRound, progress func(*mcp.ProgressNotificationParams
 // a call with a token waits a little for late progress once answered).
 //
 // It returns the round (nil when a resumed state names no call) and
-// either asked, the input-required result of a backend request the client
-// must answer, or, when the call is done (asked nil), its outcome; the
+// either asked, the input-required result of the backend requests the
+// client must answer (a new one, or those a resumed round left
+// unanswered), or, when the call is done (asked nil), its outcome; the
 // result is cr's. The outcome is reported against the target that
 // answered (t, or the one a reroute sent the call to); a round that asks
 // the client a question is an answer.
