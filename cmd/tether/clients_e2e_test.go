@@ -198,23 +198,12 @@ func TestModernCallsTakeTheFastPath(t *testing.T) {
 	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort)
 
-	// fastCalls counts the DEBUG lines of calls of tool the fast path
-	// carried.
-	fastCalls := func(tool string) int {
-		n := 0
-		for line := range strings.Lines(tt.logs.String()) {
-			if strings.Contains(line, "gateway tool call") && strings.Contains(line, "tool="+tool+" ") && strings.Contains(line, "fastPath=true") {
-				n++
-			}
-		}
-		return n
-	}
 	waitFast := func(tool string, want int) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for fastCalls(tool) < want {
+		for fast, _ := toolCallLines(tt, tool); fast < want; fast, _ = toolCallLines(tt, tool) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d calls of %s on the fast path, want %d", fastCalls(tool), tool, want)
+				t.Fatalf("%d calls of %s on the fast path, want %d", fast, tool, want)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -251,6 +240,82 @@ func TestModernCallsTakeTheFastPath(t *testing.T) {
 		t.Fatalf("the Inspector's 2026-07-28 tools/call over HTTP: %s", out)
 	}
 	waitFast("ev_test_simple_text", 2)
+}
+
+// toolCallLines counts tether's DEBUG lines of calls (each round of a
+// call in rounds has its own) of the exposed tool: fast those the fast
+// path carried, slow the others.
+func toolCallLines(tt *tether, tool string) (fast, slow int) {
+	for line := range strings.Lines(tt.logs.String()) {
+		if strings.Contains(line, "gateway tool call") && strings.Contains(line, "tool="+tool+" ") {
+			if strings.Contains(line, "fastPath=true") {
+				fast++
+			} else {
+				slow++
+			}
+		}
+	}
+	return fast, slow
+}
+
+// TestModernRoundsTakeTheFastPath: a 2026-07-28 client's call to a
+// classic backend that asks it something mid-call (the everything-server's
+// test_elicitation, stateful) runs in rounds: the client's tools/call is
+// answered input-required, and the go-sdk client calls again with the
+// answer and the gateway's requestState. Both rounds ride the byte fast
+// path (a later round takes the road its first took), and the backend
+// gets the answer.
+func TestModernRoundsTakeTheFastPath(t *testing.T) {
+	bin := builtBinaries(t)
+	backendPort, gwPort := testport.Free(t), testport.Free(t)
+	startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", backendPort), "-stateless=false")
+	waitTCP(t, backendPort, 20*time.Second)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "ev.yaml")
+	writeFile(t, m, httpManifest("ev", fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort), "streamable", ""))
+	tt := startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
+	waitTCP(t, gwPort, 20*time.Second)
+	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	asked := 0
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern-agent", Version: "0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked++
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "ada"}}, nil
+		},
+	})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort), MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the go-sdk client negotiated %s by default, want 2026-07-28", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev_test_elicitation", Arguments: map[string]any{"message": "who?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !strings.Contains(tc.Text, "action=accept") || !strings.Contains(tc.Text, "ada") {
+		t.Fatalf("ev_test_elicitation: %+v", res.Content[0])
+	}
+	if asked != 1 {
+		t.Errorf("the client was asked %d times, want once (the call went in rounds)", asked)
+	}
+	// One DEBUG line a round: the question's round and the answer's.
+	deadline := time.Now().Add(10 * time.Second)
+	fast, slow := toolCallLines(tt, "ev_test_elicitation")
+	for ; fast+slow < 2; fast, slow = toolCallLines(tt, "ev_test_elicitation") {
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fast != 2 || slow != 0 {
+		t.Errorf("the call's rounds: %d on the fast path, %d on the go-sdk path; want both on the fast path", fast, slow)
+	}
 }
 
 // TestSSEOnlyClient: with --sse, a client that speaks only the legacy

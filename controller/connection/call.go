@@ -234,6 +234,10 @@ type progressRoute struct {
 	ch       chan *mcp.ProgressNotificationParams
 	done     chan struct{}
 	complete chan struct{} // closed when progress reached its total
+	// queued and handed count the notifications queued and those handed
+	// on since; handedOne is closed (and replaced) at each hand-off.
+	queued, handed int
+	handedOne      chan struct{}
 
 	// call is the call's ctx: it ends at the call's deadline (the gateway's
 	// callTimeout). Once the call returned the route is gone, but for the
@@ -245,18 +249,47 @@ type progressRoute struct {
 
 func newProgressRoute(call context.Context, fn func(*mcp.ProgressNotificationParams)) *progressRoute {
 	r := &progressRoute{
-		call:     call,
-		ch:       make(chan *mcp.ProgressNotificationParams, 64),
-		done:     make(chan struct{}),
-		complete: make(chan struct{}),
+		call:      call,
+		ch:        make(chan *mcp.ProgressNotificationParams, 64),
+		done:      make(chan struct{}),
+		complete:  make(chan struct{}),
+		handedOne: make(chan struct{}),
 	}
 	go func() {
 		defer close(r.done)
 		for p := range r.ch {
 			fn(p)
+			r.mu.Lock()
+			r.handed++
+			close(r.handedOne)
+			r.handedOne = make(chan struct{})
+			r.mu.Unlock()
 		}
 	}()
 	return r
+}
+
+// flush waits, at most until ctx ends, until what was queued so far has
+// been handed on: a server that reports progress and then asks its client
+// something has that progress reach the client before the question, as it
+// sent them (a 2026-07-28 client gets the question as its round's answer,
+// after which that round takes nothing more).
+func (r *progressRoute) flush(ctx context.Context) {
+	r.mu.Lock()
+	want := r.queued
+	for r.handed < want {
+		wait := r.handedOne
+		r.mu.Unlock()
+		select {
+		case <-wait:
+		case <-r.done:
+			return
+		case <-ctx.Done():
+			return
+		}
+		r.mu.Lock()
+	}
+	r.mu.Unlock()
 }
 
 // waiting reports whether the call still waits for its answer, within its
@@ -271,6 +304,7 @@ func (r *progressRoute) deliver(p *mcp.ProgressNotificationParams) {
 	}
 	select {
 	case r.ch <- p:
+		r.queued++
 	default:
 	}
 	if p.Total > 0 && p.Progress >= p.Total {

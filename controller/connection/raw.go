@@ -131,6 +131,9 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 		return nil, false, s.red.Err(fmt.Errorf("%s: %w", op, err))
 	}
 	x := &rawExchange{s: s, method: "tools/call", version: version, sessionID: s.cs.ID(), id: id, flight: callerFlight(callCtx)}
+	if v, ok := s.routes.Load(meta["progressToken"]); ok {
+		x.progress = v.(*progressRoute)
+	}
 	result, err = x.call(callCtx, body)
 	if err != nil {
 		if callCtx.Err() != nil && !x.answered {
@@ -232,6 +235,9 @@ type rawExchange struct {
 	// flight is the downstream client the request is made for: what the
 	// server sends on the request's stream is that client's. nil if none.
 	flight *flight
+	// progress is the route of the request's progress, nil if it has
+	// no token.
+	progress *progressRoute
 }
 
 // rawMessage is any JSON-RPC message, decoded only as far as routing needs.
@@ -498,7 +504,11 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 		}
 	case m.Method == methodCreateMessage || m.Method == methodElicit || m.Method == methodListRoots:
 		// The server asks the client something while it works on the
-		// call: this call's client, since it came on the call's stream.
+		// call: this call's client, since it came on the call's stream,
+		// after the progress it sent before.
+		if x.progress != nil {
+			x.progress.flush(ctx)
+		}
 		res, err := x.s.relayRequest(ctx, x.flight, m.Method, m.Params)
 		x.s.sendRaw(ctx, relayAnswer(m.ID, res, err))
 	case m.Method != "" && isID:

@@ -129,7 +129,8 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		var res *mcp.CallToolResult
 		err := g.roundTrip(ctx, name, start, func() sent {
 			ss := req.Session
-			cr, asked, s := g.callInRounds(ctx, &caller{g: g, ss: ss}, t, name, p, sessionLog(ctx, ss), func(cr *callRound) sendFunc {
+			w := roundWaiter{log: sessionLog(ctx, ss), progress: progress}
+			cr, asked, s := g.callInRounds(ctx, &caller{g: g, ss: ss}, t, name, p, w, func(cr *callRound, progress func(*mcp.ProgressNotificationParams)) sendFunc {
 				return func(bctx context.Context, r route) (bool, bool, error) {
 					again := *p
 					again.Name = r.tool

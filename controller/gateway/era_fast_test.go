@@ -172,8 +172,34 @@ func TestEraFastPathAsTheGoSDK(t *testing.T) {
 			}),
 			status: http.StatusOK},
 		{name: "a round's answer names no call",
-			body:   eraCall("a_echo", func(p, _ map[string]any) { p["requestState"] = roundStatePrefix + "0" }),
+			body:  eraCall("a_echo", func(p, _ map[string]any) { p["requestState"] = roundStatePrefix + "0" }),
+			taken: true, status: http.StatusOK, want: []string{"names no call in flight"}},
+		{name: "a round's answers name no call",
+			body: eraCall("a_echo", func(p, _ map[string]any) {
+				p["requestState"] = roundStatePrefix + "0"
+				p["inputResponses"] = map[string]any{"r1": map[string]any{"roots": []any{}}}
+			}),
+			taken: true, status: http.StatusOK, want: []string{"names no call in flight"}},
+		{name: "a requestState spelled in another case",
+			body:  eraCall("a_echo", func(p, _ map[string]any) { p["RequestState"] = roundStatePrefix + "0" }),
+			taken: true, status: http.StatusOK, want: []string{`a:{\"msg\":\"x\"}`}},
+		{name: "a requestState of the backend's",
+			body:   eraCall("a_echo", func(p, _ map[string]any) { p["requestState"] = "backend-state" }),
 			status: http.StatusOK},
+		{name: "answers without a requestState",
+			body: eraCall("a_echo", func(p, _ map[string]any) {
+				p["inputResponses"] = map[string]any{"r1": map[string]any{"roots": []any{}}}
+			}),
+			status: http.StatusOK},
+		{name: "answers of no kind the go-sdk knows",
+			body: eraCall("a_echo", func(p, _ map[string]any) {
+				p["requestState"] = roundStatePrefix + "0"
+				p["inputResponses"] = map[string]any{"r1": map[string]any{"what": 1}}
+			}),
+			status: http.StatusBadRequest},
+		{name: "a requestState that is no string",
+			body:   eraCall("a_echo", func(p, _ map[string]any) { p["requestState"] = 7 }),
+			status: http.StatusBadRequest},
 		{name: "a version the gateway does not serve", body: eraCall("a_echo", nil),
 			header: set(protocolVersionHeader, "2099-01-01"), status: http.StatusBadRequest},
 		{name: "a foreign Host", body: eraCall("a_echo", nil), host: "evil.example", status: http.StatusForbidden},

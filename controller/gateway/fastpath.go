@@ -41,8 +41,10 @@ import (
 // session: what it would have said at initialize comes in the request's
 // _meta, and the go-sdk's stateless handler checks it and the standard
 // headers (fastHeaders, parseCall check the same). A call of that era
-// runs as its go-sdk path runs it, in rounds (rounds.go): it is the
-// framing of the call and of its answer that differs. Anything else, or
+// runs as its go-sdk path runs it, in rounds (rounds.go), every round
+// (the first, and each later one carrying the gateway's requestState)
+// taking the path its own request qualifies for: it is the framing of
+// the call and of its answer that differs. Anything else, or
 // any doubt, goes to the go-sdk handler with the body untouched.
 
 // errCallerCancelled ends a fast call whose caller sent notifications/cancelled.
@@ -279,6 +281,12 @@ type fastRequest struct {
 	// declared them at initialize.
 	caps  *mcp.ClientCapabilities
 	level mcp.LoggingLevel
+	// state and answers are a 2026-07-28 client's later round of a call
+	// in rounds (rounds.go): the gateway's requestState and the
+	// inputResponses, decoded as the go-sdk decodes them. "" and nil on
+	// a first round.
+	state   string
+	answers mcp.InputResponseMap
 }
 
 // forwardedParams are the params keys the slow path sends upstream besides
@@ -311,14 +319,22 @@ func parseCall(body []byte, era string, memo *eraMemo) (*fastRequest, bool) {
 		return nil, false
 	}
 	for k, v := range params {
-		if forwardedParams[k] {
-			if era != "" && k != "arguments" {
-				// The answers of a round (rounds.go): the go-sdk path
-				// resumes the call, whichever path began it.
+		if era != "" && k != "arguments" && forwardedParams[k] {
+			// A later round of a call in rounds (rounds.go), or not one
+			// the fast path knows.
+			if !eraRound(req, k, v) {
 				return nil, false
 			}
+			continue
+		}
+		if forwardedParams[k] {
 			req.params = append(req.params, wire.RawParam{Key: k, Value: v})
 		}
+	}
+	if req.answers != nil && req.state == "" {
+		// Answers without the gateway's state start a call that
+		// forwards them to the backend on the go-sdk path: left to it.
+		return nil, false
 	}
 	if raw, ok := params["_meta"]; ok && string(raw) != "null" {
 		var meta map[string]json.RawMessage
@@ -358,6 +374,32 @@ func parseCall(body []byte, era string, memo *eraMemo) (*fastRequest, bool) {
 		return nil, false // no protocolVersion: the go-sdk answers it
 	}
 	return req, true
+}
+
+// eraRound takes a key of a 2026-07-28 client's later round into req:
+// requestState, when it is one the gateway issued (roundStatePrefix; any
+// other belongs to the backend, and the go-sdk path forwards it), and
+// inputResponses, decoded with the go-sdk's own decoder, which also gives
+// each answer the type the waiting backend request wants (askRound). What
+// the go-sdk would refuse is left to it to refuse.
+func eraRound(req *fastRequest, k string, v json.RawMessage) bool {
+	switch k {
+	case "requestState":
+		var state string
+		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &state) != nil || !strings.HasPrefix(state, roundStatePrefix) {
+			return false
+		}
+		req.state = state
+		return true
+	case "inputResponses":
+		var answers mcp.InputResponseMap
+		if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &answers) != nil || answers == nil {
+			return false
+		}
+		req.answers = answers
+		return true
+	}
+	return false
 }
 
 // eraMeta takes one io.modelcontextprotocol/ key of a 2026-07-28 request's
@@ -627,9 +669,13 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 				}
 			}
 		}
+		p := &mcp.CallToolParams{Name: rt.tool, RequestState: req.state, InputResponses: req.answers}
+		w := roundWaiter{log: log, progress: progress}
 		err = g.roundTrip(ctx, name, start, func() sent {
-			cr, asked, s := g.callInRounds(ctx, c, rt.target, name, &mcp.CallToolParams{Name: rt.tool}, log,
-				func(cr *callRound) sendFunc { return rawSend("", req.params, progress, g.serverInfo, &cr.raw) })
+			cr, asked, s := g.callInRounds(ctx, c, rt.target, name, p, w,
+				func(cr *callRound, progress func(*mcp.ProgressNotificationParams)) sendFunc {
+					return rawSend("", req.params, progress, g.serverInfo, &cr.raw)
+				})
 			switch {
 			case asked != nil:
 				// The backend asked the client something: the question
@@ -642,7 +688,10 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, ds *downSessi
 					s.answered, s.err = false, merr
 				}
 			case s.err == nil && s.answered:
-				res = cr.raw
+				var rerr error
+				if res, rerr = cr.resultJSON(g.serverInfo); rerr != nil {
+					s.answered, s.err = false, rerr
+				}
 			}
 			return s
 		})

@@ -37,11 +37,14 @@ type fastFixture struct {
 	sess *connection.Session
 	obs  *observed
 	url  string
+	// gate lets the rounds tool end, and the between tool log: each
+	// waits for one value there. between says the between tool logged.
+	gate, between chan struct{}
 }
 
 func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFixture {
 	t.Helper()
-	f := &fastFixture{tb: newTestBackend("a"), obs: &observed{}}
+	f := &fastFixture{tb: newTestBackend("a"), obs: &observed{}, gate: make(chan struct{}, 1), between: make(chan struct{}, 1)}
 	f.tb.srv.AddTool(&mcp.Tool{Name: "leak", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			got := req.Extra.Header.Get("Authorization")
@@ -90,6 +93,66 @@ func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFix
 				return nil, err
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sampled: " + res.Model}}}, nil
+		})
+	// rounds asks for roots, then, in what is a 2026-07-28 client's
+	// second round, logs, reports progress, waits for the gate and
+	// reports progress again.
+	f.tb.srv.AddTool(&mcp.Tool{Name: "rounds", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if _, err := req.Session.ListRoots(ctx, nil); err != nil {
+				return nil, err
+			}
+			tok := req.Params.GetProgressToken()
+			if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: "after roots"}); err != nil {
+				return nil, err
+			}
+			if tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 2, Total: 3, Message: "two"})
+			}
+			select {
+			case <-f.gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 3, Total: 3, Message: "three"})
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "rounds done"}}}, nil
+		})
+	// progask reports progress, then asks for roots.
+	f.tb.srv.AddTool(&mcp.Tool{Name: "progask", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "before the question"})
+			}
+			if _, err := req.Session.ListRoots(ctx, nil); err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil
+		})
+	// between asks for roots and, while the question waits for its
+	// answer, logs (once the gate opens) on the call's stream.
+	f.tb.srv.AddTool(&mcp.Tool{Name: "between", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			roots := make(chan error, 1)
+			go func() {
+				_, err := req.Session.ListRoots(ctx, nil)
+				roots <- err
+			}()
+			select {
+			case <-f.gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: "between rounds"})
+			f.between <- struct{}{}
+			if err != nil {
+				return nil, err
+			}
+			if err := <-roots; err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "answered"}}}, nil
 		})
 	f.tb.srv.AddTool(&mcp.Tool{Name: "region", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

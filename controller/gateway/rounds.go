@@ -54,20 +54,21 @@ type callRound struct {
 	cancel context.CancelFunc
 
 	mu sync.Mutex
-	// log writes on the client request waiting now (nil between rounds,
-	// or when that request takes no log messages).
-	log     func(*mcp.LoggingMessageParams)
+	// waiting is the client request waiting now (zero between rounds).
+	waiting roundWaiter
 	pending map[string]*roundAsk
 
 	// parked: the call waits for its client's next round, and so holds
-	// none of --max-calls-in-flight's slots but one of rounds.parked
-	// (guarded by rounds.mu).
+	// none of --max-calls-in-flight's slots but one of rounds.parked;
+	// state is its requestState now (a round that presents one spends
+	// it). Both guarded by rounds.mu.
 	parked bool
+	state  string
 }
 
 // result is the call's result as the go-sdk path answers it, whichever
-// path made the call: a call the fast path began may be resumed by a
-// round that goes through the go-sdk.
+// path made the call: a round takes the path its own request qualifies
+// for, so a call one path began may be resumed by the other.
 func (cr *callRound) result() (*mcp.CallToolResult, error) {
 	if cr.res != nil || cr.raw == nil {
 		return cr.res, nil
@@ -77,6 +78,71 @@ func (cr *callRound) result() (*mcp.CallToolResult, error) {
 		return nil, fmt.Errorf("invalid result: %w", err)
 	}
 	return &res, nil
+}
+
+// roundWaiter is a client request that a call in rounds serves while it
+// waits: the backend's log messages go to log and its progress to
+// progress, each nil when the request takes none. Each round has its own:
+// a later round carries its own progressToken and logging level, and
+// what the backend sends while that round waits is that round's.
+type roundWaiter struct {
+	log      func(*mcp.LoggingMessageParams)
+	progress func(*mcp.ProgressNotificationParams)
+}
+
+// relayLog writes a log message of the backend call on the client
+// request waiting now, if any.
+func (cr *callRound) relayLog(p *mcp.LoggingMessageParams) {
+	cr.mu.Lock()
+	log := cr.waiting.log
+	cr.mu.Unlock()
+	if log != nil {
+		log(p)
+	}
+}
+
+// relayProgress is the backend call's progress callback: each
+// notification goes to the client request waiting now, under that
+// request's own token, and is dropped between rounds. The connection
+// delivers a call's progress one at a time, in order, and all of it
+// before the call returns, so a round's progress precedes its answer.
+func (cr *callRound) relayProgress(p *mcp.ProgressNotificationParams) {
+	cr.mu.Lock()
+	progress := cr.waiting.progress
+	cr.mu.Unlock()
+	if progress != nil {
+		progress(p)
+	}
+}
+
+// ended reports whether the backend call returned.
+func (cr *callRound) ended() bool {
+	select {
+	case <-cr.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait makes w the request the call serves now (roundWaiter{} for none).
+func (cr *callRound) wait(w roundWaiter) {
+	cr.mu.Lock()
+	cr.waiting = w
+	cr.mu.Unlock()
+}
+
+// resultJSON is the call's result as the fast path answers it (see
+// resultJSON in fastpath.go), whichever path made the call.
+func (cr *callRound) resultJSON(serverInfo json.RawMessage) (json.RawMessage, error) {
+	if cr.raw != nil || cr.res == nil {
+		return cr.raw, nil
+	}
+	b, err := json.Marshal(cr.res)
+	if err != nil {
+		return nil, fmt.Errorf("invalid result: %w", err)
+	}
+	return resultJSON(b, serverInfo)
 }
 
 // roundAsk is one backend request waiting for the client's answer.
@@ -122,112 +188,164 @@ func sessionLog(ctx context.Context, ss *mcp.ServerSession) func(*mcp.LoggingMes
 }
 
 // roundSend makes the backend call of a call in rounds, keeping its
-// result in cr (res or raw): the go-sdk path and the fast path differ only
-// in that.
-type roundSend func(cr *callRound) sendFunc
+// result in cr (res or raw), with progress as its progress callback (nil:
+// the backend is given no progress token): the go-sdk path and the fast
+// path differ only in that.
+type roundSend func(cr *callRound, progress func(*mcp.ProgressNotificationParams)) sendFunc
 
 // callInRounds runs (or resumes, when p's requestState is one of the
 // gateway's) the backend call of a tools/call of a 2026-07-28 client, on
 // either path. c is the client the backend's requests go to (its out is
-// set here), log where log messages go while this request waits.
+// set here), w the request that waits now: the backend's log messages
+// and progress go there while it waits, whichever round it is and
+// whichever path carries it. The backend is given a progress token when
+// the call's first request carried one (a token the backend never got
+// brings no progress; and a token given only for a later round's sake
+// would hold every call's answer a while for progress that never comes:
+// a call with a token waits a little for late progress once answered).
 //
 // It returns the round (nil when a resumed state names no call) and
-// either asked, the input-required result of a backend request the client
-// must answer, or, when the call is done (asked nil), its outcome; the
+// either asked, the input-required result of the backend requests the
+// client must answer (a new one, or those a resumed round left
+// unanswered), or, when the call is done (asked nil), its outcome; the
 // result is cr's. The outcome is reported against the target that
 // answered (t, or the one a reroute sent the call to); a round that asks
 // the client a question is an answer.
 func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name string, p *mcp.CallToolParams,
-	log func(*mcp.LoggingMessageParams), send roundSend) (cr *callRound, asked *mcp.CallToolResult, s sent) {
+	w roundWaiter, send roundSend) (cr *callRound, asked *mcp.CallToolResult, s sent) {
 	if strings.HasPrefix(p.RequestState, roundStatePrefix) {
+		var again mcp.InputRequestMap
+		var state string
 		g.rounds.mu.Lock()
 		cr = g.rounds.m[p.RequestState]
 		delete(g.rounds.m, p.RequestState)
 		if cr != nil {
-			g.rounds.unpark(cr)
+			cr.mu.Lock()
+			// This request waits from before its answers go: what the
+			// backend sends in reply to them is its.
+			cr.waiting = w
+			for id, resp := range p.InputResponses {
+				if a := cr.pending[id]; a != nil {
+					a.answer <- resp
+					delete(cr.pending, id)
+				}
+			}
+			if len(cr.pending) > 0 && !cr.ended() {
+				// Questions this round left unanswered: the backend
+				// waits on for them, and the state that named them is
+				// spent, so they are asked again (SEP-2322) under a new
+				// one rather than left to callTimeout. The call stays
+				// parked: the bound holds without a check.
+				again = mcp.InputRequestMap{}
+				for id, a := range cr.pending {
+					again[id] = a.params
+				}
+				cr.waiting = roundWaiter{}
+				state = g.rounds.keep(cr)
+			}
+			cr.mu.Unlock()
+			if again == nil {
+				g.rounds.unpark(cr)
+			}
 		}
 		g.rounds.mu.Unlock()
 		if cr == nil {
 			return nil, nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
 		}
-		cr.mu.Lock()
-		for id, resp := range p.InputResponses {
-			if a := cr.pending[id]; a != nil {
-				a.answer <- resp
-				delete(cr.pending, id)
-			}
+		if again != nil {
+			// The call's state is forgotten as park arranged.
+			res, err := inputRequired(again, state)
+			return cr, res, sent{t: t, answered: err == nil, err: err}
 		}
-		cr.mu.Unlock()
 	} else {
-		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}}
+		cr = &callRound{asks: make(chan *roundAsk), done: make(chan struct{}), pending: map[string]*roundAsk{}, waiting: w}
 		c.out = roundStream{cr: cr}
 		// The call outlives this request (a question ends it), bounded by
 		// callTimeout and the backend's life; cr.cancel ends it.
 		rctx, cancel := context.WithCancel(wire.WithCaller(context.WithoutCancel(ctx), c))
 		cr.cancel = cancel
-		do := send(cr)
+		var progress func(*mcp.ProgressNotificationParams)
+		if w.progress != nil {
+			progress = cr.relayProgress
+		}
+		do := send(cr, progress)
 		go func() {
 			defer close(cr.done)
 			defer cancel()
 			cr.sent = g.sendCall(rctx, route{target: t, tool: p.Name}, name, do)
 		}()
 	}
-	cr.mu.Lock()
-	cr.log = log
-	cr.mu.Unlock()
 	for {
 		select {
 		case <-cr.done:
 			return cr, nil, cr.sent
 		case a := <-cr.asks:
-			// Whoever presents the state answers the backend and gets the
-			// call's result: it must not be guessable from states of one's
-			// own, as a number in sequence was.
-			state := roundStatePrefix + rand.Text()
-			g.rounds.mu.Lock()
-			if g.rounds.parked >= g.rounds.max {
+			state, ok := g.park(cr)
+			if !ok {
 				// At the bound: the backend's question is refused, and
 				// the call goes on (it ends with what the backend makes
 				// of that) without leaving this request.
-				g.rounds.mu.Unlock()
 				a.refused = fmt.Errorf("tether: %d calls already wait for their clients' answers (--max-calls-in-flight); this question was not sent to the client", g.rounds.max)
 				close(a.answer)
 				continue
 			}
-			if g.rounds.m == nil {
-				g.rounds.m = map[string]*callRound{}
-			}
-			g.rounds.m[state] = cr
-			cr.parked = true
-			g.rounds.parked++
-			g.rounds.mu.Unlock()
 			id := "r" + strconv.FormatUint(g.rounds.seq.Add(1), 10)
 			cr.mu.Lock()
 			cr.pending[id] = a
-			cr.log = nil
+			cr.waiting = roundWaiter{}
 			cr.mu.Unlock()
-			go func() { // forget the state a while after the call ended
-				<-cr.done
-				g.rounds.mu.Lock()
-				g.rounds.unpark(cr)
-				g.rounds.mu.Unlock()
-				time.AfterFunc(roundResultKept, func() {
-					g.rounds.mu.Lock()
-					delete(g.rounds.m, state)
-					g.rounds.mu.Unlock()
-				})
-			}()
 			res, err := inputRequired(mcp.InputRequestMap{id: a.params}, state)
 			return cr, res, sent{t: t, answered: err == nil, err: err}
 		case <-ctx.Done():
-			cr.mu.Lock()
-			cr.log = nil
-			cr.mu.Unlock()
+			cr.wait(roundWaiter{})
 			cr.cancel()
 			<-cr.done
 			return cr, nil, sent{t: cr.sent.t, err: ctx.Err(), callErr: cr.sent.callErr}
 		}
 	}
+}
+
+// park makes cr wait for its client's next round under a new state, which
+// it returns; false, at the bound on parked calls (nothing changed then).
+func (g *Gateway) park(cr *callRound) (string, bool) {
+	g.rounds.mu.Lock()
+	if g.rounds.parked >= g.rounds.max {
+		g.rounds.mu.Unlock()
+		return "", false
+	}
+	state := g.rounds.keep(cr)
+	cr.parked = true
+	g.rounds.parked++
+	g.rounds.mu.Unlock()
+	go func() { // forget the call's state a while after the call ended
+		<-cr.done
+		g.rounds.mu.Lock()
+		g.rounds.unpark(cr)
+		g.rounds.mu.Unlock()
+		time.AfterFunc(roundResultKept, func() {
+			g.rounds.mu.Lock()
+			if g.rounds.m[cr.state] == cr {
+				delete(g.rounds.m, cr.state)
+			}
+			g.rounds.mu.Unlock()
+		})
+	}()
+	return state, true
+}
+
+// keep gives cr a new state, under rounds.mu. One state of a call is valid
+// at a time: the one before was spent by the round that came with it.
+func (r *rounds) keep(cr *callRound) string {
+	// Whoever presents the state answers the backend and gets the call's
+	// result: it must not be guessable from states of one's own, as a
+	// number in sequence was.
+	state := roundStatePrefix + rand.Text()
+	if r.m == nil {
+		r.m = map[string]*callRound{}
+	}
+	r.m[state] = cr
+	cr.state = state
+	return state
 }
 
 // resultTypeOf is the resultType of a 2026-07-28 result (SEP-2322):
@@ -295,14 +413,7 @@ type roundStream struct {
 	cr *callRound
 }
 
-func (s roundStream) log(p *mcp.LoggingMessageParams) {
-	s.cr.mu.Lock()
-	log := s.cr.log
-	s.cr.mu.Unlock()
-	if log != nil {
-		log(p)
-	}
-}
+func (s roundStream) log(p *mcp.LoggingMessageParams) { s.cr.relayLog(p) }
 
 func (s roundStream) createMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
 	return askRound[*mcp.CreateMessageWithToolsResult](ctx, s.cr, p)
