@@ -41,33 +41,17 @@ func (c *sandboxConnector) Connect(ctx context.Context, req ConnectRequest) (Ses
 // a success forgets it; a live session's
 // sandbox is in the snapshot.
 func TestSupervisorSandboxUnsupported(t *testing.T) {
-	notified := make(chan struct{}, 100)
-	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	conn := &sandboxConnector{authConnector{errs: []error{
 		unsupportedErr{unsupported: true}, errors.New("connection refused"), unsupportedErr{unsupported: false}, unsupportedErr{unsupported: true},
 	}}}
-	sup := New(context.Background(), Options{
-		Name:      "one",
-		Connector: conn,
-		Notify:    func() { notified <- struct{}{} },
-		Now:       func() time.Time { return now },
-		Jitter:    func() float64 { return 0 },
-	})
-	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
-	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
-	c.Default()
-	want := Want{Conn: c}
+	h := newClockedSupervisor(t, conn, spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}})
 	attempt := func() (time.Duration, Snapshot) {
 		t.Helper()
-		sup.Step(context.Background(), want)
-		select {
-		case <-notified:
-		case <-time.After(5 * time.Second):
-			t.Fatal("attempt did not report back")
-		}
-		d := sup.Step(context.Background(), want)
-		now = now.Add(d)
-		return d, sup.Snapshot()
+		h.step()
+		h.waitNotified()
+		d := h.step()
+		h.now = h.now.Add(d)
+		return d, h.sup.Snapshot()
 	}
 
 	if d, snap := attempt(); d != 3*time.Second || snap.SandboxUnsupported != (unsupportedErr{}).Error() {
@@ -103,83 +87,62 @@ func (e refusedErr) PolicyRefused() bool { return e.refused }
 // error whose PolicyRefused says false, or any other failure, backs off as
 // before.
 func TestSupervisorPolicyRefused(t *testing.T) {
-	notified := make(chan struct{}, 100)
-	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	conn := &sandboxConnector{authConnector{errs: []error{
 		refusedErr{refused: true}, refusedErr{refused: true}, refusedErr{refused: false},
 	}}}
-	sup := New(context.Background(), Options{
-		Name:      "one",
-		Connector: conn,
-		Notify:    func() { notified <- struct{}{} },
-		Now:       func() time.Time { return now },
-		Jitter:    func() float64 { return 0 },
-	})
-	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
-	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}}}
-	c.Default()
-	want := Want{Conn: c}
-	step := func() time.Duration { return sup.Step(context.Background(), want) }
-	waitNotified := func() {
-		t.Helper()
-		select {
-		case <-notified:
-		case <-time.After(5 * time.Second):
-			t.Fatal("attempt did not report back")
-		}
-	}
+	h := newClockedSupervisor(t, conn, spec.Spec{Stdio: &spec.StdioSpec{Command: "server"}})
 	refusal := (refusedErr{}).Error()
 
-	step()
-	waitNotified()
-	if d := step(); d != 0 {
+	h.step()
+	h.waitNotified()
+	if d := h.step(); d != 0 {
 		t.Fatalf("a refused policy asks to be looked at again in %v", d)
 	}
-	snap := sup.Snapshot()
+	snap := h.sup.Snapshot()
 	if snap.State != Refused || snap.PolicyRefused != refusal || !snap.NextRetry.IsZero() || snap.Connecting ||
 		snap.Failures != 1 || snap.LastError != "initialize: sending: "+refusal {
 		t.Fatalf("after a refused policy: %+v", snap)
 	}
-	if _, err := sup.Demand(context.Background()); err == nil || err.Error() != refusal {
+	if _, err := h.sup.Demand(context.Background()); err == nil || err.Error() != refusal {
 		t.Fatalf("a Demand of a refused connection: %v, want the refusal", err)
 	}
-	now = now.Add(time.Hour)
-	want.SecretsVersion = "2" // a rotated Secret changes no policy
+	h.now = h.now.Add(time.Hour)
+	h.want.SecretsVersion = "2" // a rotated Secret changes no policy
 	for range 3 {
-		if d := step(); d != 0 || sup.Snapshot().Connecting {
+		if d := h.step(); d != 0 || h.sup.Snapshot().Connecting {
 			t.Fatalf("an hour later, a step started an attempt or a wait (%v)", d)
 		}
 	}
-	sup.Stop("manifest invalid")
-	if step(); sup.Snapshot().State != Refused || sup.Snapshot().Connecting {
-		t.Fatalf("after a Stop, the same spec: %+v, want Refused kept", sup.Snapshot())
+	h.sup.Stop("manifest invalid")
+	if h.step(); h.sup.Snapshot().State != Refused || h.sup.Snapshot().Connecting {
+		t.Fatalf("after a Stop, the same spec: %+v, want Refused kept", h.sup.Snapshot())
 	}
 	if n := conn.count(); n != 1 {
 		t.Fatalf("%d attempts while the policy stays refused, want 1", n)
 	}
 
 	// A new spec is tried at once; refused again, it waits again.
-	c2 := c.DeepCopy()
+	c2 := h.c.DeepCopy()
 	c2.Spec.Stdio.Args = []string{"--other"}
-	want = Want{Conn: c2}
-	step()
-	waitNotified()
-	step()
-	if n, snap := conn.count(), sup.Snapshot(); n != 2 || snap.State != Refused || snap.Failures != 2 {
+	h.want = Want{Conn: c2}
+	h.step()
+	h.waitNotified()
+	h.step()
+	if n, snap := conn.count(), h.sup.Snapshot(); n != 2 || snap.State != Refused || snap.Failures != 2 {
 		t.Fatalf("a new spec: %d attempts, %+v; want 2, refused again", n, snap)
 	}
 	// Another directory is a new spec too (relative grants resolve there).
-	want = Want{Conn: c2, Dir: "/elsewhere"}
-	step()
-	waitNotified()
-	if d := step(); d != 100*time.Millisecond || sup.Snapshot().PolicyRefused != "" || sup.Snapshot().State != Backoff {
-		t.Fatalf("an error whose PolicyRefused says false: wait %v, %+v; want the first backoff delay", d, sup.Snapshot())
+	h.want = Want{Conn: c2, Dir: "/elsewhere"}
+	h.step()
+	h.waitNotified()
+	if d := h.step(); d != 100*time.Millisecond || h.sup.Snapshot().PolicyRefused != "" || h.sup.Snapshot().State != Backoff {
+		t.Fatalf("an error whose PolicyRefused says false: wait %v, %+v; want the first backoff delay", d, h.sup.Snapshot())
 	}
-	now = now.Add(time.Second)
-	step()
-	waitNotified()
-	step()
-	if snap := sup.Snapshot(); snap.Session == nil || snap.PolicyRefused != "" || snap.Failures != 0 {
+	h.now = h.now.Add(time.Second)
+	h.step()
+	h.waitNotified()
+	h.step()
+	if snap := h.sup.Snapshot(); snap.Session == nil || snap.PolicyRefused != "" || snap.Failures != 0 {
 		t.Fatalf("after a success: %+v", snap)
 	}
 }

@@ -373,42 +373,21 @@ func (c *authConnector) count() int {
 // attempt, whatever time passes, until RetryNow (new tokens) or a new spec;
 // refused client credentials retry at the backoff's cap at once.
 func TestSupervisorAuthRequired(t *testing.T) {
-	notified := make(chan struct{}, 100)
-	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	conn := &authConnector{errs: []error{authErr{login: true}, authErr{login: true}, authErr{login: false}}}
-	sup := New(context.Background(), Options{
-		Name:      "one",
-		Connector: conn,
-		Notify:    func() { notified <- struct{}{} },
-		Now:       func() time.Time { return now },
-		Jitter:    func() float64 { return 0 },
-	})
-	t.Cleanup(func() { sup.Close("test over"); _ = sup.Wait(context.Background()) })
-	c := &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: spec.Spec{HTTP: &spec.HTTPSpec{URL: "http://h/mcp"}}}
-	c.Default()
-	want := Want{Conn: c}
-	step := func() time.Duration { return sup.Step(context.Background(), want) }
-	waitNotified := func() {
-		t.Helper()
-		select {
-		case <-notified:
-		case <-time.After(5 * time.Second):
-			t.Fatal("attempt did not report back")
-		}
-	}
+	h := newClockedSupervisor(t, conn, spec.Spec{HTTP: &spec.HTTPSpec{URL: "http://h/mcp"}})
 
-	step()
-	waitNotified()
-	if d := step(); d != 0 {
+	h.step()
+	h.waitNotified()
+	if d := h.step(); d != 0 {
 		t.Fatalf("waiting for a login asks to be looked at again in %v", d)
 	}
-	snap := sup.Snapshot()
+	snap := h.sup.Snapshot()
 	if snap.AuthRequired != "no token: run `tether login one`" || !snap.AwaitingLogin || !snap.NextRetry.IsZero() || snap.Connecting {
 		t.Fatalf("after a failure that needs a login: %+v", snap)
 	}
-	now = now.Add(time.Hour)
+	h.now = h.now.Add(time.Hour)
 	for range 3 {
-		if d := step(); d != 0 || sup.Snapshot().Connecting {
+		if d := h.step(); d != 0 || h.sup.Snapshot().Connecting {
 			t.Fatalf("an hour later, a step started an attempt or a wait (%v)", d)
 		}
 	}
@@ -417,35 +396,76 @@ func TestSupervisorAuthRequired(t *testing.T) {
 	}
 
 	// New tokens: one attempt, which needs a login again.
-	sup.RetryNow()
-	if snap := sup.Snapshot(); snap.AwaitingLogin || snap.AuthRequired == "" {
+	h.sup.RetryNow()
+	if snap := h.sup.Snapshot(); snap.AwaitingLogin || snap.AuthRequired == "" {
 		t.Errorf("after RetryNow: %+v", snap)
 	}
-	step()
-	waitNotified()
-	step()
-	if n := conn.count(); n != 2 || !sup.Snapshot().AwaitingLogin {
-		t.Fatalf("after RetryNow: %d attempts, %+v", n, sup.Snapshot())
+	h.step()
+	h.waitNotified()
+	h.step()
+	if n := conn.count(); n != 2 || !h.sup.Snapshot().AwaitingLogin {
+		t.Fatalf("after RetryNow: %d attempts, %+v", n, h.sup.Snapshot())
 	}
 
 	// A new spec is tried at once; its refused client credentials wait
 	// the cap (3s), not 100ms.
-	c2 := c.DeepCopy()
+	c2 := h.c.DeepCopy()
 	c2.Spec.HTTP.URL = "http://h/other"
-	want = Want{Conn: c2}
-	step()
-	waitNotified()
-	if d := step(); d != 3*time.Second {
+	h.want = Want{Conn: c2}
+	h.step()
+	h.waitNotified()
+	if d := h.step(); d != 3*time.Second {
 		t.Fatalf("refused client credentials wait %v, want the cap 3s", d)
 	}
-	if snap := sup.Snapshot(); snap.AwaitingLogin || snap.AuthRequired == "" {
+	if snap := h.sup.Snapshot(); snap.AwaitingLogin || snap.AuthRequired == "" {
 		t.Errorf("refused client credentials: %+v", snap)
 	}
-	now = now.Add(3 * time.Second)
-	step()
-	waitNotified()
-	step()
-	if snap := sup.Snapshot(); snap.Session == nil || snap.AuthRequired != "" || snap.Failures != 0 {
+	h.now = h.now.Add(3 * time.Second)
+	h.step()
+	h.waitNotified()
+	h.step()
+	if snap := h.sup.Snapshot(); snap.Session == nil || snap.AuthRequired != "" || snap.Failures != 0 {
 		t.Errorf("after a success: %+v", snap)
+	}
+}
+
+// clockedSupervisor is a supervisor of one connection ("one", of spec sp)
+// that conn connects, on a clock the test moves (now), without jitter.
+type clockedSupervisor struct {
+	t        *testing.T
+	sup      *Supervisor
+	c        *spec.McpConnection
+	want     Want
+	now      time.Time
+	notified chan struct{}
+}
+
+func newClockedSupervisor(t *testing.T, conn Connector, sp spec.Spec) *clockedSupervisor {
+	t.Helper()
+	h := &clockedSupervisor{t: t, now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), notified: make(chan struct{}, 100)}
+	h.sup = New(context.Background(), Options{
+		Name:      "one",
+		Connector: conn,
+		Notify:    func() { h.notified <- struct{}{} },
+		Now:       func() time.Time { return h.now },
+		Jitter:    func() float64 { return 0 },
+	})
+	t.Cleanup(func() { h.sup.Close("test over"); _ = h.sup.Wait(context.Background()) })
+	h.c = &spec.McpConnection{Metadata: spec.ObjectMeta{Name: "one"}, Spec: sp}
+	h.c.Default()
+	h.want = Want{Conn: h.c}
+	return h
+}
+
+// step steps the supervisor toward h.want.
+func (h *clockedSupervisor) step() time.Duration { return h.sup.Step(context.Background(), h.want) }
+
+// waitNotified waits for an attempt to report back.
+func (h *clockedSupervisor) waitNotified() {
+	h.t.Helper()
+	select {
+	case <-h.notified:
+	case <-time.After(5 * time.Second):
+		h.t.Fatal("attempt did not report back")
 	}
 }
