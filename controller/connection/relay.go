@@ -502,6 +502,14 @@ func (s *Session) relayTo(ctx context.Context, to *flight, method string) (*flig
 	}
 	rctx, cancel := context.WithCancel(to.ctx)
 	stop := context.AfterFunc(ctx, cancel)
+	if r := progressFrom(to.ctx); r != nil {
+		// A server that reports progress and then asks its client
+		// something has that progress reach the client first, as it sent
+		// them, whichever way the question came (the go-sdk's handlers,
+		// a raw call's stream): for a 2026-07-28 client the question is
+		// its round's answer, after which that round takes nothing.
+		r.flush(rctx)
+	}
 	return to, rctx, func() { stop(); cancel(); to.endRelay() }, nil
 }
 
