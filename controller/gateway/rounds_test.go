@@ -219,19 +219,7 @@ func eraStream(t *testing.T, url, body string, seen func(msg string)) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(protocolVersionHeader, modernProtocol)
-	req.Header.Set(methodHeader, methodCallTool)
-	var call struct {
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal([]byte(body), &call)
-	req.Header.Set(nameHeader, call.Params.Name)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(eraRequest(ctx, url, body))
 	if err != nil {
 		t.Fatal(err)
 	}
