@@ -252,7 +252,7 @@ func toolCallLines(tt *tether, tool string) (fast, slow int) {
 // test_elicitation, stateful) runs in rounds: the client's tools/call is
 // answered input-required, and the go-sdk client calls again with the
 // answer and the gateway's requestState. Both rounds ride the byte fast
-// path (a later round takes the road its first took), and the backend
+// path (each round takes the path its own request qualifies for), and the backend
 // gets the answer.
 func TestModernRoundsTakeTheFastPath(t *testing.T) {
 	tt, url := everythingOverHTTP(t)
