@@ -173,6 +173,13 @@ func TestListPagesRefuseBadAnswers(t *testing.T) {
 		{"endless cursors", func(m, c string) (string, bool) {
 			return `{"tools":[],"nextCursor":"` + c + `x"}`, m == "tools/list"
 		}, fmt.Sprintf("more than %d pages", maxListPages)},
+		{"too many tools", func(m, c string) (string, bool) {
+			if c == "" {
+				return `{"tools":[` + strings.Repeat(`{"name":"t","inputSchema":{"type":"object"}},`, maxCatalogItems-1) +
+					`{"name":"t","inputSchema":{"type":"object"}}],"nextCursor":"more"}`, m == "tools/list"
+			}
+			return `{"tools":[{"name":"last","inputSchema":{"type":"object"}}]}`, m == "tools/list"
+		}, fmt.Sprintf("more than %d entries", maxCatalogItems)},
 		{"too many prompts", func(m, c string) (string, bool) {
 			if m == "tools/list" {
 				return tools, true

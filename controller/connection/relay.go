@@ -35,8 +35,9 @@ import (
 // flight, a log message goes to the Listener (to every client) and a
 // request is refused with an MCP error rather than guessed.
 
-// maxCatalogItems bounds one list of prompts, resources or templates: a
-// server whose cursors never end must not hold a refresh forever.
+// maxCatalogItems bounds one list of tools, prompts, resources or
+// templates: a server whose pages never end, or hold ever more entries,
+// must not hold a refresh forever nor fill tether's memory.
 const maxCatalogItems = 100_000
 
 // catalog is what the server offers besides tools; replaced, never modified.
