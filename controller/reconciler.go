@@ -139,6 +139,9 @@ type heldSpec struct {
 	prefix string
 	filter *spec.ToolFilter
 	reason string
+	// refused: reason is the refusal of the connection's confinement
+	// policy (notServing), which lasts until the spec changes.
+	refused bool
 }
 
 // NewReconciler returns a reconciler. Call Shutdown to stop its goroutines.
@@ -347,7 +350,8 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 		if r.opts.Exposer == nil {
 			return gateway.Exposure{}
 		}
-		held := &heldSpec{prefix: exposedPrefix(entry, running), reason: notServing(entry, r.stopping.Load())}
+		held := &heldSpec{prefix: exposedPrefix(entry, running)}
+		held.reason, held.refused = notServing(entry, snap, r.stopping.Load())
 		if entry.Conn != nil {
 			held.filter = entry.Conn.Spec.Tools
 		}
@@ -356,11 +360,17 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 			r.opts.Exposer.SetUnavailable(name, held.prefix, held.filter, held.reason)
 			rec.held.Store(held)
 			rec.exposed.set(nil)
-		case h != nil && entry.Conn != nil && (h.prefix != held.prefix || !reflect.DeepEqual(h.filter, held.filter)):
+		case h != nil && entry.Conn != nil && (h.prefix != held.prefix || !reflect.DeepEqual(h.filter, held.filter) ||
+			h.refused != held.refused || held.refused && h.reason != held.reason):
 			// The spec's prefix or filter changed while the connection is
 			// away: the names it would no longer expose are given up now,
-			// not when (if ever) it comes back (docs/contract.md §5).
-			held.reason = h.reason
+			// not when (if ever) it comes back (docs/contract.md §5). Or
+			// its policy was refused (or no longer is): the calls that
+			// wake it are told so, not how its session last ended, which
+			// no retry will change.
+			if !held.refused && !h.refused {
+				held.reason = h.reason
+			}
 			r.opts.Exposer.SetUnavailable(name, held.prefix, held.filter, held.reason)
 			rec.held.Store(held)
 		}
@@ -463,17 +473,20 @@ func exposedPrefix(entry desired.Entry, running *spec.McpConnection) string {
 }
 
 // notServing says why a connection serves nothing, for the gateway's
-// answer to a call.
-func notServing(entry desired.Entry, stopping bool) string {
+// answer to a call; refused when that is the refusal of its confinement
+// policy (phase Refused).
+func notServing(entry desired.Entry, snap supervisor.Snapshot, stopping bool) (reason string, refused bool) {
 	switch {
 	case stopping:
-		return "tether is shutting down"
+		return "tether is shutting down", false
 	case entry.Conn == nil:
-		return "manifest invalid"
+		return "manifest invalid", false
 	case entry.Conn.Spec.Suspend:
-		return "suspended"
+		return "suspended", false
+	case snap.PolicyRefused != "":
+		return "tether refuses its confinement policy until the manifest changes: " + snap.PolicyRefused, true
 	}
-	return "not connected"
+	return "not connected", false
 }
 
 // exposureSignal tells Wake when the gateway serves a given backend.

@@ -988,3 +988,48 @@ func TestControllerBusy(t *testing.T) {
 		t.Error("3 names queued, 2 workers: not busy")
 	}
 }
+
+// policyRefusal is an error that says tether refuses the connection's
+// confinement policy, as controller/sandbox's RefusedError does.
+type policyRefusal struct{}
+
+func (policyRefusal) Error() string {
+	return "spec.stdio.sandbox.write[0]: /m holds the manifest's directory (/m)"
+}
+func (policyRefusal) PolicyRefused() bool { return true }
+
+// TestRefusedPolicyIsWhyCallsFail: a connection whose restart tether
+// refuses (phase Refused, no retry until the spec changes) has the
+// gateway answer its tools' calls with that refusal, not with how its
+// last session ended, which no retry will change; a new spec that is not
+// refused takes the refusal back.
+func TestRefusedPolicyIsWhyCallsFail(t *testing.T) {
+	h := newHarness(t)
+	s1 := newFakeSession("a")
+	h.conn.push(s1, policyRefusal{})
+	h.apply("one.yaml", manifestYAML("one", ""))
+	connectOnce(h, "one.yaml", "one")
+	s1.die(errors.New("exit status 3"))
+	h.waitEnqueued("one")
+	h.reconcile("one")
+	reason := func() string {
+		h.exposer.mu.Lock()
+		defer h.exposer.mu.Unlock()
+		return h.exposer.off["one"]
+	}
+	if r := reason(); !strings.Contains(r, "exit status 3") {
+		t.Fatalf("after the drop the gateway says %q, want the exit", r)
+	}
+	h.retryNow("one")
+	h.reconcile("one")
+	awaitPhase(h, "one.yaml", "one", spec.PhaseRefused)
+	if r, want := reason(), "tether refuses its confinement policy until the manifest changes: "+(policyRefusal{}).Error(); r != want {
+		t.Errorf("a refused connection's calls are told %q, want %q", r, want)
+	}
+	h.apply("one.yaml", manifestYAML("one", "    args: [--other]\n"))
+	h.reconcile("one")
+	awaitPhase(h, "one.yaml", "one", spec.PhaseReconnecting)
+	if r := reason(); strings.Contains(r, "refuses") {
+		t.Errorf("after a new spec, the calls are still told %q", r)
+	}
+}

@@ -185,18 +185,7 @@ func TestModernClientOverHTTP(t *testing.T) {
 // the gateway's byte fast path, as a classic session's call does: tether's
 // DEBUG line of each call says which path carried it.
 func TestModernCallsTakeTheFastPath(t *testing.T) {
-	bin := builtBinaries(t)
-	backendPort, gwPort := testport.Free(t), testport.Free(t)
-	// Stateful: the raw path sends on a backend session.
-	startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", backendPort), "-stateless=false")
-	waitTCP(t, backendPort, 20*time.Second)
-	dir := t.TempDir()
-	m := filepath.Join(dir, "ev.yaml")
-	writeFile(t, m, httpManifest("ev", fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort), "streamable", ""))
-	tt := startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
-	waitTCP(t, gwPort, 20*time.Second)
-	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
-	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort)
+	tt, url := everythingOverHTTP(t)
 
 	waitFast := func(tool string, want int) {
 		t.Helper()
@@ -263,19 +252,10 @@ func toolCallLines(tt *tether, tool string) (fast, slow int) {
 // test_elicitation, stateful) runs in rounds: the client's tools/call is
 // answered input-required, and the go-sdk client calls again with the
 // answer and the gateway's requestState. Both rounds ride the byte fast
-// path (a later round takes the road its first took), and the backend
+// path (each round takes the path its own request qualifies for), and the backend
 // gets the answer.
 func TestModernRoundsTakeTheFastPath(t *testing.T) {
-	bin := builtBinaries(t)
-	backendPort, gwPort := testport.Free(t), testport.Free(t)
-	startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", backendPort), "-stateless=false")
-	waitTCP(t, backendPort, 20*time.Second)
-	dir := t.TempDir()
-	m := filepath.Join(dir, "ev.yaml")
-	writeFile(t, m, httpManifest("ev", fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort), "streamable", ""))
-	tt := startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
-	waitTCP(t, gwPort, 20*time.Second)
-	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	tt, url := everythingOverHTTP(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -286,7 +266,7 @@ func TestModernRoundsTakeTheFastPath(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "ada"}}, nil
 		},
 	})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort), MaxRetries: -1}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,6 +296,24 @@ func TestModernRoundsTakeTheFastPath(t *testing.T) {
 	if fast != 2 || slow != 0 {
 		t.Errorf("the call's rounds: %d on the fast path, %d on the go-sdk path; want both on the fast path", fast, slow)
 	}
+}
+
+// everythingOverHTTP starts the everything-server over streamable HTTP,
+// stateful (the raw path sends on a backend session), and a tether serving
+// it as connection ev, Connected; it returns tether and its gateway's URL.
+func everythingOverHTTP(t *testing.T) (*tether, string) {
+	t.Helper()
+	bin := builtBinaries(t)
+	backendPort, gwPort := testport.Free(t), testport.Free(t)
+	startServer(t, nil, filepath.Join(bin, "everything-server"), fmt.Sprintf("-http=127.0.0.1:%d", backendPort), "-stateless=false")
+	waitTCP(t, backendPort, 20*time.Second)
+	dir := t.TempDir()
+	m := filepath.Join(dir, "ev.yaml")
+	writeFile(t, m, httpManifest("ev", fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort), "streamable", ""))
+	tt := startTether(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", gwPort))
+	waitTCP(t, gwPort, 20*time.Second)
+	waitStatus(t, m, "ev", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
+	return tt, fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort)
 }
 
 // TestSSEOnlyClient: with --sse, a client that speaks only the legacy

@@ -41,6 +41,15 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	}
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
+	var answered bool
+	var token string
+	if progress != nil {
+		// Before the call's flight: a question the server asks for the
+		// call finds its progress in the flight's ctx (relayTo).
+		var done func(answered bool)
+		callCtx, token, done = s.trackProgress(callCtx, progress)
+		defer func() { done(answered) }()
+	}
 	defer s.inFlight(callCtx)()
 	callCtx, sent := withDelivery(callCtx)
 	meta := tracing.InjectMeta(ctx, nil)
@@ -54,10 +63,7 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 		InputResponses: p.InputResponses,
 		RequestState:   p.RequestState,
 	}
-	var answered bool
 	if progress != nil {
-		token, done := s.trackProgress(callCtx, progress)
-		defer func() { done(answered) }()
 		up.SetProgressToken(token)
 	}
 	res, err := s.cs.CallTool(callCtx, up)
@@ -74,15 +80,17 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 // trackProgress gives one call a progress token of the session's own and
 // routes the server's notifications for it to progress. callCtx is the
 // call's: while it lasts and the call waits, the server's progress for the
-// token proves it alive (liveness.go). done ends the route; answered says
-// the call got its result, so that progress trailing it (the go-sdk may hand
-// it over after the result, and a JSON-response server sends it on its
-// standalone stream) is still delivered for a moment.
-func (s *Session) trackProgress(callCtx context.Context, progress func(*mcp.ProgressNotificationParams)) (token string, done func(answered bool)) {
+// token proves it alive (liveness.go). It returns callCtx carrying the route
+// (progressFrom), for the call's flight and its requests to the server. done
+// ends the route; answered says the call got its result, so that progress
+// trailing it (the go-sdk may hand it over after the result, and a
+// JSON-response server sends it on its standalone stream) is still
+// delivered for a moment.
+func (s *Session) trackProgress(callCtx context.Context, progress func(*mcp.ProgressNotificationParams)) (ctx context.Context, token string, done func(answered bool)) {
 	token = fmt.Sprintf("tether-%d", s.progressSeq.Add(1))
 	route := newProgressRoute(callCtx, progress)
 	s.routes.Store(token, route)
-	return token, func(answered bool) {
+	return context.WithValue(callCtx, progressKey{}, route), token, func(answered bool) {
 		if answered {
 			route.linger(progressLinger)
 		}
@@ -266,6 +274,16 @@ func newProgressRoute(call context.Context, fn func(*mcp.ProgressNotificationPar
 			r.mu.Unlock()
 		}
 	}()
+	return r
+}
+
+// progressKey marks, in a call's context, the route of its progress.
+type progressKey struct{}
+
+// progressFrom is the route of the progress of the call whose context ctx
+// is (or derives from), nil if it has none.
+func progressFrom(ctx context.Context) *progressRoute {
+	r, _ := ctx.Value(progressKey{}).(*progressRoute)
 	return r
 }
 

@@ -51,7 +51,7 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 		// Parameters bound to HTTP headers (2026-07-28): the go-sdk
 		// validates them and keeps the list for CallTool, which sets the
 		// headers from it. So list through the go-sdk.
-		tools, err = listPages(callCtx, 0, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+		tools, err = listPages(callCtx, maxCatalogItems, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
 			r, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 			if err != nil {
 				return nil, "", err
@@ -127,7 +127,7 @@ func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
 			return lr.Tools, lr.NextCursor, nil
 		}
 	}
-	tools, err := listPages(ctx, 0, page)
+	tools, err := listPages(ctx, maxCatalogItems, page)
 	if tools == nil && err == nil {
 		tools = []*mcp.Tool{}
 	}

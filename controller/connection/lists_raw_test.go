@@ -134,20 +134,7 @@ func TestListPagesBesideTheGoSDK(t *testing.T) {
 		return `{"code":-32602,"message":"bad cursor ` + cursor + `"}`, true
 	})
 	s := connect(t, Request{Spec: httpSpec(ls.url, "")})
-	var names []string
-	for _, tl := range s.Tools() {
-		names = append(names, tl.Name)
-	}
-	for _, p := range s.Prompts() {
-		names = append(names, p.Name)
-	}
-	for _, r := range s.Resources() {
-		names = append(names, r.Name)
-	}
-	for _, r := range s.ResourceTemplates() {
-		names = append(names, r.Name)
-	}
-	if got, want := strings.Join(names, " "), "a b p1 p2 r rt"; got != want {
+	if got, want := listedNames(s), "a b p1 p2 r rt"; got != want {
 		t.Errorf("listed %q, want %q", got, want)
 	}
 	for _, method := range []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"} {
@@ -186,6 +173,13 @@ func TestListPagesRefuseBadAnswers(t *testing.T) {
 		{"endless cursors", func(m, c string) (string, bool) {
 			return `{"tools":[],"nextCursor":"` + c + `x"}`, m == "tools/list"
 		}, fmt.Sprintf("more than %d pages", maxListPages)},
+		{"too many tools", func(m, c string) (string, bool) {
+			if c == "" {
+				return `{"tools":[` + strings.Repeat(`{"name":"t","inputSchema":{"type":"object"}},`, maxCatalogItems-1) +
+					`{"name":"t","inputSchema":{"type":"object"}}],"nextCursor":"more"}`, m == "tools/list"
+			}
+			return `{"tools":[{"name":"last","inputSchema":{"type":"object"}}]}`, m == "tools/list"
+		}, fmt.Sprintf("more than %d entries", maxCatalogItems)},
 		{"too many prompts", func(m, c string) (string, bool) {
 			if m == "tools/list" {
 				return tools, true
@@ -333,19 +327,28 @@ done`
 				t.Fatalf("Connect: %v", err)
 			}
 			t.Cleanup(func() { _ = s.Close() })
-			var names []string
-			for _, tl := range s.Tools() {
-				names = append(names, tl.Name)
-			}
-			for _, p := range s.Prompts() {
-				names = append(names, p.Name)
-			}
-			for _, r := range s.Resources() {
-				names = append(names, r.Name)
-			}
-			if got, want := strings.Join(names, " "), "t p r"; got != want {
+			if got, want := listedNames(s), "t p r"; got != want {
 				t.Errorf("listed %q, want %q", got, want)
 			}
 		})
 	}
+}
+
+// listedNames is the names of the session's tools, prompts, resources and
+// templates, in that order.
+func listedNames(s *Session) string {
+	var names []string
+	for _, tl := range s.Tools() {
+		names = append(names, tl.Name)
+	}
+	for _, p := range s.Prompts() {
+		names = append(names, p.Name)
+	}
+	for _, r := range s.Resources() {
+		names = append(names, r.Name)
+	}
+	for _, r := range s.ResourceTemplates() {
+		names = append(names, r.Name)
+	}
+	return strings.Join(names, " ")
 }

@@ -245,7 +245,7 @@ func TestProgressProvesLifeWhileItsCallWaits(t *testing.T) {
 		return s.seen.since(start)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	token, done := s.trackProgress(ctx, func(*mcp.ProgressNotificationParams) {})
+	_, token, done := s.trackProgress(ctx, func(*mcp.ProgressNotificationParams) {})
 	if !sent(token) {
 		t.Error("progress for a waiting call proved nothing")
 	}

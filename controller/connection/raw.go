@@ -110,30 +110,30 @@ func (s *Session) CallToolRaw(ctx context.Context, name string, params []RawPara
 	}
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
-	defer s.inFlight(callCtx)()
-	callCtx, sent := withDelivery(callCtx)
-
 	var answered bool
 	meta := tracing.InjectMeta(ctx, nil)
 	if progress != nil {
 		// Routed as CallTool's tokens are, so that progress the server
-		// sends on its standalone stream arrives too.
-		token, done := s.trackProgress(callCtx, progress)
+		// sends on its standalone stream arrives too; before the call's
+		// flight, as in CallTool.
+		var token string
+		var done func(answered bool)
+		callCtx, token, done = s.trackProgress(callCtx, progress)
 		defer func() { done(answered) }()
 		if meta == nil {
 			meta = mcp.Meta{}
 		}
 		meta["progressToken"] = token
 	}
+	defer s.inFlight(callCtx)()
+	callCtx, sent := withDelivery(callCtx)
+
 	id := "tether-fast-" + strconv.FormatUint(rawSeq.Add(1), 10)
 	body, err := rawRequest(id, name, params, meta)
 	if err != nil {
 		return nil, false, s.red.Err(fmt.Errorf("%s: %w", op, err))
 	}
 	x := &rawExchange{s: s, method: "tools/call", version: version, sessionID: s.cs.ID(), id: id, flight: callerFlight(callCtx)}
-	if v, ok := s.routes.Load(meta["progressToken"]); ok {
-		x.progress = v.(*progressRoute)
-	}
 	result, err = x.call(callCtx, body)
 	if err != nil {
 		if callCtx.Err() != nil && !x.answered {
@@ -235,9 +235,6 @@ type rawExchange struct {
 	// flight is the downstream client the request is made for: what the
 	// server sends on the request's stream is that client's. nil if none.
 	flight *flight
-	// progress is the route of the request's progress, nil if it has
-	// no token.
-	progress *progressRoute
 }
 
 // rawMessage is any JSON-RPC message, decoded only as far as routing needs.
@@ -504,11 +501,8 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 		}
 	case m.Method == methodCreateMessage || m.Method == methodElicit || m.Method == methodListRoots:
 		// The server asks the client something while it works on the
-		// call: this call's client, since it came on the call's stream,
-		// after the progress it sent before.
-		if x.progress != nil {
-			x.progress.flush(ctx)
-		}
+		// call: this call's client, since it came on the call's stream
+		// (after the progress it sent before: relayTo).
 		res, err := x.s.relayRequest(ctx, x.flight, m.Method, m.Params)
 		x.s.sendRaw(ctx, relayAnswer(m.ID, res, err))
 	case m.Method != "" && isID:

@@ -35,8 +35,9 @@ import (
 // flight, a log message goes to the Listener (to every client) and a
 // request is refused with an MCP error rather than guessed.
 
-// maxCatalogItems bounds one list of prompts, resources or templates: a
-// server whose cursors never end must not hold a refresh forever.
+// maxCatalogItems bounds one list of tools, prompts, resources or
+// templates: a server whose pages never end, or hold ever more entries,
+// must not hold a refresh forever nor fill tether's memory.
 const maxCatalogItems = 100_000
 
 // catalog is what the server offers besides tools; replaced, never modified.
@@ -502,6 +503,14 @@ func (s *Session) relayTo(ctx context.Context, to *flight, method string) (*flig
 	}
 	rctx, cancel := context.WithCancel(to.ctx)
 	stop := context.AfterFunc(ctx, cancel)
+	if r := progressFrom(to.ctx); r != nil {
+		// A server that reports progress and then asks its client
+		// something has that progress reach the client first, as it sent
+		// them, whichever way the question came (the go-sdk's handlers,
+		// a raw call's stream): for a 2026-07-28 client the question is
+		// its round's answer, after which that round takes nothing.
+		r.flush(rctx)
+	}
 	return to, rctx, func() { stop(); cancel(); to.endRelay() }, nil
 }
 

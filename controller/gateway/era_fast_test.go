@@ -50,18 +50,7 @@ func eraPost(t *testing.T, url, body string, header http.Header, host string) er
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(protocolVersionHeader, modernProtocol)
-	req.Header.Set(methodHeader, methodCallTool)
-	var call struct {
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal([]byte(body), &call)
-	req.Header.Set(nameHeader, call.Params.Name)
+	req := eraRequest(ctx, url, body)
 	for k, vs := range header {
 		req.Header.Del(k)
 		for _, v := range vs {
@@ -99,6 +88,24 @@ func eraPost(t *testing.T, url, body string, header http.Header, host string) er
 		msgs = append(msgs, string(d))
 	}
 	return eraAnswer{Status: resp.StatusCode, Messages: strings.Join(msgs, "\n")}
+}
+
+// eraRequest is a 2026-07-28 client's tools/call POST (no session) of
+// body to url, with the standard headers.
+func eraRequest(ctx context.Context, url, body string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(protocolVersionHeader, modernProtocol)
+	req.Header.Set(methodHeader, methodCallTool)
+	var call struct {
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal([]byte(body), &call)
+	req.Header.Set(nameHeader, call.Params.Name)
+	return req
 }
 
 // TestEraFastPathAsTheGoSDK sends 2026-07-28 tools/calls by hand, each to

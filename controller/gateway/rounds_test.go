@@ -219,19 +219,7 @@ func eraStream(t *testing.T, url, body string, seen func(msg string)) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(protocolVersionHeader, modernProtocol)
-	req.Header.Set(methodHeader, methodCallTool)
-	var call struct {
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal([]byte(body), &call)
-	req.Header.Set(nameHeader, call.Params.Name)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(eraRequest(ctx, url, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,11 +492,18 @@ func TestBetweenRoundsReachTheNextRound(t *testing.T) {
 
 // TestProgressBeforeTheQuestion: progress a backend reports before it asks
 // its client something reaches the round waiting then, before the question
-// that is that round's answer (after it, the round takes nothing more).
-// The fast path made the call: the connection's reader hands the progress
-// on before the question.
+// that is that round's answer (after it, the round takes nothing more),
+// whichever path made the call: on the fast path the question comes on the
+// call's stream, on the go-sdk path (every call to a 2026-07-28 backend,
+// and to a stdio one) through the go-sdk's handlers.
 func TestProgressBeforeTheQuestion(t *testing.T) {
-	f := newFastFixture(t, true, 0)
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) { progressBeforeTheQuestion(t, fast) })
+	}
+}
+
+func progressBeforeTheQuestion(t *testing.T, fast bool) {
+	f := newFastFixture(t, fast, 0)
 	for i := range 20 {
 		got := eraPost(t, f.url, eraCall("a_progask", func(_, m map[string]any) { m["progressToken"] = "t1" }), nil, "")
 		state, id := roundQuestion(got)
