@@ -171,12 +171,9 @@ func listPages[E any](ctx context.Context, maxItems int, page func(ctx context.C
 // RawProtocolVersion is ok.
 func rawPage[E any](s *Session, method, key string) func(ctx context.Context, cursor string) ([]*E, string, error) {
 	return func(ctx context.Context, cursor string) ([]*E, string, error) {
-		res, ok, err := s.rawList(ctx, method, cursor)
+		res, err := s.rawList(ctx, method, cursor)
 		if err != nil {
 			return nil, "", err
-		}
-		if !ok {
-			return nil, "", fmt.Errorf("%s: the session cannot carry raw requests", method)
 		}
 		var page map[string]json.RawMessage
 		var items []*E

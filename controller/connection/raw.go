@@ -609,26 +609,28 @@ func (s *Session) sendRaw(ctx context.Context, msg []byte) {
 // rawList sends one page of a list request (tools/list and the catalog's
 // lists) beside the go-sdk, on a streamable session, and returns the result
 // as the server sent it. Cancelling ctx before the answer tells the server.
-// ok is false when the session cannot carry raw requests.
-func (s *Session) rawList(ctx context.Context, method, cursor string) (result json.RawMessage, ok bool, err error) {
+// A session that cannot carry raw requests (any more: it may have ended
+// since the caller looked) is an error.
+func (s *Session) rawList(ctx context.Context, method, cursor string) (json.RawMessage, error) {
 	version, ok := s.RawProtocolVersion()
 	if !ok {
-		return nil, false, nil
+		return nil, fmt.Errorf("%s: the session cannot carry raw requests", method)
 	}
 	id := "tether-list-" + strconv.FormatUint(rawSeq.Add(1), 10)
 	body := `{"jsonrpc":"2.0","id":"` + id + `","method":"` + method + `"}`
 	if cursor != "" {
 		c, err := json.Marshal(cursor)
 		if err != nil {
-			return nil, true, err
+			return nil, err
 		}
 		body = `{"jsonrpc":"2.0","id":"` + id + `","method":"` + method + `","params":{"cursor":` + string(c) + `}}`
 	}
 	x := &rawExchange{s: s, method: method, version: version, sessionID: s.cs.ID(), id: id}
-	if result, err = x.call(ctx, []byte(body)); err != nil && ctx.Err() != nil && !x.answered {
+	result, err := x.call(ctx, []byte(body))
+	if err != nil && ctx.Err() != nil && !x.answered {
 		s.sendRaw(ctx, cancelledMessage(id))
 	}
-	return result, true, err
+	return result, err
 }
 
 // pingRaw pings the server beside the go-sdk, on a streamable session: the
