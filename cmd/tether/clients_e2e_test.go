@@ -201,14 +201,7 @@ func TestModernCallsTakeTheFastPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "modern-agent", Version: "0"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
-		t.Fatalf("the go-sdk client negotiated %s by default, want 2026-07-28", v)
-	}
+	cs := connectModern(ctx, t, c, url)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev_test_simple_text"})
 	if err != nil {
 		t.Fatal(err)
@@ -266,14 +259,7 @@ func TestModernRoundsTakeTheFastPath(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "ada"}}, nil
 		},
 	})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
-		t.Fatalf("the go-sdk client negotiated %s by default, want 2026-07-28", v)
-	}
+	cs := connectModern(ctx, t, c, url)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev_test_elicitation", Arguments: map[string]any{"message": "who?"}})
 	if err != nil {
 		t.Fatal(err)
@@ -300,6 +286,22 @@ func TestModernRoundsTakeTheFastPath(t *testing.T) {
 
 // everythingOverHTTP starts the everything-server over streamable HTTP,
 // stateful (the raw path sends on a backend session), and a tether serving
+// connectModern connects c to url over streamable HTTP at the go-sdk
+// client's default protocol, which must be 2026-07-28; the session closes
+// when the test ends.
+func connectModern(ctx context.Context, t *testing.T, c *mcp.Client, url string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the go-sdk client negotiated %s by default, want 2026-07-28", v)
+	}
+	return cs
+}
+
 // it as connection ev, Connected; it returns tether and its gateway's URL.
 func everythingOverHTTP(t *testing.T) (*tether, string) {
 	t.Helper()
