@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -43,10 +42,6 @@ const streamBufferSize = 1 << 10
 // pool sets no bound, as net/http's transport does by default.
 const defaultMaxStreamHeaderBytes = 10 << 20
 
-// max1xxResponses bounds the informational responses (1xx) read before a
-// stream's response, as net/http's transport does.
-const max1xxResponses = 5
-
 // streamDialTimeout bounds a stream's dial when the pool has no dialer of
 // its own (net/http's default transport's).
 const streamDialTimeout = 30 * time.Second
@@ -79,7 +74,10 @@ func (t *eventStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 		return fail(err)
 	}
 	// The header is bounded as the pool bounds it; the body is not here
-	// (the session's headerRoundTripper bounds every message).
+	// (the session's headerRoundTripper bounds every message). As in the
+	// pool, informational answers (1xx but 101) before the response are
+	// skipped, however many, and their heads count toward the same bound:
+	// net/http's transport bounds them so when no trace asks for them.
 	maxHeader := t.pool.MaxResponseHeaderBytes
 	if maxHeader <= 0 {
 		maxHeader = defaultMaxStreamHeaderBytes
@@ -87,7 +85,7 @@ func (t *eventStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	lim := &io.LimitedReader{R: conn, N: maxHeader}
 	br := bufio.NewReaderSize(lim, streamBufferSize)
 	var resp *http.Response
-	for n := 0; ; n++ {
+	for {
 		resp, err = http.ReadResponse(br, req)
 		if err != nil {
 			if lim.N <= 0 {
@@ -95,11 +93,8 @@ func (t *eventStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return fail(err)
 		}
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
-		}
-		if n == max1xxResponses {
-			return fail(errors.New("too many 1xx informational responses"))
 		}
 	}
 	lim.N = math.MaxInt64
