@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // An HTTP session holds one event stream open for as long as it lives: the
@@ -103,16 +104,29 @@ func (t *eventStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // ownConnection reports whether req is a stream eventStreams carries: a
-// GET that accepts only an event stream, over plain HTTP, that the pool
-// would not send through a proxy. Over TLS the pool keeps it: a server
-// that speaks HTTP/2 there carries every stream on one connection.
+// GET with no body that accepts only an event stream, over plain HTTP, to
+// a host named in ASCII, that the pool would not send through a proxy.
+// Over TLS the pool keeps it: a server that speaks HTTP/2 there carries
+// every stream on one connection. A host name with other letters goes to
+// the pool too, which dials it in its ASCII (punycode) form; the resolver
+// knows no other.
 func (t *eventStreams) ownConnection(req *http.Request) bool {
 	if req.Method != http.MethodGet || req.URL.Scheme != "http" ||
+		(req.Body != nil && req.Body != http.NoBody) || !isASCII(req.URL.Hostname()) ||
 		!strings.EqualFold(strings.TrimSpace(req.Header.Get("Accept")), "text/event-stream") {
 		return false
 	}
 	if t.pool.Proxy != nil {
 		if u, err := t.pool.Proxy(req); err != nil || u != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
 			return false
 		}
 	}

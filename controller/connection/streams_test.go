@@ -105,6 +105,10 @@ func TestEventStreamsLeaveTheRestToThePool(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 	}))
 	defer tls.Close()
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+	}))
+	defer plain.Close()
 	pool := newSharedHTTPTransport()
 	pool.TLSClientConfig = tls.Client().Transport.(*http.Transport).TLSClientConfig
 	es := &eventStreams{pool: pool}
@@ -123,6 +127,11 @@ func TestEventStreamsLeaveTheRestToThePool(t *testing.T) {
 			return r
 		}},
 		{"a stream over TLS", func() *http.Request { return streamRequest(t, t.Context(), tls.URL) }},
+		{"a GET with a body", func() *http.Request {
+			r := streamRequest(t, t.Context(), plain.URL)
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader("x")), 1
+			return r
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
@@ -156,6 +165,21 @@ func TestEventStreamsLeaveTheRestToThePool(t *testing.T) {
 			t.Fatalf("proxied %v, body %T: the stream did not go through the proxy", proxied.Load(), resp.Body)
 		}
 	})
+}
+
+// A host name in other letters than ASCII is dialed in its ASCII
+// (punycode) form, as the pool dials it: the resolver knows no other.
+func TestEventStreamToAnInternationalHost(t *testing.T) {
+	dialed := make(chan string, 1)
+	pool := newSharedHTTPTransport()
+	pool.DialContext = func(_ context.Context, _, addr string) (net.Conn, error) {
+		dialed <- addr
+		return nil, errors.New("not dialed")
+	}
+	_, _ = (&eventStreams{pool: pool}).RoundTrip(streamRequest(t, t.Context(), "http://bücher.example/mcp"))
+	if addr := <-dialed; addr != "xn--bcher-kva.example:80" {
+		t.Fatalf("dialed %q, want xn--bcher-kva.example:80", addr)
+	}
 }
 
 func TestEventStreamEndsWithItsContext(t *testing.T) {
