@@ -304,3 +304,53 @@ func TestEventStreamRefusesHostileHeads(t *testing.T) {
 		}
 	})
 }
+
+// afterFuncCounter is a ctx that counts the functions registered on it
+// with context.AfterFunc and not yet stopped.
+type afterFuncCounter struct {
+	context.Context
+	live atomic.Int32
+}
+
+// Value hides the ctx it wraps from context.AfterFunc, which would
+// register on that one directly instead of calling AfterFunc below.
+func (c *afterFuncCounter) Value(any) any { return nil }
+
+func (c *afterFuncCounter) AfterFunc(f func()) func() bool {
+	c.live.Add(1)
+	stop := context.AfterFunc(c.Context, f)
+	var once atomic.Bool
+	return func() bool {
+		if once.CompareAndSwap(false, true) {
+			c.live.Add(-1)
+		}
+		return stop()
+	}
+}
+
+// A stream ends its hold on the request's ctx when its body is closed (once
+// or twice) or its request fails: a session's ctx outlives many streams
+// (the go-sdk reconnects its stream on it), which must not pile up on it.
+func TestEventStreamReleasesItsContext(t *testing.T) {
+	srv, _, gone, got := sseServer(t)
+	ctx := &afterFuncCounter{Context: t.Context()}
+	es := &eventStreams{pool: newSharedHTTPTransport()}
+	resp, err := es.RoundTrip(streamRequest(t, ctx, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	resp.Body.Close()
+	resp.Body.Close()
+	<-gone
+	if n := ctx.live.Load(); n != 0 {
+		t.Fatalf("%d functions left on the ctx after the body was closed", n)
+	}
+	url := tcpAnswerer(t, func(c net.Conn) { _, _ = io.WriteString(c, "not HTTP\r\n\r\n") })
+	if _, err := es.RoundTrip(streamRequest(t, ctx, url)); err == nil {
+		t.Fatal("a malformed answer was taken")
+	}
+	if n := ctx.live.Load(); n != 0 {
+		t.Fatalf("%d functions left on the ctx after the request failed", n)
+	}
+}
