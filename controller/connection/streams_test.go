@@ -172,6 +172,7 @@ func TestEventStreamsLeaveTheRestToThePool(t *testing.T) {
 func TestEventStreamToAnInternationalHost(t *testing.T) {
 	dialed := make(chan string, 1)
 	pool := newSharedHTTPTransport()
+	pool.Proxy = nil // else HTTP_PROXY in the test's environment would be dialed
 	pool.DialContext = func(_ context.Context, _, addr string) (net.Conn, error) {
 		dialed <- addr
 		return nil, errors.New("not dialed")
