@@ -21,7 +21,8 @@ type Connector struct {
 	handshakes           *endpointGates
 	perEndpoint          int // handshakes in flight per endpoint
 	versions             *versionMemo
-	transport            *http.Transport
+	transport            *http.Transport   // the connection pool
+	httpBase             http.RoundTripper // the pool, with event streams on their own connections (streams.go)
 	tools                *internTable
 	ledger               *GroupLedger      // nil: children are not recorded
 	containers           *ContainerRuntime // nil: no container runtime
@@ -82,11 +83,13 @@ func NewConnector(o ConnectorOptions) *Connector {
 	if per <= 0 {
 		per = DefaultHandshakesPerEndpoint
 	}
+	pool := newSharedHTTPTransport()
 	c := &Connector{
 		handshakes:           &endpointGates{gates: map[string]*endpointGate{}},
 		perEndpoint:          per,
 		versions:             &versionMemo{m: make(map[string]*endpointVersion)},
-		transport:            newSharedHTTPTransport(),
+		transport:            pool,
+		httpBase:             &eventStreams{pool: pool},
 		tools:                &internTable{m: make(map[[sha256.Size]byte]weak.Pointer[mcp.Tool])},
 		ledger:               o.Ledger,
 		defaultSandbox:       o.DefaultSandbox,
