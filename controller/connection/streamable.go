@@ -498,8 +498,11 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDel
 	return nil, fmt.Errorf("connection aborted after %d attempts", streamMaxRetries)
 }
 
-// openStandalone starts the standalone stream's goroutine, once; the
-// channel closes when the server answered its GET (or it failed).
+// openStandalone opens the standalone stream, once, on a goroutine that
+// ends once the server answered the GET; the channel closes then. The
+// stream is read by another goroutine, started afresh: the one that held
+// the request's deep call chain would keep its grown stack for the
+// session's life.
 func (c *streamableConn) openStandalone() <-chan struct{} {
 	ready := make(chan struct{})
 	c.mu.Lock()
@@ -513,21 +516,31 @@ func (c *streamableConn) openStandalone() <-chan struct{} {
 	c.mu.Unlock()
 	go func() {
 		defer c.standalone.Done()
-		c.runStandalone(ready)
+		resp := c.standaloneResponse()
+		close(ready)
+		if resp == nil {
+			return
+		}
+		c.standalone.Add(1) // before the opener's Done: Close waits for both
+		go func() {
+			defer c.standalone.Done()
+			c.follow(c.ctx, standaloneSummary, resp, nil)
+		}()
 	}()
 	return ready
 }
 
-// runStandalone is the standalone stream, as the go-sdk keeps it.
-func (c *streamableConn) runStandalone(ready chan struct{}) {
-	const summary = "standalone SSE stream"
+const standaloneSummary = "standalone SSE stream"
+
+// standaloneResponse GETs the standalone stream as the go-sdk does: nil
+// when the server has none, or the connection failed.
+func (c *streamableConn) standaloneResponse() *http.Response {
 	resp, err := c.reconnect(c.ctx, "", 0, true)
-	close(ready)
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.fail(fmt.Errorf("standalone SSE request failed (session ID: %v): %v", c.SessionID(), err))
 		}
-		return
+		return nil
 	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode >= 400 && resp.StatusCode < 500 || resp.StatusCode/100 == 2 && mediaType != "text/event-stream" {
@@ -535,13 +548,13 @@ func (c *streamableConn) runStandalone(ready chan struct{}) {
 		// 404 (or another 4xx), or 200 with something else, mean the same;
 		// the go-sdk takes them so too (with a warning).
 		drain(resp)
-		return
+		return nil
 	}
-	if _, err := responseError(summary, c.SessionID(), resp, false); err != nil {
+	if _, err := responseError(standaloneSummary, c.SessionID(), resp, false); err != nil {
 		c.fail(err)
-		return
+		return nil
 	}
-	c.follow(c.ctx, summary, resp, nil)
+	return resp
 }
 
 // Close ends the connection: the streams stop, Read returns, the server is
@@ -735,27 +748,36 @@ type eventStream struct {
 	retry      time.Duration // the server's reconnection delay, 0 if none
 }
 
-var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+// streamPool holds the readers of short streams (a request's answer),
+// buffers and all: a cache, not state.
+var streamPool = sync.Pool{New: func() any {
+	return &eventStream{br: bufio.NewReaderSize(nil, 4096), pooled: true}
+}}
 
 // newEventStream reads body with a buffer of size bytes: a pooled one of
-// 4 KiB, or, smaller, one of its own.
+// 4 KiB, or, smaller, one of its own (a stream that lives as long as its
+// session holds a small one).
 func newEventStream(body io.Reader, size int) *eventStream {
-	es := &eventStream{}
-	if size >= 4096 {
-		es.br, es.pooled = readerPool.Get().(*bufio.Reader), true
-		es.br.Reset(body)
-	} else {
-		es.br = bufio.NewReaderSize(body, size)
+	if size < 4096 {
+		return &eventStream{br: bufio.NewReaderSize(body, size)}
 	}
+	es := streamPool.Get().(*eventStream)
+	es.br.Reset(body)
 	return es
 }
 
+// release returns a pooled reader; the stream is not used after.
 func (es *eventStream) release() {
-	if es.pooled {
-		es.br.Reset(nil)
-		readerPool.Put(es.br)
-		es.br = nil
+	if !es.pooled {
+		return
 	}
+	es.br.Reset(nil)
+	if cap(es.line) > 64<<10 || cap(es.data) > 64<<10 {
+		// An outsize event's buffers are not kept.
+		es.line, es.data = nil, nil
+	}
+	es.line, es.data, es.lastID, es.retry = es.line[:0], es.data[:0], "", 0
+	streamPool.Put(es)
 }
 
 // next returns the data of the next message event (its name empty or
