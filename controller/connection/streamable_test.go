@@ -599,3 +599,37 @@ func TestSessionOnOwnTransport(t *testing.T) {
 		t.Errorf("%d DELETEs for a session the server forgot", n)
 	}
 }
+
+// A server that asks the client something while it works on a call (on
+// the call's stream) gets its answer, and the call then its own: the
+// call's stream is read on the goroutine that wrote the call, and the
+// question is answered from another.
+func TestStreamableServerAsksDuringACall(t *testing.T) {
+	srv := echoServer()
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil
+		})
+	for _, jsonResp := range []bool{false, true} {
+		t.Run(fmt.Sprintf("JSONResponse=%v", jsonResp), func(t *testing.T) {
+			hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+				&mcp.StreamableHTTPOptions{JSONResponse: jsonResp}))
+			t.Cleanup(hs.Close)
+			cs, _, _ := ownSession(t, hs.URL, nil, &mcp.ClientOptions{
+				CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled"}}, nil
+				}})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}})
+			if err != nil || textOf(res) != "sampled" {
+				t.Fatalf("ask = %v, %v", res, err)
+			}
+		})
+	}
+}
