@@ -139,9 +139,20 @@ type streamableConn struct {
 
 	standalone sync.WaitGroup // the standalone stream's goroutine
 	opened     bool           // the standalone stream was started (under mu)
+	// reading holds, by the call's id, the calls whose answer Write waits
+	// for: a server that sends the response on another stream (which the
+	// spec forbids, and the go-sdk takes) and keeps the call's stream open
+	// must not hold the call.
+	reading map[jsonrpc.ID]*answerRead
 
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// answerRead is one call whose answer Write waits for (under mu).
+type answerRead struct {
+	stop     context.CancelFunc // ends the reading of the call's stream
+	answered bool               // the response came on another stream
 }
 
 // fail breaks the connection: pending and later Reads return err.
@@ -243,10 +254,29 @@ func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if method == "notifications/initialized" {
 		standaloneReady = c.openStandalone()
 	}
-	// Close ends what Write reads too: the go-sdk bounds a call's stream
-	// by the call's ctx alone, and the session's end cancels that.
-	ctx, stop := c.bound(ctx)
-	defer stop()
+	// Close ends what Write reads too (the go-sdk bounds a call's stream
+	// by the call's ctx alone, and the session's end cancels that), and so
+	// does the call's response when it comes on another stream (learn).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.ctx, cancel)()
+	var waiting *answerRead
+	if call != nil {
+		// Before the POST: the response may come on another stream as
+		// soon as the server has the call.
+		waiting = &answerRead{stop: cancel}
+		c.mu.Lock()
+		if c.reading == nil {
+			c.reading = make(map[jsonrpc.ID]*answerRead)
+		}
+		c.reading[call.ID] = waiting
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			delete(c.reading, call.ID)
+			c.mu.Unlock()
+		}()
+	}
 	version, sessionID := c.target()
 	req, err := mcpRequest(ctx, http.MethodPost, c.url, data, version, sessionID)
 	if err != nil {
@@ -254,6 +284,9 @@ func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
+		if waiting != nil && c.answeredElsewhere(waiting) {
+			return nil
+		}
 		// The request did not reach the server: the call fails, the
 		// session does not.
 		return fmt.Errorf("%s: %w: %w", summary(), errRejected, err)
@@ -288,18 +321,18 @@ func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		return nil
 	}
+	if c.answeredElsewhere(waiting) {
+		resp.Body.Close()
+		return nil
+	}
 	c.readAnswer(ctx, summary(), resp, call)
 	return nil
 }
 
-// bound is ctx, also cancelled when the connection closes.
-func (c *streamableConn) bound(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.ctx, cancel)
-	return ctx, func() {
-		stop()
-		cancel()
-	}
+func (c *streamableConn) answeredElsewhere(a *answerRead) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return a.answered
 }
 
 // drain reads what is left of a body (bounded) and closes it, so that its
@@ -319,6 +352,11 @@ func (c *streamableConn) readAnswer(ctx context.Context, summary string, resp *h
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
+			if ctx.Err() != nil {
+				// The caller gave up, or the answer came elsewhere: the
+				// session is fine (the go-sdk would break it).
+				return
+			}
 			c.fail(fmt.Errorf("%s: failed to read body: %w", summary, err))
 			return
 		}
@@ -327,7 +365,7 @@ func (c *streamableConn) readAnswer(ctx context.Context, summary string, resp *h
 			c.fail(fmt.Errorf("%s: failed to decode response: %w", summary, err))
 			return
 		}
-		c.learn(msg)
+		c.learn(msg, call)
 		c.queue(ctx, msg)
 	case "text/event-stream":
 		c.follow(ctx, summary, resp, call)
@@ -339,14 +377,19 @@ func (c *streamableConn) readAnswer(ctx context.Context, summary string, resp *h
 }
 
 // learn takes the protocol version from the answer to initialize: every
-// later request carries it.
-func (c *streamableConn) learn(msg jsonrpc.Message) {
+// later request carries it. A response that came on another stream than
+// its call's ends the reading of the call's stream.
+func (c *streamableConn) learn(msg jsonrpc.Message, call *jsonrpc.Request) {
 	r, ok := msg.(*jsonrpc.Response)
 	if !ok {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if a := c.reading[r.ID]; a != nil && (call == nil || call.ID != r.ID) {
+		a.answered = true
+		a.stop()
+	}
 	if !c.initID.IsValid() || r.ID != c.initID {
 		return
 	}
@@ -436,7 +479,7 @@ func (c *streamableConn) readStream(ctx context.Context, summary string, resp *h
 			c.fail(fmt.Errorf("%s: failed to decode event: %w", summary, err))
 			return "", 0, true
 		}
-		c.learn(msg)
+		c.learn(msg, call)
 		if !c.queue(ctx, msg) {
 			return "", 0, true
 		}

@@ -1,5 +1,7 @@
 package connection
 
+//lint:file-ignore SA1019 a server that samples during a call is what TestStreamableServerAsksDuringACall is about (deprecated as of 2026-07-28, live on every earlier protocol)
+
 import (
 	"bytes"
 	"context"
@@ -633,3 +635,122 @@ func TestStreamableServerAsksDuringACall(t *testing.T) {
 		})
 	}
 }
+
+// A server that sends a call's response on the standalone stream (which
+// the spec forbids; the go-sdk's client takes it), and answers the call's
+// POST with a stream it keeps open, or not at all: the call is answered,
+// and tether lets go of the call's request.
+func TestStreamableResponseOnAnotherStream(t *testing.T) {
+	for _, headers := range []bool{true, false} {
+		t.Run(fmt.Sprintf("call stream answered=%v", headers), func(t *testing.T) {
+			standalone := make(chan io.Writer, 1)
+			var callStreamClosed atomic.Bool
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set(hdrSessionID, "s1")
+				switch r.Method {
+				case http.MethodGet:
+					w.Header().Set("Content-Type", "text/event-stream")
+					w.WriteHeader(http.StatusOK)
+					http.NewResponseController(w).Flush()
+					standalone <- w
+					<-r.Context().Done()
+					return
+				case http.MethodDelete:
+					return
+				}
+				var m struct {
+					ID     json.RawMessage
+					Method string
+				}
+				_ = json.NewDecoder(r.Body).Decode(&m)
+				switch m.Method {
+				case "initialize":
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"odd","version":"1"}}}`, m.ID, classic)
+				case "tools/call":
+					if headers {
+						w.Header().Set("Content-Type", "text/event-stream")
+						w.WriteHeader(http.StatusOK)
+						http.NewResponseController(w).Flush()
+					}
+					sw := <-standalone
+					fmt.Fprintf(sw, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"elsewhere\"}]}}\n\n", m.ID)
+					http.NewResponseController(sw.(http.ResponseWriter)).Flush()
+					<-r.Context().Done() // the call's request stays open until tether goes
+					callStreamClosed.Store(true)
+				default:
+					w.WriteHeader(http.StatusAccepted)
+				}
+			}))
+			t.Cleanup(hs.Close)
+			cs, conn, _ := ownSession(t, hs.URL, nil, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "x", Arguments: map[string]any{}})
+			if err != nil || textOf(res) != "elsewhere" {
+				t.Fatalf("call = %v, %v", res, err)
+			}
+			waitUntil(t, "tether to let go of the call's request", callStreamClosed.Load)
+			if err := conn.err(); err != nil {
+				t.Errorf("the connection failed: %v", err)
+			}
+		})
+	}
+}
+
+// A call given up while its JSON answer is still coming fails alone: the
+// session stays up (the go-sdk's transport breaks it).
+func TestStreamableCancelDuringJSONAnswer(t *testing.T) {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if bytes.Contains(b, []byte(`"stall"`)) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("X-Stall", "1")
+				_, _ = io.WriteString(w, `{"jsonrpc":"2.0",`)
+				http.NewResponseController(w).Flush()
+				<-r.Context().Done()
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	// answering: tether has the stalled answer's head and reads its body.
+	answering := make(chan struct{}, 1)
+	base := newSharedHTTPTransport()
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := base.RoundTrip(r)
+		if err == nil && resp.Header.Get("X-Stall") != "" {
+			answering <- struct{}{}
+		}
+		return resp, err
+	})}
+	tr := &captureTransport{inner: &streamableTransport{client: client, url: hs.URL}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tether-test", Version: "1"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: classic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	failed := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "stall", Arguments: map[string]any{}})
+		failed <- err
+	}()
+	<-answering
+	cancel()
+	if err := <-failed; !errors.Is(err, context.Canceled) {
+		t.Errorf("the given-up call failed with %v", err)
+	}
+	callEcho(t, cs)
+	if err := tr.conn.err(); err != nil {
+		t.Errorf("the connection failed: %v", err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
