@@ -14,7 +14,8 @@
 // and opens every session through it; the package-level [Connect] gives the
 // session a Connector of its own. There is no other process-wide state but
 // the id counter of raw requests (rawSeq: ids only need to be unique) and a
-// sync.Pool of read buffers (a cache, not state).
+// sync.Pool of event-stream readers and their buffers (streamPool: a cache,
+// not state).
 //
 // # Secrets
 //
