@@ -335,10 +335,18 @@ func (c *streamableConn) answeredElsewhere(a *answerRead) bool {
 	return a.answered
 }
 
-// drain reads what is left of a body (bounded) and closes it, so that its
-// connection goes back to the pool.
+// drainWait bounds how long drain waits for the end of a body: a server
+// that keeps a call's stream open after the call's response (the spec
+// says it SHOULD close it) must not hold the call that has its answer.
+const drainWait = 200 * time.Millisecond
+
+// drain reads what is left of a body (at most 64 KiB, for at most
+// drainWait) and closes it, so that its connection goes back to the pool
+// when the body ended in time; else the connection is closed.
 func drain(resp *http.Response) {
+	t := time.AfterFunc(drainWait, func() { resp.Body.Close() })
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	t.Stop()
 	resp.Body.Close()
 }
 

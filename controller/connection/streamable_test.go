@@ -754,3 +754,47 @@ func TestStreamableCancelDuringJSONAnswer(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A server that keeps a call's stream open after the call's response (the
+// spec says it SHOULD close it) does not hold the call: on tether's
+// transport and on the raw path, the call returns with its answer, and
+// tether lets go of the stream.
+func TestStreamableStreamLingersAfterTheAnswer(t *testing.T) {
+	var released atomic.Int32
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		h.ServeHTTP(w, r)
+		if r.Method == http.MethodPost && bytes.Contains(b, []byte(`"tools/call"`)) {
+			<-r.Context().Done()
+			released.Add(1)
+		}
+	}))
+	t.Cleanup(hs.Close)
+	for _, path := range []string{"transport", "raw"} {
+		t.Run(path, func(t *testing.T) {
+			before := released.Load()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var err error
+			if path == "transport" {
+				cs, _, _ := ownSession(t, hs.URL, nil, nil)
+				var res *mcp.CallToolResult
+				if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}); err == nil && textOf(res) != "ok" {
+					t.Errorf("echo = %v", res)
+				}
+			} else {
+				s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+				_, _, err = s.CallToolRaw(ctx, "echo", nil, nil)
+			}
+			if err != nil {
+				t.Fatalf("call: %v", err)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the call returned only when its deadline ended the stream")
+			}
+			waitUntil(t, "tether to let go of the stream", func() bool { return released.Load() > before })
+		})
+	}
+}
