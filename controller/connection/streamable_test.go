@@ -1,3 +1,5 @@
+//go:build unix
+
 package connection
 
 //lint:file-ignore SA1019 a server that samples during a call is what TestStreamableServerAsksDuringACall is about (deprecated as of 2026-07-28, live on every earlier protocol)
