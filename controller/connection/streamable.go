@@ -257,9 +257,33 @@ func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	// Close ends what Write reads too (the go-sdk bounds a call's stream
 	// by the call's ctx alone, and the session's end cancels that), and so
 	// does the call's response when it comes on another stream (learn).
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(c.ctx, cancel)()
+	caller := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(caller))
+	stopCaller := context.AfterFunc(caller, cancel)
+	stopLife := context.AfterFunc(c.ctx, cancel)
+	var rest *http.Response // a call's stream, drained after Write returns
+	defer func() {
+		if rest == nil || !stopCaller() {
+			if rest != nil {
+				rest.Body.Close()
+			}
+			stopLife()
+			cancel()
+			return
+		}
+		// The rest of the stream is drained (so that its connection goes
+		// back to the pool) while the call goes on, whatever becomes of
+		// the caller's ctx: the go-sdk reads a call's answer on a
+		// goroutine of its own and returns once it has it; waiting here
+		// for the end of the server's stream held every call, and so
+		// every connect's handshake and lists, for that time
+		// (TestStreamableCallReturnsBeforeItsStreamEnds).
+		go func() {
+			drain(rest)
+			stopLife()
+			cancel()
+		}()
+	}()
 	var waiting *answerRead
 	if call != nil {
 		// Before the POST: the response may come on another stream as
@@ -325,7 +349,7 @@ func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		resp.Body.Close()
 		return nil
 	}
-	c.readAnswer(ctx, summary(), resp, call)
+	rest = c.readAnswer(ctx, summary(), resp, call)
 	return nil
 }
 
@@ -351,8 +375,9 @@ func drain(resp *http.Response) {
 }
 
 // readAnswer reads the answer to call: one JSON message, or an event
-// stream, resumed until it brings the response.
-func (c *streamableConn) readAnswer(ctx context.Context, summary string, resp *http.Response, call *jsonrpc.Request) {
+// stream, resumed until it brings the response. rest is the stream that
+// brought it, for the caller to drain; nil when nothing is left to read.
+func (c *streamableConn) readAnswer(ctx context.Context, summary string, resp *http.Response, call *jsonrpc.Request) (rest *http.Response) {
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mediaType {
 	case "application/json":
@@ -376,12 +401,13 @@ func (c *streamableConn) readAnswer(ctx context.Context, summary string, resp *h
 		c.learn(msg, call)
 		c.queue(ctx, msg)
 	case "text/event-stream":
-		c.follow(ctx, summary, resp, call)
+		return c.follow(ctx, summary, resp, call)
 	default:
 		resp.Body.Close()
 		// The request went out: its answer is this error.
 		c.queue(ctx, &jsonrpc.Response{ID: call.ID, Error: fmt.Errorf("%s: unsupported content type %q", summary, mediaType)})
 	}
+	return nil
 }
 
 // learn takes the protocol version from the answer to initialize: every
@@ -418,8 +444,9 @@ func (c *streamableConn) learn(msg jsonrpc.Message, call *jsonrpc.Request) {
 // Last-Event-ID by the go-sdk's rule: a call's stream that numbered no
 // events cannot be resumed (the call fails: "request terminated without
 // response"); more than streamMaxRetries reconnections in a row that bring
-// nothing new break the connection.
-func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.Response, call *jsonrpc.Request) {
+// nothing new break the connection. rest is the stream that brought the
+// call's response, left for the caller to drain.
+func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.Response, call *jsonrpc.Request) (rest *http.Response) {
 	var prev string
 	retries := 0
 	buf := standaloneBuffer
@@ -427,13 +454,16 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 		buf = 4096
 	}
 	for {
-		lastID, delay, finished := c.readStream(ctx, summary, resp, call, buf)
+		lastID, delay, finished, answered := c.readStream(ctx, summary, resp, call, buf)
+		if answered {
+			return resp
+		}
 		if finished {
-			return
+			return nil
 		}
 		if lastID == "" && call != nil {
 			c.queue(ctx, &jsonrpc.Response{ID: call.ID, Error: errors.New("request terminated without response")})
-			return
+			return nil
 		}
 		if lastID != "" && lastID != prev {
 			retries, prev = 0, lastID
@@ -441,19 +471,19 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 			if ctx.Err() == nil {
 				c.fail(fmt.Errorf("%s: exceeded %d retries without progress (session ID: %v)", summary, streamMaxRetries, c.SessionID()))
 			}
-			return
+			return nil
 		}
 		next, err := c.reconnect(ctx, lastID, delay, false)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.fail(fmt.Errorf("%s: failed to reconnect (session ID: %v): %w", summary, c.SessionID(), err))
 			}
-			return
+			return nil
 		}
 		_, sessionID := c.target()
 		if _, err := responseError(summary, sessionID, next, false); err != nil {
 			c.fail(err)
-			return
+			return nil
 		}
 		resp = next
 	}
@@ -462,9 +492,15 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 // readStream reads one response body of an event stream, queueing its
 // messages. finished: nothing more to read (the call's response came, the
 // connection closed or broke, ctx ended); else the stream ended, and
-// lastID and delay say how to resume it.
-func (c *streamableConn) readStream(ctx context.Context, summary string, resp *http.Response, call *jsonrpc.Request, buf int) (lastID string, delay time.Duration, finished bool) {
-	defer drain(resp)
+// lastID and delay say how to resume it. answered: the call's response
+// came, and the rest of the body is the caller's to drain; else the body
+// is drained and closed.
+func (c *streamableConn) readStream(ctx context.Context, summary string, resp *http.Response, call *jsonrpc.Request, buf int) (lastID string, delay time.Duration, finished, answered bool) {
+	defer func() {
+		if !answered {
+			drain(resp)
+		}
+	}()
 	es := newEventStream(resp.Body, buf)
 	defer es.release()
 	for {
@@ -473,26 +509,26 @@ func (c *streamableConn) readStream(ctx context.Context, summary string, resp *h
 			var tooLarge *MessageTooLargeError
 			switch {
 			case ctx.Err() != nil:
-				return "", 0, true
+				return "", 0, true, false
 			case errors.As(err, &tooLarge):
 				c.fail(fmt.Errorf("%s: %w", summary, err))
-				return "", 0, true
+				return "", 0, true, false
 			}
 			// The stream ended or broke (an incomplete last event is
 			// dropped, as the go-sdk does).
-			return es.lastID, es.retry, false
+			return es.lastID, es.retry, false, false
 		}
 		msg, err := decodeMessage(data)
 		if err != nil {
 			c.fail(fmt.Errorf("%s: failed to decode event: %w", summary, err))
-			return "", 0, true
+			return "", 0, true, false
 		}
 		c.learn(msg, call)
 		if !c.queue(ctx, msg) {
-			return "", 0, true
+			return "", 0, true, false
 		}
 		if r, ok := msg.(*jsonrpc.Response); ok && call != nil && r.ID == call.ID {
-			return "", 0, true
+			return "", 0, true, true
 		}
 	}
 }

@@ -800,3 +800,96 @@ func TestStreamableStreamLingersAfterTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A call returns as soon as its response came, as on the go-sdk's
+// transport, which reads the answer on a goroutine of its own: the rest of
+// the call's stream (here held open by the server until the call returned)
+// is drained after, not before, so that no call (and no connect's
+// initialize and lists) waits for the end of the server's stream. The
+// drain reads to the stream's end though the caller's ctx ended, so that
+// the connection goes back to the pool.
+func TestStreamableCallReturnsBeforeItsStreamEnds(t *testing.T) {
+	returned := make(chan struct{})
+	var released atomic.Bool
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		h.ServeHTTP(w, r)
+		if r.Method == http.MethodPost && bytes.Contains(b, []byte(`"tools/call"`)) {
+			select {
+			case <-returned:
+			case <-r.Context().Done():
+			}
+			released.Store(true)
+		}
+	}))
+	t.Cleanup(hs.Close)
+	var mu sync.Mutex
+	var order []string
+	note := func(what string) {
+		mu.Lock()
+		order = append(order, what)
+		mu.Unlock()
+	}
+	base := newSharedHTTPTransport()
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		call := false
+		if r.Body != nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			call = bytes.Contains(b, []byte(`"tools/call"`))
+		}
+		resp, err := base.RoundTrip(r)
+		if err == nil && call {
+			resp.Body = &noteClose{ReadCloser: resp.Body, closed: func(eof bool) { note(fmt.Sprintf("stream closed (read to its end: %v)", eof)) }}
+		}
+		return resp, err
+	})}
+	tr := &streamableTransport{client: client, url: hs.URL}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tether-test", Version: "1"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: classic})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	callCtx, callDone := context.WithCancel(ctx)
+	res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}})
+	note("call returned")
+	callDone()
+	close(returned)
+	if err != nil || textOf(res) != "ok" {
+		t.Fatalf("echo = %v, %v", res, err)
+	}
+	waitUntil(t, "the call's stream to be drained and closed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 2 && released.Load()
+	})
+	if want := []string{"call returned", "stream closed (read to its end: true)"}; !reflect.DeepEqual(order, want) {
+		t.Errorf("events %q, want %q", order, want)
+	}
+}
+
+// noteClose tells closed when its body is closed, once, and whether it
+// was read to its end.
+type noteClose struct {
+	io.ReadCloser
+	once   sync.Once
+	eof    atomic.Bool
+	closed func(eof bool)
+}
+
+func (n *noteClose) Read(p []byte) (int, error) {
+	k, err := n.ReadCloser.Read(p)
+	if err == io.EOF {
+		n.eof.Store(true)
+	}
+	return k, err
+}
+
+func (n *noteClose) Close() error {
+	n.once.Do(func() { n.closed(n.eof.Load()) })
+	return n.ReadCloser.Close()
+}
