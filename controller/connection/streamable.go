@@ -708,15 +708,22 @@ func mcpRequest(ctx context.Context, method, url string, body []byte, version, s
 // known session (the session is gone); the status text otherwise. The body
 // is closed when the answer is an error. The go-sdk takes an error body
 // for the server's error only when it is a valid response (an id that is
-// not null); idless, the raw path takes any error object (the TypeScript
-// SDK answers with "id":null), so that its caller reads the server's words.
+// not null), and never from a 500; idless, the raw path takes any error
+// object (the TypeScript SDK answers with "id":null), a 500's too, so that
+// its caller reads the server's words.
 func responseError(summary, sessionID string, resp *http.Response, idless bool) (transient bool, err error) {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return false, nil
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
-	case http.StatusInternalServerError, http.StatusTooManyRequests, http.StatusBadGateway,
+	case http.StatusInternalServerError:
+		if !idless {
+			return true, fmt.Errorf("%s: %s", summary, http.StatusText(resp.StatusCode))
+		}
+		// The raw path reads the server's words: servers on the
+		// TypeScript SDK answer an unexpected error 500 with one.
+	case http.StatusTooManyRequests, http.StatusBadGateway,
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true, fmt.Errorf("%s: %s", summary, http.StatusText(resp.StatusCode))
 	}

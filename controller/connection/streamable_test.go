@@ -893,3 +893,33 @@ func (n *noteClose) Close() error {
 	n.once.Do(func() { n.closed(n.eof.Load()) })
 	return n.ReadCloser.Close()
 }
+
+// A raw call answered 500 with the server's JSON-RPC error (as servers on
+// the TypeScript SDK answer an error they did not expect, "id":null) fails
+// with the server's words, as it did before the raw path shared
+// responseError, not with the status text alone.
+func TestRawCallKeepsTheServersWordsOn500(t *testing.T) {
+	var broken atomic.Bool
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if broken.Load() && r.Method == http.MethodPost {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","error":{"code":-32603,"message":"the database is down"},"id":null}`)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	broken.Store(true)
+	_, _, err := s.CallToolRaw(ctx, "echo", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "the database is down") {
+		t.Fatalf("raw call answered 500 with a JSON-RPC error: %v, want the server's message", err)
+	}
+	if s.Err() != nil {
+		t.Errorf("a 500 ended the session: %v", s.Err())
+	}
+}
