@@ -46,10 +46,10 @@ import (
 //     once initialize was answered; a call's answer (JSON, or an event
 //     stream that ends with it) is read and its messages queued for Read;
 //     a stream that ends before the answer is resumed with Last-Event-ID.
-//   - Before notifications/initialized goes out, the standalone GET stream
-//     is opened (405 or another 4xx: the server has none), read for as long
-//     as the session lives and opened again with Last-Event-ID when it
-//     breaks.
+//   - With notifications/initialized (the go-sdk: just before it), the
+//     standalone GET stream is opened (405, another 4xx or an answer that
+//     is no event stream: the server has none), read for as long as the
+//     session lives and opened again with Last-Event-ID when it breaks.
 //   - Errors read as the go-sdk's: a request refused for itself (a 429 or
 //     5xx, a JSON-RPC error body, a request that could not be sent) wraps
 //     errRejected, which leaves the session up; anything else breaks the
@@ -630,10 +630,12 @@ func (c *streamableConn) standaloneResponse() *http.Response {
 		return nil
 	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode >= 400 && resp.StatusCode < 500 || resp.StatusCode/100 == 2 && mediaType != "text/event-stream" {
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 || mediaType != "text/event-stream" {
 		// 405: the server offers no standalone stream. Servers that answer
-		// 404 (or another 4xx), or 200 with something else, mean the same;
-		// the go-sdk takes them so too (with a warning).
+		// 404 (or another 4xx), or anything but an event stream (a 200
+		// with something else, a proxy's 502 page), mean the same; the
+		// go-sdk takes them so too (with a warning): it looks at the
+		// Content-Type before the status.
 		drain(resp)
 		return nil
 	}

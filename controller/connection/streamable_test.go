@@ -271,7 +271,10 @@ func TestStreamableForgottenSession(t *testing.T) {
 // A server without a standalone stream (405, or 404 as some answer) is
 // served as the go-sdk serves it: no stream, and the session works.
 func TestStreamableWithoutStandaloneStream(t *testing.T) {
-	for _, status := range []int{http.StatusMethodNotAllowed, http.StatusNotFound} {
+	// A 5xx that is no event stream (a proxy's 502 page, a server's 500)
+	// means no standalone stream to the go-sdk too: it looks at the
+	// Content-Type before the status.
+	for _, status := range []int{http.StatusMethodNotAllowed, http.StatusNotFound, http.StatusInternalServerError, http.StatusBadGateway} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
 			rec := &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
