@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -925,4 +926,39 @@ func TestRawCallKeepsTheServersWordsOn500(t *testing.T) {
 	if s.Err() != nil {
 		t.Errorf("a 500 ended the session: %v", s.Err())
 	}
+}
+
+// Nothing of a session on tether's transport outlives its Close: the
+// standalone stream's goroutines, the drains of its calls' streams (here
+// held open by the server until the test ends) and Close's end are gone.
+func TestStreamableLeavesNoGoroutines(t *testing.T) {
+	hold := make(chan struct{})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		h.ServeHTTP(w, r)
+		if r.Method == http.MethodPost && bytes.Contains(b, []byte(`"tools/call"`)) {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(hold) }) // before hs.Close, which waits for the handlers
+	for range 3 {
+		cs, _, closed := ownSession(t, hs.URL, nil, nil)
+		callEcho(t, cs)
+		if err := cs.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		<-closed
+	}
+	var stacks string
+	waitUntil(t, "the sessions' goroutines to end", func() bool {
+		buf := make([]byte, 1<<20)
+		stacks = string(buf[:runtime.Stack(buf, true)])
+		return !strings.Contains(stacks, "(*streamableConn)") && !strings.Contains(stacks, "connection.drain")
+	})
 }
