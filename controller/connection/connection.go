@@ -105,6 +105,12 @@ type Session struct {
 	// the message limit) and endpoint, for requests sent beside the go-sdk.
 	httpClient *http.Client
 	httpURL    string
+	// ownConn: the session runs on tether's own transport (streamable.go),
+	// whose Close tells connClosed; connGone, that it closed (under
+	// refreshMu), with connCause.
+	ownConn   bool
+	connGone  bool
+	connCause error
 
 	// ctx is the session's lifetime: every upstream call derives from it and
 	// end cancels it, so that Close never waits on a call (the go-sdk's Close
@@ -273,6 +279,14 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		v, learned = c.versions.versionFor(ctx, s.transport+" "+sp.HTTP.URL)
 		if v != "" {
 			sessOpts = &mcp.ClientSessionOptions{ProtocolVersion: v}
+			// A classic protocol: tether frames the session itself
+			// (streamable.go). A first connect to an endpoint, which tries
+			// 2026-07-28, and an OAuth session (the go-sdk's transport runs
+			// its authorization flow) keep the go-sdk's transport.
+			if st, ok := transport.(*mcp.StreamableClientTransport); ok && st.OAuthHandler == nil {
+				transport = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed}
+				s.ownConn = true
+			}
 		}
 		// The server agreed to a version once it answered initialize: the
 		// connects that wait to learn it go on then, not after the rest of
@@ -318,10 +332,12 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	if !unbind() {
 		return nil, s.failConnect(fmt.Errorf("connect: %w", context.Cause(ctx)))
 	}
-	s.wg.Add(1)
-	if s.proc != nil {
+	switch {
+	case s.proc != nil:
+		s.wg.Add(1)
 		go s.watch()
-	} else {
+	case !s.ownConn:
+		s.wg.Add(1)
 		go s.watchHTTP()
 	}
 	s.goLive()

@@ -14,7 +14,8 @@
 // and opens every session through it; the package-level [Connect] gives the
 // session a Connector of its own. There is no other process-wide state but
 // the id counter of raw requests (rawSeq: ids only need to be unique) and a
-// sync.Pool of read buffers (a cache, not state).
+// sync.Pool of event-stream readers and their buffers (streamPool: a cache,
+// not state).
 //
 // # Secrets
 //
@@ -90,7 +91,10 @@
 //
 // Streamable HTTP and SSE sessions share one http.Transport (one connection
 // pool for all sessions); each adds its manifest headers through its own
-// RoundTripper. The go-sdk notices a dead HTTP server late or never (a
+// RoundTripper. A streamable session that asks for a classic version its
+// endpoint's memory knows runs on tether's own mcp.Transport
+// (streamable.go), which frames the go-sdk session as the go-sdk's does
+// without its per-message decoding, and whose Close ends the session. The go-sdk notices a dead HTTP server late or never (a
 // measured ~22 s for a stateful session, never for a stateless one): Done closes only when the transport reports the session gone
 // (an SSE stream that ended, a server that forgot the session after a
 // restart) or on Close; the reconciler's probes find the rest. A request

@@ -181,6 +181,12 @@ func (s *Session) transportDied(err error) {
 	}
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
+	s.endSoonLocked(fmt.Errorf("transport unusable: %w", err))
+}
+
+// endSoonLocked ends the session on a goroutine of its own, unless its end
+// is under way. The caller holds refreshMu.
+func (s *Session) endSoonLocked(cause error) {
 	if s.ended || s.ending {
 		return
 	}
@@ -188,8 +194,31 @@ func (s *Session) transportDied(err error) {
 	s.wg.Add(1) // under refreshMu, as in startRefreshLocked
 	go func() {
 		defer s.wg.Done()
-		s.end(fmt.Errorf("transport unusable: %w", err))
+		s.end(cause)
 	}()
+}
+
+// connClosed is the end hook of tether's own transport (streamable.go): the
+// go-sdk closes the connection when a Read or Write fails, and end closes
+// it. It replaces watchHTTP's goroutine for those sessions. It runs under
+// the go-sdk's connection lock, so it only starts the end, on a goroutine;
+// while Connect runs, Connect fails by itself, and goLive looks once more.
+func (s *Session) connClosed(cause error) {
+	if s.ctx.Err() != nil {
+		return // end is under way (Close, or a call saw the transport die)
+	}
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	s.connGone, s.connCause = true, cause
+	if s.live {
+		s.endSoonLocked(s.connEnded())
+	}
+}
+
+// connEnded is the cause of a session whose own transport closed. The
+// caller holds refreshMu.
+func (s *Session) connEnded() error {
+	return fmt.Errorf("transport closed: %w", s.limit.explain(transportErr(s.connCause)))
 }
 
 // limitHit ends a live session whose server sent a message over its limit.

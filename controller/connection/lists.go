@@ -310,6 +310,10 @@ func (s *Session) goLive() {
 	s.refreshMu.Lock()
 	s.live = true
 	s.startRefreshLocked()
+	if s.connGone {
+		// Tether's own transport closed before the session was live.
+		s.endSoonLocked(s.connEnded())
+	}
 	s.refreshMu.Unlock()
 	// A message over the limit that limitHit saw before the session was
 	// live (on the standalone stream, which no request waits on).

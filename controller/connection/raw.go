@@ -3,7 +3,6 @@ package connection
 //lint:file-ignore SA1019 relaying sampling, roots and logging (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -288,17 +286,7 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 }
 
 func (x *rawExchange) newRequest(ctx context.Context, method string, body []byte) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, x.s.httpURL, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set(hdrProtocolVersion, x.version)
-	req.Header.Set(hdrSessionID, x.sessionID)
-	return req, nil
+	return mcpRequest(ctx, method, x.s.httpURL, body, x.version, x.sessionID)
 }
 
 // post sends one message and checks the answer's status as the go-sdk
@@ -308,13 +296,11 @@ func (x *rawExchange) post(ctx context.Context, body []byte) (*http.Response, er
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := x.s.httpClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("sending %q: %w", x.method, err)
 	}
-	if err := x.checkResponse(resp); err != nil {
+	if _, err := responseError(x.method, x.sessionID, resp, true); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -331,44 +317,17 @@ func (x *rawExchange) resume(ctx context.Context, lastEventID string) (*http.Res
 	if err != nil {
 		return nil, fmt.Errorf("resuming %q: %w", x.method, err)
 	}
-	if err := x.checkResponse(resp); err != nil {
+	if _, err := responseError(x.method, x.sessionID, resp, true); err != nil {
 		return nil, err
 	}
 	return resp, nil
-}
-
-// checkResponse classifies a status the way the go-sdk's client does: the
-// server's JSON-RPC error when it sent one, ErrSessionMissing on 404 (the
-// session is gone: callErr ends it), the status text otherwise.
-func (x *rawExchange) checkResponse(resp *http.Response) error {
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return nil
-	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return fmt.Errorf("%s: %s", x.method, http.StatusText(resp.StatusCode))
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var m rawMessage
-	if json.Unmarshal(body, &m) == nil && m.Error != nil {
-		return fmt.Errorf("%s: %w: %s", x.method, m.Error, http.StatusText(resp.StatusCode))
-	}
-	if resp.StatusCode == http.StatusNotFound {
-		return fmt.Errorf("%s: failed to connect (session ID: %v): %w", x.method, x.sessionID, mcp.ErrSessionMissing)
-	}
-	return fmt.Errorf("%s: %s", x.method, http.StatusText(resp.StatusCode))
 }
 
 // read consumes one response body. It returns the result once the answer
 // arrived (x.answered), or the last event id and retry delay of a stream
 // that ended without it.
 func (x *rawExchange) read(ctx context.Context, resp *http.Response) (result json.RawMessage, lastEventID string, retry time.Duration, err error) {
-	defer func() {
-		// Drain what is left so that the connection can be reused.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-	}()
+	defer drain(resp) // so that the connection can be reused
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mediaType {
 	case "application/json":
@@ -389,75 +348,28 @@ func (x *rawExchange) read(ctx context.Context, resp *http.Response) (result jso
 	}
 }
 
-var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
-
 // readEvents reads server-sent events until the call's response.
 func (x *rawExchange) readEvents(ctx context.Context, body io.Reader) (result json.RawMessage, lastEventID string, retry time.Duration, err error) {
-	br := readerPool.Get().(*bufio.Reader)
-	br.Reset(body)
-	defer func() {
-		br.Reset(nil)
-		readerPool.Put(br)
-	}()
-	var data, line []byte
-	var event string
-	hasData := false
+	es := newEventStream(body, 4096)
+	defer es.release()
 	for {
-		line = line[:0]
-		for {
-			// The session's HTTP client bounds an event (messageLimit.wrap):
-			// line and data grow no further than that.
-			chunk, err := br.ReadSlice('\n')
-			line = append(line, chunk...)
-			if err == bufio.ErrBufferFull {
-				continue
-			}
+		data, err := es.next()
+		if err != nil {
 			var tooLarge *MessageTooLargeError
 			if errors.As(err, &tooLarge) {
 				return nil, "", 0, fmt.Errorf("%s: %w", x.method, err)
 			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, "", 0, ctx.Err()
-				}
-				// The stream ended (or broke) before the answer; an
-				// incomplete last event is dropped, as the go-sdk client
-				// does with the same stream.
-				return nil, lastEventID, retry, nil
+			if ctx.Err() != nil {
+				return nil, "", 0, ctx.Err()
 			}
-			break
+			// The stream ended (or broke) before the answer; an
+			// incomplete last event is dropped, as the go-sdk client
+			// does with the same stream.
+			return nil, es.lastID, es.retry, nil
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			// End of an event: dispatch it.
-			// An event with empty data is not dispatched (the SSE rules):
-			// servers send one to prime a resumable stream with its id.
-			if hasData && len(data) > 0 && (event == "" || event == "message") {
-				res, err := x.handle(ctx, data)
-				if err != nil || x.answered {
-					return res, lastEventID, retry, err
-				}
-			}
-			data, event, hasData = data[:0], "", false
-			continue
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "data":
-			if hasData {
-				data = append(data, '\n')
-			}
-			data = append(data, value...)
-			hasData = true
-		case "event":
-			event = string(value)
-		case "id":
-			lastEventID = string(value)
-		case "retry":
-			if n, err := strconv.ParseInt(string(value), 10, 64); err == nil {
-				retry = time.Duration(n) * time.Millisecond
-			}
+		res, err := x.handle(ctx, data)
+		if err != nil || x.answered {
+			return res, es.lastID, es.retry, err
 		}
 	}
 }
@@ -590,20 +502,16 @@ func (s *Session) sendRaw(ctx context.Context, msg []byte) {
 	// rawTarget.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rawSideTimeout)
 	defer cancel()
-	x := &rawExchange{s: s, version: version, sessionID: sessionID}
-	req, err := x.newRequest(sctx, http.MethodPost, msg)
+	req, err := mcpRequest(sctx, http.MethodPost, s.httpURL, msg, version, sessionID)
 	if err != nil {
 		return
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := s.httpClient.Do(req)
 	if err != nil {
 		s.log.Debug("raw message not delivered", "error", err)
 		return
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
+	drain(resp)
 }
 
 // rawList sends one page of a list request (tools/list and the catalog's
