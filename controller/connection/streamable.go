@@ -366,8 +366,15 @@ const drainWait = 200 * time.Millisecond
 
 // drain reads what is left of a body (at most 64 KiB, for at most
 // drainWait) and closes it, so that its connection goes back to the pool
-// when the body ended in time; else the connection is closed.
+// when the body ended in time; else the connection is closed. A body whose
+// connection closes after it (an event stream on a connection of its own,
+// streams.go, or a server's "Connection: close") is closed at once: no
+// pool would take the connection back.
 func drain(resp *http.Response) {
+	if resp.Close {
+		resp.Body.Close()
+		return
+	}
 	t := time.AfterFunc(drainWait, func() { resp.Body.Close() })
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	t.Stop()

@@ -100,6 +100,9 @@ func (t *eventStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	lim.N = math.MaxInt64
 	resp.Body = &streamBody{body: resp.Body, conn: conn, ctx: ctx, stop: stop}
+	// No pool takes the connection back: what is left of the body is not
+	// worth reading (drain).
+	resp.Close = true
 	return resp, nil
 }
 
