@@ -25,8 +25,11 @@ import (
 // Performance section counts them) and, measured with hack/bench when this
 // was written, about 20 MB of tether's resident memory. eventStreams carries each of them on a TCP connection of its
 // own instead, read by the goroutine that reads the stream and by no other,
-// with one small buffer. Everything else (calls, lists, pings, streams over
-// TLS or through a proxy) goes through the pool as before.
+// with one small buffer. A call's stream resumed with Last-Event-ID is a
+// GET of the same shape, and rides a connection of its own too, for the
+// call's time (drain closes it at once). Everything else (calls, lists,
+// pings, streams over TLS or through a proxy) goes through the pool as
+// before.
 //
 // It is a RoundTripper under the session's headerRoundTripper, so a stream
 // carries the manifest's headers and its body is bounded as any response
