@@ -555,17 +555,9 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDel
 	}
 	var last error
 	for ; attempt <= streamMaxRetries; attempt++ {
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-c.done:
-				t.Stop()
-				return nil, errors.New("connection closed by client during reconnect")
-			case <-t.C:
-			}
+		// Close ends ctx (c.ctx, or a call's, which it cancels).
+		if err := sleepCtx(ctx, delay); err != nil {
+			return nil, err
 		}
 		version, sessionID := c.target()
 		req, err := mcpRequest(ctx, http.MethodGet, c.url, nil, version, sessionID)
@@ -590,6 +582,22 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDel
 		return nil, fmt.Errorf("connection failed after %d attempts: %w", streamMaxRetries, last)
 	}
 	return nil, fmt.Errorf("connection aborted after %d attempts", streamMaxRetries)
+}
+
+// sleepCtx waits d, or until ctx ends: then ctx's error. It does not
+// wait, nor look at ctx, when d is not positive.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // openStandalone opens the standalone stream, once, on a goroutine that
