@@ -215,10 +215,18 @@ func (c *streamableConn) queue(ctx context.Context, msg jsonrpc.Message) bool {
 // Write sends msg and, for a call, reads the server's answer to it before
 // it returns: the messages of that answer (the server's notifications and
 // requests first, the response last) are queued for Read in order.
-func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) (err error) {
 	if err := c.err(); err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil && !errors.Is(err, errRejected) {
+			// The go-sdk breaks the connection for it and closes it: the
+			// session ends with this error, not a bare "closed" (Close
+			// tells onClose what failed).
+			c.fail(err)
+		}
+	}()
 	var call *jsonrpc.Request
 	method := ""
 	switch m := msg.(type) {
