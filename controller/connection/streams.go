@@ -70,8 +70,15 @@ func (t *eventStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	// No other request will ride the connection: the request says so
+	// (Connection: close), and a server that ends the stream closes the
+	// connection first, so that its closed socket waits out TCP's
+	// TIME_WAIT on the server's side, not on tether's, which a server
+	// that ends its stream again and again would fill with them.
+	closing := *req
+	closing.Close = true
 	var head bytes.Buffer
-	if err := req.Write(&head); err != nil {
+	if err := closing.Write(&head); err != nil {
 		return fail(err)
 	}
 	if _, err := conn.Write(head.Bytes()); err != nil {

@@ -80,6 +80,10 @@ func TestEventStreamOnItsOwnConnection(t *testing.T) {
 	}
 	if h := <-got; h.Get("Authorization") != "Bearer kept" || h.Get("Accept") != "text/event-stream" {
 		t.Fatalf("the server got headers %v", h)
+	} else if h.Get("Connection") != "close" {
+		// The server, told that nothing else rides the connection, closes
+		// it first when the stream ends: TIME_WAIT is its, not tether's.
+		t.Fatalf("the stream's request says Connection %q, want close", h.Get("Connection"))
 	}
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
