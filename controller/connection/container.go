@@ -255,16 +255,7 @@ func (c *container) remove() {
 
 // pause waits a moment (portPollEvery) for the runtime to move on: it
 // tells of no event; false once ctx is done.
-func pause(ctx context.Context) bool {
-	t := time.NewTimer(portPollEvery)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func pause(ctx context.Context) bool { return sleepCtx(ctx, portPollEvery) == nil }
 
 // isNoSuchContainer: the runtime does not know the container (any more).
 func isNoSuchContainer(err error) bool {

@@ -91,7 +91,10 @@
 //
 // Streamable HTTP and SSE sessions share one http.Transport (one connection
 // pool for all sessions); each adds its manifest headers through its own
-// RoundTripper. A streamable session that asks for a classic version its
+// RoundTripper. An event stream asked for with a plain-HTTP GET (a
+// session's standalone or SSE stream, a call's stream resumed with
+// Last-Event-ID) rides a TCP connection of its own instead, closed with its
+// body (eventStreams, streams.go). A streamable session that asks for a classic version its
 // endpoint's memory knows runs on tether's own mcp.Transport
 // (streamable.go), which frames the go-sdk session as the go-sdk's does
 // without its per-message decoding, and whose Close ends the session. The go-sdk notices a dead HTTP server late or never (a

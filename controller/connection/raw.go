@@ -270,14 +270,8 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 		}
 		prevID = lastEventID
 		resumes++
-		if retry > 0 {
-			t := time.NewTimer(retry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-t.C:
-			}
+		if err := sleepCtx(ctx, retry); err != nil {
+			return nil, err
 		}
 		if resp, err = x.resume(ctx, lastEventID); err != nil {
 			return nil, err

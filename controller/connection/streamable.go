@@ -215,10 +215,18 @@ func (c *streamableConn) queue(ctx context.Context, msg jsonrpc.Message) bool {
 // Write sends msg and, for a call, reads the server's answer to it before
 // it returns: the messages of that answer (the server's notifications and
 // requests first, the response last) are queued for Read in order.
-func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) (err error) {
 	if err := c.err(); err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil && !errors.Is(err, errRejected) {
+			// The go-sdk breaks the connection for it and closes it: the
+			// session ends with this error, not a bare "closed" (Close
+			// tells onClose what failed).
+			c.fail(err)
+		}
+	}()
 	var call *jsonrpc.Request
 	method := ""
 	switch m := msg.(type) {
@@ -366,8 +374,15 @@ const drainWait = 200 * time.Millisecond
 
 // drain reads what is left of a body (at most 64 KiB, for at most
 // drainWait) and closes it, so that its connection goes back to the pool
-// when the body ended in time; else the connection is closed.
+// when the body ended in time; else the connection is closed. A body whose
+// connection closes after it (an event stream on a connection of its own,
+// streams.go, or a server's "Connection: close") is closed at once: no
+// pool would take the connection back.
 func drain(resp *http.Response) {
+	if resp.Close {
+		resp.Body.Close()
+		return
+	}
 	t := time.AfterFunc(drainWait, func() { resp.Body.Close() })
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	t.Stop()
@@ -548,17 +563,9 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDel
 	}
 	var last error
 	for ; attempt <= streamMaxRetries; attempt++ {
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-c.done:
-				t.Stop()
-				return nil, errors.New("connection closed by client during reconnect")
-			case <-t.C:
-			}
+		// Close ends ctx (c.ctx, or a call's, which it cancels).
+		if err := sleepCtx(ctx, delay); err != nil {
+			return nil, err
 		}
 		version, sessionID := c.target()
 		req, err := mcpRequest(ctx, http.MethodGet, c.url, nil, version, sessionID)
@@ -583,6 +590,22 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDel
 		return nil, fmt.Errorf("connection failed after %d attempts: %w", streamMaxRetries, last)
 	}
 	return nil, fmt.Errorf("connection aborted after %d attempts", streamMaxRetries)
+}
+
+// sleepCtx waits d, or until ctx ends: then ctx's error. It does not
+// wait, nor look at ctx, when d is not positive.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // openStandalone opens the standalone stream, once, on a goroutine that

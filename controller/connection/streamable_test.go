@@ -962,3 +962,39 @@ func TestStreamableLeavesNoGoroutines(t *testing.T) {
 		return !strings.Contains(stacks, "(*streamableConn)") && !strings.Contains(stacks, "connection.drain")
 	})
 }
+
+// A Write that breaks the connection (here a server that answers a call
+// under another session id) ends it with its own error: the go-sdk closes
+// the connection after such a Write, and Close tells onClose the cause,
+// which the session's end reports.
+func TestStreamableBrokenWriteIsTheCause(t *testing.T) {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"tools/call"`)) {
+				w.Header().Set(hdrSessionID, "another")
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	cs, _, closed := ownSession(t, hs.URL, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a call answered under another session id succeeded")
+	}
+	select {
+	case err := <-closed:
+		if err == nil || !strings.Contains(err.Error(), "mismatching session IDs") {
+			t.Fatalf("the connection closed with %v, want the mismatching session ids", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the connection outlived a Write that broke it")
+	}
+}

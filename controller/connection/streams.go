@@ -25,8 +25,11 @@ import (
 // Performance section counts them) and, measured with hack/bench when this
 // was written, about 20 MB of tether's resident memory. eventStreams carries each of them on a TCP connection of its
 // own instead, read by the goroutine that reads the stream and by no other,
-// with one small buffer. Everything else (calls, lists, pings, streams over
-// TLS or through a proxy) goes through the pool as before.
+// with one small buffer. A call's stream resumed with Last-Event-ID is a
+// GET of the same shape, and rides a connection of its own too, for the
+// call's time (drain closes it at once). Everything else (calls, lists,
+// pings, streams over TLS or through a proxy) goes through the pool as
+// before.
 //
 // It is a RoundTripper under the session's headerRoundTripper, so a stream
 // carries the manifest's headers and its body is bounded as any response
@@ -67,8 +70,15 @@ func (t *eventStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	// No other request will ride the connection: the request says so
+	// (Connection: close), and a server that ends the stream closes the
+	// connection first, so that its closed socket waits out TCP's
+	// TIME_WAIT on the server's side, not on tether's, which a server
+	// that ends its stream again and again would fill with them.
+	closing := *req
+	closing.Close = true
 	var head bytes.Buffer
-	if err := req.Write(&head); err != nil {
+	if err := closing.Write(&head); err != nil {
 		return fail(err)
 	}
 	if _, err := conn.Write(head.Bytes()); err != nil {
@@ -100,6 +110,9 @@ func (t *eventStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	lim.N = math.MaxInt64
 	resp.Body = &streamBody{body: resp.Body, conn: conn, ctx: ctx, stop: stop}
+	// No pool takes the connection back: what is left of the body is not
+	// worth reading (drain).
+	resp.Close = true
 	return resp, nil
 }
 

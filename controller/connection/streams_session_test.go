@@ -4,9 +4,11 @@ package connection
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,4 +88,79 @@ func TestSessionEventStreamHasAConnectionOfItsOwn(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream's connection outlived its session")
 	}
+}
+
+// A server that breaks the standalone stream of a session on tether's own
+// transport again and again (at once, as its retry field asks, numbering
+// nothing) gets a fresh connection for each try, and each is closed: the
+// session ends after streamMaxRetries tries without progress holding none
+// of them open.
+func TestOwnTransportStreamStormLeavesNoConnection(t *testing.T) {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	var gets atomic.Int32
+	var mu sync.Mutex
+	open := map[net.Conn]bool{} // the connections that carried a GET, and whether they are open
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			h.ServeHTTP(w, r)
+			return
+		}
+		gets.Add(1)
+		mu.Lock()
+		open[r.Context().Value(serverConnKey{}).(net.Conn)] = true
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "retry: 1\n\n")
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, serverConnKey{}, c)
+	}
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateClosed || st == http.StateHijacked {
+			mu.Lock()
+			if _, ok := open[c]; ok {
+				open[c] = false
+			}
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	pool := newSharedHTTPTransport()
+	t.Cleanup(pool.CloseIdleConnections)
+	closed := make(chan error, 1)
+	client := &http.Client{Transport: &headerRoundTripper{base: &eventStreams{pool: pool}}}
+	tr := &streamableTransport{client: client, url: srv.URL, onClose: func(err error) { closed <- err }}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tether-test", Version: "1"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	select {
+	case err := <-closed:
+		if err == nil || !strings.Contains(err.Error(), "retries without progress") {
+			t.Fatalf("the session ended with %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the session outlived %d broken streams", gets.Load())
+	}
+	if n := gets.Load(); n != streamMaxRetries+1 {
+		t.Errorf("the stream was asked for %d times, want %d", n, streamMaxRetries+1)
+	}
+	waitUntil(t, "every stream's connection to close", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(open) != int(gets.Load()) {
+			return false // a stream shared a connection: the pool carried it
+		}
+		for _, o := range open {
+			if o {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,8 +75,15 @@ func TestEventStreamOnItsOwnConnection(t *testing.T) {
 	if _, ok := resp.Body.(*streamBody); !ok {
 		t.Fatalf("the stream's body is %T: it went through the pool", resp.Body)
 	}
+	if !resp.Close {
+		t.Fatal("the stream's response does not say its connection closes after it: drain would read it")
+	}
 	if h := <-got; h.Get("Authorization") != "Bearer kept" || h.Get("Accept") != "text/event-stream" {
 		t.Fatalf("the server got headers %v", h)
+	} else if h.Get("Connection") != "close" {
+		// The server, told that nothing else rides the connection, closes
+		// it first when the stream ends: TIME_WAIT is its, not tether's.
+		t.Fatalf("the stream's request says Connection %q, want close", h.Get("Connection"))
 	}
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -353,5 +361,40 @@ func TestEventStreamReleasesItsContext(t *testing.T) {
 	}
 	if n := ctx.live.Load(); n != 0 {
 		t.Fatalf("%d functions left on the ctx after the request failed", n)
+	}
+}
+
+// countingBody counts the reads of a body that never ends until closed.
+type countingBody struct {
+	reads  atomic.Int32
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *countingBody) Read([]byte) (int, error) {
+	b.reads.Add(1)
+	<-b.closed
+	return 0, io.EOF
+}
+
+func (b *countingBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// What is left of a body whose connection closes after it (an event stream
+// on a connection of its own: a call's stream resumed with Last-Event-ID,
+// which the raw path drains before its call returns) is not read: drain
+// closes it at once instead of holding its caller for drainWait.
+func TestDrainClosesAConnectionNoPoolTakesBack(t *testing.T) {
+	body := &countingBody{closed: make(chan struct{})}
+	drain(&http.Response{Body: body, Close: true})
+	select {
+	case <-body.closed:
+	default:
+		t.Fatal("drain left the body open")
+	}
+	if n := body.reads.Load(); n != 0 {
+		t.Fatalf("drain read a body no pool takes back %d times", n)
 	}
 }
