@@ -42,11 +42,6 @@ const (
 // request on a call's stream.
 const rawSideTimeout = 2 * time.Second
 
-// rawResumes bounds how often in a row a call's stream that the server
-// closed before the answer is resumed (Last-Event-ID) without receiving
-// anything new: the go-sdk client's default retry count.
-const rawResumes = 5
-
 // rawSeq numbers the requests the raw path sends. Its ids are strings, so
 // they never clash with the go-sdk's integer ids on the same session.
 var rawSeq atomic.Uint64
@@ -265,7 +260,7 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 		if lastEventID != "" && lastEventID != prevID {
 			resumes = 0
 		}
-		if lastEventID == "" || resumes >= rawResumes {
+		if lastEventID == "" || resumes >= streamMaxRetries {
 			return nil, errors.New("request terminated without response")
 		}
 		prevID = lastEventID
