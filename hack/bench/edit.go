@@ -43,6 +43,9 @@ func idleAndEdits(ctx context.Context, c *config, r *coldRun, mans []manifest, n
 			Result{Metric: fmt.Sprintf("http tether heap in use at %d", n), Value: m["go_memstats_heap_inuse_bytes"] / (1 << 20), Unit: "MB"},
 			Result{Metric: fmt.Sprintf("http tether stacks in use at %d", n), Value: m["go_memstats_stack_inuse_bytes"] / (1 << 20), Unit: "MB"})
 	}
+	if c.edits <= 0 {
+		return out, nil
+	}
 	waitProf = r.d.profile(c.pprofDir, fmt.Sprintf("http-%d-edits", n), 10*time.Second)
 	edits, err := editLatency(ctx, c, r, mans)
 	waitProf()
