@@ -152,3 +152,29 @@ func TestMedianPercentile(t *testing.T) {
 		t.Errorf("p99 of 10 = %v, want 9 (nearest rank below)", got)
 	}
 }
+
+func TestDescribeFS(t *testing.T) {
+	mountinfo := `22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+25 22 0:21 / /dev/shm rw,nosuid,nodev shared:4 - tmpfs tmpfs rw
+26 22 7:0 / /mnt/j rw,relatime shared:5 - ext4 /dev/loop0 rw
+27 22 7:1 / /mnt/with\040space rw shared:6 - xfs /dev/loop1 rw
+28 22 0:30 / /mnt/jx rw shared:7 - tmpfs tmpfs rw
+`
+	journaled := func(dev string) bool { return dev == "loop0" }
+	for dir, want := range map[string]string{
+		"/tmp":              "/tmp: ext4 on /dev/vda, no journal",
+		"/dev/shm/x":        "/dev/shm/x: tmpfs",
+		"/mnt/j":            "/mnt/j: ext4 on /dev/loop0, journal",
+		"/mnt/j/deeper":     "/mnt/j/deeper: ext4 on /dev/loop0, journal",
+		"/mnt/jx/y":         "/mnt/jx/y: tmpfs",
+		"/mnt/with space/a": "/mnt/with space/a: xfs on /dev/loop1",
+		"/mnt/jy":           "/mnt/jy: ext4 on /dev/vda, no journal",
+	} {
+		if got := describeFS(mountinfo, dir, journaled); got != want {
+			t.Errorf("describeFS(%q) = %q, want %q", dir, got, want)
+		}
+	}
+	if got := describeFS("garbage\n", "/tmp", journaled); got != "" {
+		t.Errorf("describeFS of an unreadable mountinfo = %q, want \"\"", got)
+	}
+}

@@ -99,6 +99,7 @@ type Machine struct {
 	LoadStart string `json:"loadStart"`
 	LoadEnd   string `json:"loadEnd"`
 	NoFile    uint64 `json:"nofile"`
+	TempFS    string `json:"tempFS,omitempty"` // where the trees are: tempFS
 }
 
 // config is what every scenario may read.
@@ -213,6 +214,9 @@ func run() int {
 
 	fmt.Fprintf(os.Stderr, "machine: %s, %d cores, %d MB, load %s\n",
 		report.Machine.CPU, report.Machine.Cores, report.Machine.MemoryMB, report.Machine.LoadStart)
+	if report.Machine.TempFS != "" {
+		fmt.Fprintf(os.Stderr, "trees in %s\n", report.Machine.TempFS)
+	}
 	failed := false
 	for _, s := range scenarios {
 		if !want[s.name] && !(want["all"] && s.all) {
@@ -290,7 +294,7 @@ func formatValue(v float64) string {
 }
 
 func machine() Machine {
-	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version(), LoadStart: loadAvg()}
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version(), LoadStart: loadAvg(), TempFS: tempFS()}
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
