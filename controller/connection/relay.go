@@ -93,12 +93,12 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	var lists []func(context.Context) error
 	if caps.Prompts != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
-			if next.prompts, err = catalogList(ctx, s, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
+			if next.prompts, err = catalogList(ctx, s, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, int, error) {
 				r, err := s.cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
 				if err != nil {
-					return nil, "", err
+					return nil, "", 0, err
 				}
-				return r.Prompts, r.NextCursor, nil
+				return r.Prompts, r.NextCursor, sizeUnread, nil
 			}); err != nil {
 				return refused("prompts/list", err)
 			}
@@ -107,23 +107,23 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	}
 	if caps.Resources != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
-			if next.resources, err = catalogList(ctx, s, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
+			if next.resources, err = catalogList(ctx, s, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, int, error) {
 				r, err := s.cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
 				if err != nil {
-					return nil, "", err
+					return nil, "", 0, err
 				}
-				return r.Resources, r.NextCursor, nil
+				return r.Resources, r.NextCursor, sizeUnread, nil
 			}); err != nil {
 				return refused("resources/list", err)
 			}
 			return nil
 		}, func(ctx context.Context) (err error) {
-			if next.templates, err = catalogList(ctx, s, "resources/templates/list", "resourceTemplates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
+			if next.templates, err = catalogList(ctx, s, "resources/templates/list", "resourceTemplates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, int, error) {
 				r, err := s.cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
 				if err != nil {
-					return nil, "", err
+					return nil, "", 0, err
 				}
-				return r.ResourceTemplates, r.NextCursor, nil
+				return r.ResourceTemplates, r.NextCursor, sizeUnread, nil
 			}); err != nil {
 				return refused("resources/templates/list", err)
 			}
@@ -149,11 +149,11 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 // where the session can carry raw lists (rawPage), else through the
 // go-sdk, one page at a time (page), so that both ways keep the same
 // bounds and drop null entries alike (listPages).
-func catalogList[E any](ctx context.Context, s *Session, method, key string, page func(ctx context.Context, cursor string) ([]*E, string, error)) ([]*E, error) {
+func catalogList[E any](ctx context.Context, s *Session, method, key string, page func(ctx context.Context, cursor string) ([]*E, string, int, error)) ([]*E, error) {
 	if _, raw := s.RawProtocolVersion(); raw {
 		page = rawPage[E](s, method, key)
 	}
-	return listPages(ctx, maxCatalogItems, page)
+	return listPages(ctx, maxCatalogItems, s.limit.max, page)
 }
 
 // GetPrompt gets a prompt upstream: p is forwarded as it is (the caller

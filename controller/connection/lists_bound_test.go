@@ -1,0 +1,342 @@
+//go:build unix
+
+package connection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The bound on one list's bytes in these tests: the message bound they
+// connect with (Request.MaxMessageBytes), 64 KiB.
+const testListBound = 64 << 10
+
+// bigTool is a tools/list page of one tool whose description is n bytes,
+// and the cursor next.
+func bigTool(name string, n int, next string) string {
+	return fmt.Sprintf(`{"tools":[{"name":%q,"description":%q,"inputSchema":{"type":"object"}}],"nextCursor":%q}`,
+		name, strings.Repeat("d", n), next)
+}
+
+func listTooLarge(method string) string {
+	return fmt.Sprintf("%s: more than %d bytes in one list, its pages together (the bound set by --max-message-bytes)", method, testListBound)
+}
+
+// listPages bounds the bytes of a list, its pages together: pages sized as
+// read (the raw road) and pages the go-sdk decoded (sized as their entries
+// and cursor encode), a page that alone passes the bound, a list exactly at
+// the bound.
+func TestListPagesByteBound(t *testing.T) {
+	entry := func(n int) *string { s := strings.Repeat("e", n); return &s }
+	for _, tc := range []struct {
+		name  string
+		max   int64
+		pages []func() ([]*string, string, int) // in order; the last repeats
+		want  int                               // entries listed, -1 for the bound's error
+		asked int                               // pages asked for
+	}{
+		{"as read, at the bound", 4000, []func() ([]*string, string, int){
+			func() ([]*string, string, int) { return []*string{entry(1)}, "2", 2000 },
+			func() ([]*string, string, int) { return []*string{entry(1)}, "", 2000 },
+		}, 2, 2},
+		{"as read, a byte over", 4000, []func() ([]*string, string, int){
+			func() ([]*string, string, int) { return []*string{entry(1)}, "2", 2000 },
+			func() ([]*string, string, int) { return []*string{entry(1)}, "", 2001 },
+		}, -1, 2},
+		{"as read, endless", 4000, []func() ([]*string, string, int){
+			func() ([]*string, string, int) { return nil, "again", 1000 },
+		}, -1, 5},
+		{"decoded, endless", 4000, []func() ([]*string, string, int){
+			// 1000 bytes and two quotes, one line end: 1003 a page.
+			func() ([]*string, string, int) { return []*string{entry(1000)}, "again", sizeUnread },
+		}, -1, 4},
+		{"decoded, the cursors count", 4000, []func() ([]*string, string, int){
+			func() ([]*string, string, int) { return []*string{nil}, strings.Repeat("c", 1500), sizeUnread },
+		}, -1, 3},
+		{"decoded, one page alone", 4000, []func() ([]*string, string, int){
+			func() ([]*string, string, int) { return []*string{entry(4000)}, "", sizeUnread },
+		}, -1, 1},
+		{"decoded, under the bound", 4000, []func() ([]*string, string, int){
+			func() ([]*string, string, int) { return []*string{entry(1000), nil, entry(1000)}, "2", sizeUnread },
+			func() ([]*string, string, int) { return []*string{entry(1000)}, "", sizeUnread },
+		}, 3, 2},
+		{"no bound", 0, []func() ([]*string, string, int){
+			func() ([]*string, string, int) { return []*string{entry(5000)}, "2", 5000 },
+			func() ([]*string, string, int) { return []*string{entry(5000)}, "", sizeUnread },
+		}, 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := 0
+			got, err := listPages(context.Background(), maxCatalogItems, tc.max, func(_ context.Context, cursor string) ([]*string, string, int, error) {
+				p := tc.pages[min(asked, len(tc.pages)-1)]
+				asked++
+				items, next, size := p()
+				return items, next, size, nil
+			})
+			var tooLarge *ListTooLargeError
+			switch {
+			case tc.want < 0 && !errors.As(err, &tooLarge):
+				t.Fatalf("listPages: %d entries, %v; want the bound's error", len(got), err)
+			case tc.want < 0:
+				if want := fmt.Sprintf("more than %d bytes in one list, its pages together (the bound set by --max-message-bytes)", tc.max); err.Error() != want {
+					t.Errorf("error %q, want %q", err, want)
+				}
+			case err != nil || len(got) != tc.want:
+				t.Fatalf("listPages: %d entries, %v; want %d", len(got), err, tc.want)
+			}
+			if asked != tc.asked {
+				t.Errorf("asked for %d pages, want %d", asked, tc.asked)
+			}
+		})
+	}
+}
+
+// countedEntry counts its encodings.
+type countedEntry struct{ calls *int }
+
+func (e countedEntry) MarshalJSON() ([]byte, error) {
+	*e.calls++
+	return []byte(`"` + strings.Repeat("x", 998) + `"`), nil
+}
+
+// A decoded page is sized only until it passes what is left of the bound:
+// a page of a million entries costs the bound's encoding, not its own. HTML
+// escaping does not count ('<' is one byte as read, not six).
+func TestListBytesStopsAtTheBudget(t *testing.T) {
+	calls := 0
+	page := make([]*countedEntry, 1000)
+	for i := range page {
+		page[i] = &countedEntry{calls: &calls}
+	}
+	if n := listBytes(page, "", 4000); n <= 4000 {
+		t.Errorf("listBytes = %d, want past the budget 4000", n)
+	}
+	if calls != 4 {
+		t.Errorf("encoded %d entries, want 4 (1,001 bytes each with its line end: the fourth passes 4000)", calls)
+	}
+	lt := strings.Repeat("<&>", 1000)
+	if n, want := listBytes([]*string{&lt}, "next", 1<<20), int64(len(lt)+2+1+len("next")); n != want {
+		t.Errorf("listBytes of 3000 HTML characters = %d, want %d", n, want)
+	}
+}
+
+// On the raw road (bytes beside the go-sdk on a streamable session), a
+// server that answers every cursor with another large page fails the
+// connect at the bound on one list's bytes, for tools and the catalog
+// alike, after as many pages as the bound holds, not 1,000; a list under
+// the bound passes.
+func TestListBytesBoundedBesideTheGoSDK(t *testing.T) {
+	const page = 20 << 10 // the bound holds three pages, not four
+	tools := `{"tools":[]}`
+	for _, tc := range []struct {
+		name   string
+		pages  func(method, cursor string) (string, bool)
+		method string // the list that fails; "" for a connect that succeeds
+	}{
+		{"tools", func(m, c string) (string, bool) {
+			return bigTool("t"+c, page, c+"x"), m == "tools/list"
+		}, "tools/list"},
+		{"prompts", func(m, c string) (string, bool) {
+			if m == "tools/list" {
+				return tools, true
+			}
+			return fmt.Sprintf(`{"prompts":[{"name":"p%s","description":%q}],"nextCursor":"%sx"}`, c, strings.Repeat("d", page), c), m == "prompts/list"
+		}, "prompts/list"},
+		{"templates", func(m, c string) (string, bool) {
+			if m == "tools/list" {
+				return tools, true
+			}
+			return fmt.Sprintf(`{"resourceTemplates":[{"name":"r%s","uriTemplate":"file:///{x}","description":%q}],"nextCursor":"%sx"}`, c, strings.Repeat("d", page), c), m == "resources/templates/list"
+		}, "resources/templates/list"},
+		{"under the bound", func(m, c string) (string, bool) {
+			next := c + "x"
+			if len(c) == 2 {
+				next = ""
+			}
+			return bigTool("t"+c, page, next), m == "tools/list"
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ls := newListServer(t, tc.pages)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := Connect(ctx, Request{Name: "pages", Spec: httpSpec(ls.url, ""), Logger: testLogger(t), MaxMessageBytes: testListBound})
+			if tc.method == "" {
+				if err != nil {
+					t.Fatalf("Connect: %v, want success", err)
+				}
+				defer s.Close()
+				if n := len(s.Tools()); n != 3 {
+					t.Errorf("listed %d tools, want 3", n)
+				}
+				return
+			}
+			if err == nil {
+				_ = s.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), listTooLarge(tc.method)) {
+				t.Fatalf("Connect: %v, want an error with %q", err, listTooLarge(tc.method))
+			}
+			if n := len(ls.sent(`"method":"` + tc.method + `"`)); n != 4 {
+				t.Errorf("%s sent %d times, want 4 (the page that passed the bound the last)", tc.method, n)
+			}
+		})
+	}
+}
+
+// Where the go-sdk reads the pages (stdio here: tools beneath its list
+// cache, resources through its ListResources), the same bound holds,
+// measured as the decoded entries encode.
+func TestListBytesBoundedThroughTheGoSDK(t *testing.T) {
+	for _, tc := range []struct {
+		method, tools, resources string
+	}{
+		{"tools/list", `{"tools":[{"name":"t","description":"'"$big"'","inputSchema":{"type":"object"}}],"nextCursor":"again"}`, `{"resources":[]}`},
+		{"resources/list", `{"tools":[]}`, `{"resources":[{"name":"r","uri":"file:///r","description":"'"$big"'"}],"nextCursor":"again"}`},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			script := `big=$(printf '%20000s' '' | tr ' ' d)
+while IFS= read -r line; do
+  case "$line" in *'"id":'*) ;; *) continue ;; esac
+  id=${line#*'"id":'}; id=${id%%[!0-9]*}
+  case "$line" in
+  *'"method":"initialize"'*) r='{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"pages","version":"1"}}' ;;
+  *'"method":"` + tc.method + `"'*) r='` + map[bool]string{true: tc.tools, false: tc.resources}[tc.method == "tools/list"] + `' ;;
+  *'"method":"tools/list"'*) r='` + tc.tools + `' ;;
+  *'"method":"resources/list"'*) r='` + tc.resources + `' ;;
+  *) r='{"resourceTemplates":[]}' ;;
+  esac
+  printf '{"jsonrpc":"2.0","id":%s,"result":%s}\n' "$id" "$r"
+done`
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := Connect(ctx, Request{Name: "pages", Spec: shSpec(script), Logger: testLogger(t), MaxMessageBytes: testListBound})
+			if err == nil {
+				_ = s.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), listTooLarge(tc.method)) {
+				t.Fatalf("Connect: %v, want an error with %q", err, listTooLarge(tc.method))
+			}
+		})
+	}
+}
+
+// A 2026-07-28 session lists its tools through the go-sdk's sending
+// handler (rawSend); a server whose pages pass the bound together fails
+// the connect there too.
+func TestListBytesBoundedOn2026Sessions(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "big-2026", Version: "1"}, &mcp.ServerOptions{PageSize: 2})
+	for i := range 10 {
+		srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("t%d", i), Description: strings.Repeat("d", 10<<10), InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The ten tools, 100 KiB together, pass with the default bound.
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 || len(s.Tools()) != 10 {
+		t.Fatalf("negotiated %s and listed %d tools; want %s and 10", v, len(s.Tools()), protocol2026)
+	}
+	s2, err := Connect(ctx, Request{Name: "big", Spec: httpSpec(hs.URL, ""), Logger: testLogger(t), MaxMessageBytes: testListBound})
+	if err == nil {
+		_ = s2.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), listTooLarge("tools/list")) {
+		t.Fatalf("Connect: %v, want an error with %q", err, listTooLarge("tools/list"))
+	}
+}
+
+// lockedBuffer is a log sink tests read while the session writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A refresh after list_changed whose list passes the bound fails and
+// keeps the lists the session had; the session stays up.
+func TestListRefreshOverTheBoundKeepsTheLists(t *testing.T) {
+	small := func(m, c string) (string, bool) {
+		switch m {
+		case "tools/list":
+			return `{"tools":[{"name":"a","inputSchema":{"type":"object"}}]}`, true
+		case "prompts/list":
+			return `{"prompts":[{"name":"p"}]}`, true
+		}
+		return `{"resources":[],"resourceTemplates":[]}`, true
+	}
+	for _, tc := range []struct{ name, method string }{
+		{"tools", "tools/list"},
+		{"prompts", "prompts/list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ls := newListServer(t, small)
+			var logs lockedBuffer
+			s := connect(t, Request{Spec: httpSpec(ls.url, ""), MaxMessageBytes: testListBound,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			if got := listedNames(s); got != "a p" {
+				t.Fatalf("listed %q, want %q", got, "a p")
+			}
+			ls.mu.Lock()
+			ls.pages = func(m, c string) (string, bool) {
+				if m != tc.method {
+					if m == "tools/list" {
+						// A real change, so that only the bound keeps it out.
+						return `{"tools":[{"name":"b","inputSchema":{"type":"object"}}]}`, true
+					}
+					return small(m, c)
+				}
+				return fmt.Sprintf(`{%q:[{"name":"x%s","description":%q,"inputSchema":{}}],"nextCursor":"%sx"}`,
+					strings.TrimSuffix(m, "/list"), c, strings.Repeat("d", 20<<10), c), true
+			}
+			ls.mu.Unlock()
+			ls.srv.AddTool(&mcp.Tool{Name: "trigger", InputSchema: map[string]any{"type": "object"}},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{}, nil
+				})
+			waitUntil(t, "the refresh to fail at the bound", func() bool {
+				return strings.Contains(logs.String(), "refreshing tools after list_changed") &&
+					strings.Contains(logs.String(), listTooLarge(tc.method))
+			})
+			if err := s.Err(); err != nil {
+				t.Errorf("the session ended: %v", err)
+			}
+			want := "a p"
+			if tc.method == "prompts/list" {
+				want = "b p" // the tools changed within the bound; the prompts are kept
+			}
+			if got := listedNames(s); got != want {
+				t.Errorf("after the failed refresh, listed %q, want %q", got, want)
+			}
+			if n := len(ls.sent(`"method":"` + tc.method + `"`)); n != 5 {
+				t.Errorf("%s sent %d times, want 5 (one at connect, four to pass the bound)", tc.method, n)
+			}
+		})
+	}
+}
