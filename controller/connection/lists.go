@@ -198,7 +198,8 @@ func (e *ListTooLargeError) Error() string {
 }
 
 // listBytes is the size of a page the go-sdk decoded: its entries as JSON
-// (without HTML escaping, which would make a '<' six bytes) and its cursor.
+// (without HTML escaping, which would make a '<' six bytes; a null entry
+// five bytes) and its cursor.
 // It stops counting once the page passes budget, so a page that alone
 // passes the bound costs no more encoding than the bound. Re-encoding
 // rather than reading: the go-sdk reads each message inside its transport
@@ -214,6 +215,9 @@ func listBytes[E any](items []*E, next string, budget int64) int64 {
 			break
 		}
 		if it == nil {
+			// As read ("null,"): no entry, but bytes the server sent and
+			// the go-sdk kept a slot for.
+			c.n += int64(len("null,"))
 			continue
 		}
 		if err := enc.Encode(it); err != nil {

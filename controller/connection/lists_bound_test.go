@@ -64,6 +64,9 @@ func TestListPagesByteBound(t *testing.T) {
 		{"decoded, the cursors count", 4000, []func() ([]*string, string, int){
 			func() ([]*string, string, int) { return []*string{nil}, strings.Repeat("c", 1500), sizeUnread },
 		}, -1, 3},
+		{"decoded, null entries", 4000, []func() ([]*string, string, int){
+			func() ([]*string, string, int) { return make([]*string, 1000), "", sizeUnread },
+		}, -1, 1},
 		{"decoded, one page alone", 4000, []func() ([]*string, string, int){
 			func() ([]*string, string, int) { return []*string{entry(4000)}, "", sizeUnread },
 		}, -1, 1},
