@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,6 +260,57 @@ func TestListBytesBoundedOn2026Sessions(t *testing.T) {
 	s2, err := Connect(ctx, Request{Name: "big", Spec: httpSpec(hs.URL, ""), Logger: testLogger(t), MaxMessageBytes: testListBound})
 	if err == nil {
 		_ = s2.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), listTooLarge("tools/list")) {
+		t.Fatalf("Connect: %v, want an error with %q", err, listTooLarge("tools/list"))
+	}
+}
+
+// A tool that binds parameters to headers makes refreshTools list the tools
+// again through the go-sdk's ListTools (its validation sees them): that
+// road keeps the bound too. The server answers the first tools/list (beneath
+// the go-sdk's client) with one small page, every later one with pages
+// that pass the bound together.
+func TestListBytesBoundedThroughListTools(t *testing.T) {
+	regional := &mcp.Tool{Name: "regional", InputSchema: map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"region": map[string]any{"type": "string", "x-mcp-header": "Region"}},
+	}}
+	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
+	small := mcp.NewServer(&mcp.Implementation{Name: "headers", Version: "1"}, nil)
+	small.AddTool(regional, handler)
+	big := mcp.NewServer(&mcp.Implementation{Name: "headers", Version: "1"}, &mcp.ServerOptions{PageSize: 2})
+	big.AddTool(regional, handler)
+	for i := range 10 {
+		big.AddTool(&mcp.Tool{Name: fmt.Sprintf("t%d", i), Description: strings.Repeat("d", 10<<10), InputSchema: map[string]any{"type": "object"}}, handler)
+	}
+	// The go-sdk asks for the server more than once a request: which one
+	// answers is decided once, as the request comes in.
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if r.Header.Get("X-Test-Big") != "" {
+			return big
+		}
+		return small
+	}, &mcp.StreamableHTTPOptions{Stateless: true})
+	var lists atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/list" && lists.Add(1) > 1 {
+			r.Header.Set("X-Test-Big", "1")
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := Connect(ctx, Request{Name: "headers", Spec: httpSpec(hs.URL, ""), Logger: testLogger(t), MaxMessageBytes: testListBound})
+	if err == nil {
+		v := s.Server().ProtocolVersion
+		_ = s.Close()
+		if v < protocol2026 {
+			t.Skipf("negotiated %s: x-mcp-header needs %s", v, protocol2026)
+		}
 	}
 	if err == nil || !strings.Contains(err.Error(), listTooLarge("tools/list")) {
 		t.Fatalf("Connect: %v, want an error with %q", err, listTooLarge("tools/list"))
