@@ -123,11 +123,25 @@ func TestListBytesStopsAtTheBudget(t *testing.T) {
 	for i := range page {
 		page[i] = &countedEntry{calls: &calls}
 	}
-	if n := listBytes(page, "", 4000); n <= 4000 {
-		t.Errorf("listBytes = %d, want past the budget 4000", n)
+	if n := listBytes(page, "", 4004); n <= 4004 {
+		t.Errorf("listBytes = %d, want past the budget 4004", n)
 	}
-	if calls != 4 {
-		t.Errorf("encoded %d entries, want 4 (1,001 bytes each with its line end: the fourth passes 4000)", calls)
+	if calls != 5 {
+		t.Errorf("encoded %d entries, want 5 (1,001 bytes each with its line end: four reach 4004, the fifth passes it)", calls)
+	}
+	// What is left of the bound is the budget: after a page of 3,500 bytes
+	// as read, a decoded page is sized up to its first entry past 500.
+	calls = 0
+	pages := 0
+	_, err := listPages(context.Background(), 0, 4000, func(context.Context, string) ([]*countedEntry, string, int, error) {
+		pages++
+		if pages == 1 {
+			return nil, "2", 3500, nil
+		}
+		return page, "", sizeUnread, nil
+	})
+	if !errors.As(err, new(*ListTooLargeError)) || calls != 1 {
+		t.Errorf("listPages: %v after encoding %d entries of the second page; want the bound's error after 1", err, calls)
 	}
 	lt := strings.Repeat("<&>", 1000)
 	if n, want := listBytes([]*string{&lt}, "next", 1<<20), int64(len(lt)+2+1+len("next")); n != want {
@@ -200,14 +214,15 @@ func TestListBytesBoundedBesideTheGoSDK(t *testing.T) {
 }
 
 // Where the go-sdk reads the pages (stdio here: tools beneath its list
-// cache, resources through its ListResources), the same bound holds,
-// measured as the decoded entries encode.
+// cache, the catalog through its ListPrompts, ListResources and
+// ListResourceTemplates), the same bound holds, measured as the decoded
+// entries encode.
 func TestListBytesBoundedThroughTheGoSDK(t *testing.T) {
-	for _, tc := range []struct {
-		method, tools, resources string
-	}{
-		{"tools/list", `{"tools":[{"name":"t","description":"'"$big"'","inputSchema":{"type":"object"}}],"nextCursor":"again"}`, `{"resources":[]}`},
-		{"resources/list", `{"tools":[]}`, `{"resources":[{"name":"r","uri":"file:///r","description":"'"$big"'"}],"nextCursor":"again"}`},
+	for _, tc := range []struct{ method, page string }{
+		{"tools/list", `{"tools":[{"name":"t","description":"'"$big"'","inputSchema":{"type":"object"}}],"nextCursor":"again"}`},
+		{"prompts/list", `{"prompts":[{"name":"p","description":"'"$big"'"}],"nextCursor":"again"}`},
+		{"resources/list", `{"resources":[{"name":"r","uri":"file:///r","description":"'"$big"'"}],"nextCursor":"again"}`},
+		{"resources/templates/list", `{"resourceTemplates":[{"name":"r","uriTemplate":"file:///{x}","description":"'"$big"'"}],"nextCursor":"again"}`},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
 			script := `big=$(printf '%20000s' '' | tr ' ' d)
@@ -215,10 +230,11 @@ while IFS= read -r line; do
   case "$line" in *'"id":'*) ;; *) continue ;; esac
   id=${line#*'"id":'}; id=${id%%[!0-9]*}
   case "$line" in
-  *'"method":"initialize"'*) r='{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"pages","version":"1"}}' ;;
-  *'"method":"` + tc.method + `"'*) r='` + map[bool]string{true: tc.tools, false: tc.resources}[tc.method == "tools/list"] + `' ;;
-  *'"method":"tools/list"'*) r='` + tc.tools + `' ;;
-  *'"method":"resources/list"'*) r='` + tc.resources + `' ;;
+  *'"method":"initialize"'*) r='{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"prompts":{},"resources":{}},"serverInfo":{"name":"pages","version":"1"}}' ;;
+  *'"method":"` + tc.method + `"'*) r='` + tc.page + `' ;;
+  *'"method":"tools/list"'*) r='{"tools":[]}' ;;
+  *'"method":"prompts/list"'*) r='{"prompts":[]}' ;;
+  *'"method":"resources/list"'*) r='{"resources":[]}' ;;
   *) r='{"resourceTemplates":[]}' ;;
   esac
   printf '{"jsonrpc":"2.0","id":%s,"result":%s}\n' "$id" "$r"
