@@ -172,7 +172,7 @@ func listPages[E any](ctx context.Context, maxItems int, maxBytes int64, page fu
 				total += int64(size)
 			}
 			if total > maxBytes {
-				return nil, &ListTooLargeError{Limit: maxBytes}
+				return nil, &listTooLargeError{Limit: maxBytes}
 			}
 		}
 		if next == "" {
@@ -187,21 +187,21 @@ func listPages[E any](ctx context.Context, maxItems int, maxBytes int64, page fu
 // read and decoded (listPages sizes it).
 const sizeUnread = -1
 
-// ListTooLargeError is the error of a list whose pages together passed the
+// listTooLargeError is the error of a list whose pages together passed the
 // bound on one list (docs/contract.md §5a, "One list from a server").
-type ListTooLargeError struct {
+type listTooLargeError struct {
 	Limit int64
 }
 
-func (e *ListTooLargeError) Error() string {
+func (e *listTooLargeError) Error() string {
 	return fmt.Sprintf("more than %d bytes in one list, its pages together (the bound set by %s)", e.Limit, MaxMessageFlag)
 }
 
 // listBytes is the size of a page the go-sdk decoded: its entries as JSON
 // (without HTML escaping, which would make a '<' six bytes; a null entry
-// five bytes) and its cursor.
-// It stops counting once the page passes budget, so a page that alone
-// passes the bound costs no more encoding than the bound. Re-encoding
+// five bytes) and its cursor. It stops counting once the page passes
+// budget, so a page that alone passes the bound costs no more encoding
+// than the bound. Re-encoding
 // rather than reading: the go-sdk reads each message inside its transport
 // (stdio, SSE, containers, its streamable client), where tether sees no
 // message's bytes. What it counts is what tether holds: the entries as the
@@ -220,11 +220,9 @@ func listBytes[E any](items []*E, next string, budget int64) int64 {
 			c.n += int64(len("null,"))
 			continue
 		}
-		if err := enc.Encode(it); err != nil {
-			// The go-sdk decoded it from JSON, so it encodes; if not, it
-			// counts as nothing rather than failing a list it holds.
-			continue
-		}
+		// The go-sdk decoded it from JSON, so it encodes; an entry that
+		// did not would write nothing and count as nothing.
+		_ = enc.Encode(it)
 	}
 	return c.n
 }

@@ -88,7 +88,7 @@ func TestListPagesByteBound(t *testing.T) {
 				items, next, size := p()
 				return items, next, size, nil
 			})
-			var tooLarge *ListTooLargeError
+			var tooLarge *listTooLargeError
 			switch {
 			case tc.want < 0 && !errors.As(err, &tooLarge):
 				t.Fatalf("listPages: %d entries, %v; want the bound's error", len(got), err)
@@ -140,7 +140,7 @@ func TestListBytesStopsAtTheBudget(t *testing.T) {
 		}
 		return page, "", sizeUnread, nil
 	})
-	if !errors.As(err, new(*ListTooLargeError)) || calls != 1 {
+	if !errors.As(err, new(*listTooLargeError)) || calls != 1 {
 		t.Errorf("listPages: %v after encoding %d entries of the second page; want the bound's error after 1", err, calls)
 	}
 	lt := strings.Repeat("<&>", 1000)
