@@ -428,6 +428,14 @@ func (s *Session) refreshAfterListChanged() {
 			changed = changed || more
 		}
 		cancel()
+		// The tools, listed before the catalog, are replaced even when a
+		// catalog list then fails (that one keeps what the session had):
+		// a change is news either way, or the gateway would serve the old
+		// tools until something else moved. Told before the log line, which
+		// tests wait for.
+		if changed && s.onToolsChanged != nil {
+			s.onToolsChanged()
+		}
 		switch {
 		case err != nil:
 			if s.ctx.Err() == nil {
@@ -435,9 +443,6 @@ func (s *Session) refreshAfterListChanged() {
 			}
 		default:
 			s.log.Debug("tools refreshed after list_changed", "tools", len(s.Tools()), "changed", changed)
-			if changed && s.onToolsChanged != nil {
-				s.onToolsChanged()
-			}
 		}
 
 		s.refreshMu.Lock()

@@ -370,8 +370,10 @@ func TestListRefreshOverTheBoundKeepsTheLists(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ls := newListServer(t, small)
 			var logs lockedBuffer
+			var told atomic.Int64
 			s := connect(t, Request{Spec: httpSpec(ls.url, ""), MaxMessageBytes: testListBound,
-				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+				Logger:         slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				OnToolsChanged: func() { told.Add(1) }})
 			if got := listedNames(s); got != "a p" {
 				t.Fatalf("listed %q, want %q", got, "a p")
 			}
@@ -399,12 +401,17 @@ func TestListRefreshOverTheBoundKeepsTheLists(t *testing.T) {
 			if err := s.Err(); err != nil {
 				t.Errorf("the session ended: %v", err)
 			}
-			want := "a p"
+			want, wantTold := "a p", int64(0)
 			if tc.method == "prompts/list" {
-				want = "b p" // the tools changed within the bound; the prompts are kept
+				// The tools changed within the bound and were replaced, the
+				// prompts kept: the change is told all the same.
+				want, wantTold = "b p", 1
 			}
 			if got := listedNames(s); got != want {
 				t.Errorf("after the failed refresh, listed %q, want %q", got, want)
+			}
+			if n := told.Load(); n != wantTold {
+				t.Errorf("OnToolsChanged called %d times, want %d", n, wantTold)
 			}
 			if n := len(ls.sent(`"method":"` + tc.method + `"`)); n != 5 {
 				t.Errorf("%s sent %d times, want 5 (one at connect, four to pass the bound)", tc.method, n)
