@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -461,4 +463,65 @@ func BenchmarkListBytes(b *testing.B) {
 			}
 		}
 	})
+}
+
+// On a 2026-07-28 session the go-sdk's client keeps every list page it is
+// handed, keyed by cursor, until that list's own list_changed: the catalog
+// lists go beneath that cache, so that pages a server gives fresh cursors
+// do not pile up there refresh after refresh (each within the bound on one
+// list), and what a refresh replaced is let go.
+func TestListRefreshesHoldNoStalePages(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "fresh-cursors", Version: "1"}, nil)
+	srv.AddPrompt(&mcp.Prompt{Name: "p"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
+	})
+	// prompts/list: three pages a list, each cursor fresh.
+	var fresh atomic.Int64
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "prompts/list" {
+				return next(ctx, method, req)
+			}
+			n := fresh.Add(1)
+			res := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{{Name: fmt.Sprintf("p%d", n), Description: strings.Repeat("d", 1<<10)}}}
+			if c := req.GetParams().(*mcp.ListPromptsParams).Cursor; strings.Count(c, "/") < 2 {
+				res.NextCursor = fmt.Sprintf("%s/%d", c, n)
+			}
+			return res, nil
+		}
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	const refreshes = 20
+	var held []weak.Pointer[mcp.Prompt]
+	for range refreshes {
+		if _, err := s.refreshCatalog(context.Background()); err != nil {
+			t.Fatalf("refreshCatalog: %v", err)
+		}
+		ps := s.Prompts()
+		if len(ps) != 3 {
+			t.Fatalf("listed %d prompts, want 3", len(ps))
+		}
+		for _, p := range ps {
+			held = append(held, weak.Make(p))
+		}
+	}
+	runtime.GC()
+	alive := 0
+	for _, w := range held {
+		if w.Value() != nil {
+			alive++
+		}
+	}
+	// The last refresh's three, which the session holds. (A connect may
+	// list through the cache before the go-sdk's _meta is known; no
+	// refresh does, and held has only the refreshes' prompts.)
+	if alive != 3 {
+		t.Errorf("%d of the %d prompts the refreshes listed are still held, want 3 (the last list's)", alive, len(held))
+	}
 }
