@@ -187,7 +187,7 @@ takes over. tether connect is that bridge for a daemon-owned directory.`,
 	f.Int64Var(&o.maxBytesInFlight, "max-request-bytes-in-flight", gateway.DefaultMaxRequestBytesInFlight, "bound on the bytes of gateway request bodies held at once; a request past it is refused (503) at once")
 	f.DurationVar(&o.streamWrite, "stream-write-timeout", gateway.DefaultStreamWriteTimeout, "bound on one write to a gateway session's stream; a client that does not read for that long loses the stream")
 	// Limits on what servers send (docs/contract.md §5a).
-	f.Int64Var(&o.maxMessageBytes, "max-message-bytes", connection.DefaultMaxMessageBytes, "bound on one message a server sends (a stdio frame, an HTTP response body, one SSE event); a server that sends more loses its session and is connected again")
+	f.Int64Var(&o.maxMessageBytes, "max-message-bytes", connection.DefaultMaxMessageBytes, "bound on one message a server sends (a stdio frame, an HTTP response body, one SSE event); a server that sends more loses its session and is connected again. Also the bound on one list a server pages (tools, prompts, resources, templates), its pages together")
 	// Limits on files (docs/contract.md §5a): status writes paced per file.
 	f.DurationVar(&o.statusWriteInterval, "status-write-interval", statusfile.DefaultWriteInterval, "write each status file at most once per this interval, after a burst of 4 writes (a change put off is written when its turn comes; 0: on every change)")
 	// Routing by ownership (docs/contract.md §5a): templates a URI is tried against.

@@ -51,12 +51,12 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 		// Parameters bound to HTTP headers (2026-07-28): the go-sdk
 		// validates them and keeps the list for CallTool, which sets the
 		// headers from it. So list through the go-sdk.
-		tools, err = listPages(callCtx, maxCatalogItems, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+		tools, err = listPages(callCtx, maxCatalogItems, s.limit.max, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, int, error) {
 			r, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 			if err != nil {
-				return nil, "", err
+				return nil, "", 0, err
 			}
-			return r.Tools, r.NextCursor, nil
+			return r.Tools, r.NextCursor, sizeUnread, nil
 		})
 		if err != nil {
 			return false, s.callErr("tools/list", ctx, err)
@@ -111,23 +111,23 @@ func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
 		if !ok || s.rawSend == nil {
 			return nil, nil
 		}
-		page = func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+		page = func(ctx context.Context, cursor string) ([]*mcp.Tool, string, int, error) {
 			p := &mcp.ListToolsParams{Cursor: cursor}
 			if meta != nil {
 				p.Meta = maps.Clone(meta)
 			}
 			res, err := s.rawSend(ctx, "tools/list", &mcp.ClientRequest[*mcp.ListToolsParams]{Session: s.cs, Params: p})
 			if err != nil {
-				return nil, "", err
+				return nil, "", 0, err
 			}
 			lr, ok := res.(*mcp.ListToolsResult)
 			if !ok || lr == nil {
-				return nil, "", fmt.Errorf("unexpected result %T", res)
+				return nil, "", 0, fmt.Errorf("unexpected result %T", res)
 			}
-			return lr.Tools, lr.NextCursor, nil
+			return lr.Tools, lr.NextCursor, sizeUnread, nil
 		}
 	}
-	tools, err := listPages(ctx, maxCatalogItems, page)
+	tools, err := listPages(ctx, maxCatalogItems, s.limit.max, page)
 	if tools == nil && err == nil {
 		tools = []*mcp.Tool{}
 	}
@@ -135,14 +135,24 @@ func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
 }
 
 // listPages lists every entry of a list, one page a request (page),
-// following cursors: at most maxListPages pages, and maxItems entries (0:
-// no bound). A null entry is no entry, as the go-sdk's ListTools has it,
-// for every list and whichever way it is sent.
-func listPages[E any](ctx context.Context, maxItems int, page func(ctx context.Context, cursor string) (items []*E, next string, err error)) ([]*E, error) {
+// following cursors: at most maxListPages pages, maxItems entries (0: no
+// bound) and maxBytes bytes, the pages together (0: no bound). A null entry
+// is no entry, as the go-sdk's ListTools has it, for every list and
+// whichever way it is sent.
+//
+// page returns the entries, the next cursor and the page's size as read
+// (rawPage: the result's bytes), or sizeUnread where the go-sdk read and
+// decoded the page and tether never saw its bytes: that page is sized as its
+// entries and cursor encode (listBytes). The byte bound is the message
+// bound (docs/contract.md §5a): a server that pages its list holds tether
+// to no more than one that sends it whole in one message, where 1,000 pages
+// of a message each would be 16 GiB.
+func listPages[E any](ctx context.Context, maxItems int, maxBytes int64, page func(ctx context.Context, cursor string) (items []*E, next string, size int, err error)) ([]*E, error) {
 	var out []*E
+	var total int64
 	cursor := ""
 	for range maxListPages {
-		items, next, err := page(ctx, cursor)
+		items, next, size, err := page(ctx, cursor)
 		if err != nil {
 			return nil, err
 		}
@@ -155,6 +165,16 @@ func listPages[E any](ctx context.Context, maxItems int, page func(ctx context.C
 			}
 			out = append(out, it)
 		}
+		if maxBytes > 0 {
+			if size == sizeUnread {
+				total += listBytes(items, next, maxBytes-total)
+			} else {
+				total += int64(size)
+			}
+			if total > maxBytes {
+				return nil, &listTooLargeError{Limit: maxBytes}
+			}
+		}
 		if next == "" {
 			return out, nil
 		}
@@ -163,35 +183,87 @@ func listPages[E any](ctx context.Context, maxItems int, page func(ctx context.C
 	return nil, fmt.Errorf("more than %d pages", maxListPages)
 }
 
+// sizeUnread is the size a page function returns for a page the go-sdk
+// read and decoded (listPages sizes it).
+const sizeUnread = -1
+
+// listTooLargeError is the error of a list whose pages together passed the
+// bound on one list (docs/contract.md §5a, "One list from a server").
+type listTooLargeError struct {
+	Limit int64
+}
+
+func (e *listTooLargeError) Error() string {
+	return fmt.Sprintf("more than %d bytes in one list, its pages together (the bound set by %s)", e.Limit, MaxMessageFlag)
+}
+
+// listBytes is the size of a page the go-sdk decoded: its entries as JSON
+// (without HTML escaping, which would make a '<' six bytes; a null entry
+// five bytes) and its cursor. It stops counting once the page passes
+// budget, so a page that alone passes the bound costs no more encoding
+// than the bound. Re-encoding
+// rather than reading: the go-sdk reads each message inside its transport
+// (stdio, SSE, containers, its streamable client), where tether sees no
+// message's bytes. What it counts is what tether holds: the entries as the
+// go-sdk decoded them, less what it dropped (unknown fields, whitespace).
+func listBytes[E any](items []*E, next string, budget int64) int64 {
+	c := &byteCounter{n: int64(len(next))}
+	enc := json.NewEncoder(c)
+	enc.SetEscapeHTML(false)
+	for _, it := range items {
+		if c.n > budget {
+			break
+		}
+		if it == nil {
+			// As read ("null,"): no entry, but bytes the server sent and
+			// the go-sdk kept a slot for.
+			c.n += int64(len("null,"))
+			continue
+		}
+		// The go-sdk decoded it from JSON, so it encodes; an entry that
+		// did not would write nothing and count as nothing.
+		_ = enc.Encode(it)
+	}
+	return c.n
+}
+
+// byteCounter counts what is written to it.
+type byteCounter struct{ n int64 }
+
+func (c *byteCounter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
 // rawPage is the page of a list method sent as bytes beside the go-sdk
 // (rawList), decoded with encoding/json: through the go-sdk, each of the
 // connect's four lists decoded three messages with a fresh 32 KiB buffer
 // each, most of what tether allocated while 1,000 connections started. key
 // is the result's field that holds the entries. Use it where
 // RawProtocolVersion is ok.
-func rawPage[E any](s *Session, method, key string) func(ctx context.Context, cursor string) ([]*E, string, error) {
-	return func(ctx context.Context, cursor string) ([]*E, string, error) {
+func rawPage[E any](s *Session, method, key string) func(ctx context.Context, cursor string) ([]*E, string, int, error) {
+	return func(ctx context.Context, cursor string) ([]*E, string, int, error) {
 		res, err := s.rawList(ctx, method, cursor)
 		if err != nil {
-			return nil, "", err
+			return nil, "", 0, err
 		}
 		var page map[string]json.RawMessage
 		var items []*E
 		if err := json.Unmarshal(res, &page); err != nil {
-			return nil, "", fmt.Errorf("invalid result: %w", err)
+			return nil, "", 0, fmt.Errorf("invalid result: %w", err)
 		}
 		if raw := page[key]; raw != nil {
 			if err := json.Unmarshal(raw, &items); err != nil {
-				return nil, "", fmt.Errorf("invalid result: %s: %w", key, err)
+				return nil, "", 0, fmt.Errorf("invalid result: %s: %w", key, err)
 			}
 		}
 		next := ""
 		if raw := page["nextCursor"]; raw != nil {
 			if err := json.Unmarshal(raw, &next); err != nil {
-				return nil, "", fmt.Errorf("invalid result: nextCursor: %w", err)
+				return nil, "", 0, fmt.Errorf("invalid result: nextCursor: %w", err)
 			}
 		}
-		return items, next, nil
+		return items, next, len(res), nil
 	}
 }
 
@@ -356,6 +428,14 @@ func (s *Session) refreshAfterListChanged() {
 			changed = changed || more
 		}
 		cancel()
+		// The tools, listed before the catalog, are replaced even when a
+		// catalog list then fails (that one keeps what the session had):
+		// a change is news either way, or the gateway would serve the old
+		// tools until something else moved. Told before the log line, which
+		// tests wait for.
+		if changed && s.onToolsChanged != nil {
+			s.onToolsChanged()
+		}
 		switch {
 		case err != nil:
 			if s.ctx.Err() == nil {
@@ -363,9 +443,6 @@ func (s *Session) refreshAfterListChanged() {
 			}
 		default:
 			s.log.Debug("tools refreshed after list_changed", "tools", len(s.Tools()), "changed", changed)
-			if changed && s.onToolsChanged != nil {
-				s.onToolsChanged()
-			}
 		}
 
 		s.refreshMu.Lock()

@@ -27,6 +27,7 @@ import (
 // requests whose method it returns true for. It records every POST body.
 type listServer struct {
 	url   string
+	srv   *mcp.Server // AddTool sends tools/list_changed
 	pages func(method, cursor string) (string, bool)
 	hang  func(method string) bool
 
@@ -38,13 +39,13 @@ func newListServer(t *testing.T, pages func(method, cursor string) (string, bool
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "pages", Version: "1"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
-			Tools:     &mcp.ToolCapabilities{},
+			Tools:     &mcp.ToolCapabilities{ListChanged: true},
 			Prompts:   &mcp.PromptCapabilities{},
 			Resources: &mcp.ResourceCapabilities{},
 		},
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	ls := &listServer{pages: pages}
+	ls := &listServer{srv: srv, pages: pages}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			h.ServeHTTP(w, r)
@@ -53,7 +54,7 @@ func newListServer(t *testing.T, pages func(method, cursor string) (string, bool
 		body, _ := io.ReadAll(r.Body)
 		ls.mu.Lock()
 		ls.bodies = append(ls.bodies, string(body))
-		hang := ls.hang
+		hang, pages := ls.hang, ls.pages
 		ls.mu.Unlock()
 		var m struct {
 			ID     json.RawMessage `json:"id"`
@@ -67,8 +68,8 @@ func newListServer(t *testing.T, pages func(method, cursor string) (string, bool
 			<-r.Context().Done()
 			return
 		}
-		if strings.HasSuffix(m.Method, "/list") && ls.pages != nil {
-			if res, ok := ls.pages(m.Method, m.Params.Cursor); ok {
+		if strings.HasSuffix(m.Method, "/list") && pages != nil {
+			if res, ok := pages(m.Method, m.Params.Cursor); ok {
 				field := "result"
 				if strings.HasPrefix(res, `{"code"`) {
 					field = "error"

@@ -93,12 +93,14 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	var lists []func(context.Context) error
 	if caps.Prompts != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
-			if next.prompts, err = catalogList(ctx, s, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
-				r, err := s.cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
+			if next.prompts, err = catalogList(ctx, s, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, int, error) {
+				r, err := listBeneathCache(ctx, s, "prompts/list", func(meta mcp.Meta) *mcp.ListPromptsParams {
+					return &mcp.ListPromptsParams{Meta: meta, Cursor: cursor}
+				}, s.cs.ListPrompts)
 				if err != nil {
-					return nil, "", err
+					return nil, "", 0, err
 				}
-				return r.Prompts, r.NextCursor, nil
+				return r.Prompts, r.NextCursor, sizeUnread, nil
 			}); err != nil {
 				return refused("prompts/list", err)
 			}
@@ -107,23 +109,27 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	}
 	if caps.Resources != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
-			if next.resources, err = catalogList(ctx, s, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
-				r, err := s.cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+			if next.resources, err = catalogList(ctx, s, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, int, error) {
+				r, err := listBeneathCache(ctx, s, "resources/list", func(meta mcp.Meta) *mcp.ListResourcesParams {
+					return &mcp.ListResourcesParams{Meta: meta, Cursor: cursor}
+				}, s.cs.ListResources)
 				if err != nil {
-					return nil, "", err
+					return nil, "", 0, err
 				}
-				return r.Resources, r.NextCursor, nil
+				return r.Resources, r.NextCursor, sizeUnread, nil
 			}); err != nil {
 				return refused("resources/list", err)
 			}
 			return nil
 		}, func(ctx context.Context) (err error) {
-			if next.templates, err = catalogList(ctx, s, "resources/templates/list", "resourceTemplates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
-				r, err := s.cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
+			if next.templates, err = catalogList(ctx, s, "resources/templates/list", "resourceTemplates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, int, error) {
+				r, err := listBeneathCache(ctx, s, "resources/templates/list", func(meta mcp.Meta) *mcp.ListResourceTemplatesParams {
+					return &mcp.ListResourceTemplatesParams{Meta: meta, Cursor: cursor}
+				}, s.cs.ListResourceTemplates)
 				if err != nil {
-					return nil, "", err
+					return nil, "", 0, err
 				}
-				return r.ResourceTemplates, r.NextCursor, nil
+				return r.ResourceTemplates, r.NextCursor, sizeUnread, nil
 			}); err != nil {
 				return refused("resources/templates/list", err)
 			}
@@ -149,11 +155,35 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 // where the session can carry raw lists (rawPage), else through the
 // go-sdk, one page at a time (page), so that both ways keep the same
 // bounds and drop null entries alike (listPages).
-func catalogList[E any](ctx context.Context, s *Session, method, key string, page func(ctx context.Context, cursor string) ([]*E, string, error)) ([]*E, error) {
+func catalogList[E any](ctx context.Context, s *Session, method, key string, page func(ctx context.Context, cursor string) ([]*E, string, int, error)) ([]*E, error) {
 	if _, raw := s.RawProtocolVersion(); raw {
 		page = rawPage[E](s, method, key)
 	}
-	return listPages(ctx, maxCatalogItems, page)
+	return listPages(ctx, maxCatalogItems, s.limit.max, page)
+}
+
+// listBeneathCache sends one page of a catalog list through the go-sdk: on
+// a 2026-07-28 session beneath its client's list cache (rawSend, with the
+// request _meta the go-sdk would add), else through list. That cache keeps
+// every page it is handed, keyed by cursor, until a list_changed of that
+// very list or the session's end: pages a server gave fresh cursors would
+// pile up there, a list's bytes each refresh (any list_changed refreshes
+// every list), past the bound on one list (docs/contract.md §5a).
+func listBeneathCache[P mcp.Params, R mcp.Result](ctx context.Context, s *Session, method string, params func(meta mcp.Meta) P, list func(context.Context, P) (R, error)) (R, error) {
+	var zero R
+	meta, ok := s.requestMeta()
+	if !s.newProtocol() || !ok || s.rawSend == nil {
+		return list(ctx, params(nil))
+	}
+	res, err := s.rawSend(ctx, method, &mcp.ClientRequest[P]{Session: s.cs, Params: params(meta)})
+	if err != nil {
+		return zero, err
+	}
+	r, ok := res.(R)
+	if !ok {
+		return zero, fmt.Errorf("unexpected result %T", res)
+	}
+	return r, nil
 }
 
 // GetPrompt gets a prompt upstream: p is forwarded as it is (the caller
