@@ -15,7 +15,11 @@ import (
 // fallback would have sent. When several connect to an endpoint nobody has
 // learned yet (a start, a server's restart), one learns and the others wait
 // for it a moment. A memory is dropped when a connect that used it fails,
-// and kept for versionMemoTTL, so an upgraded server is asked again.
+// and kept for versionMemoTTL, so an upgraded server is asked again. It
+// also picks the transport (Connector.Connect): unknown and classic
+// endpoints start on tether's own (streamable.go), whose first discover
+// tells a 2026-07-28 server (errModernServer); that one is learnt at once,
+// so the connects waiting for it go straight to the go-sdk's transport.
 
 // versionMemoTTL bounds how long an endpoint's version is trusted.
 const versionMemoTTL = 10 * time.Minute
@@ -37,8 +41,10 @@ type endpointVersion struct {
 	learning chan struct{} // closed when the learner is done; nil once learned
 }
 
-// versionFor returns the version to start a session to key with ("" to
-// negotiate), and done, which the caller must call with the version the
+// versionFor returns the version to start a session to key with: "" to
+// negotiate (server/discover first, on tether's transport), a classic one
+// to start with initialize at it, or a 2026-07-28 one, whose server the
+// go-sdk's transport connects to (Connector.Connect). And done, which the caller must call with the version the
 // session negotiated and whether the connect failed (more than once is
 // harmless: a learner's first call counts). It may wait up to
 // versionLearnWait (bounded by ctx) for another connect learning key.
@@ -54,11 +60,9 @@ func (vm *versionMemo) versionFor(ctx context.Context, key string) (version stri
 					vm.forget(key, e)
 				}
 			}
-			if e.version >= protocol2026 {
-				// server/discover is this server's handshake: nothing to
-				// skip, and nobody needs to wait to learn that again.
-				return "", forgetOnFailure
-			}
+			// A 2026-07-28 version too: server/discover is that server's
+			// handshake (nothing to skip), on the go-sdk's transport, and
+			// nobody needs to wait to learn that again.
 			return e.version, forgetOnFailure
 		case e != nil && e.learning != nil && !waited:
 			ch := e.learning
