@@ -364,7 +364,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	}
 	s.goLive()
 	info := s.Server()
-	s.log.Debug("session open", "transport", s.transport, "server", info.Name,
+	s.log.Debug("session open", "transport", s.transport, "ownTransport", s.ownConn, "server", info.Name,
 		"serverVersion", info.Version, "protocol", info.ProtocolVersion, "tools", len(s.Tools()))
 	return s, nil
 }
