@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,29 @@ func rpcOf(r *http.Request) (method string, id json.RawMessage) {
 	}
 	_ = json.Unmarshal(body, &m)
 	return m.Method, m.ID
+}
+
+// goroutinesIn counts the goroutines whose stack has one of fns in it.
+func goroutinesIn(fns ...string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, fn := range fns {
+			if strings.Contains(g, fn) {
+				count++
+				break
+			}
+		}
+	}
+	return count
 }
 
 // A first connect to a classic server (a stateful go-sdk server, which
@@ -75,6 +99,11 @@ func TestFirstConnectOnOwnTransport(t *testing.T) {
 	}
 	if n := rec.count(func(r seenRequest) bool { return r.rpc == "initialize" }); n != 1 {
 		t.Errorf("initialize sent %d times, want 1", n)
+	}
+	// A goroutine that has not run yet shows the wrapper of its go
+	// statement, created by Connect, not watchHTTP.
+	if n := goroutinesIn("(*Session).watchHTTP", "created by github.com/tether-mcp/tether/controller/connection.(*Connector).Connect"); n != 0 {
+		t.Errorf("%d watchHTTP goroutines: the session's end comes from its transport's Close", n)
 	}
 	if s.httpClient == nil || s.httpURL != hs.URL {
 		t.Errorf("the raw path's client %v and endpoint %q, want the session's", s.httpClient, s.httpURL)
