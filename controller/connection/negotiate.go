@@ -44,10 +44,11 @@ type endpointVersion struct {
 // versionFor returns the version to start a session to key with: "" to
 // negotiate (server/discover first, on tether's transport), a classic one
 // to start with initialize at it, or a 2026-07-28 one, whose server the
-// go-sdk's transport connects to (Connector.Connect). And done, which the caller must call with the version the
-// session negotiated and whether the connect failed (more than once is
-// harmless: a learner's first call counts). It may wait up to
-// versionLearnWait (bounded by ctx) for another connect learning key.
+// go-sdk's transport connects to (Connector.Connect). And done, which the
+// caller must call with the version the session negotiated and whether
+// the connect failed (more than once is harmless: a learner's first call
+// counts). It may wait up to versionLearnWait (bounded by ctx) for another
+// connect learning key.
 func (vm *versionMemo) versionFor(ctx context.Context, key string) (version string, done func(negotiated string, failed bool)) {
 	for waited := false; ; waited = true {
 		vm.mu.Lock()
