@@ -58,9 +58,10 @@ import (
 // v1.8.0) does, so that the session behaves the same on either:
 //   - Write POSTs the message (Content-Type and Accept as the spec asks),
 //     with Mcp-Session-Id once the server gave one and Mcp-Protocol-Version
-//     once initialize was answered (discover: see above); a call's answer (JSON, or an event
-//     stream that ends with it) is read and its messages queued for Read;
-//     a stream that ends before the answer is resumed with Last-Event-ID.
+//     once initialize was answered (discover: see above); a call's answer
+//     (JSON, or an event stream that ends with it) is read and its
+//     messages queued for Read; a stream that ends before the answer is
+//     resumed with Last-Event-ID.
 //   - With notifications/initialized (the go-sdk: just before it), the
 //     standalone GET stream is opened (405, another 4xx or an answer that
 //     is no event stream: the server has none), read for as long as the
@@ -68,8 +69,9 @@ import (
 //   - Errors read as the go-sdk's: a request refused for itself (a 429 or
 //     5xx, a JSON-RPC error body, a request that could not be sent) wraps
 //     errRejected, which leaves the session up (a JSON-RPC error wrapped
-//     first, so that errors.As finds the server's code, not -32005); anything else breaks the
-//     connection (404 of a known session: mcp.ErrSessionMissing).
+//     first, so that errors.As finds the server's code, not -32005);
+//     anything else breaks the connection (404 of a known session:
+//     mcp.ErrSessionMissing).
 //   - Close sends DELETE for the session (bounded by closeDeleteTimeout),
 //     ends the streams and unblocks Read.
 
