@@ -376,3 +376,42 @@ func TestStreamableRefusalKeepsServersCode(t *testing.T) {
 	}
 	callEcho(t, cs)
 }
+
+// A server remembered as 2026-07-28 that now speaks a classic protocol (a
+// downgrade on the same URL, within versionMemoTTL): the connect the memory
+// sent to the go-sdk's transport falls back to initialize there, and the
+// memory, proven wrong, is dropped; the next connect learns the classic
+// version on tether's transport instead of starting every classic session
+// on the go-sdk's with a refused discover until the memory expires.
+func TestDowngradedServerForgotten(t *testing.T) {
+	modern := modernServerHandler()
+	classicH := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	var downgraded atomic.Bool
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if downgraded.Load() {
+			classicH.ServeHTTP(w, r)
+			return
+		}
+		modern.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	c := newConnector(t)
+	if s := connectWith(t, c, Request{Spec: httpSpec(hs.URL, "")}); s.Server().ProtocolVersion < protocol2026 {
+		t.Fatalf("negotiated %s with the 2026-07-28 server", s.Server().ProtocolVersion)
+	}
+	downgraded.Store(true)
+	if s := connectWith(t, c, Request{Spec: httpSpec(hs.URL, "")}); s.Server().ProtocolVersion != classic {
+		t.Fatalf("negotiated %s with the downgraded server, want %s", s.Server().ProtocolVersion, classic)
+	}
+	s := connectWith(t, c, Request{Spec: httpSpec(hs.URL, "")})
+	if !s.ownConn || s.Server().ProtocolVersion != classic {
+		t.Errorf("the next connect: own transport %v, version %s; want tether's, %s", s.ownConn, s.Server().ProtocolVersion, classic)
+	}
+}
+
+// modernServerHandler serves a stateless go-sdk server, which speaks
+// 2026-07-28.
+func modernServerHandler() http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+}

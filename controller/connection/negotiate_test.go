@@ -61,20 +61,41 @@ func TestVersionMemo(t *testing.T) {
 		t.Fatal("a failed learner left a memory")
 	}
 	// A learner whose initialize was answered (its waiters go on) and
-	// whose connect then fails drops what it taught; a second answer does
-	// not count.
+	// whose connect then fails drops what it taught; the same answer told
+	// again (Connect tells it at initialize and once connected) keeps it.
 	_, done = vm.versionFor(ctx, "a")
 	done("2025-06-18", false)
 	if v, _ := vm.versionFor(ctx, "a"); v != "2025-06-18" {
 		t.Fatalf("after the learner's initialize: %q, want 2025-06-18", v)
 	}
-	done("2025-11-25", false)
+	done("2025-06-18", false)
 	if v, _ := vm.versionFor(ctx, "a"); v != "2025-06-18" {
-		t.Fatalf("after the learner's second call: %q, want 2025-06-18 (the first counts)", v)
+		t.Fatalf("after the learner's second call: %q, want 2025-06-18", v)
 	}
 	done("", true)
 	if vm.m["a"] != nil {
 		t.Fatal("a learner that failed after its initialize left a memory")
+	}
+	// A learner whose connect ends at another version than it first told
+	// (its discover accepted on tether's transport, the go-sdk's falling
+	// back to initialize) drops what it taught; so does a connect that
+	// used the memory and agreed to another version (a server downgraded
+	// on the same URL), which would else send every classic session to
+	// the go-sdk's transport until the memory expires.
+	_, done = vm.versionFor(ctx, "a")
+	done(protocol2026, false)
+	done("2025-11-25", false)
+	if vm.m["a"] != nil {
+		t.Fatalf("a learner that ended at another version left %+v", vm.m["a"])
+	}
+	_, done = vm.versionFor(ctx, "a")
+	done(protocol2026, false)
+	if v, done = vm.versionFor(ctx, "a"); v != protocol2026 {
+		t.Fatalf("remembered: %q, want %s", v, protocol2026)
+	}
+	done("2025-11-25", false)
+	if vm.m["a"] != nil {
+		t.Fatalf("a connect that agreed to another version left %+v", vm.m["a"])
 	}
 
 	// A 2026-07-28 server: negotiated each time (the go-sdk's transport
