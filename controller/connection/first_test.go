@@ -409,6 +409,41 @@ func TestDowngradedServerForgotten(t *testing.T) {
 	}
 }
 
+// A server that refuses the first discover with the go-sdk's unsupported
+// version error, naming 2026-07-28 among the versions it has, is asked
+// discover again at that version (the go-sdk reads the error's code and
+// data with errors.As, so the server's error must come before tether's
+// rejection in the chain, in a 4xx answer as in a 200), then connected on
+// the go-sdk's transport.
+func TestFirstConnectDiscoverUnsupportedVersion(t *testing.T) {
+	for _, status := range []int{http.StatusOK, http.StatusBadRequest} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			h := modernServerHandler()
+			var discovers atomic.Int32
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if m, id := rpcOf(r); m == methodDiscover && discovers.Add(1) == 1 {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(status)
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"unsupported protocol version","data":{"supported":[%q],"requested":"x"}}}`,
+						id, mcp.CodeUnsupportedProtocolVersion, protocol2026)
+					return
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(hs.Close)
+			s := connectWith(t, newConnector(t), Request{Spec: httpSpec(hs.URL, "")})
+			if s.ownConn || s.Server().ProtocolVersion != protocol2026 {
+				t.Errorf("own transport %v, version %s; want the go-sdk's, %s", s.ownConn, s.Server().ProtocolVersion, protocol2026)
+			}
+			// Refused, asked again (accepted: errModernServer), and asked
+			// on the go-sdk's transport.
+			if n := discovers.Load(); n != 3 {
+				t.Errorf("%d discovers, want 3", n)
+			}
+		})
+	}
+}
+
 // modernServerHandler serves a stateless go-sdk server, which speaks
 // 2026-07-28.
 func modernServerHandler() http.Handler {
