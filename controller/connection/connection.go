@@ -330,6 +330,10 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		// (a learner's first word counts; a failure below still drops it).
 		learned(protocol2026, false)
 		s.ownConn = false
+		// A session id the server gave with its discover answer was ended
+		// by the first connection's DELETE; its 404 is no word on the
+		// session that follows (notSent).
+		s.forgotten.Store(false)
 		cs, err = s.client.Connect(ctx, sdk, nil)
 	}
 	if err != nil {

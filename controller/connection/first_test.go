@@ -450,3 +450,36 @@ func modernServerHandler() http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 }
+
+// A 2026-07-28 server that gives a session id with its discover answer
+// meets the first connection's DELETE for it when tether's transport
+// hands the connect to the go-sdk's; a 404 to that DELETE says nothing
+// about the session that follows: its calls refused on a closed
+// connection are not taken for a lost session (notSent).
+func TestFirstConnectRetryForgetsFirstSession(t *testing.T) {
+	h := modernServerHandler()
+	var deletes atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			deletes.Add(1)
+			http.NotFound(w, r)
+			return
+		}
+		if m, _ := rpcOf(r); m == methodDiscover {
+			w.Header().Set(hdrSessionID, "discover-session")
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	s := connectWith(t, newConnector(t), Request{Spec: httpSpec(hs.URL, "")})
+	if s.ownConn || s.Server().ProtocolVersion != protocol2026 {
+		t.Fatalf("own transport %v, version %s; want the go-sdk's, %s", s.ownConn, s.Server().ProtocolVersion, protocol2026)
+	}
+	if deletes.Load() == 0 {
+		t.Fatal("the first connection sent no DELETE: the test proves nothing")
+	}
+	var lost *sessionLostError
+	if err := s.notSent(fmt.Errorf("calling: %w", mcp.ErrConnectionClosed)); errors.As(err, &lost) {
+		t.Errorf("a call refused on a closed connection reads %v: the first connection's DELETE counted as the session's loss", err)
+	}
+}
