@@ -483,3 +483,51 @@ func TestFirstConnectRetryForgetsFirstSession(t *testing.T) {
 		t.Errorf("a call refused on a closed connection reads %v: the first connection's DELETE counted as the session's loss", err)
 	}
 }
+
+// A server that refused server/discover and answers it late, offering
+// 2026-07-28 on its standalone stream once the session is up (a buggy or
+// hostile one), does not break the session: the go-sdk fell back to
+// initialize, and the stray answer is no 2026-07-28 server. It failed the
+// connection with errModernServer, which the end hook leaves to Connect:
+// the session stayed up on a dead transport until a call or a probe met
+// it. Here the server's ping, sent after the late answer on the same
+// stream, is still answered.
+func TestFirstConnectLateDiscoverAnswer(t *testing.T) {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	var discoverID atomic.Value
+	pinged := make(chan struct{})
+	var once sync.Once
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch m, id := rpcOf(r); {
+		case r.Method == http.MethodGet:
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"supportedVersions\":[%q]}}\n\n", discoverID.Load(), protocol2026)
+			fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"server-ping\",\"method\":\"ping\"}\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		case m == methodDiscover:
+			discoverID.Store(string(id))
+			http.Error(w, "unknown method", http.StatusBadRequest)
+		case m == "" && string(id) == `"server-ping"`:
+			once.Do(func() { close(pinged) })
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(hs.Close)
+	s := connectWith(t, newConnector(t), Request{Spec: httpSpec(hs.URL, "")})
+	select {
+	case <-pinged:
+	case <-s.Done():
+		t.Fatalf("the session ended: %v", s.Err())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's ping after the late discover answer was not answered: the connection broke")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, nil); err != nil || textOf(res) != "ok" {
+		t.Fatalf("echo = %v, %v", res, err)
+	}
+}

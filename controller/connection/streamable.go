@@ -298,6 +298,11 @@ func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) (err er
 	if method == "initialize" && call != nil {
 		c.mu.Lock()
 		c.initID = call.ID
+		// The go-sdk fell back from discover, if it asked: a late answer
+		// to it is a stray response, not a 2026-07-28 server (it would
+		// fail the session's connection with errModernServer, which
+		// connClosed leaves to Connect).
+		c.discoverID = jsonrpc.ID{}
 		c.mu.Unlock()
 	}
 	if discover {
