@@ -327,7 +327,8 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		// go-sdk's transport at once, in the same handshake slot: one more
 		// round trip for a first connect to such an endpoint. The memory
 		// learns it now, so that connects waiting for it go straight there
-		// (a learner's first word counts; a failure below still drops it).
+		// (a learner's first word counts; a failure or a classic session
+		// below still drops it: settle).
 		learned(protocol2026, false)
 		s.ownConn = false
 		// A session id the server gave with its discover answer was ended
