@@ -531,3 +531,58 @@ func TestFirstConnectLateDiscoverAnswer(t *testing.T) {
 		t.Fatalf("echo = %v, %v", res, err)
 	}
 }
+
+// A discover answered on an event stream that breaks before the answer is
+// resumed as the go-sdk's transport resumes it: a GET with Last-Event-ID
+// and the version discover was asked at (tether's transport sent the
+// session's, none before initialize, so a server that checks the header
+// on a GET would refuse tether's resumption and not the go-sdk's).
+func TestDiscoverStreamResumedAsTheSDK(t *testing.T) {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, nil)
+	var mu sync.Mutex
+	var resumed []http.Header
+	var discoverID json.RawMessage
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get(hdrLastEventID) == "d1" {
+			mu.Lock()
+			resumed = append(resumed, r.Header.Clone())
+			id := discoverID
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "id: d2\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32601,\"message\":\"Method not found\"}}\n\n", id)
+			return
+		}
+		if m, id := rpcOf(r); m == methodDiscover {
+			mu.Lock()
+			discoverID = id
+			mu.Unlock()
+			// A priming event, numbered, then the stream breaks.
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "id: d1\nretry: 1\ndata:\n\n")
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	s := connectWith(t, newConnector(t), Request{Spec: httpSpec(hs.URL, "")})
+	if !s.ownConn || s.Server().ProtocolVersion != classic {
+		t.Errorf("own transport %v, version %s; want tether's, %s", s.ownConn, s.Server().ProtocolVersion, classic)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tether-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cs.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(resumed) != 2 {
+		t.Fatalf("%d resumptions of discover's stream, want 2 (tether's, the go-sdk's)", len(resumed))
+	}
+	for _, k := range []string{"Accept", hdrProtocolVersion, hdrLastEventID, hdrSessionID} {
+		if got, want := resumed[0].Values(k), resumed[1].Values(k); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("the resumed discover stream's %s: %q on tether's transport, %q on the go-sdk's", k, got, want)
+		}
+	}
+}

@@ -45,9 +45,10 @@ import (
 // server/discover at 2026-07-28 (SEP-2575) and falls back to initialize on
 // the same connection when the server refuses it. Write carries discover as
 // the go-sdk's transport does (the version of its _meta in
-// Mcp-Protocol-Version, Mcp-Method beside it; a refusal in any form, a
-// plain-text 400 or 404, a 405, a JSON-RPC error, wraps errRejected, so the
-// fallback finds the connection up). A classic server's session stays
+// Mcp-Protocol-Version, Mcp-Method beside it; its event stream resumed at
+// that version too; a refusal in any form, a plain-text 400 or 404, a 405,
+// a JSON-RPC error, wraps errRejected, so the fallback finds the
+// connection up). A classic server's session stays
 // here. A server whose discover answer offers 2026-07-28 ends the
 // connection with errModernServer instead, the answer unread by the
 // go-sdk: tether does not frame that protocol (its per-request headers,
@@ -598,6 +599,12 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 	if call != nil {
 		buf = 4096
 	}
+	// A discover's stream is resumed at the version it was asked at, as
+	// the go-sdk's transport does (its call's ctx carries that version).
+	version := ""
+	if call != nil && call.Method == methodDiscover {
+		version = metaProtocolVersion(call.Params)
+	}
 	for {
 		lastID, delay, finished, answered := c.readStream(ctx, summary, resp, call, buf)
 		if answered {
@@ -618,7 +625,7 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 			}
 			return nil
 		}
-		next, err := c.reconnect(ctx, lastID, delay, false)
+		next, err := c.reconnect(ctx, lastID, delay, false, version)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.fail(fmt.Errorf("%s: failed to reconnect (session ID: %v): %w", summary, c.SessionID(), err))
@@ -680,8 +687,9 @@ func (c *streamableConn) readStream(ctx context.Context, summary string, resp *h
 // reconnect GETs the event stream again (the standalone one when lastID is
 // ""), trying up to streamMaxRetries times while the request cannot be
 // sent. The first attempt of an initial stream goes at once; a resumption
-// waits the server's retry delay, or the go-sdk's backoff.
-func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDelay time.Duration, initial bool) (*http.Response, error) {
+// waits the server's retry delay, or the go-sdk's backoff. version is the
+// Mcp-Protocol-Version to send, "" for the session's.
+func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDelay time.Duration, initial bool, version string) (*http.Response, error) {
 	attempt := 1
 	if initial {
 		attempt = 0
@@ -696,8 +704,11 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDel
 		if err := sleepCtx(ctx, delay); err != nil {
 			return nil, err
 		}
-		version, sessionID := c.target()
-		req, err := mcpRequest(ctx, http.MethodGet, c.url, nil, version, sessionID)
+		v, sessionID := c.target()
+		if version != "" {
+			v = version
+		}
+		req, err := mcpRequest(ctx, http.MethodGet, c.url, nil, v, sessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -774,7 +785,7 @@ const standaloneSummary = "standalone SSE stream"
 // standaloneResponse GETs the standalone stream as the go-sdk does: nil
 // when the server has none, or the connection failed.
 func (c *streamableConn) standaloneResponse() *http.Response {
-	resp, err := c.reconnect(c.ctx, "", 0, true)
+	resp, err := c.reconnect(c.ctx, "", 0, true, "")
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.fail(fmt.Errorf("standalone SSE request failed (session ID: %v): %v", c.SessionID(), err))
