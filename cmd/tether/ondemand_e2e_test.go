@@ -253,6 +253,24 @@ func TestCallSurvivesBackendRestart(t *testing.T) {
 			// come first.
 			tt.waitLog(t, 10*time.Second, "is sent again on the new one")
 			logs := tt.logs.String()
+			if tc.name == "npm server" {
+				// A classic server: the first connect (which asks
+				// server/discover) and the reconnect run on tether's
+				// transport (docs/reliability.md, row S28).
+				var own, sdk int
+				for _, l := range strings.Split(logs, "\n") {
+					if strings.Contains(l, `msg="session open"`) && strings.Contains(l, "transport=streamable") {
+						if strings.Contains(l, "ownTransport=true") {
+							own++
+						} else {
+							sdk++
+						}
+					}
+				}
+				if own < 2 || sdk != 0 {
+					t.Errorf("%d sessions opened on tether's transport, %d on the go-sdk's; want the first and the reconnect on tether's", own, sdk)
+				}
+			}
 			// The lost session's error names it ("session ID: …"), and
 			// tether logs that error: every such mention must be redacted.
 			if n := strings.Count(logs, "session ID: "); n == 0 || n != strings.Count(logs, "session ID: [redacted]") {

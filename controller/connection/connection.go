@@ -274,19 +274,30 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	}
 	var sessOpts *mcp.ClientSessionOptions
 	learned := func(string, bool) {}
+	// sdk is the go-sdk's transport while tether's own carries the
+	// session (own): a server that turns out to speak 2026-07-28 is
+	// connected again on it.
+	var sdk mcp.Transport
+	var own *streamableTransport
 	if sp.HTTP != nil {
 		var v string
 		v, learned = c.versions.versionFor(ctx, s.transport+" "+sp.HTTP.URL)
-		if v != "" {
+		if v != "" && v < protocol2026 {
 			sessOpts = &mcp.ClientSessionOptions{ProtocolVersion: v}
-			// A classic protocol: tether frames the session itself
-			// (streamable.go). A first connect to an endpoint, which tries
-			// 2026-07-28, and an OAuth session (the go-sdk's transport runs
-			// its authorization flow) keep the go-sdk's transport.
-			if st, ok := transport.(*mcp.StreamableClientTransport); ok && st.OAuthHandler == nil {
-				transport = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed}
-				s.ownConn = true
-			}
+		}
+		// Tether frames a classic session itself (streamable.go), from the
+		// first connect to an endpoint on: the go-sdk asks server/discover
+		// there, a classic server refuses it and the go-sdk falls back to
+		// initialize on the same connection. A server known to speak
+		// 2026-07-28 keeps the go-sdk's transport, and so do an OAuth
+		// session (the go-sdk's transport runs the authorization flow on a
+		// 401 or 403 and adds the token to each request) and an SSE one
+		// (another protocol).
+		if st, ok := transport.(*mcp.StreamableClientTransport); ok && st.OAuthHandler == nil && v < protocol2026 {
+			sdk = transport
+			own = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed}
+			transport = own
+			s.ownConn = true
 		}
 		// The server agreed to a version once it answered initialize: the
 		// connects that wait to learn it go on then, not after the rest of
@@ -310,6 +321,22 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		defer release() // also on a panic; released early below
 	}
 	cs, err := s.client.Connect(ctx, transport, sessOpts)
+	if err != nil && own.modernServer() {
+		// The server accepted server/discover: a 2026-07-28 server, whose
+		// session tether's transport does not carry. Connect again on the
+		// go-sdk's transport at once, in the same handshake slot: one more
+		// round trip for a first connect to such an endpoint. The memory
+		// learns it now, so that connects waiting for it go straight there
+		// (a learner's first word counts; a failure or a classic session
+		// below still drops it: settle).
+		learned(protocol2026, false)
+		s.ownConn = false
+		// A session id the server gave with its discover answer was ended
+		// by the first connection's DELETE; its 404 is no word on the
+		// session that follows (notSent).
+		s.forgotten.Store(false)
+		cs, err = s.client.Connect(ctx, sdk, nil)
+	}
 	if err != nil {
 		release()
 		learned("", true)
@@ -342,7 +369,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	}
 	s.goLive()
 	info := s.Server()
-	s.log.Debug("session open", "transport", s.transport, "server", info.Name,
+	s.log.Debug("session open", "transport", s.transport, "ownTransport", s.ownConn, "server", info.Name,
 		"serverVersion", info.Version, "protocol", info.ProtocolVersion, "tools", len(s.Tools()))
 	return s, nil
 }

@@ -94,10 +94,19 @@
 // RoundTripper. An event stream asked for with a plain-HTTP GET (a
 // session's standalone or SSE stream, a call's stream resumed with
 // Last-Event-ID) rides a TCP connection of its own instead, closed with its
-// body (eventStreams, streams.go). A streamable session that asks for a classic version its
-// endpoint's memory knows runs on tether's own mcp.Transport
-// (streamable.go), which frames the go-sdk session as the go-sdk's does
-// without its per-message decoding, and whose Close ends the session. The go-sdk notices a dead HTTP server late or never (a
+// body (eventStreams, streams.go). A streamable session of a classic
+// protocol runs on tether's own mcp.Transport (streamable.go), which frames
+// the go-sdk session as the go-sdk's does without its per-message decoding,
+// and whose Close ends the session: from the first connect to an endpoint
+// on, whose server/discover a classic server refuses before the go-sdk
+// falls back to initialize on the same connection. A server that accepts
+// discover (2026-07-28) is connected again at once on the go-sdk's
+// transport (one more round trip, for the first connect to such an
+// endpoint in versionMemoTTL; the memory sends the next ones there
+// directly). OAuth sessions keep the go-sdk's transport (it runs the
+// authorization flow on a 401 or 403 and puts the token on each request),
+// SSE ones too (another protocol), and container servers reached by port
+// (a few per host, watched with their runtime's process by watch). The go-sdk notices a dead HTTP server late or never (a
 // measured ~22 s for a stateful session, never for a stateless one): Done closes only when the transport reports the session gone
 // (an SSE stream that ended, a server that forgot the session after a
 // restart) or on Close; the reconciler's probes find the rest. A request

@@ -207,6 +207,9 @@ func (s *Session) connClosed(cause error) {
 	if s.ctx.Err() != nil {
 		return // end is under way (Close, or a call saw the transport die)
 	}
+	if errors.Is(cause, errModernServer) {
+		return // Connect connects again, on the go-sdk's transport
+	}
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
 	s.connGone, s.connCause = true, cause

@@ -14,8 +14,13 @@ import (
 // the next sessions to it start with initialize at that version: what the
 // fallback would have sent. When several connect to an endpoint nobody has
 // learned yet (a start, a server's restart), one learns and the others wait
-// for it a moment. A memory is dropped when a connect that used it fails,
-// and kept for versionMemoTTL, so an upgraded server is asked again.
+// for it a moment. A memory is dropped when a connect that used it fails
+// or agrees to another version (settle), and kept for versionMemoTTL, so
+// an upgraded server is asked again. It
+// also picks the transport (Connector.Connect): unknown and classic
+// endpoints start on tether's own (streamable.go), whose first discover
+// tells a 2026-07-28 server (errModernServer); that one is learnt at once,
+// so the connects waiting for it go straight to the go-sdk's transport.
 
 // versionMemoTTL bounds how long an endpoint's version is trusted.
 const versionMemoTTL = 10 * time.Minute
@@ -37,11 +42,14 @@ type endpointVersion struct {
 	learning chan struct{} // closed when the learner is done; nil once learned
 }
 
-// versionFor returns the version to start a session to key with ("" to
-// negotiate), and done, which the caller must call with the version the
-// session negotiated and whether the connect failed (more than once is
-// harmless: a learner's first call counts). It may wait up to
-// versionLearnWait (bounded by ctx) for another connect learning key.
+// versionFor returns the version to start a session to key with: "" to
+// negotiate (server/discover first, on tether's transport), a classic one
+// to start with initialize at it, or a 2026-07-28 one, whose server the
+// go-sdk's transport connects to (Connector.Connect). And done, which the
+// caller must call with the version the session negotiated and whether
+// the connect failed (more than once is harmless: a learner's first call
+// counts). It may wait up to versionLearnWait (bounded by ctx) for another
+// connect learning key.
 func (vm *versionMemo) versionFor(ctx context.Context, key string) (version string, done func(negotiated string, failed bool)) {
 	for waited := false; ; waited = true {
 		vm.mu.Lock()
@@ -49,17 +57,12 @@ func (vm *versionMemo) versionFor(ctx context.Context, key string) (version stri
 		switch {
 		case e != nil && e.learning == nil && time.Since(e.learned) < versionMemoTTL:
 			vm.mu.Unlock()
-			forgetOnFailure := func(_ string, failed bool) {
-				if failed {
-					vm.forget(key, e)
-				}
+			// A 2026-07-28 version too: server/discover is that server's
+			// handshake (nothing to skip), on the go-sdk's transport, and
+			// nobody needs to wait to learn that again.
+			return e.version, func(negotiated string, failed bool) {
+				vm.settle(key, e, negotiated, failed)
 			}
-			if e.version >= protocol2026 {
-				// server/discover is this server's handshake: nothing to
-				// skip, and nobody needs to wait to learn that again.
-				return "", forgetOnFailure
-			}
-			return e.version, forgetOnFailure
 		case e != nil && e.learning != nil && !waited:
 			ch := e.learning
 			vm.mu.Unlock()
@@ -79,9 +82,9 @@ func (vm *versionMemo) versionFor(ctx context.Context, key string) (version stri
 		}
 		// Nobody knows or learns it: learn it. The learner's done may be
 		// called again (Connect tells it when initialize is answered, and
-		// when the connect ends): the first call counts, and a failure
-		// after it drops what it taught, as a failed connect that used
-		// the memory does.
+		// when the connect ends): the first call counts, and a failure or
+		// another version after it drops what it taught, as for a connect
+		// that used the memory (settle).
 		e = &endpointVersion{learning: make(chan struct{})}
 		vm.m[key] = e
 		vm.mu.Unlock()
@@ -92,8 +95,8 @@ func (vm *versionMemo) versionFor(ctx context.Context, key string) (version stri
 				first = true
 				vm.learned(key, e, negotiated, failed)
 			})
-			if !first && failed {
-				vm.forget(key, e)
+			if !first {
+				vm.settle(key, e, negotiated, failed)
 			}
 		}
 	}
@@ -117,11 +120,18 @@ func (vm *versionMemo) learned(key string, e *endpointVersion, negotiated string
 	e.version, e.learned, e.learning = negotiated, time.Now(), nil
 }
 
-// forget drops e, unless it was replaced already.
-func (vm *versionMemo) forget(key string, e *endpointVersion) {
+// settle drops e, unless it was replaced already, when a connect that used
+// or taught it failed, or negotiated another version than it holds: a
+// server downgraded on the same URL is learnt again by the next connect,
+// whose classic session then runs on tether's transport (a 2026-07-28
+// memory sends every connect to the go-sdk's).
+func (vm *versionMemo) settle(key string, e *endpointVersion, negotiated string, failed bool) {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	if vm.m[key] == e {
+	if vm.m[key] != e {
+		return
+	}
+	if failed || (negotiated != "" && e.learning == nil && negotiated != e.version) {
 		delete(vm.m, key)
 	}
 }

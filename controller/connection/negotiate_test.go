@@ -61,27 +61,49 @@ func TestVersionMemo(t *testing.T) {
 		t.Fatal("a failed learner left a memory")
 	}
 	// A learner whose initialize was answered (its waiters go on) and
-	// whose connect then fails drops what it taught; a second answer does
-	// not count.
+	// whose connect then fails drops what it taught; the same answer told
+	// again (Connect tells it at initialize and once connected) keeps it.
 	_, done = vm.versionFor(ctx, "a")
 	done("2025-06-18", false)
 	if v, _ := vm.versionFor(ctx, "a"); v != "2025-06-18" {
 		t.Fatalf("after the learner's initialize: %q, want 2025-06-18", v)
 	}
-	done("2025-11-25", false)
+	done("2025-06-18", false)
 	if v, _ := vm.versionFor(ctx, "a"); v != "2025-06-18" {
-		t.Fatalf("after the learner's second call: %q, want 2025-06-18 (the first counts)", v)
+		t.Fatalf("after the learner's second call: %q, want 2025-06-18", v)
 	}
 	done("", true)
 	if vm.m["a"] != nil {
 		t.Fatal("a learner that failed after its initialize left a memory")
 	}
+	// A learner whose connect ends at another version than it first told
+	// (its discover accepted on tether's transport, the go-sdk's falling
+	// back to initialize) drops what it taught; so does a connect that
+	// used the memory and agreed to another version (a server downgraded
+	// on the same URL), which would else send every classic session to
+	// the go-sdk's transport until the memory expires.
+	_, done = vm.versionFor(ctx, "a")
+	done(protocol2026, false)
+	done("2025-11-25", false)
+	if vm.m["a"] != nil {
+		t.Fatalf("a learner that ended at another version left %+v", vm.m["a"])
+	}
+	_, done = vm.versionFor(ctx, "a")
+	done(protocol2026, false)
+	if v, done = vm.versionFor(ctx, "a"); v != protocol2026 {
+		t.Fatalf("remembered: %q, want %s", v, protocol2026)
+	}
+	done("2025-11-25", false)
+	if vm.m["a"] != nil {
+		t.Fatalf("a connect that agreed to another version left %+v", vm.m["a"])
+	}
 
-	// A 2026-07-28 server: negotiated each time, and nobody waits.
+	// A 2026-07-28 server: negotiated each time (the go-sdk's transport
+	// asks discover), and nobody waits.
 	_, done = vm.versionFor(ctx, "b")
 	done(protocol2026, false)
-	if v, _ := vm.versionFor(ctx, "b"); v != "" {
-		t.Fatalf("2026 server: %q, want to negotiate (discover)", v)
+	if v, _ := vm.versionFor(ctx, "b"); v != protocol2026 {
+		t.Fatalf("2026 server: %q, want %s (discover on the go-sdk's transport)", v, protocol2026)
 	}
 	if e := vm.m["b"]; e == nil || e.learning != nil {
 		t.Fatal("a 2026 server is being learned again: the next connects would wait")
@@ -143,7 +165,8 @@ func methodServer(t *testing.T, stateless bool) (url string, sent func(method st
 
 // A server that refuses server/discover is asked once per endpoint; the next
 // sessions start with initialize at the version it agreed to. A 2026-07-28
-// server is asked every time: discover is its handshake.
+// server is asked every time: discover is its handshake (twice the first
+// time: see TestFirstConnectTo2026Server).
 func TestVersionRemembered(t *testing.T) {
 	t.Run("refuses discover", func(t *testing.T) {
 		url, sent := methodServer(t, false)
@@ -172,8 +195,10 @@ func TestVersionRemembered(t *testing.T) {
 				t.Fatalf("negotiated %s with a stateless go-sdk server", v)
 			}
 		}
-		if n := len(sent("server/discover")); n != 2 {
-			t.Errorf("server/discover sent %d times for 2 sessions, want 2", n)
+		// The first session asks it on tether's transport, which does not
+		// carry a 2026-07-28 session, and again on the go-sdk's.
+		if n := len(sent("server/discover")); n != 3 {
+			t.Errorf("server/discover sent %d times for 2 sessions, want 3", n)
 		}
 	})
 }

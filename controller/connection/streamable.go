@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -39,21 +40,39 @@ import (
 // its envelope only. The raw path (raw.go) frames its requests with the
 // same pieces: mcpRequest, responseError, eventStream.
 //
+// Every streamable session without OAuth starts here, the first connect to
+// an endpoint included (Connector.Connect): the go-sdk's first connect asks
+// server/discover at 2026-07-28 (SEP-2575) and falls back to initialize on
+// the same connection when the server refuses it. Write carries discover as
+// the go-sdk's transport does (the version of its _meta in
+// Mcp-Protocol-Version, Mcp-Method beside it; its event stream resumed at
+// that version too; a refusal in any form, a plain-text 400 or 404, a 405,
+// a JSON-RPC error, wraps errRejected, so the fallback finds the
+// connection up). A classic server's session stays
+// here. A server whose discover answer offers 2026-07-28 ends the
+// connection with errModernServer instead, the answer unread by the
+// go-sdk: tether does not frame that protocol (its per-request headers,
+// subscriptions/listen), and Connect runs the connect again on the go-sdk's
+// transport, which costs that first connect one more round trip.
+//
 // What it does, as the go-sdk's streamableClientConn (mcp/streamable.go,
 // v1.8.0) does, so that the session behaves the same on either:
 //   - Write POSTs the message (Content-Type and Accept as the spec asks),
 //     with Mcp-Session-Id once the server gave one and Mcp-Protocol-Version
-//     once initialize was answered; a call's answer (JSON, or an event
-//     stream that ends with it) is read and its messages queued for Read;
-//     a stream that ends before the answer is resumed with Last-Event-ID.
+//     once initialize was answered (discover: see above); a call's answer
+//     (JSON, or an event stream that ends with it) is read and its
+//     messages queued for Read; a stream that ends before the answer is
+//     resumed with Last-Event-ID.
 //   - With notifications/initialized (the go-sdk: just before it), the
 //     standalone GET stream is opened (405, another 4xx or an answer that
 //     is no event stream: the server has none), read for as long as the
 //     session lives and opened again with Last-Event-ID when it breaks.
 //   - Errors read as the go-sdk's: a request refused for itself (a 429 or
 //     5xx, a JSON-RPC error body, a request that could not be sent) wraps
-//     errRejected, which leaves the session up; anything else breaks the
-//     connection (404 of a known session: mcp.ErrSessionMissing).
+//     errRejected, which leaves the session up (a JSON-RPC error wrapped
+//     first, so that errors.As finds the server's code, not -32005);
+//     anything else breaks the connection (404 of a known session:
+//     mcp.ErrSessionMissing).
 //   - Close sends DELETE for the session (bounded by closeDeleteTimeout),
 //     ends the streams and unblocks Read.
 
@@ -64,6 +83,19 @@ import (
 // the same code is the same error to it (TestStreamableRejectedKeepsSession
 // fails if a go-sdk upgrade changes that).
 var errRejected = &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}
+
+// methodDiscover is the go-sdk's first request to a server it does not
+// know (SEP-2575); hdrMethod, the standard header it sends with it.
+const (
+	methodDiscover = "server/discover"
+	hdrMethod      = "Mcp-Method"
+)
+
+// errModernServer ends a connection whose server accepted server/discover:
+// a 2026-07-28 server. Tether's transport carries classic sessions only
+// (no per-request headers beyond discover's, no subscriptions/listen), so
+// the connect runs again on the go-sdk's transport (Connector.Connect).
+var errModernServer = errors.New("the server accepted server/discover (2026-07-28): its session runs on the go-sdk's transport")
 
 // The go-sdk client's reconnection rule for event streams, which it does
 // not export: MaxRetries attempts without progress (its default), a delay
@@ -101,12 +133,14 @@ type streamableTransport struct {
 	client  *http.Client
 	url     string
 	onClose func(cause error)
+
+	conn *streamableConn // the last connection Connect opened
 }
 
 func (t *streamableTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	// The streams live as long as the session, not as the connect's ctx.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	return &streamableConn{
+	t.conn = &streamableConn{
 		client:   t.client,
 		url:      t.url,
 		onClose:  t.onClose,
@@ -115,7 +149,16 @@ func (t *streamableTransport) Connect(ctx context.Context) (mcp.Connection, erro
 		incoming: make(chan jsonrpc.Message, 10),
 		done:     make(chan struct{}),
 		failed:   make(chan struct{}),
-	}, nil
+	}
+	return t.conn, nil
+}
+
+// modernServer reports whether the connection t opened ended because its
+// server accepted server/discover; false for a nil t. The session's
+// Connect calls it after the go-sdk's Connect returned, on the goroutine
+// that called Connect.
+func (t *streamableTransport) modernServer() bool {
+	return t != nil && t.conn != nil && t.conn.modernServer()
 }
 
 type streamableConn struct {
@@ -136,6 +179,9 @@ type streamableConn struct {
 	sessionID string
 	version   string     // from the initialize answer; "" before it
 	initID    jsonrpc.ID // the initialize request's id, while it is asked
+	// discoverID is the server/discover request's id, while it is asked
+	// (see errModernServer).
+	discoverID jsonrpc.ID
 
 	standalone sync.WaitGroup // the standalone stream's goroutine
 	opened     bool           // the standalone stream was started (under mu)
@@ -249,9 +295,20 @@ func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) (err er
 	if err != nil {
 		return fmt.Errorf("%s: %v", summary(), err)
 	}
+	discover := call != nil && method == methodDiscover
 	if method == "initialize" && call != nil {
 		c.mu.Lock()
 		c.initID = call.ID
+		// The go-sdk fell back from discover, if it asked: a late answer
+		// to it is a stray response, not a 2026-07-28 server (it would
+		// fail the session's connection with errModernServer, which
+		// connClosed leaves to Connect).
+		c.discoverID = jsonrpc.ID{}
+		c.mu.Unlock()
+	}
+	if discover {
+		c.mu.Lock()
+		c.discoverID = call.ID
 		c.mu.Unlock()
 	}
 	// The go-sdk opens the standalone stream before it sends
@@ -310,9 +367,19 @@ func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) (err er
 		}()
 	}
 	version, sessionID := c.target()
+	if discover {
+		// The go-sdk's transport sends discover at the version in its
+		// _meta (setMCPHeaders), with the standard headers of that
+		// version (setStandardHeaders): Mcp-Method; discover has no
+		// Mcp-Name.
+		version = metaProtocolVersion(call.Params)
+	}
 	req, err := mcpRequest(ctx, http.MethodPost, c.url, data, version, sessionID)
 	if err != nil {
 		return fmt.Errorf("%s: %w", summary(), err)
+	}
+	if discover && version >= protocol2026 {
+		req.Header.Set(hdrMethod, method)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
@@ -324,8 +391,20 @@ func (c *streamableConn) Write(ctx context.Context, msg jsonrpc.Message) (err er
 		return fmt.Errorf("%s: %w: %w", summary(), errRejected, err)
 	}
 	if transient, err := responseError(summary(), sessionID, resp, false); err != nil {
-		if transient {
+		var werr *jsonrpc.Error
+		switch {
+		case transient && errors.As(err, &werr):
+			// The server's error first, as the go-sdk wraps it: its
+			// discover reads the code (an unsupported version, with the
+			// versions the server has) with errors.As.
+			return fmt.Errorf("%w: %w", err, errRejected)
+		case transient:
 			return fmt.Errorf("%w: %w", errRejected, err)
+		case discover:
+			// A classic server refuses discover in its own way (400 or
+			// 404 in plain text, 405): the go-sdk falls back to
+			// initialize on the same connection, which must stay up.
+			return fmt.Errorf("%w: %w", err, errRejected)
 		}
 		c.fail(err)
 		return err
@@ -413,8 +492,9 @@ func (c *streamableConn) readAnswer(ctx context.Context, summary string, resp *h
 			c.fail(fmt.Errorf("%s: failed to decode response: %w", summary, err))
 			return
 		}
-		c.learn(msg, call)
-		c.queue(ctx, msg)
+		if c.learn(msg, call) {
+			c.queue(ctx, msg)
+		}
 	case "text/event-stream":
 		return c.follow(ctx, summary, resp, call)
 	default:
@@ -427,11 +507,13 @@ func (c *streamableConn) readAnswer(ctx context.Context, summary string, resp *h
 
 // learn takes the protocol version from the answer to initialize: every
 // later request carries it. A response that came on another stream than
-// its call's ends the reading of the call's stream.
-func (c *streamableConn) learn(msg jsonrpc.Message, call *jsonrpc.Request) {
+// its call's ends the reading of the call's stream. A server that accepts
+// server/discover fails the connection with errModernServer, and the
+// answer is not for Read: false.
+func (c *streamableConn) learn(msg jsonrpc.Message, call *jsonrpc.Request) (keep bool) {
 	r, ok := msg.(*jsonrpc.Response)
 	if !ok {
-		return
+		return true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -439,18 +521,67 @@ func (c *streamableConn) learn(msg jsonrpc.Message, call *jsonrpc.Request) {
 		a.answered = true
 		a.stop()
 	}
+	if c.discoverID.IsValid() && r.ID == c.discoverID {
+		c.discoverID = jsonrpc.ID{}
+		if r.Error == nil && offersModern(r.Result) {
+			c.fail(errModernServer)
+			return false
+		}
+		return true
+	}
 	if !c.initID.IsValid() || r.ID != c.initID {
-		return
+		return true
 	}
 	c.initID = jsonrpc.ID{}
 	if r.Error != nil {
-		return
+		return true
 	}
 	var res map[string]json.RawMessage
 	var v string
 	if json.Unmarshal(r.Result, &res) == nil && json.Unmarshal(res["protocolVersion"], &v) == nil {
 		c.version = v
 	}
+	return true
+}
+
+// modernServer reports whether the connection ended because its server
+// accepted server/discover (errModernServer).
+func (c *streamableConn) modernServer() bool {
+	return errors.Is(c.err(), errModernServer)
+}
+
+// offersModern reports whether a server/discover result lets the go-sdk
+// negotiate 2026-07-28 or later: one of its supportedVersions is one the
+// go-sdk speaks (its discover picks the one asked for, else the newest
+// both have, and falls back to initialize below 2026-07-28). A stateful
+// go-sdk server answers discover with its classic versions only; the
+// go-sdk then falls back to initialize, here on tether's transport.
+func offersModern(result json.RawMessage) bool {
+	var res struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if json.Unmarshal(result, &res) != nil {
+		return false // the go-sdk fails to decode it too, and falls back
+	}
+	for _, v := range res.SupportedVersions {
+		if v >= protocol2026 && slices.Contains(mcp.SupportedProtocolVersions(), v) {
+			return true
+		}
+	}
+	return false
+}
+
+// metaProtocolVersion is params' _meta.protocolVersion, "" when it has none:
+// the version the go-sdk asks server/discover at.
+func metaProtocolVersion(params json.RawMessage) string {
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	var v string
+	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p.Meta[mcp.MetaKeyProtocolVersion], &v) != nil {
+		return ""
+	}
+	return v
 }
 
 // follow reads an event stream until it brings what it is for: the
@@ -467,6 +598,12 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 	buf := standaloneBuffer
 	if call != nil {
 		buf = 4096
+	}
+	// A discover's stream is resumed at the version it was asked at, as
+	// the go-sdk's transport does (its call's ctx carries that version).
+	version := ""
+	if call != nil && call.Method == methodDiscover {
+		version = metaProtocolVersion(call.Params)
 	}
 	for {
 		lastID, delay, finished, answered := c.readStream(ctx, summary, resp, call, buf)
@@ -488,7 +625,7 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 			}
 			return nil
 		}
-		next, err := c.reconnect(ctx, lastID, delay, false)
+		next, err := c.reconnect(ctx, lastID, delay, false, version)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.fail(fmt.Errorf("%s: failed to reconnect (session ID: %v): %w", summary, c.SessionID(), err))
@@ -538,8 +675,7 @@ func (c *streamableConn) readStream(ctx context.Context, summary string, resp *h
 			c.fail(fmt.Errorf("%s: failed to decode event: %w", summary, err))
 			return "", 0, true, false
 		}
-		c.learn(msg, call)
-		if !c.queue(ctx, msg) {
+		if !c.learn(msg, call) || !c.queue(ctx, msg) {
 			return "", 0, true, false
 		}
 		if r, ok := msg.(*jsonrpc.Response); ok && call != nil && r.ID == call.ID {
@@ -551,8 +687,9 @@ func (c *streamableConn) readStream(ctx context.Context, summary string, resp *h
 // reconnect GETs the event stream again (the standalone one when lastID is
 // ""), trying up to streamMaxRetries times while the request cannot be
 // sent. The first attempt of an initial stream goes at once; a resumption
-// waits the server's retry delay, or the go-sdk's backoff.
-func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDelay time.Duration, initial bool) (*http.Response, error) {
+// waits the server's retry delay, or the go-sdk's backoff. version is the
+// Mcp-Protocol-Version to send, "" for the session's.
+func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDelay time.Duration, initial bool, version string) (*http.Response, error) {
 	attempt := 1
 	if initial {
 		attempt = 0
@@ -567,8 +704,11 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDel
 		if err := sleepCtx(ctx, delay); err != nil {
 			return nil, err
 		}
-		version, sessionID := c.target()
-		req, err := mcpRequest(ctx, http.MethodGet, c.url, nil, version, sessionID)
+		v, sessionID := c.target()
+		if version != "" {
+			v = version
+		}
+		req, err := mcpRequest(ctx, http.MethodGet, c.url, nil, v, sessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -645,7 +785,7 @@ const standaloneSummary = "standalone SSE stream"
 // standaloneResponse GETs the standalone stream as the go-sdk does: nil
 // when the server has none, or the connection failed.
 func (c *streamableConn) standaloneResponse() *http.Response {
-	resp, err := c.reconnect(c.ctx, "", 0, true)
+	resp, err := c.reconnect(c.ctx, "", 0, true, "")
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.fail(fmt.Errorf("standalone SSE request failed (session ID: %v): %v", c.SessionID(), err))

@@ -559,8 +559,9 @@ func TestDecodeMessageAsTheSDK(t *testing.T) {
 	}
 }
 
-// A session to an endpoint whose classic version tether knows runs on
-// tether's transport, and holds no watcher goroutine: when its server
+// A session to a classic endpoint runs on tether's transport, the first
+// one (which asks server/discover) and those that start at the version the
+// first learnt, and holds no watcher goroutine: when its server
 // forgets it, the standalone stream's reconnection meets the 404, the
 // connection closes, and the session ends with mcp.ErrSessionMissing; a
 // session that closes sends DELETE.
@@ -572,8 +573,8 @@ func TestSessionOnOwnTransport(t *testing.T) {
 	t.Cleanup(hs.Close)
 	c := newConnector(t)
 	first := connectWith(t, c, Request{Spec: httpSpec(hs.URL, "")}) // learns the version
-	if first.ownConn {
-		t.Fatal("the first connect, which tries 2026-07-28, runs on tether's transport")
+	if !first.ownConn {
+		t.Fatal("the first connect, which tries 2026-07-28, runs on the go-sdk's transport")
 	}
 	s := connectWith(t, c, Request{Spec: httpSpec(hs.URL, "")})
 	if !s.ownConn {
