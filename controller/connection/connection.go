@@ -135,6 +135,9 @@ type Session struct {
 	toolsMu  sync.Mutex
 	tools    []*mcp.Tool       // replaced, never modified
 	toolsSum [sha256.Size]byte // of the list's JSON: a real change or a repeated notification
+	sdkTools sdkTools          // what the go-sdk's client holds of them (lists.go)
+	// sdkToolsCleared counts the tools/list_changed the go-sdk saw.
+	sdkToolsCleared atomic.Uint64
 
 	// A tools/list refresh runs on a goroutine started on demand: an idle
 	// session holds none. refreshing means one runs (or is due once the
@@ -232,6 +235,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		Logger: s.log,
 		// Both handlers run on the session's reader: never block there.
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			s.sdkToolsCleared.Add(1) // the go-sdk cleared its tool pages first (sdkTools)
 			s.toolsChangedUpstream()
 		},
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
