@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"sync"
 	"time"
@@ -62,8 +63,15 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 		case !fresh && rawSum == held.rawSum:
 			return false, nil // the go-sdk holds these tools, as the session does
 		case !fresh && held.piled >= s.limit.max:
-			// Kept, not failed: the refresh goes on to the catalog.
-			s.log.Warn("tools not refreshed", "error", s.red.Err(&toolsChangedSilentlyError{Held: held.piled, Limit: s.limit.max}))
+			// Kept, not failed: the refresh goes on to the catalog. One
+			// WARN until the go-sdk clears its pages.
+			level := slog.LevelDebug
+			s.toolsMu.Lock()
+			if !s.sdkTools.warned {
+				s.sdkTools.warned, level = true, slog.LevelWarn
+			}
+			s.toolsMu.Unlock()
+			s.log.Log(ctx, level, "tools not refreshed", "error", s.red.Err(&toolsChangedSilentlyError{Held: held.piled, Limit: s.limit.max}))
 			return false, nil
 		}
 		tools, err = listPages(callCtx, maxCatalogItems, s.limit.max, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, int, error) {
@@ -113,6 +121,7 @@ type sdkTools struct {
 	gen    uint64            // sdkToolsCleared when listed
 	rawSum [sha256.Size]byte // the list as listed beneath the go-sdk then
 	piled  int64             // bytes listed through the go-sdk since it last cleared them
+	warned bool              // that piled passed the bound
 }
 
 // toolsChangedSilentlyError says why a refresh did not list tools bound to
