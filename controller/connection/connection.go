@@ -136,8 +136,11 @@ type Session struct {
 	tools    []*mcp.Tool       // replaced, never modified
 	toolsSum [sha256.Size]byte // of the list's JSON: a real change or a repeated notification
 	sdkTools sdkTools          // what the go-sdk's client holds of them (lists.go)
-	// sdkToolsCleared counts the tools/list_changed the go-sdk saw.
+	// sdkToolsCleared counts the tools/list_changed the go-sdk saw;
+	// sdkToolsSent the tools/list its client sent (captureSend), not
+	// those it answered from its store.
 	sdkToolsCleared atomic.Uint64
+	sdkToolsSent    atomic.Uint64
 
 	// A tools/list refresh runs on a goroutine started on demand: an idle
 	// session holds none. refreshing means one runs (or is due once the
@@ -495,6 +498,9 @@ func (e *processError) ProcessStatus() *spec.ProcessStatus {
 func (s *Session) captureSend(next mcp.MethodHandler) mcp.MethodHandler {
 	s.rawSend = next
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" {
+			s.sdkToolsSent.Add(1)
+		}
 		if (method == "server/discover" || method == "tools/list") && s.listMeta.Load() == nil {
 			if p := req.GetParams(); p != nil {
 				if m := p.GetMeta(); m[mcp.MetaKeyProtocolVersion] != nil {

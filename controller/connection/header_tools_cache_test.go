@@ -216,3 +216,61 @@ func TestHeaderToolsChangedSilentlyPileUpBounded(t *testing.T) {
 		t.Errorf("%d WARNs say why the tools were not refreshed, want one (14 refreshes past the bound):\n%s", n, logs.String())
 	}
 }
+
+// A server that marks its tools/list cacheable (ttlMs) and changes tools
+// bound to headers without tools/list_changed: the go-sdk answers a
+// relisting from its store until the ttl runs out, with the tools the
+// session already has. That answer is not the list the server now sends,
+// so a later refresh lists through the go-sdk again and the session gets
+// the new tools once the go-sdk asks the server.
+func TestHeaderToolsChangedSilentlyWithinTheirTTL(t *testing.T) {
+	regional := &mcp.Tool{Name: "regional", InputSchema: map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"region": map[string]any{"type": "string", "x-mcp-header": "Region"}},
+	}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "header-ttl", Version: "1"}, nil)
+	srv.AddTool(regional, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	var version atomic.Int64
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/list" {
+				return next(ctx, method, req)
+			}
+			r := &mcp.ListToolsResult{Tools: []*mcp.Tool{regional, {Name: "plain", Description: fmt.Sprintf("v%d", version.Load()), InputSchema: map[string]any{"type": "object"}}}}
+			r.TTLMs = 1000
+			return r, nil
+		}
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	plain := func() string {
+		for _, tool := range s.Tools() {
+			if tool.Name == "plain" {
+				return tool.Description
+			}
+		}
+		return ""
+	}
+	version.Store(1) // no tools/list_changed
+	// The first refresh comes within the ttl of the connect's list: the
+	// go-sdk answers from its store. Refreshes go on until the ttl is out.
+	deadline := time.Now().Add(10 * time.Second)
+	for plain() != "v1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("plain is still %q 10s after the change (the go-sdk's ttl is 1s), want v1 (the server's list)", plain())
+		}
+		if _, err := s.refreshTools(ctx); err != nil {
+			t.Fatalf("refreshTools: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // refreshes paced while the ttl runs out
+	}
+}

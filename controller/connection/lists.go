@@ -74,6 +74,7 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 			s.log.Log(ctx, level, "tools not refreshed", "error", s.red.Err(&toolsChangedSilentlyError{Held: held.piled, Limit: s.limit.max}))
 			return false, nil
 		}
+		sent := s.sdkToolsSent.Load()
 		tools, err = listPages(callCtx, maxCatalogItems, s.limit.max, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, int, error) {
 			r, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 			if err != nil {
@@ -91,7 +92,19 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 			rawSum = sum // listed through the go-sdk only: its list stands for the raw one
 		}
 		next := sdkTools{listed: true, gen: gen, rawSum: rawSum, piled: listBytes(tools, "", s.limit.max)}
-		if !fresh {
+		switch {
+		case fresh:
+		case s.sdkToolsSent.Load() == sent:
+			// The go-sdk answered from its store (a list the server
+			// marked cacheable, ttlMs), which holds nothing more. Unless
+			// that is the list the server sends now, it is not held: the
+			// next refresh lists through it again, until it asks the
+			// server.
+			next = held
+			if sum == rawSum {
+				next.rawSum = rawSum
+			}
+		default:
 			next.piled += held.piled
 		}
 		s.toolsMu.Lock()
