@@ -2,6 +2,8 @@
 
 package connection
 
+//lint:file-ignore SA1019 the logging level a client asked for travels with each 2026-07-28 request (SEP-2575): what a test here checks
+
 import (
 	"context"
 	"fmt"
@@ -15,6 +17,8 @@ import (
 	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
 )
 
 // aliveAfterGC counts the weak pointers whose values survive a collection.
@@ -68,5 +72,55 @@ func TestReadResourceHoldsNoResults(t *testing.T) {
 	}
 	if got := reads.Load(); got != n {
 		t.Errorf("the server read %d resources, want %d", got, n)
+	}
+}
+
+// levelCaller is a downstream client that asked for a logging level.
+type levelCaller struct {
+	fakeCaller
+	level mcp.LoggingLevel
+}
+
+func (c *levelCaller) LogLevel() mcp.LoggingLevel { return c.level }
+
+// A read beneath the go-sdk's store carries the _meta the go-sdk would
+// have put on it (the negotiated version, tether's client info and
+// capabilities) beside the request's own (its progress token) and the
+// logging level of the client that reads (SEP-2575).
+func TestReadResourceBeneathTheGoSDKKeepsItsMeta(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "meta", Version: "1"}, nil)
+	metas := make(chan mcp.Meta, 1)
+	srv.AddResource(&mcp.Resource{Name: "r", URI: "res://r"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			metas <- req.Params.Meta
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "r"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ctx = wire.WithCaller(ctx, &levelCaller{level: "debug"})
+	if _, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "res://r", Meta: mcp.Meta{"progressToken": "p1"}}); err != nil {
+		t.Fatalf("ReadResource: %v", err)
+	}
+	meta := <-metas
+	for key, want := range map[string]any{
+		mcp.MetaKeyProtocolVersion: s.Server().ProtocolVersion,
+		mcp.MetaKeyLogLevel:        "debug",
+		"progressToken":            "p1",
+	} {
+		if got := meta[key]; got != want {
+			t.Errorf("_meta %s = %v, want %v (all: %v)", key, got, want, meta)
+		}
+	}
+	for _, key := range []string{mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities} {
+		if meta[key] == nil {
+			t.Errorf("_meta lacks %s: %v", key, meta)
+		}
 	}
 }
