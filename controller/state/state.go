@@ -381,7 +381,9 @@ func (d *Dir) catalogPath(name string) string {
 // start would ignore it (LoadCatalog). The one saved before is removed
 // then, since it is no longer what the server publishes: with none, the
 // next start learns the catalog from the server (docs/contract.md §2,
-// OnDemand). The error wraps a *catalog.TooLargeError.
+// OnDemand). The error wraps a *catalog.TooLargeError, but not when the
+// one saved before could not be removed: that is a failure to try again,
+// or the next start would serve it.
 func (d *Dir) SaveCatalog(name string, c *catalog.Catalog) error {
 	data, err := c.Marshal()
 	if err != nil {
@@ -390,7 +392,7 @@ func (d *Dir) SaveCatalog(name string, c *catalog.Catalog) error {
 	if size := int64(len(data)); size > d.maxFile {
 		tooLarge := &catalog.TooLargeError{Size: size, Limit: d.maxFile}
 		if err := os.Remove(d.catalogPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("state: not saving the catalog of %s: %w; removing the one saved before: %w", name, tooLarge, err)
+			return fmt.Errorf("state: not saving the catalog of %s: %v; removing the one saved before: %w", name, tooLarge, err)
 		}
 		return fmt.Errorf("state: not saving the catalog of %s (none kept: the next start learns it from the server): %w", name, tooLarge)
 	}

@@ -274,6 +274,16 @@ func TestCatalogTooLargeToLoadIsNotSaved(t *testing.T) {
 	if back, err := d.LoadCatalog("c"); back != nil || err != nil {
 		t.Errorf("LoadCatalog after: %v, %v; want none", back, err)
 	}
+	// The one saved before cannot be removed: a failure, tried again (no
+	// TooLargeError), or the next start would serve that catalog.
+	stuck := filepath.Join(d.Path(), "catalogs", "stuck.json")
+	if err := os.MkdirAll(filepath.Join(stuck, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = d.SaveCatalog("stuck", over)
+	if err == nil || errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "removing the one saved before") || !strings.Contains(err.Error(), "4097 bytes") {
+		t.Errorf("SaveCatalog over the limit when the one saved before cannot be removed: %v, want a failure that is no TooLargeError", err)
+	}
 	// And with nothing saved before: nothing to remove, nothing failed.
 	if err := d.SaveCatalog("fresh", over); !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "none kept") || strings.Contains(err.Error(), "removing") {
 		t.Errorf("SaveCatalog of a new connection over the limit: %v", err)
