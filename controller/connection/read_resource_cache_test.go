@@ -124,3 +124,36 @@ func TestReadResourceBeneathTheGoSDKKeepsItsMeta(t *testing.T) {
 		}
 	}
 }
+
+// Every read reaches the server, even of a result it marked cacheable
+// (ttlMs): the gateway's clients read through tether, not from a store
+// (docs/contract.md §5a).
+func TestReadResourceOfACacheableResultReachesTheServer(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "ttl", Version: "1"}, nil)
+	var reads atomic.Int64
+	srv.AddResource(&mcp.Resource{Name: "r", URI: "res://r"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			n := reads.Add(1)
+			r := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: fmt.Sprint(n)}}}
+			r.TTLMs = 60_000
+			return r, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := 1; i <= 2; i++ {
+		res, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "res://r"})
+		if err != nil {
+			t.Fatalf("ReadResource: %v", err)
+		}
+		if got, want := res.Contents[0].Text, fmt.Sprint(i); got != want {
+			t.Errorf("read %d answered %q, want %q (the server's answer, not one kept)", i, got, want)
+		}
+	}
+}
