@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/tether-mcp/tether/controller/catalog"
 )
 
@@ -37,7 +39,8 @@ func TestCatalogTooLargeToSaveIsTriedOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &failingCatalogs{err: tc.err}
 			h := newHarnessWith(t, func(o *ReconcilerOptions) { o.Catalogs = store })
-			h.conn.push(newFakeSession("a"))
+			sess := newFakeSession("a")
+			h.conn.push(sess)
 			h.apply("one.yaml", manifestYAML("one", onDemandExtra))
 			connectOnce(h, "one.yaml", "one")
 			first := store.saves.Load()
@@ -48,6 +51,16 @@ func TestCatalogTooLargeToSaveIsTriedOnce(t *testing.T) {
 			h.reconcile("one")
 			if got := store.saves.Load() - first; got != tc.again {
 				t.Errorf("two more reconciles tried %d saves, want %d", got, tc.again)
+			}
+			// The catalog changes (smaller, say): saved at the next
+			// reconcile, and then no more.
+			store.err = nil
+			sess.tools = []*mcp.Tool{{Name: "a"}, {Name: "b"}}
+			before := store.saves.Load()
+			h.reconcile("one")
+			h.reconcile("one")
+			if got := store.saves.Load() - before; got != 1 {
+				t.Errorf("after the catalog changed, two reconciles tried %d saves, want 1", got)
 			}
 		})
 	}
