@@ -28,7 +28,7 @@ type catalogState struct {
 	hash   string
 	names  []string
 	status *spec.CatalogStatus
-	saved  bool // cur is what the store holds
+	saved  bool // cur is what the store holds, or too large for it (catalog.TooLargeError)
 	// the session's lists it was taken from: a session hands out a new
 	// slice when a list changes, so an unchanged catalog costs no hashing.
 	from [4]any

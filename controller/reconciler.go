@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tether-mcp/tether/controller/catalog"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/controller/gateway"
 	"github.com/tether-mcp/tether/controller/supervisor"
@@ -411,9 +413,16 @@ func (r *Reconciler) observeCatalog(ctx context.Context, rec *record, name strin
 	// Kept for OnDemand servers, which need it to be served while stopped;
 	// the others' drift is followed in memory and across restarts by hash.
 	if r.opts.Catalogs != nil && onDemand && !rec.catalog.saved && rec.catalog.cur != nil {
-		if err := r.opts.Catalogs.SaveCatalog(name, rec.catalog.cur); err != nil {
+		var tooLarge *catalog.TooLargeError
+		switch err := r.opts.Catalogs.SaveCatalog(name, rec.catalog.cur); {
+		case errors.As(err, &tooLarge):
+			// No retry (nor another WARN) until the catalog changes: this
+			// one can never be saved.
 			rec.log.Warn("cannot save the server's catalog", "err", err)
-		} else {
+			rec.catalog.saved = true
+		case err != nil:
+			rec.log.Warn("cannot save the server's catalog", "err", err)
+		default:
 			rec.catalog.saved = true
 		}
 	}

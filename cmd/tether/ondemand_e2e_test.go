@@ -3,7 +3,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tether-mcp/tether/controller/catalog"
 	"github.com/tether-mcp/tether/hack/testport"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -145,6 +148,54 @@ func TestOnDemandBadState(t *testing.T) {
 		tt.waitLogLine(t, 10*time.Second, "running without a state directory", "OnDemand servers start at start-up")
 		waitStatus(t, m, "lazy", 20*time.Second, "Connected at start-up", phaseIs(spec.PhaseConnected))
 	})
+}
+
+// TestOnDemandCatalogTooLargeToSave: an OnDemand server whose catalog would
+// be saved larger than --max-state-file-size (so that the next start would
+// ignore it) has it not saved, with one WARN naming the connection and
+// both sizes; the catalog saved before, no longer what the server
+// publishes, is removed, and the next start learns the catalog from the
+// server (docs/contract.md §2, OnDemand).
+func TestOnDemandCatalogTooLargeToSave(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := filepath.Join(dir, "lazy.yaml")
+	// 2,000 more tools: some 180 KB saved, over the 64 KiB given below.
+	writeFile(t, m, faultManifest(t, "lazy", []string{"-tools", "2000"}, onDemand))
+	old := &catalog.Catalog{Tools: []*mcp.Tool{{Name: "echo", InputSchema: map[string]any{"type": "object"}}}}
+	data, err := old.Marshal()
+	must(t, err)
+	saved := filepath.Join(dir, ".tether", "catalogs", "lazy.json")
+	must(t, os.MkdirAll(filepath.Dir(saved), 0o700))
+	must(t, os.WriteFile(saved, data, 0o600))
+	limit := []string{"--max-state-file-size", "65536"}
+
+	tt, ep := startTetherServing(t, dir, limit...)
+	waitStatus(t, m, "lazy", 20*time.Second, "Idle, served from the catalog saved before", phaseIs(spec.PhaseIdle))
+	if n := connectingLines(tt, "lazy"); n != 0 {
+		t.Fatalf("%d starts before a call, want none (the saved catalog is served)", n)
+	}
+	s := connectClient(t, ep)
+	if res, err := call(s, 20*time.Second, "lazy_echo", map[string]any{"text": "hi"}); err != nil || res.IsError {
+		t.Fatalf("a call: %v %+v", err, res)
+	}
+	warn := []string{"level=WARN", "cannot save the server's catalog", "connection=lazy", "not saving the catalog of lazy", "bytes saved, over the limit of 65536 bytes"}
+	tt.waitLogLine(t, 20*time.Second, warn...)
+	if _, err := os.Stat(saved); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the catalog saved before is still there: %v", err)
+	}
+	waitStatus(t, m, "lazy", 20*time.Second, "Idle after the call", phaseIs(spec.PhaseIdle))
+	if n := strings.Count(tt.logs.String(), "cannot save the server's catalog"); n != 1 {
+		t.Errorf("%d WARNs that the catalog cannot be saved, want 1", n)
+	}
+	tt.stop()
+
+	// Nothing saved: the next start learns the catalog from the server.
+	tt = startTether(t, dir, limit...)
+	tt.waitLogLine(t, 20*time.Second, warn...)
+	if n := connectingLines(tt, "lazy"); n != 1 {
+		t.Errorf("%d starts after the restart, want 1 (to learn the catalog)", n)
+	}
 }
 
 // TestReconnectOnUse: a call for a connection that waits to retry does not

@@ -5,6 +5,7 @@
 package catalog
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -80,9 +81,31 @@ func Diff(prev, next []string) (added, removed []string) {
 	return added, removed
 }
 
-// Marshal encodes the catalog for the state directory.
+// Marshal encodes the catalog for the state directory, '<', '>' and '&'
+// as themselves: json.Marshal writes each as six bytes, so a catalog whose
+// lists each passed the bound on one list (which counts them as one,
+// docs/contract.md §5a) could be saved larger than a state file may be
+// read. Unmarshal reads either form, and the hash is of the definitions,
+// not of the file's bytes.
 func (c *Catalog) Marshal() ([]byte, error) {
-	return json.Marshal(saved{Version: savedVersion, Hash: c.Hash(), Catalog: *c})
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(saved{Version: savedVersion, Hash: c.Hash(), Catalog: *c}); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// TooLargeError is why a catalog is not saved: Size bytes encoded, over
+// the Limit on a file read from the state directory, so that the next
+// start would ignore it.
+type TooLargeError struct {
+	Size, Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("it is %d bytes saved, over the limit of %d bytes on a state file (--max-state-file-size), so the next start would ignore it", e.Size, e.Limit)
 }
 
 // Unmarshal decodes what Marshal wrote. A file of another format, or whose

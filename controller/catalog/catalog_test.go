@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -65,6 +66,34 @@ func TestMarshalRoundTripAndTamper(t *testing.T) {
 	} {
 		if _, err := Unmarshal([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// A saved catalog writes '<', '>' and '&' as themselves, as the bound on
+// one list counts them (json.Marshal would make each six bytes); a file
+// with them escaped, as an earlier tether wrote it, still loads.
+func TestMarshalWritesHTMLCharactersAsThemselves(t *testing.T) {
+	c := sample()
+	c.Tools[0].Description = strings.Repeat("<a href='x'>&</a>", 100)
+	data, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), c.Tools[0].Description) || strings.Contains(string(data), `\u003c`) {
+		t.Errorf("the description is not written as itself: %.200s", data)
+	}
+	escaped, err := json.Marshal(saved{Version: savedVersion, Hash: c.Hash(), Catalog: *c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(escaped)-len(strings.TrimSuffix(string(data), "\n")) != 5*5*100 {
+		t.Errorf("saved %d bytes, escaped %d: want the 500 escapes' 2,500 bytes fewer", len(data), len(escaped))
+	}
+	for name, b := range map[string][]byte{"as written": data, "escaped": escaped} {
+		back, err := Unmarshal(b)
+		if err != nil || back.Hash() != c.Hash() || back.Tools[0].Description != c.Tools[0].Description {
+			t.Errorf("%s: %v, hash %v", name, err, back != nil && back.Hash() == c.Hash())
 		}
 	}
 }

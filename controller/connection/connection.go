@@ -135,6 +135,12 @@ type Session struct {
 	toolsMu  sync.Mutex
 	tools    []*mcp.Tool       // replaced, never modified
 	toolsSum [sha256.Size]byte // of the list's JSON: a real change or a repeated notification
+	sdkTools sdkTools          // what the go-sdk's client holds of them (lists.go)
+	// sdkToolsCleared counts the tools/list_changed the go-sdk saw;
+	// sdkToolsSent the tools/list its client sent (captureSend), not
+	// those it answered from its store.
+	sdkToolsCleared atomic.Uint64
+	sdkToolsSent    atomic.Uint64
 
 	// A tools/list refresh runs on a goroutine started on demand: an idle
 	// session holds none. refreshing means one runs (or is due once the
@@ -232,6 +238,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		Logger: s.log,
 		// Both handlers run on the session's reader: never block there.
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			s.sdkToolsCleared.Add(1) // the go-sdk cleared its tool pages first (sdkTools)
 			s.toolsChangedUpstream()
 		},
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
@@ -518,6 +525,9 @@ func (e *processError) ProcessStatus() *spec.ProcessStatus {
 func (s *Session) captureSend(next mcp.MethodHandler) mcp.MethodHandler {
 	s.rawSend = next
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" {
+			s.sdkToolsSent.Add(1)
+		}
 		if (method == "server/discover" || method == "tools/list") && s.listMeta.Load() == nil {
 			if p := req.GetParams(); p != nil {
 				if m := p.GetMeta(); m[mcp.MetaKeyProtocolVersion] != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"sync"
 	"time"
@@ -50,7 +51,30 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	if tools == nil || bindsHeaders {
 		// Parameters bound to HTTP headers (2026-07-28): the go-sdk
 		// validates them and keeps the list for CallTool, which sets the
-		// headers from it. So list through the go-sdk.
+		// headers from it. So list through the go-sdk, when what it holds
+		// is not this very list (sdkTools).
+		gen := s.sdkToolsCleared.Load()
+		rawSum, rawListed := sum, tools != nil
+		s.toolsMu.Lock()
+		held := s.sdkTools
+		s.toolsMu.Unlock()
+		fresh := !rawListed || !s.newProtocol() || !held.listed || held.gen != gen
+		switch {
+		case !fresh && rawSum == held.rawSum:
+			return false, nil // the go-sdk holds these tools, as the session does
+		case !fresh && held.piled >= s.limit.max:
+			// Kept, not failed: the refresh goes on to the catalog. One
+			// WARN until the go-sdk clears its pages.
+			level := slog.LevelDebug
+			s.toolsMu.Lock()
+			if !s.sdkTools.warned {
+				s.sdkTools.warned, level = true, slog.LevelWarn
+			}
+			s.toolsMu.Unlock()
+			s.log.Log(ctx, level, "tools not refreshed", "error", s.red.Err(&toolsChangedSilentlyError{Held: held.piled, Limit: s.limit.max}))
+			return false, nil
+		}
+		sent := s.sdkToolsSent.Load()
 		tools, err = listPages(callCtx, maxCatalogItems, s.limit.max, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, int, error) {
 			r, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 			if err != nil {
@@ -64,12 +88,64 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 		if sum, _, err = s.conn.tools.digest(tools); err != nil {
 			return false, s.red.Err(fmt.Errorf("tools/list: %w", err))
 		}
+		if !rawListed {
+			rawSum = sum // listed through the go-sdk only: its list stands for the raw one
+		}
+		next := sdkTools{listed: true, gen: gen, rawSum: rawSum, piled: listBytes(tools, "", s.limit.max)}
+		switch {
+		case fresh:
+		case s.sdkToolsSent.Load() == sent:
+			// The go-sdk answered from its store (a list the server
+			// marked cacheable, ttlMs), which holds nothing more. Unless
+			// that is the list the server sends now, it is not held: the
+			// next refresh lists through it again, until it asks the
+			// server.
+			next = held
+			if sum == rawSum {
+				next.rawSum = rawSum
+			}
+		default:
+			next.piled += held.piled
+		}
+		s.toolsMu.Lock()
+		s.sdkTools = next
+		s.toolsMu.Unlock()
 	}
 	s.toolsMu.Lock()
 	defer s.toolsMu.Unlock()
 	changed = sum != s.toolsSum
 	s.tools, s.toolsSum = tools, sum
 	return changed, nil
+}
+
+// sdkTools is what the go-sdk's client holds of the tools refreshTools
+// listed through it (guarded by toolsMu). On a 2026-07-28 session that
+// client keeps every page of tools/list it is handed, keyed by cursor,
+// until notifications/tools/list_changed clears them all (and CallTool
+// looks tools up among them all). Any list_changed refreshes the tools, so
+// listing them through the go-sdk every time would pile up a list's pages
+// each refresh (those of a server that gives fresh cursors) for the
+// session's life. The tools are listed through it again only after a
+// tools/list_changed (the go-sdk cleared its pages: gen moved) or when the
+// list changed without one, and the latter only while what piled up since
+// the last clear stays under the bound on one list (docs/contract.md §5a).
+type sdkTools struct {
+	listed bool
+	gen    uint64            // sdkToolsCleared when listed
+	rawSum [sha256.Size]byte // the list as listed beneath the go-sdk then
+	piled  int64             // bytes listed through the go-sdk since it last cleared them
+	warned bool              // that piled passed the bound
+}
+
+// toolsChangedSilentlyError says why a refresh did not list tools bound to
+// headers through the go-sdk once more: its client already holds Held
+// bytes of them since the server's last tools/list_changed.
+type toolsChangedSilentlyError struct {
+	Held, Limit int64
+}
+
+func (e *toolsChangedSilentlyError) Error() string {
+	return fmt.Sprintf("tools that bind parameters to headers changed again without notifications/tools/list_changed, and the go-sdk client already holds %d bytes of their lists (at most %d, the bound set by %s): the session keeps the tools it had until the server sends tools/list_changed", e.Held, e.Limit, MaxMessageFlag)
 }
 
 // digest replaces each tool by the definition already held for its

@@ -94,7 +94,7 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	if caps.Prompts != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
 			if next.prompts, err = catalogList(ctx, s, "prompts/list", "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, int, error) {
-				r, err := listBeneathCache(ctx, s, "prompts/list", func(meta mcp.Meta) *mcp.ListPromptsParams {
+				r, err := beneathCache(ctx, s, "prompts/list", func(meta mcp.Meta) *mcp.ListPromptsParams {
 					return &mcp.ListPromptsParams{Meta: meta, Cursor: cursor}
 				}, s.cs.ListPrompts)
 				if err != nil {
@@ -110,7 +110,7 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 	if caps.Resources != nil {
 		lists = append(lists, func(ctx context.Context) (err error) {
 			if next.resources, err = catalogList(ctx, s, "resources/list", "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, int, error) {
-				r, err := listBeneathCache(ctx, s, "resources/list", func(meta mcp.Meta) *mcp.ListResourcesParams {
+				r, err := beneathCache(ctx, s, "resources/list", func(meta mcp.Meta) *mcp.ListResourcesParams {
 					return &mcp.ListResourcesParams{Meta: meta, Cursor: cursor}
 				}, s.cs.ListResources)
 				if err != nil {
@@ -123,7 +123,7 @@ func (s *Session) refreshCatalog(ctx context.Context) (changed bool, err error) 
 			return nil
 		}, func(ctx context.Context) (err error) {
 			if next.templates, err = catalogList(ctx, s, "resources/templates/list", "resourceTemplates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, int, error) {
-				r, err := listBeneathCache(ctx, s, "resources/templates/list", func(meta mcp.Meta) *mcp.ListResourceTemplatesParams {
+				r, err := beneathCache(ctx, s, "resources/templates/list", func(meta mcp.Meta) *mcp.ListResourceTemplatesParams {
 					return &mcp.ListResourceTemplatesParams{Meta: meta, Cursor: cursor}
 				}, s.cs.ListResourceTemplates)
 				if err != nil {
@@ -162,18 +162,24 @@ func catalogList[E any](ctx context.Context, s *Session, method, key string, pag
 	return listPages(ctx, maxCatalogItems, s.limit.max, page)
 }
 
-// listBeneathCache sends one page of a catalog list through the go-sdk: on
-// a 2026-07-28 session beneath its client's list cache (rawSend, with the
-// request _meta the go-sdk would add), else through list. That cache keeps
-// every page it is handed, keyed by cursor, until a list_changed of that
-// very list or the session's end: pages a server gave fresh cursors would
-// pile up there, a list's bytes each refresh (any list_changed refreshes
-// every list), past the bound on one list (docs/contract.md §5a).
-func listBeneathCache[P mcp.Params, R mcp.Result](ctx context.Context, s *Session, method string, params func(meta mcp.Meta) P, list func(context.Context, P) (R, error)) (R, error) {
+// beneathCache sends a request through the go-sdk: on a 2026-07-28
+// session beneath its client's caches (rawSend, with the request _meta the
+// go-sdk would add), else through send. Those caches keep what they are
+// handed for the session's life, keyed by the request, and drop an entry
+// only on a notification that names it: a list's pages by cursor, until
+// that very list's list_changed (any list_changed refreshes every list, so
+// pages a server gave fresh cursors would pile up there, a list's bytes
+// each refresh, past the bound on one list, docs/contract.md §5a); a read
+// resource by URI, until notifications/resources/updated for that URI (a
+// gateway client reading many URIs would grow tether's memory by one
+// result each, up to --max-message-bytes, for the session's life). params
+// builds the request's params with meta (nil on the go-sdk's road, which
+// adds its own).
+func beneathCache[P mcp.Params, R mcp.Result](ctx context.Context, s *Session, method string, params func(meta mcp.Meta) P, send func(context.Context, P) (R, error)) (R, error) {
 	var zero R
 	meta, ok := s.requestMeta()
 	if !s.newProtocol() || !ok || s.rawSend == nil {
-		return list(ctx, params(nil))
+		return send(ctx, params(nil))
 	}
 	res, err := s.rawSend(ctx, method, &mcp.ClientRequest[P]{Session: s.cs, Params: params(meta)})
 	if err != nil {
@@ -203,15 +209,26 @@ func (s *Session) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (res *m
 	return res, err
 }
 
-// ReadResource reads a resource upstream, as GetPrompt gets a prompt.
+// ReadResource reads a resource upstream, as GetPrompt gets a prompt, on
+// a 2026-07-28 session beneath the go-sdk's store of read results
+// (beneathCache): tether keeps no result past its answer.
 func (s *Session) ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (res *mcp.ReadResourceResult, err error) {
+	own := p.Meta
 	if m := s.levelMeta(ctx, p.Meta); m != nil {
-		cp := *p
-		cp.Meta = m
-		p = &cp
+		own = m
 	}
 	err = s.request(ctx, fmt.Sprintf("resources/read %q", p.URI), func(ctx context.Context) error {
-		res, err = s.cs.ReadResource(ctx, p)
+		res, err = beneathCache(ctx, s, "resources/read", func(meta mcp.Meta) *mcp.ReadResourceParams {
+			cp := *p
+			cp.Meta = own
+			if meta != nil {
+				// The go-sdk's keys where the params lack them, as it
+				// adds them (injectRequestMeta).
+				maps.Copy(meta, own)
+				cp.Meta = meta
+			}
+			return &cp
+		}, s.cs.ReadResource)
 		return err
 	})
 	return res, err

@@ -376,11 +376,25 @@ func (d *Dir) catalogPath(name string) string {
 	return filepath.Join(d.path, "catalogs", name+".json")
 }
 
-// SaveCatalog keeps what name's server publishes.
+// SaveCatalog keeps what name's server publishes. A catalog larger than a
+// state file may be read (--max-state-file-size) is not written: the next
+// start would ignore it (LoadCatalog). The one saved before is removed
+// then, since it is no longer what the server publishes: with none, the
+// next start learns the catalog from the server (docs/contract.md §2,
+// OnDemand). The error wraps a *catalog.TooLargeError, but not when the
+// one saved before could not be removed: that is a failure to try again,
+// or the next start would serve it.
 func (d *Dir) SaveCatalog(name string, c *catalog.Catalog) error {
 	data, err := c.Marshal()
 	if err != nil {
 		return fmt.Errorf("state: catalog of %s: %w", name, err)
+	}
+	if size := int64(len(data)); size > d.maxFile {
+		tooLarge := &catalog.TooLargeError{Size: size, Limit: d.maxFile}
+		if err := os.Remove(d.catalogPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("state: not saving the catalog of %s: %v; removing the one saved before: %w", name, tooLarge, err)
+		}
+		return fmt.Errorf("state: not saving the catalog of %s (none kept: the next start learns it from the server): %w", name, tooLarge)
 	}
 	if err := atomicfile.Write(d.catalogPath(name), data, 0o600, 0o700); err != nil {
 		return fmt.Errorf("state: saving the catalog of %s: %w", name, err)

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/catalog"
 	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/spec"
 )
@@ -219,5 +222,70 @@ func TestSpecAtTheSizeLimit(t *testing.T) {
 	got, problems := d.LoadSpecs()
 	if len(got) != 2 || len(problems) != 0 {
 		t.Errorf("loaded %d specs (problems %v), want both", len(got), problems)
+	}
+}
+
+// TestCatalogTooLargeToLoadIsNotSaved: a catalog that would be saved
+// larger than a state file may be read is not written (the next start
+// would ignore it), and the one saved before, no longer what the server
+// publishes, is removed; the error names the connection and both sizes. A
+// catalog of exactly the limit is saved and loads back.
+func TestCatalogTooLargeToLoadIsNotSaved(t *testing.T) {
+	const limit = 4096
+	d, err := Open(filepath.Join(t.TempDir(), "state"), limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sized := func(n int) *catalog.Catalog {
+		return &catalog.Catalog{Tools: []*mcp.Tool{{Name: "t", Description: strings.Repeat("d", n)}}}
+	}
+	size := func(c *catalog.Catalog) int {
+		b, err := c.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(b)
+	}
+	atLimit := sized(limit - size(sized(1)) + 1)
+	if n := size(atLimit); n != limit {
+		t.Fatalf("fixture of %d bytes, want %d", n, limit)
+	}
+	if err := d.SaveCatalog("c", atLimit); err != nil {
+		t.Fatalf("a catalog of the limit: %v", err)
+	}
+	if back, err := d.LoadCatalog("c"); err != nil || back == nil || back.Hash() != atLimit.Hash() {
+		t.Fatalf("a catalog of the limit loads back: %v, %v", back, err)
+	}
+
+	over := sized(limit - size(sized(1)) + 2)
+	err = d.SaveCatalog("c", over)
+	var tooLarge *catalog.TooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Size != limit+1 || tooLarge.Limit != limit {
+		t.Fatalf("SaveCatalog over the limit: %v, want a TooLargeError of %d bytes over %d", err, limit+1, limit)
+	}
+	for _, want := range []string{"catalog of c", "4097 bytes", "limit of 4096 bytes", "--max-state-file-size"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(d.Path(), "catalogs", "c.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the catalog saved before is still there: %v", err)
+	}
+	if back, err := d.LoadCatalog("c"); back != nil || err != nil {
+		t.Errorf("LoadCatalog after: %v, %v; want none", back, err)
+	}
+	// The one saved before cannot be removed: a failure, tried again (no
+	// TooLargeError), or the next start would serve that catalog.
+	stuck := filepath.Join(d.Path(), "catalogs", "stuck.json")
+	if err := os.MkdirAll(filepath.Join(stuck, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = d.SaveCatalog("stuck", over)
+	if err == nil || errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "removing the one saved before") || !strings.Contains(err.Error(), "4097 bytes") {
+		t.Errorf("SaveCatalog over the limit when the one saved before cannot be removed: %v, want a failure that is no TooLargeError", err)
+	}
+	// And with nothing saved before: nothing to remove, nothing failed.
+	if err := d.SaveCatalog("fresh", over); !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "none kept") || strings.Contains(err.Error(), "removing") {
+		t.Errorf("SaveCatalog of a new connection over the limit: %v", err)
 	}
 }
