@@ -243,13 +243,7 @@ func TestHeaderToolsChangedSilentlyWithinTheirTTL(t *testing.T) {
 			return r, nil
 		}
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
-	if v := s.Server().ProtocolVersion; v < protocol2026 {
-		t.Fatalf("negotiated %s, want %s", v, protocol2026)
-	}
+	s := connectModern(t, srv, Request{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	plain := func() string {
@@ -316,15 +310,9 @@ func TestHeaderToolsFailedListingsPileUpBounded(t *testing.T) {
 			return &mcp.ListToolsResult{Tools: page, NextCursor: fmt.Sprintf("fresh/%d", n)}, nil
 		}
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
 	var logs lockedBuffer
-	s := connect(t, Request{Spec: httpSpec(hs.URL, ""), MaxMessageBytes: testListBound,
+	s := connectModern(t, srv, Request{MaxMessageBytes: testListBound,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if v := s.Server().ProtocolVersion; v < protocol2026 {
-		t.Fatalf("negotiated %s, want %s", v, protocol2026)
-	}
 	sdk := watchSDKListings(s)
 	s.client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
