@@ -56,9 +56,11 @@ func conformanceThroughGateway(t *testing.T, stateless string) {
 	st := waitStatus(t, m, "everything", 30*time.Second, "Connected", phaseIs(spec.PhaseConnected))
 	through, throughOut := runConformance(t, suite, peersBin, fmt.Sprintf("http://127.0.0.1:%d/mcp", gwPort))
 	// Once more after a reconnect (an edit of the manifest), which asks
-	// for the version tether learnt: a classic session then runs on
-	// tether's own transport (controller/connection/streamable.go) rather
-	// than the go-sdk's, which a first connect uses.
+	// for the version tether learnt: a classic session then starts with
+	// initialize at it on tether's own transport
+	// (controller/connection/streamable.go), where the first connect asked
+	// server/discover first; a 2026-07-28 one goes straight to the go-sdk's
+	// transport, where the first connect came after a discover on tether's.
 	writeFile(t, m, httpManifest("everything", fmt.Sprintf("http://127.0.0.1:%d/mcp", backendPort), "streamable",
 		"    headers:\n      - name: X-Tether-Pass\n        value: \"2\"\n  toolPrefix: \"\"\n"))
 	waitStatus(t, m, "everything", 30*time.Second, "Connected after the edit", func(s spec.ConnectionStatus) bool {

@@ -129,7 +129,10 @@
 // and the raw path read through it). Over it, the read fails with a
 // [MessageTooLargeError] (naming the connection, the bound and the flag),
 // and so does every later read of that body; the call fails with it and the
-// session ends with it (limit.go).
+// session ends with it (limit.go). One list a server pages (tools, prompts,
+// resources, templates) is held to the same number of bytes, its pages
+// together, and to 1,000 pages and 100,000 entries (listPages,
+// docs/contract.md §5a): past one, the connect or the refresh fails.
 //
 // # Health probe
 //

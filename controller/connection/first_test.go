@@ -451,6 +451,22 @@ func modernServerHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 }
 
+// connectModern serves srv as a stateless go-sdk server, which speaks
+// 2026-07-28, and connects to it with req (whose Spec it sets): a first
+// connect, which ends on the go-sdk's transport. The session must be a
+// 2026-07-28 one.
+func connectModern(t *testing.T, srv *mcp.Server, req Request) *Session {
+	t.Helper()
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(hs.Close)
+	req.Spec = httpSpec(hs.URL, "")
+	s := connect(t, req)
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	return s
+}
+
 // A 2026-07-28 server that gives a session id with its discover answer
 // meets the first connection's DELETE for it when tether's transport
 // hands the connect to the go-sdk's; a 404 to that DELETE says nothing

@@ -243,13 +243,7 @@ func TestHeaderToolsChangedSilentlyWithinTheirTTL(t *testing.T) {
 			return r, nil
 		}
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
-	if v := s.Server().ProtocolVersion; v < protocol2026 {
-		t.Fatalf("negotiated %s, want %s", v, protocol2026)
-	}
+	s := connectModern(t, srv, Request{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	plain := func() string {
@@ -272,5 +266,85 @@ func TestHeaderToolsChangedSilentlyWithinTheirTTL(t *testing.T) {
 			t.Fatalf("refreshTools: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond) // refreshes paced while the ttl runs out
+	}
+}
+
+// A server whose tools bound to headers are small beneath the go-sdk's
+// client and pass the bound on one list when the go-sdk lists them (a
+// hostile one, or one changing between the two listings) fails that
+// listing, but the go-sdk's client keeps the pages it was handed before
+// the list passed the bound, keyed by fresh cursors. Those count toward
+// what it holds: after the first such failure a refresh keeps the tools
+// (one WARN) instead of piling another list's worth of pages up in the
+// go-sdk's client each time any list_changed comes, for the session's
+// life.
+func TestHeaderToolsFailedListingsPileUpBounded(t *testing.T) {
+	regional := &mcp.Tool{Name: "regional", InputSchema: map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"region": map[string]any{"type": "string", "x-mcp-header": "Region"}},
+	}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "header-hostile", Version: "1"}, nil)
+	srv.AddTool(regional, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	// Once big, a list the go-sdk asks for itself (marked by the client's
+	// outermost middleware, which tether's requests beneath it do not
+	// pass) is pages without end.
+	var big atomic.Bool
+	var lists, pages atomic.Int64
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/list" {
+				return next(ctx, method, req)
+			}
+			p := req.GetParams().(*mcp.ListToolsParams)
+			if p.Cursor == "" && (!big.Load() || p.Meta["test/road"] != "sdk") {
+				l := lists.Add(1)
+				return &mcp.ListToolsResult{Tools: []*mcp.Tool{regional, {Name: "plain", Description: fmt.Sprintf("v%d", l), InputSchema: map[string]any{"type": "object"}}}}, nil
+			}
+			n := pages.Add(1)
+			var page []*mcp.Tool
+			for i := range 4 {
+				page = append(page, &mcp.Tool{Name: fmt.Sprintf("big%d_%d", n, i), Description: strings.Repeat("d", 10<<10), InputSchema: map[string]any{"type": "object"}})
+			}
+			return &mcp.ListToolsResult{Tools: page, NextCursor: fmt.Sprintf("fresh/%d", n)}, nil
+		}
+	})
+	var logs lockedBuffer
+	s := connectModern(t, srv, Request{MaxMessageBytes: testListBound,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	sdk := watchSDKListings(s)
+	s.client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && method == "tools/list" {
+				if p.Meta == nil {
+					p.Meta = mcp.Meta{}
+				}
+				p.Meta["test/road"] = "sdk"
+			}
+			return next(ctx, method, req)
+		}
+	})
+	big.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := s.refreshTools(ctx); err == nil || !strings.Contains(err.Error(), listTooLarge("tools/list")) {
+		t.Fatalf("the first refresh: %v, want an error with %q", err, listTooLarge("tools/list"))
+	}
+	first, _ := sdk.counts()
+	const refreshes = 5
+	for i := range refreshes {
+		if _, err := s.refreshTools(ctx); err != nil {
+			t.Fatalf("refresh %d after the failed one: %v, want the tools kept", i, err)
+		}
+	}
+	if n, held := sdk.counts(); n != first || held > 4*first {
+		t.Errorf("after %d more refreshes the go-sdk listed %d pages (%d in the failed one) and holds %d of their tools, want no more pages", refreshes, n, first, held)
+	}
+	if len(s.Tools()) != 2 {
+		t.Errorf("tools = %d, want the 2 the session had", len(s.Tools()))
+	}
+	if n := strings.Count(logs.String(), "level=WARN msg=\"tools not refreshed\""); n != 1 {
+		t.Errorf("%d WARNs say why the tools were not refreshed, want one:\n%s", n, logs.String())
 	}
 }

@@ -75,14 +75,32 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 			return false, nil
 		}
 		sent := s.sdkToolsSent.Load()
+		var fetched int64 // of the pages the go-sdk asked the server for, and keeps
 		tools, err = listPages(callCtx, maxCatalogItems, s.limit.max, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, int, error) {
+			before := s.sdkToolsSent.Load()
 			r, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 			if err != nil {
 				return nil, "", 0, err
 			}
-			return r.Tools, r.NextCursor, sizeUnread, nil
+			size := listBytes(r.Tools, r.NextCursor, s.limit.max)
+			if s.sdkToolsSent.Load() != before {
+				fetched += size
+			}
+			return r.Tools, r.NextCursor, int(size), nil
 		})
 		if err != nil {
+			// The go-sdk's client keeps the pages it was handed before the
+			// list failed (past the bound, say), under cursors a server may
+			// make fresh each time: they count toward what it holds, and
+			// the next refresh lists through it again only while that
+			// stays under the bound (rawSum, none, is no list's).
+			failed := sdkTools{listed: true, gen: gen, piled: fetched}
+			if !fresh {
+				failed.piled, failed.warned = held.piled+fetched, held.warned
+			}
+			s.toolsMu.Lock()
+			s.sdkTools = failed
+			s.toolsMu.Unlock()
 			return false, s.callErr("tools/list", ctx, err)
 		}
 		if sum, _, err = s.conn.tools.digest(tools); err != nil {

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -490,13 +489,7 @@ func TestListRefreshesHoldNoStalePages(t *testing.T) {
 			return res, nil
 		}
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
-	if v := s.Server().ProtocolVersion; v < protocol2026 {
-		t.Fatalf("negotiated %s, want %s", v, protocol2026)
-	}
+	s := connectModern(t, srv, Request{})
 	const refreshes = 20
 	var held []weak.Pointer[mcp.Prompt]
 	for range refreshes {
@@ -511,13 +504,7 @@ func TestListRefreshesHoldNoStalePages(t *testing.T) {
 			held = append(held, weak.Make(p))
 		}
 	}
-	runtime.GC()
-	alive := 0
-	for _, w := range held {
-		if w.Value() != nil {
-			alive++
-		}
-	}
+	alive := aliveAfterGC(held)
 	// The last refresh's three, which the session holds. (A connect may
 	// list through the cache before the go-sdk's _meta is known; no
 	// refresh does, and held has only the refreshes' prompts.)

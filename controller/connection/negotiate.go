@@ -103,7 +103,8 @@ func (vm *versionMemo) versionFor(ctx context.Context, key string) (version stri
 }
 
 // learned ends a learner's learning: the version the server negotiated is
-// remembered (a 2026-07-28 one only so that nobody waits to learn it again);
+// remembered (a 2026-07-28 one so that nobody waits to learn it again, and
+// its connects go straight to the go-sdk's transport);
 // a failed connect teaches nothing (one that fails after its initialize
 // was answered let the waiters go on with the answer's version, and then
 // drops it).

@@ -7,8 +7,6 @@ package connection
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -45,13 +43,7 @@ func TestReadResourceHoldsNoResults(t *testing.T) {
 			reads.Add(1)
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: strings.Repeat("r", 1<<10)}}}, nil
 		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
-	if v := s.Server().ProtocolVersion; v < protocol2026 {
-		t.Fatalf("negotiated %s, want %s", v, protocol2026)
-	}
+	s := connectModern(t, srv, Request{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	const n = 40
@@ -95,13 +87,7 @@ func TestReadResourceBeneathTheGoSDKKeepsItsMeta(t *testing.T) {
 			metas <- req.Params.Meta
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "r"}}}, nil
 		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
-	if v := s.Server().ProtocolVersion; v < protocol2026 {
-		t.Fatalf("negotiated %s, want %s", v, protocol2026)
-	}
+	s := connectModern(t, srv, Request{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ctx = wire.WithCaller(ctx, &levelCaller{level: "debug"})
@@ -138,13 +124,7 @@ func TestReadResourceOfACacheableResultReachesTheServer(t *testing.T) {
 			r.TTLMs = 60_000
 			return r, nil
 		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
-	if v := s.Server().ProtocolVersion; v < protocol2026 {
-		t.Fatalf("negotiated %s, want %s", v, protocol2026)
-	}
+	s := connectModern(t, srv, Request{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i := 1; i <= 2; i++ {
