@@ -298,13 +298,14 @@ func TestFirstConnectTo2026Server(t *testing.T) {
 // A connect that waits while another learns a 2026-07-28 endpoint is let
 // go once the learner's discover was accepted, with that version: it goes
 // straight to the go-sdk's transport (one discover), not to tether's (two).
-// The learner's second discover is held here until the waiter's came: a
-// waiter let go only when the learner's retry is done would wait
-// versionLearnWait for it, then try tether's transport first.
+// The learner's second discover is held here until the waiter's came (10 s
+// at most: a waiter let go only when the learner's retry is done never
+// comes before it).
 func TestFirstConnectRetryLetsWaitersGo(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 	var discovers atomic.Int32
+	var heldTooLong atomic.Bool
 	firstCame, thirdCame := make(chan struct{}), make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if m, _ := rpcOf(r); m == methodDiscover {
@@ -318,6 +319,7 @@ func TestFirstConnectRetryLetsWaitersGo(t *testing.T) {
 				select {
 				case <-thirdCame:
 				case <-time.After(10 * time.Second):
+					heldTooLong.Store(true)
 				case <-r.Context().Done():
 				}
 			}
@@ -326,6 +328,10 @@ func TestFirstConnectRetryLetsWaitersGo(t *testing.T) {
 	}))
 	t.Cleanup(hs.Close)
 	c := newConnector(t)
+	// The waiter must wait for the learner however long its first discover
+	// takes on a loaded machine: negotiating on its own after
+	// versionLearnWait would ask a fourth discover.
+	c.versions.learnWait = time.Minute
 	learner := make(chan *Session, 1)
 	go func() {
 		s, err := c.Connect(context.Background(), Request{Name: "learner", Spec: httpSpec(hs.URL, ""), Logger: testLogger(t)})
@@ -342,6 +348,9 @@ func TestFirstConnectRetryLetsWaitersGo(t *testing.T) {
 	}
 	if waiter.ownConn || waiter.Server().ProtocolVersion < protocol2026 {
 		t.Errorf("the waiter: own transport %v, version %s", waiter.ownConn, waiter.Server().ProtocolVersion)
+	}
+	if heldTooLong.Load() {
+		t.Error("the learner's second discover waited 10 s for the waiter's: the waiter was not let go when the learner learnt the version")
 	}
 	if n := discovers.Load(); n != 3 {
 		t.Errorf("%d discovers for two connects, want 3 (two of the learner's, one of the waiter's)", n)

@@ -34,6 +34,9 @@ const versionLearnWait = 2 * time.Second
 type versionMemo struct {
 	mu sync.Mutex
 	m  map[string]*endpointVersion
+	// learnWait is versionLearnWait but where tests that need a learner
+	// waited for, however loaded the machine, set it longer.
+	learnWait time.Duration
 }
 
 type endpointVersion struct {
@@ -66,7 +69,11 @@ func (vm *versionMemo) versionFor(ctx context.Context, key string) (version stri
 		case e != nil && e.learning != nil && !waited:
 			ch := e.learning
 			vm.mu.Unlock()
-			t := time.NewTimer(versionLearnWait)
+			wait := versionLearnWait
+			if vm.learnWait > 0 {
+				wait = vm.learnWait
+			}
+			t := time.NewTimer(wait)
 			select {
 			case <-ch:
 			case <-t.C:
