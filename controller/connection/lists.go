@@ -75,7 +75,7 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 			return false, nil
 		}
 		sent := s.sdkToolsSent.Load()
-		var fetched int64 // of the pages the go-sdk asked the server for, and keeps
+		var fetched int64 // of the pages the go-sdk asked the server for, and keeps (listPages sized them)
 		tools, err = listPages(callCtx, maxCatalogItems, s.limit.max, func(ctx context.Context, cursor string) ([]*mcp.Tool, string, int, error) {
 			before := s.sdkToolsSent.Load()
 			r, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
@@ -109,7 +109,7 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 		if !rawListed {
 			rawSum = sum // listed through the go-sdk only: its list stands for the raw one
 		}
-		next := sdkTools{listed: true, gen: gen, rawSum: rawSum, piled: listBytes(tools, "", s.limit.max)}
+		next := sdkTools{listed: true, gen: gen, rawSum: rawSum, piled: fetched}
 		switch {
 		case fresh:
 		case s.sdkToolsSent.Load() == sent:
