@@ -210,13 +210,12 @@ func (s *Session) listToolsRaw(ctx context.Context) ([]*mcp.Tool, error) {
 			if meta != nil {
 				p.Meta = maps.Clone(meta)
 			}
-			res, err := s.rawSend(ctx, "tools/list", &mcp.ClientRequest[*mcp.ListToolsParams]{Session: s.cs, Params: p})
+			lr, err := sendBeneath[*mcp.ListToolsParams, *mcp.ListToolsResult](ctx, s, "tools/list", p)
 			if err != nil {
 				return nil, "", 0, err
 			}
-			lr, ok := res.(*mcp.ListToolsResult)
-			if !ok || lr == nil {
-				return nil, "", 0, fmt.Errorf("unexpected result %T", res)
+			if lr == nil {
+				return nil, "", 0, fmt.Errorf("unexpected result %T", lr)
 			}
 			return lr.Tools, lr.NextCursor, sizeUnread, nil
 		}

@@ -176,12 +176,19 @@ func catalogList[E any](ctx context.Context, s *Session, method, key string, pag
 // builds the request's params with meta (nil on the go-sdk's road, which
 // adds its own).
 func beneathCache[P mcp.Params, R mcp.Result](ctx context.Context, s *Session, method string, params func(meta mcp.Meta) P, send func(context.Context, P) (R, error)) (R, error) {
-	var zero R
 	meta, ok := s.requestMeta()
 	if !s.newProtocol() || !ok || s.rawSend == nil {
 		return send(ctx, params(nil))
 	}
-	res, err := s.rawSend(ctx, method, &mcp.ClientRequest[P]{Session: s.cs, Params: params(meta)})
+	return sendBeneath[P, R](ctx, s, method, params(meta))
+}
+
+// sendBeneath sends a request through the go-sdk's sending handlers
+// beneath its client (rawSend, which the caller checked is set), and
+// returns the result as R.
+func sendBeneath[P mcp.Params, R mcp.Result](ctx context.Context, s *Session, method string, params P) (R, error) {
+	var zero R
+	res, err := s.rawSend(ctx, method, &mcp.ClientRequest[P]{Session: s.cs, Params: params})
 	if err != nil {
 		return zero, err
 	}
