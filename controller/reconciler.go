@@ -413,18 +413,14 @@ func (r *Reconciler) observeCatalog(ctx context.Context, rec *record, name strin
 	// Kept for OnDemand servers, which need it to be served while stopped;
 	// the others' drift is followed in memory and across restarts by hash.
 	if r.opts.Catalogs != nil && onDemand && !rec.catalog.saved && rec.catalog.cur != nil {
-		var tooLarge *catalog.TooLargeError
-		switch err := r.opts.Catalogs.SaveCatalog(name, rec.catalog.cur); {
-		case errors.As(err, &tooLarge):
-			// No retry (nor another WARN) until the catalog changes: this
-			// one can never be saved.
+		err := r.opts.Catalogs.SaveCatalog(name, rec.catalog.cur)
+		if err != nil {
 			rec.log.Warn("cannot save the server's catalog", "err", err)
-			rec.catalog.saved = true
-		case err != nil:
-			rec.log.Warn("cannot save the server's catalog", "err", err)
-		default:
-			rec.catalog.saved = true
 		}
+		// One too large can never be saved: no retry (nor another WARN)
+		// until the catalog changes.
+		var tooLarge *catalog.TooLargeError
+		rec.catalog.saved = err == nil || errors.As(err, &tooLarge)
 	}
 }
 
