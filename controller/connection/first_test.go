@@ -148,13 +148,7 @@ func TestDiscoverHeadersAsTheSDK(t *testing.T) {
 	}))
 	t.Cleanup(hs.Close)
 	connectWith(t, newConnector(t), Request{Spec: httpSpec(hs.URL, "")})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tether-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = cs.Close()
+	connectSDKOnce(t, hs.URL)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(seen) != 2 {
@@ -593,13 +587,7 @@ func TestDiscoverStreamResumedAsTheSDK(t *testing.T) {
 	if !s.ownConn || s.Server().ProtocolVersion != classic {
 		t.Errorf("own transport %v, version %s; want tether's, %s", s.ownConn, s.Server().ProtocolVersion, classic)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tether-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = cs.Close()
+	connectSDKOnce(t, hs.URL)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(resumed) != 2 {
@@ -610,4 +598,18 @@ func TestDiscoverStreamResumedAsTheSDK(t *testing.T) {
 			t.Errorf("the resumed discover stream's %s: %q on tether's transport, %q on the go-sdk's", k, got, want)
 		}
 	}
+}
+
+// connectSDKOnce connects the go-sdk's own client, on its own transport,
+// to url and closes the session: what it sends is the reference for what
+// tether's transport sends.
+func connectSDKOnce(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tether-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cs.Close()
 }
