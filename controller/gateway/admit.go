@@ -128,8 +128,15 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 //
 // A session also belongs to the client that created it: presented by
 // another, it is unknown (404), as if it had never been issued.
+//
+// The table also closes a session idle (by the same measure) for idle, the
+// session timeout (closeIdleSessions): it sees every request of a session,
+// on the fast path and the go-sdk's alike, where the go-sdk's own idle
+// timer sees only the requests that reach it and would close a session
+// whose calls all take the fast path.
 type sessionTable struct {
 	max, perClient int
+	idle           time.Duration // > 0; 0 keeps idle sessions
 
 	mu       sync.Mutex
 	m        map[string]*sessionEntry
@@ -240,6 +247,29 @@ func (t *sessionTable) drop(e *sessionEntry) *sessionEntry {
 func (t *sessionTable) add(e *sessionEntry) {
 	t.m[e.id] = e
 	t.clients[e.client]++
+}
+
+// expire drops the sessions idle for t.idle at now, for the caller to
+// close, and says when the next one may be due: no session the table holds
+// or will admit can be idle that long before next (one in flight now is
+// idle at the earliest from now on). Linear over at most max sessions, and
+// run when the earliest of them may be due, never on a request.
+func (t *sessionTable) expire(now time.Time) (victims []*sessionEntry, next time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	next = now.Add(t.idle)
+	for _, e := range t.m {
+		if e.inflight > 0 {
+			continue
+		}
+		due := e.lastUsed.Add(t.idle)
+		if !due.After(now) {
+			victims = append(victims, t.drop(e))
+		} else if due.Before(next) {
+			next = due
+		}
+	}
+	return victims, next
 }
 
 // lruIdle is the least recently used session with nothing in flight, of
@@ -407,6 +437,34 @@ func (g *Gateway) watchSession(e *sessionEntry) {
 	}()
 }
 
+// closeIdleSessions closes the sessions idle for the session timeout
+// (sessionTable.expire), as evict closes one, until ctx is done: their
+// clients get 404 and initialize again. One timer, set to when the
+// earliest session may be due, serves them all; a request costs it
+// nothing beyond what use and done record anyway. The go-sdk's Close
+// waits for the session's handlers (a call whose client went away may
+// still run, until its cancellation or its timeout): sessions are closed
+// beside the timer, so that one such session delays no other's close.
+func (g *Gateway) closeIdleSessions(ctx context.Context) {
+	var closing sync.WaitGroup
+	defer closing.Wait()
+	timer := time.NewTimer(g.sessions.idle)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		victims, next := g.sessions.expire(time.Now())
+		if len(victims) > 0 {
+			g.log.Debug("gateway closing idle sessions", "sessions", len(victims), "idleTimeout", g.sessions.idle)
+			closing.Go(func() { g.closeSessions(victims) })
+		}
+		timer.Reset(time.Until(next))
+	}
+}
+
 // evict closes the sessions chosen to make room, with one log line a
 // minute at most: a client creating sessions in a loop must not flood the
 // log.
@@ -415,6 +473,23 @@ func (g *Gateway) evict(victims []*sessionEntry) {
 		return
 	}
 	n := g.sessions.evicted.Add(int64(len(victims)))
+	g.sessions.mu.Lock()
+	logNow := time.Since(g.sessions.warnedAt) > time.Minute
+	if logNow {
+		g.sessions.warnedAt = time.Now()
+	}
+	g.sessions.mu.Unlock()
+	g.closeSessions(victims)
+	if logNow {
+		g.log.Warn("gateway closed its least recently used idle sessions to admit new ones (--max-sessions, --max-sessions-per-client)",
+			"closed", n, "max", g.sessions.max, "perClient", g.sessions.perClient)
+	}
+}
+
+// closeSessions closes the sessions of victims, which the table has
+// dropped: watched ones by their session, one admitted but not yet watched
+// found by its id.
+func (g *Gateway) closeSessions(victims []*sessionEntry) {
 	g.sessions.mu.Lock()
 	ss := make([]*mcp.ServerSession, 0, len(victims))
 	var unseen map[string]bool // settled, not yet watched
@@ -428,10 +503,6 @@ func (g *Gateway) evict(victims []*sessionEntry) {
 			unseen[v.id] = true
 		}
 	}
-	logNow := time.Since(g.sessions.warnedAt) > time.Minute
-	if logNow {
-		g.sessions.warnedAt = time.Now()
-	}
 	g.sessions.mu.Unlock()
 	if unseen != nil {
 		for s := range g.server.Sessions() {
@@ -442,10 +513,6 @@ func (g *Gateway) evict(victims []*sessionEntry) {
 	}
 	for _, s := range ss {
 		s.Close()
-	}
-	if logNow {
-		g.log.Warn("gateway closed its least recently used idle sessions to admit new ones (--max-sessions, --max-sessions-per-client)",
-			"closed", n, "max", g.sessions.max, "perClient", g.sessions.perClient)
 	}
 }
 
