@@ -110,3 +110,14 @@ func idlePost(t *testing.T, url, sid, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestSessionIdleTimeoutZeroKeeps: --session-idle-timeout 0 (or less)
+// keeps idle sessions, which gateway.Options says with a negative value (its
+// 0 is the default, an hour); a positive one passes as it is.
+func TestSessionIdleTimeoutZeroKeeps(t *testing.T) {
+	for flag, want := range map[time.Duration]time.Duration{0: -1, -time.Second: -1, time.Second: time.Second} {
+		if got := sessionTimeout(flag); got != want {
+			t.Errorf("--session-idle-timeout %v: Options.SessionTimeout %v, want %v", flag, got, want)
+		}
+	}
+}
