@@ -49,11 +49,14 @@ func sessionEnded(t *testing.T, g *Gateway, sid string) <-chan struct{} {
 }
 
 // waitClosed waits for the session to end, then finds its next POST
-// answered 404, as the go-sdk answers a session it closed.
-func waitClosed(t *testing.T, c *rawClient, ended <-chan struct{}, why string) {
+// answered 404, as the go-sdk answers a session it closed. It returns when
+// it saw the end.
+func waitClosed(t *testing.T, c *rawClient, ended <-chan struct{}, why string) time.Time {
 	t.Helper()
+	var at time.Time
 	select {
 	case <-ended:
+		at = time.Now()
 	case <-time.After(waitTimeout):
 		t.Fatalf("the session was never closed %s", why)
 	}
@@ -62,6 +65,7 @@ func waitClosed(t *testing.T, c *rawClient, ended <-chan struct{}, why string) {
 	if status, msgs := c.post(ctx, idlePing); status != http.StatusNotFound {
 		t.Errorf("a POST on the closed session: status %d %s, want 404", status, msgs)
 	}
+	return at
 }
 
 // stillOpen fails if the session ends within d, while the session is busy
@@ -77,7 +81,7 @@ func stillOpen(t *testing.T, ended <-chan struct{}, d time.Duration, why string)
 
 // TestIdleSessionClosed: a session left idle for the session timeout is
 // closed, whichever path served its last request, and its client gets 404
-// on its next POST.
+// on its next POST; not before the timeout has passed since that request.
 func TestIdleSessionClosed(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -94,13 +98,16 @@ func TestIdleSessionClosed(t *testing.T) {
 			ended := sessionEnded(t, g, c.sid)
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer cancel()
+			sent := time.Now()
 			if status, msgs := c.post(ctx, tc.body); status != http.StatusOK || strings.Contains(msgs, `"error"`) {
 				t.Fatalf("status %d %s", status, msgs)
 			}
 			if fastCalls := g.fastCalls.Load(); (fastCalls == 1) != (tc.fast && tc.body == idleEcho) {
 				t.Fatalf("%d fast calls: the request took the other path", fastCalls)
 			}
-			waitClosed(t, c, ended, "after it went idle")
+			if idle := waitClosed(t, c, ended, "after it went idle").Sub(sent); idle < idleTestTimeout {
+				t.Errorf("the session was closed %v after its last request, before its timeout %v", idle, idleTestTimeout)
+			}
 		})
 	}
 }
