@@ -204,7 +204,7 @@ takes over. tether connect is that bridge for a daemon-owned directory.`,
 	// Container servers (docs/contract.md §1, spec.container).
 	f.StringVar(&o.containerRuntime, "container-runtime", "auto", "the container runtime's command that runs spec.container servers: auto (docker if on PATH, else podman), docker, podman, or a path to either")
 	// Limits on what clients send (docs/contract.md §5a): idle sessions.
-	f.DurationVar(&o.sessionIdle, "session-idle-timeout", gateway.DefaultSessionTimeout, "close a gateway HTTP session idle that long (nothing in flight, no stream open); its client initializes again. 0 keeps idle sessions (--max-sessions still closes the least recently used for a new one)")
+	f.DurationVar(&o.sessionIdle, "session-idle-timeout", gateway.DefaultSessionTimeout, "close a gateway HTTP session idle that long (no request in flight; an open standalone stream does not count); its client initializes again. 0 keeps idle sessions (--max-sessions still closes the least recently used for a new one)")
 	return cmd
 }
 

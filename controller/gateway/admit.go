@@ -129,11 +129,14 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // A session also belongs to the client that created it: presented by
 // another, it is unknown (404), as if it had never been issued.
 //
-// The table also closes a session idle (by the same measure) for idle, the
+// The table also closes a session with no request in flight for idle, the
 // session timeout (closeIdleSessions): it sees every request of a session,
 // on the fast path and the go-sdk's alike, where the go-sdk's own idle
 // timer sees only the requests that reach it and would close a session
-// whose calls all take the fast path.
+// whose calls all take the fast path. A standalone stream (GET) open does
+// not keep a session from its timeout, as it does not from the go-sdk's:
+// a client holding streams open would otherwise keep every session busy
+// for good, and each new one refused at --max-sessions.
 type sessionTable struct {
 	max, perClient int
 	idle           time.Duration // > 0; 0 keeps idle sessions
@@ -148,15 +151,17 @@ type sessionTable struct {
 type sessionEntry struct {
 	id       string
 	client   string
-	inflight int
+	inflight int // requests in flight, standalone streams among them
+	streams  int // standalone streams (GET) open
 	lastUsed time.Time
 	ss       *mcp.ServerSession // nil until the session was found
 }
 
-// use marks a request of session id as in flight; false if the session
-// belongs to another client. e is nil for a session the table does not
-// know (not issued by this gateway, ended): the go-sdk answers it.
-func (t *sessionTable) use(id, client string) (e *sessionEntry, ok bool) {
+// use marks a request of session id as in flight, a standalone stream if
+// stream; false if the session belongs to another client. e is nil for a
+// session the table does not know (not issued by this gateway, ended): the
+// go-sdk answers it.
+func (t *sessionTable) use(id, client string, stream bool) (e *sessionEntry, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e = t.m[id]
@@ -167,13 +172,19 @@ func (t *sessionTable) use(id, client string) (e *sessionEntry, ok bool) {
 		return nil, false
 	}
 	e.inflight++
+	if stream {
+		e.streams++
+	}
 	e.lastUsed = time.Now()
 	return e, true
 }
 
-func (t *sessionTable) done(e *sessionEntry) {
+func (t *sessionTable) done(e *sessionEntry, stream bool) {
 	t.mu.Lock()
 	e.inflight--
+	if stream {
+		e.streams--
+	}
 	e.lastUsed = time.Now()
 	t.mu.Unlock()
 }
@@ -249,17 +260,18 @@ func (t *sessionTable) add(e *sessionEntry) {
 	t.clients[e.client]++
 }
 
-// expire drops the sessions idle for t.idle at now, for the caller to
-// close, and says when the next one may be due: no session the table holds
-// or will admit can be idle that long before next (one in flight now is
-// idle at the earliest from now on). Linear over at most max sessions, and
-// run when the earliest of them may be due, never on a request.
+// expire drops the sessions idle for t.idle at now (no request in flight
+// but standalone streams), for the caller to close, and says when the next
+// one may be due: no session the table holds or will admit can be idle
+// that long before next (one in flight now is idle at the earliest from
+// now on). Linear over at most max sessions, and run when the earliest of
+// them may be due, never on a request.
 func (t *sessionTable) expire(now time.Time) (victims []*sessionEntry, next time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	next = now.Add(t.idle)
 	for _, e := range t.m {
-		if e.inflight > 0 {
+		if e.inflight > e.streams {
 			continue
 		}
 		due := e.lastUsed.Add(t.idle)
@@ -378,7 +390,7 @@ func (c *sessionCapture) end() {
 		}
 	}
 	if e != nil {
-		c.g.sessions.done(e)
+		c.g.sessions.done(e, false)
 		c.g.watchSession(e)
 	}
 }
@@ -389,7 +401,8 @@ func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Han
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who := client(r)
 		if sid := r.Header.Get(sessionIDHeader); sid != "" {
-			e, ok := g.sessions.use(sid, who)
+			stream := r.Method == http.MethodGet
+			e, ok := g.sessions.use(sid, who, stream)
 			if !ok {
 				// As the go-sdk answers an id it never issued: the session
 				// is refused here, before the go-sdk handler that would.
@@ -397,7 +410,7 @@ func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Han
 				return
 			}
 			if e != nil {
-				defer g.sessions.done(e)
+				defer g.sessions.done(e, stream)
 			}
 			next.ServeHTTP(w, r)
 			return

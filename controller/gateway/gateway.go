@@ -170,7 +170,7 @@ type Options struct {
 	// ShutdownTimeout bounds the graceful part of ServeListener's shutdown; 0 means 5s.
 	ShutdownTimeout time.Duration
 	// SessionTimeout closes an HTTP session idle that long (no request in
-	// flight, no stream open; sessionTable); its client must initialize
+	// flight but its standalone stream; sessionTable); its client must initialize
 	// again, as MCP clients do on 404. 0 means DefaultSessionTimeout;
 	// negative keeps sessions forever.
 	SessionTimeout time.Duration

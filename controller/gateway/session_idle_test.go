@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -135,9 +136,9 @@ func TestFastCallsKeepSessionOpen(t *testing.T) {
 	waitClosed(t, c, ended, "once its calls stopped")
 }
 
-// TestBusySessionKept: a session with a call in flight, on either path, or
-// with its standalone stream (GET) open is not idle, however long that
-// lasts; once the call ends or the stream closes it is closed in its turn.
+// TestBusySessionKept: a session with a call in flight, on either path, is
+// not idle, however long that lasts; once the call ends it is closed in
+// its turn.
 func TestBusySessionKept(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -165,29 +166,44 @@ func TestBusySessionKept(t *testing.T) {
 			waitClosed(t, c, ended, "after its call ended")
 		})
 	}
+}
 
-	t.Run("stream open", func(t *testing.T) {
-		_, g, url := idleGateway(t, true)
-		c := rawSession(t, g, url, "")
-		ended := sessionEnded(t, g, c.sid)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set(sessionIDHeader, c.sid)
-		req.Header.Set(protocolVersionHeader, c.version)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET stream: %d", resp.StatusCode)
-		}
-		stillOpen(t, ended, 3*idleTestTimeout, "with its stream open")
-		cancel()
-		waitClosed(t, c, ended, "after its stream closed")
-	})
+// TestStreamDoesNotPinSession: a session's standalone stream (GET) held
+// open does not keep it from its timeout, as it does not keep it from
+// --max-sessions' refusal (the session is busy there): a client holding
+// streams open without end kept every session for good, and with them at
+// the bound every new session was refused. The stream ends with its
+// session, and a new session is admitted.
+func TestStreamDoesNotPinSession(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), SessionTimeout: idleTestTimeout, MaxSessions: 1, ShutdownTimeout: time.Second})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	c := rawSession(t, g, url, "")
+	ended := sessionEnded(t, g, c.sid)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(sessionIDHeader, c.sid)
+	req.Header.Set(protocolVersionHeader, c.version)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %d", resp.StatusCode)
+	}
+	streamEnded := make(chan struct{})
+	go func() { defer close(streamEnded); _, _ = io.Copy(io.Discard, resp.Body) }()
+	waitClosed(t, c, ended, "with only its stream open")
+	select {
+	case <-streamEnded:
+	case <-time.After(waitTimeout):
+		t.Fatal("the stream of the closed session never ended")
+	}
+	if resp, body := do(t, http.MethodPost, url, initializeBody, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a new session at --max-sessions 1: %d %s", resp.StatusCode, body)
+	}
 }
 
 // TestSessionTimeoutNegativeKeepsSessions: a negative session timeout
@@ -215,6 +231,8 @@ func TestSessionTableExpire(t *testing.T) {
 		{id: "due", lastUsed: now.Add(-idle)},
 		{id: "overdue", lastUsed: now.Add(-2 * idle)},
 		{id: "busy", inflight: 1, lastUsed: now.Add(-2 * idle)},
+		{id: "busy streaming", inflight: 2, streams: 1, lastUsed: now.Add(-2 * idle)},
+		{id: "streaming", inflight: 1, streams: 1, lastUsed: now.Add(-idle)},
 		{id: "soon", lastUsed: now.Add(-idle + time.Second)},
 		{id: "later", lastUsed: now.Add(-idle + 2*time.Second)},
 	} {
@@ -226,11 +244,11 @@ func TestSessionTableExpire(t *testing.T) {
 		got = append(got, v.id)
 	}
 	slices.Sort(got)
-	if !slices.Equal(got, []string{"due", "overdue"}) {
-		t.Errorf("expired %v, want [due overdue]", got)
+	if !slices.Equal(got, []string{"due", "overdue", "streaming"}) {
+		t.Errorf("expired %v, want [due overdue streaming]", got)
 	}
-	if len(tab.m) != 3 || tab.clients[""] != 3 {
-		t.Errorf("the table holds %d sessions (%d counted), want 3", len(tab.m), tab.clients[""])
+	if len(tab.m) != 4 || tab.clients[""] != 4 {
+		t.Errorf("the table holds %d sessions (%d counted), want 4", len(tab.m), tab.clients[""])
 	}
 	if want := now.Add(time.Second); !next.Equal(want) {
 		t.Errorf("next %v after now, want %v", next.Sub(now), want.Sub(now))
