@@ -137,15 +137,20 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // not keep a session from its timeout, as it does not from the go-sdk's:
 // a client holding streams open would otherwise keep every session busy
 // for good, and each new one refused at --max-sessions.
+//
+// A session the table dropped to close (idle, or to make room) is unknown
+// from then on (404), though its close may not have run yet: a request that
+// came then would run on the session, its call cut off by the close.
 type sessionTable struct {
 	max, perClient int
 	idle           time.Duration // > 0; 0 keeps idle sessions
 
 	mu       sync.Mutex
 	m        map[string]*sessionEntry
-	clients  map[string]int // sessions by client
-	evicted  atomic.Int64   // sessions closed to make room (tests, logs)
-	warnedAt time.Time      // when the last eviction was logged
+	clients  map[string]int  // sessions by client
+	closing  map[string]bool // sessions dropped, until closeSessions closed them
+	evicted  atomic.Int64    // sessions closed to make room (tests, logs)
+	warnedAt time.Time       // when the last eviction was logged
 }
 
 type sessionEntry struct {
@@ -158,15 +163,15 @@ type sessionEntry struct {
 }
 
 // use marks a request of session id as in flight, a standalone stream if
-// stream; false if the session belongs to another client. e is nil for a
-// session the table does not know (not issued by this gateway, ended): the
-// go-sdk answers it.
+// stream; false if the session belongs to another client or is being
+// closed. e is nil for a session the table does not know (not issued by
+// this gateway, ended): the go-sdk answers it.
 func (t *sessionTable) use(id, client string, stream bool) (e *sessionEntry, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e = t.m[id]
 	if e == nil {
-		return nil, true
+		return nil, !t.closing[id]
 	}
 	if e.client != client {
 		return nil, false
@@ -187,6 +192,17 @@ func (t *sessionTable) done(e *sessionEntry, stream bool) {
 	}
 	e.lastUsed = time.Now()
 	t.mu.Unlock()
+}
+
+// markClosing marks the sessions dropped for the caller to close
+// (closeSessions) as closing until then.
+func (t *sessionTable) markClosing(victims []*sessionEntry) {
+	if len(victims) > 0 && t.closing == nil {
+		t.closing = make(map[string]bool)
+	}
+	for _, v := range victims {
+		t.closing[v.id] = true
+	}
 }
 
 // errSessionsFull is the refusal of a new session; status is 503 (the
@@ -233,6 +249,7 @@ func (t *sessionTable) admit(client, id string) (e *sessionEntry, victims []*ses
 		}
 		victims = append(victims, t.drop(v))
 	}
+	t.markClosing(victims) // only now: a refusal above puts them back
 	e = &sessionEntry{id: id, client: client, inflight: 1, lastUsed: time.Now()}
 	t.add(e)
 	return e, victims, nil
@@ -281,6 +298,7 @@ func (t *sessionTable) expire(now time.Time) (victims []*sessionEntry, next time
 			next = due
 		}
 	}
+	t.markClosing(victims)
 	return victims, next
 }
 
@@ -500,8 +518,9 @@ func (g *Gateway) evict(victims []*sessionEntry) {
 }
 
 // closeSessions closes the sessions of victims, which the table has
-// dropped: watched ones by their session, one admitted but not yet watched
-// found by its id.
+// dropped and marked closing: watched ones by their session, one admitted
+// but not yet watched found by its id. Closed, they are no longer marked:
+// the go-sdk answers 404 for them.
 func (g *Gateway) closeSessions(victims []*sessionEntry) {
 	g.sessions.mu.Lock()
 	ss := make([]*mcp.ServerSession, 0, len(victims))
@@ -527,6 +546,11 @@ func (g *Gateway) closeSessions(victims []*sessionEntry) {
 	for _, s := range ss {
 		s.Close()
 	}
+	g.sessions.mu.Lock()
+	for _, v := range victims {
+		delete(g.sessions.closing, v.id)
+	}
+	g.sessions.mu.Unlock()
 }
 
 // writeRPCError answers a request the gateway refuses before any JSON-RPC

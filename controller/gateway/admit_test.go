@@ -548,6 +548,11 @@ func TestSettledSessionIsBusy(t *testing.T) {
 	if _, victims, full := tab.admit("", "newest"); full != nil || len(victims) != 1 || victims[0] != e {
 		t.Fatalf("once its request ended: victims %v, refused %v; want the session closed for the new one", victims, full)
 	}
+	// Until closeSessions closed it, it is unknown (404), not the go-sdk's
+	// to serve.
+	if _, ok := tab.use("new", "", false); ok {
+		t.Error("the session dropped to make room is still known before its close")
+	}
 }
 
 // TestSessionsCreatedConcurrently: clients initializing at once at a small

@@ -206,6 +206,40 @@ func TestStreamDoesNotPinSession(t *testing.T) {
 	}
 }
 
+// TestClosingSessionUnknown: a session dropped to be closed (idle, or to
+// make room) is answered 404 from then on, before its close has run: a
+// call that came meanwhile reached its backend and was cut off by the
+// close, its client told it had cancelled the call itself.
+func TestClosingSessionUnknown(t *testing.T) {
+	f, g, url := idleGateway(t, true)
+	c := rawSession(t, g, url, "")
+	// As the sweeper does, an hour on: the session is due, and its close
+	// not yet run.
+	victims, _ := g.sessions.expire(time.Now().Add(time.Hour))
+	if len(victims) != 1 || victims[0].id != c.sid {
+		t.Fatalf("expired %d sessions, want %s", len(victims), c.sid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if status, msgs := c.post(ctx, idleHold); status != http.StatusNotFound {
+		t.Errorf("a call on a session being closed: status %d %s, want 404", status, msgs)
+	}
+	select {
+	case <-f.tb.entered:
+		t.Error("the call on a session being closed reached its backend")
+	default:
+	}
+	ended := sessionEnded(t, g, c.sid)
+	g.closeSessions(victims)
+	<-ended
+	g.sessions.mu.Lock()
+	closing := len(g.sessions.closing)
+	g.sessions.mu.Unlock()
+	if closing != 0 {
+		t.Errorf("%d sessions still marked closing once closed", closing)
+	}
+}
+
 // TestSessionTimeoutNegativeKeepsSessions: a negative session timeout
 // keeps idle sessions for good: no sweeper runs.
 func TestSessionTimeoutNegativeKeepsSessions(t *testing.T) {
@@ -249,6 +283,11 @@ func TestSessionTableExpire(t *testing.T) {
 	}
 	if len(tab.m) != 4 || tab.clients[""] != 4 {
 		t.Errorf("the table holds %d sessions (%d counted), want 4", len(tab.m), tab.clients[""])
+	}
+	for _, id := range got {
+		if _, ok := tab.use(id, "", false); ok {
+			t.Errorf("session %s, dropped to be closed, is still known", id)
+		}
 	}
 	if want := now.Add(time.Second); !next.Equal(want) {
 		t.Errorf("next %v after now, want %v", next.Sub(now), want.Sub(now))
