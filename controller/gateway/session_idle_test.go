@@ -231,7 +231,11 @@ func TestClosingSessionUnknown(t *testing.T) {
 	}
 	ended := sessionEnded(t, g, c.sid)
 	g.closeSessions(victims)
-	<-ended
+	select {
+	case <-ended:
+	case <-time.After(waitTimeout):
+		t.Fatal("closeSessions never closed the session")
+	}
 	g.sessions.mu.Lock()
 	closing := len(g.sessions.closing)
 	g.sessions.mu.Unlock()
