@@ -91,6 +91,8 @@ type runOptions struct {
 	sse              bool // the legacy HTTP+SSE endpoint (docs/contract.md §5)
 	defaultSandbox   string
 	containerRuntime string // spec.container's runtime (docs/contract.md §6)
+	// sessionIdle closes a gateway HTTP session idle that long; <= 0 never.
+	sessionIdle time.Duration
 }
 
 func newRunCmd() *cobra.Command {
@@ -201,7 +203,26 @@ takes over. tether connect is that bridge for a daemon-owned directory.`,
 	f.StringVar(&o.defaultSandbox, "default-sandbox", "", "a file holding the sandbox policy (spec.stdio.sandbox's fields) of every stdio server whose manifest sets none; \"\": none (Linux only)")
 	// Container servers (docs/contract.md §1, spec.container).
 	f.StringVar(&o.containerRuntime, "container-runtime", "auto", "the container runtime's command that runs spec.container servers: auto (docker if on PATH, else podman), docker, podman, or a path to either")
+	// Limits on what clients send (docs/contract.md §5a): idle sessions.
+	f.DurationVar(&o.sessionIdle, "session-idle-timeout", gateway.DefaultSessionTimeout, "close a gateway HTTP session idle that long (no request in flight; an open standalone stream does not count); its client initializes again. 0 keeps idle sessions (--max-sessions still closes the least recently used for a new one); otherwise at least 1s")
 	return cmd
+}
+
+// minSessionIdle is the shortest --session-idle-timeout: the gateway
+// wakes when a session may be due, and a timeout of a nanosecond kept a
+// core busy waking.
+const minSessionIdle = time.Second
+
+// sessionTimeout is --session-idle-timeout as gateway.Options reads it,
+// where 0 means the default and a negative value never.
+func sessionTimeout(d time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return -1, nil
+	case d < minSessionIdle:
+		return 0, fmt.Errorf("--session-idle-timeout %v: must be 0 (idle sessions are kept) or at least %v", d, minSessionIdle)
+	}
+	return d, nil
 }
 
 // saveHoldBound bounds how long the start's new last valid specs wait for
@@ -303,6 +324,10 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	if o.ownerWait <= 0 {
 		return errors.New("--owner-wait must be positive")
+	}
+	sessionIdle, err := sessionTimeout(o.sessionIdle)
+	if err != nil {
+		return err
 	}
 
 	// SIGHUP stops tether as SIGTERM does (docs/contract.md §6): it comes
@@ -430,6 +455,7 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		MaxCallsInFlight:        o.maxCallsInFlight,
 		MaxRequestBytesInFlight: o.maxBytesInFlight,
 		StreamWriteTimeout:      o.streamWrite,
+		SessionTimeout:          sessionIdle,
 	})
 	var ledger *connection.GroupLedger
 	var lastValid manifest.LastValidStore

@@ -128,47 +128,81 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 //
 // A session also belongs to the client that created it: presented by
 // another, it is unknown (404), as if it had never been issued.
+//
+// The table also closes a session with no request in flight for idle, the
+// session timeout (closeIdleSessions): it sees every request of a session,
+// on the fast path and the go-sdk's alike, where the go-sdk's own idle
+// timer sees only the requests that reach it and would close a session
+// whose calls all take the fast path. A standalone stream (GET) open does
+// not keep a session from its timeout, as it does not from the go-sdk's:
+// a client holding streams open would otherwise keep every session busy
+// for good, and each new one refused at --max-sessions.
+//
+// A session the table dropped to close (idle, or to make room) is unknown
+// from then on (404), though its close may not have run yet: a request that
+// came then would run on the session, its call cut off by the close.
 type sessionTable struct {
 	max, perClient int
+	idle           time.Duration // > 0; 0 keeps idle sessions
 
 	mu       sync.Mutex
 	m        map[string]*sessionEntry
-	clients  map[string]int // sessions by client
-	evicted  atomic.Int64   // sessions closed to make room (tests, logs)
-	warnedAt time.Time      // when the last eviction was logged
+	clients  map[string]int  // sessions by client
+	closing  map[string]bool // sessions dropped, until closeSessions closed them
+	evicted  atomic.Int64    // sessions closed to make room (tests, logs)
+	warnedAt time.Time       // when the last eviction was logged
 }
 
 type sessionEntry struct {
 	id       string
 	client   string
-	inflight int
+	inflight int // requests in flight, standalone streams among them
+	streams  int // standalone streams (GET) open
 	lastUsed time.Time
 	ss       *mcp.ServerSession // nil until the session was found
 }
 
-// use marks a request of session id as in flight; false if the session
-// belongs to another client. e is nil for a session the table does not
-// know (not issued by this gateway, ended): the go-sdk answers it.
-func (t *sessionTable) use(id, client string) (e *sessionEntry, ok bool) {
+// use marks a request of session id as in flight, a standalone stream if
+// stream; false if the session belongs to another client or is being
+// closed. e is nil for a session the table does not know (not issued by
+// this gateway, ended): the go-sdk answers it.
+func (t *sessionTable) use(id, client string, stream bool) (e *sessionEntry, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e = t.m[id]
 	if e == nil {
-		return nil, true
+		return nil, !t.closing[id]
 	}
 	if e.client != client {
 		return nil, false
 	}
 	e.inflight++
+	if stream {
+		e.streams++
+	}
 	e.lastUsed = time.Now()
 	return e, true
 }
 
-func (t *sessionTable) done(e *sessionEntry) {
+func (t *sessionTable) done(e *sessionEntry, stream bool) {
 	t.mu.Lock()
 	e.inflight--
+	if stream {
+		e.streams--
+	}
 	e.lastUsed = time.Now()
 	t.mu.Unlock()
+}
+
+// markClosing marks the sessions dropped for the caller to close
+// (closeSessions) as closing until then.
+func (t *sessionTable) markClosing(victims []*sessionEntry) {
+	if len(victims) > 0 && t.closing == nil {
+		t.closing = make(map[string]bool)
+	}
+	for _, v := range victims {
+		t.closing[v.id] = true
+	}
 }
 
 // errSessionsFull is the refusal of a new session; status is 503 (the
@@ -215,6 +249,7 @@ func (t *sessionTable) admit(client, id string) (e *sessionEntry, victims []*ses
 		}
 		victims = append(victims, t.drop(v))
 	}
+	t.markClosing(victims) // only now: a refusal above puts them back
 	e = &sessionEntry{id: id, client: client, inflight: 1, lastUsed: time.Now()}
 	t.add(e)
 	return e, victims, nil
@@ -240,6 +275,31 @@ func (t *sessionTable) drop(e *sessionEntry) *sessionEntry {
 func (t *sessionTable) add(e *sessionEntry) {
 	t.m[e.id] = e
 	t.clients[e.client]++
+}
+
+// expire drops the sessions idle for t.idle at now (no request in flight
+// but standalone streams), for the caller to close, and says when the next
+// one may be due: no session the table holds or will admit can be idle
+// that long before next (one in flight now is idle at the earliest from
+// now on). Linear over at most max sessions, and run when the earliest of
+// them may be due, never on a request.
+func (t *sessionTable) expire(now time.Time) (victims []*sessionEntry, next time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	next = now.Add(t.idle)
+	for _, e := range t.m {
+		if e.inflight > e.streams {
+			continue
+		}
+		due := e.lastUsed.Add(t.idle)
+		if !due.After(now) {
+			victims = append(victims, t.drop(e))
+		} else if due.Before(next) {
+			next = due
+		}
+	}
+	t.markClosing(victims)
+	return victims, next
 }
 
 // lruIdle is the least recently used session with nothing in flight, of
@@ -348,7 +408,7 @@ func (c *sessionCapture) end() {
 		}
 	}
 	if e != nil {
-		c.g.sessions.done(e)
+		c.g.sessions.done(e, false)
 		c.g.watchSession(e)
 	}
 }
@@ -359,7 +419,8 @@ func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Han
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who := client(r)
 		if sid := r.Header.Get(sessionIDHeader); sid != "" {
-			e, ok := g.sessions.use(sid, who)
+			stream := r.Method == http.MethodGet
+			e, ok := g.sessions.use(sid, who, stream)
 			if !ok {
 				// As the go-sdk answers an id it never issued: the session
 				// is refused here, before the go-sdk handler that would.
@@ -367,7 +428,7 @@ func (g *Gateway) admitSessions(client func(*http.Request) string, next http.Han
 				return
 			}
 			if e != nil {
-				defer g.sessions.done(e)
+				defer g.sessions.done(e, stream)
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -407,6 +468,34 @@ func (g *Gateway) watchSession(e *sessionEntry) {
 	}()
 }
 
+// closeIdleSessions closes the sessions idle for the session timeout
+// (sessionTable.expire), as evict closes one, until ctx is done: their
+// clients get 404 and initialize again. One timer, set to when the
+// earliest session may be due, serves them all; a request costs it
+// nothing beyond what use and done record anyway. The go-sdk's Close
+// waits for the session's handlers (a call whose client went away may
+// still run, until its cancellation or its timeout): sessions are closed
+// beside the timer, so that one such session delays no other's close.
+func (g *Gateway) closeIdleSessions(ctx context.Context) {
+	var closing sync.WaitGroup
+	defer closing.Wait()
+	timer := time.NewTimer(g.sessions.idle)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		victims, next := g.sessions.expire(time.Now())
+		if len(victims) > 0 {
+			g.log.Debug("gateway closing idle sessions", "sessions", len(victims), "idleTimeout", g.sessions.idle)
+			closing.Go(func() { g.closeSessions(victims) })
+		}
+		timer.Reset(time.Until(next))
+	}
+}
+
 // evict closes the sessions chosen to make room, with one log line a
 // minute at most: a client creating sessions in a loop must not flood the
 // log.
@@ -415,6 +504,24 @@ func (g *Gateway) evict(victims []*sessionEntry) {
 		return
 	}
 	n := g.sessions.evicted.Add(int64(len(victims)))
+	g.sessions.mu.Lock()
+	logNow := time.Since(g.sessions.warnedAt) > time.Minute
+	if logNow {
+		g.sessions.warnedAt = time.Now()
+	}
+	g.sessions.mu.Unlock()
+	g.closeSessions(victims)
+	if logNow {
+		g.log.Warn("gateway closed its least recently used idle sessions to admit new ones (--max-sessions, --max-sessions-per-client)",
+			"closed", n, "max", g.sessions.max, "perClient", g.sessions.perClient)
+	}
+}
+
+// closeSessions closes the sessions of victims, which the table has
+// dropped and marked closing: watched ones by their session, one admitted
+// but not yet watched found by its id. Closed, they are no longer marked:
+// the go-sdk answers 404 for them.
+func (g *Gateway) closeSessions(victims []*sessionEntry) {
 	g.sessions.mu.Lock()
 	ss := make([]*mcp.ServerSession, 0, len(victims))
 	var unseen map[string]bool // settled, not yet watched
@@ -428,10 +535,6 @@ func (g *Gateway) evict(victims []*sessionEntry) {
 			unseen[v.id] = true
 		}
 	}
-	logNow := time.Since(g.sessions.warnedAt) > time.Minute
-	if logNow {
-		g.sessions.warnedAt = time.Now()
-	}
 	g.sessions.mu.Unlock()
 	if unseen != nil {
 		for s := range g.server.Sessions() {
@@ -443,10 +546,11 @@ func (g *Gateway) evict(victims []*sessionEntry) {
 	for _, s := range ss {
 		s.Close()
 	}
-	if logNow {
-		g.log.Warn("gateway closed its least recently used idle sessions to admit new ones (--max-sessions, --max-sessions-per-client)",
-			"closed", n, "max", g.sessions.max, "perClient", g.sessions.perClient)
+	g.sessions.mu.Lock()
+	for _, v := range victims {
+		delete(g.sessions.closing, v.id)
 	}
+	g.sessions.mu.Unlock()
 }
 
 // writeRPCError answers a request the gateway refuses before any JSON-RPC

@@ -544,9 +544,14 @@ func TestSettledSessionIsBusy(t *testing.T) {
 	if full == nil || full.status != http.StatusServiceUnavailable {
 		t.Fatalf("at the bound with the only session busy: refused %v, want 503", full)
 	}
-	tab.done(e)
+	tab.done(e, false)
 	if _, victims, full := tab.admit("", "newest"); full != nil || len(victims) != 1 || victims[0] != e {
 		t.Fatalf("once its request ended: victims %v, refused %v; want the session closed for the new one", victims, full)
+	}
+	// Until closeSessions closed it, it is unknown (404), not the go-sdk's
+	// to serve.
+	if _, ok := tab.use("new", "", false); ok {
+		t.Error("the session dropped to make room is still known before its close")
 	}
 }
 

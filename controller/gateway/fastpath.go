@@ -54,11 +54,6 @@ var errCallerCancelled = errors.New("the caller cancelled the call")
 type downSession struct {
 	ss *mcp.ServerSession
 
-	// lastSDK is when the go-sdk handler last saw a POST of this session
-	// (unix nanoseconds). The go-sdk's idle timer runs from then: calls it
-	// never sees must not let it expire under an active client.
-	lastSDK atomic.Int64
-
 	mu     sync.Mutex
 	calls  map[string]context.CancelCauseFunc // fast calls in flight by request id
 	closed bool                               // the session ended: its calls were cancelled
@@ -79,8 +74,6 @@ type relayAnswer struct {
 // idle timeout, shutdown), as the go-sdk ends the calls of a closed session:
 // it cannot end these, which it never saw.
 var errSessionClosed = errors.New("the gateway session closed")
-
-func (ds *downSession) touch() { ds.lastSDK.Store(time.Now().UnixNano()) }
 
 // start registers a fast call; false if the id is already in flight.
 // closed reports a session that ended meanwhile.
@@ -153,7 +146,6 @@ func (g *Gateway) sessionInitialized(_ context.Context, req *mcp.InitializedRequ
 		return // stdio: no HTTP requests
 	}
 	ds := &downSession{ss: ss}
-	ds.touch()
 	g.downs.mu.Lock()
 	if g.downs.m == nil {
 		g.downs.m = make(map[string]*downSession)
@@ -198,7 +190,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Han
 		era = isModernRequest(r)
 	}
 	if (ds == nil && !era) || !fastHeaders(r, era) {
-		g.toSDK(w, r, ds, sdk)
+		sdk.ServeHTTP(w, r)
 		return
 	}
 	// Read what the SDK would accept, and no more: a larger body is passed
@@ -206,7 +198,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Han
 	body, err := readBody(r, g.opts.MaxRequestBodyBytes+1)
 	if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes {
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		g.toSDK(w, r, ds, sdk)
+		sdk.ServeHTTP(w, r)
 		return
 	}
 	orig := r.Body
@@ -216,7 +208,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Han
 	}
 	// Rewind: the SDK reads the body from its start.
 	r.Body = readCloser{bytes.NewReader(body), orig}
-	g.toSDK(w, r, ds, sdk)
+	sdk.ServeHTTP(w, r)
 }
 
 // readBody reads at most limit bytes of r's body. With a Content-Length it
@@ -259,13 +251,6 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 			return buf, err
 		}
 	}
-}
-
-func (g *Gateway) toSDK(w http.ResponseWriter, r *http.Request, ds *downSession, sdk http.Handler) {
-	if ds != nil && r.Method == http.MethodPost {
-		ds.touch()
-	}
-	sdk.ServeHTTP(w, r)
 }
 
 // fastRequest is what the fast path keeps of a caller's tools/call.
@@ -575,7 +560,7 @@ func (g *Gateway) tryFast(w http.ResponseWriter, r *http.Request, ds *downSessio
 		if rt.bindsHeaders {
 			return false
 		}
-	case v != version || !g.idleTimerAllows(ds, t.timeout):
+	case v != version:
 		return false
 	}
 	g.fastCall(w, r, ds, req, rt)

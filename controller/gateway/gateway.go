@@ -170,8 +170,9 @@ type Options struct {
 	// ShutdownTimeout bounds the graceful part of ServeListener's shutdown; 0 means 5s.
 	ShutdownTimeout time.Duration
 	// SessionTimeout closes an HTTP session idle that long (no request in
-	// flight); its client must initialize again, as MCP clients do on 404.
-	// 0 means DefaultSessionTimeout; negative keeps sessions forever.
+	// flight but its standalone stream; sessionTable); its client must initialize
+	// again, as MCP clients do on 404. 0 means DefaultSessionTimeout;
+	// negative keeps sessions forever.
 	SessionTimeout time.Duration
 
 	// The limits on what clients send (admit.go); 0 means the default.
@@ -451,6 +452,12 @@ func New(opts Options) *Gateway {
 		exposed:     make(map[string]*exposedTool),
 	}
 	g.sessions.max, g.sessions.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
+	switch {
+	case opts.SessionTimeout == 0:
+		g.sessions.idle = DefaultSessionTimeout
+	case opts.SessionTimeout > 0:
+		g.sessions.idle = opts.SessionTimeout
+	}
 	g.sse.max, g.sse.perClient = opts.MaxSessions, opts.MaxSessionsPerClient
 	g.sseInFlight.max = int64(opts.MaxConnections)
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
@@ -482,16 +489,13 @@ func New(opts Options) *Gateway {
 	})
 	g.server.AddReceivingMiddleware(g.endWithSSEStream, g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
 	srv := g.server
-	sessionTimeout := opts.SessionTimeout
-	if sessionTimeout == 0 {
-		sessionTimeout = DefaultSessionTimeout
-	}
 	httpOpts := &mcp.StreamableHTTPOptions{
 		Logger:              sdkLog,
 		MaxRequestBodyBytes: opts.MaxRequestBodyBytes,
-		// A client that goes away without DELETE (a crashed agent) would
-		// otherwise leave its session and goroutines behind for good.
-		SessionTimeout: max(sessionTimeout, 0),
+		// No SessionTimeout: the go-sdk's idle timer sees only the
+		// requests that reach it, not the fast path's calls, and would
+		// close a session in use. The session table closes idle sessions
+		// instead (sessionTable, closeIdleSessions), from every request.
 	}
 	g.sdk = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, httpOpts)
 	g.modern = newModernHandler(srv, httpOpts)

@@ -30,10 +30,9 @@ import (
 //   - a client that disconnects (cancelOnDisconnect): the go-sdk cancels a
 //     stateful session's handlers only on notifications/cancelled;
 //   - the fast path's view of the go-sdk handler: the header checks it
-//     makes of a POST (fastHeaders) and its session idle timer, which only
-//     POSTs it sees restart (idleTimerAllows); its bound on how deep a
-//     body's JSON nests (wire.WithinSDKDepth); for a 2026-07-28 call, the HTTP
-//     status of an error (eraErrorStatus).
+//     makes of a POST (fastHeaders); its bound on how deep a body's JSON
+//     nests (wire.WithinSDKDepth); for a 2026-07-28 call, the HTTP status
+//     of an error (eraErrorStatus).
 
 // A request the gateway relays to a client for one of its calls (sampling,
 // elicitation, roots during tools/call, prompts/get, resources/read) goes
@@ -314,28 +313,6 @@ type discardResponse struct{ header http.Header }
 func (d discardResponse) Header() http.Header         { return d.header }
 func (d discardResponse) Write(b []byte) (int, error) { return len(b), nil }
 func (d discardResponse) WriteHeader(int)             {}
-
-// idleTimerAllows reports whether a fast call on ds, bounded by timeout,
-// ends well before the go-sdk's idle timer of the session can fire. That
-// timer is paused while the go-sdk serves a POST and restarted after it;
-// fast calls are POSTs it never sees, so it runs from the last one it did:
-// a call that might outlive half of it goes through the go-sdk instead,
-// which pauses it.
-func (g *Gateway) idleTimerAllows(ds *downSession, timeout time.Duration) bool {
-	st := g.sessionTimeout()
-	if st <= 0 {
-		return true
-	}
-	idle := time.Since(time.Unix(0, ds.lastSDK.Load()))
-	return idle+timeout < st/2
-}
-
-func (g *Gateway) sessionTimeout() time.Duration {
-	if g.opts.SessionTimeout == 0 {
-		return DefaultSessionTimeout
-	}
-	return max(g.opts.SessionTimeout, 0)
-}
 
 // Standard headers of a 2026-07-28 request (SEP-2243), which the go-sdk
 // requires to match the body.

@@ -24,8 +24,9 @@ const Path = "/mcp"
 // stateless for 2026-07-28 requests (era.go), with DNS-rebinding protection
 // on for loopback and request bodies bounded, and the fast path for
 // tools/call in front (fastpath.go). It does no authentication, and
-// checks no Origin and admits no sessions, connections or bodies against
-// their limits (admit.go): ServeListener adds those.
+// checks no Origin, admits no sessions, connections or bodies against
+// their limits and closes no idle session (admit.go): ServeListener adds
+// those.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Listen binds addr for ServeListener, which serves the gateway at /mcp
@@ -162,6 +163,13 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 			}
 		}
 	}()
+	// Sessions idle for the session timeout are closed (closeIdleSessions).
+	if g.sessions.idle > 0 {
+		swept := make(chan struct{})
+		ictx, stopIdle := context.WithCancel(ctx)
+		defer func() { stopIdle(); <-swept }()
+		go func() { defer close(swept); g.closeIdleSessions(ictx) }()
+	}
 	// At the bound, the connection stalled the longest makes room for a new
 	// one; when all are serving, the new one is closed at once rather than
 	// left to wait in the backlog (connlimit.go).
