@@ -131,6 +131,7 @@ type Session struct {
 	catalog  atomic.Pointer[catalog] // prompts, resources, templates (relay.go)
 	listener listenerBox             // where resource updates and unrelated logs go
 	flights  flights                 // requests in flight that carry a downstream client
+	order    *order                  // keeps a request's log messages ahead of its answer (order.go)
 
 	toolsMu  sync.Mutex
 	tools    []*mcp.Tool       // replaced, never modified
@@ -216,6 +217,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		cancel:         cancel,
 		fatal:          make(chan error, 1),
 		done:           make(chan struct{}),
+		order:          newOrder(),
 	}
 	maxMessage := req.MaxMessageBytes
 	if maxMessage <= 0 {
@@ -251,7 +253,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	// markAnswers beneath captureSend: probes sent through rawSend count
 	// answers too.
 	s.client.AddSendingMiddleware(s.captureSend, s.markAnswers)
-	s.client.AddReceivingMiddleware(s.relayRoots)
+	s.client.AddReceivingMiddleware(s.relayRoots, s.swallowMarks)
 
 	var transport mcp.Transport
 	switch {

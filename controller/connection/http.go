@@ -96,7 +96,7 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 	if d != nil && req.Method == http.MethodPost {
 		d.answered(resp, lost)
 	}
-	return t.limit.wrap(resp), err
+	return markEvents(req, t.limit.wrap(resp)), err
 }
 
 // delivery records, for one call, that its request may have reached the

@@ -324,7 +324,13 @@ func (s *Session) request(ctx context.Context, op string, do func(context.Contex
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
 	defer s.inFlight(callCtx)()
-	if err := do(callCtx); err != nil {
+	callCtx, mark := s.withOrder(callCtx)
+	defer mark.done()
+	err := do(callCtx)
+	if answeredByServer(err) {
+		mark.await(callCtx) // its log messages first (order.go)
+	}
+	if err != nil {
 		return s.callErr(op, ctx, err)
 	}
 	return nil

@@ -1,0 +1,303 @@
+package connection
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
+)
+
+// This file keeps the log messages a server sends while it serves a
+// request ahead of the request's answer (docs/reliability.md G12).
+//
+// The go-sdk's client hands a server's notification to its handler on a
+// goroutine of its own, one notification after another, but retires the
+// answer to a request from its read loop at once: an answer that follows a
+// notifications/message on the request's stream can reach tether's caller
+// before that message reaches the LoggingMessageHandler. The gateway then
+// answered its client first, and the go-sdk's server dropped the message
+// it was handed after that answer ("write to closed stream") or, with the
+// request no longer in flight, it went to every client's standalone
+// stream instead of the caller's. The go-sdk offers no hook on its read
+// loop (wrapping its transport's Connection hides the unexported method
+// its streamable transport needs), so the order is kept below it, on the
+// HTTP response it reads: before each event of a request's event stream
+// after the first, a marker event goes to the go-sdk; the go-sdk queues
+// it behind what came before, and when its handler reaches the marker
+// (swallowMarks) everything the server sent before that event has been
+// handled. The request's answer waits for the last marker of its stream
+// (await), bounded by relayDrain. A request whose stream carried one event
+// (its answer alone, the usual case) gets no marker and waits for nothing.
+//
+// Only requests of a downstream client that asked for log messages carry
+// markers (withOrder). Stdio sessions read no HTTP: the race remains there.
+
+// metaKeyOrder names the marker's _meta key; its value is the session's
+// nonce and the marker's number, so that a server cannot forge one.
+const metaKeyOrder = "io.tether/order"
+
+// order is one session's markers: the nonce they carry and those not yet
+// handled.
+type order struct {
+	nonce string
+
+	mu      sync.Mutex
+	seq     uint64
+	pending map[uint64]chan struct{} // closed when the go-sdk handled the marker
+}
+
+func newOrder() *order {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &order{nonce: hex.EncodeToString(b[:]), pending: map[uint64]chan struct{}{}}
+}
+
+// next registers a marker and returns its number and the event to send.
+func (o *order) next() (uint64, []byte) {
+	o.mu.Lock()
+	o.seq++
+	seq := o.seq
+	o.pending[seq] = make(chan struct{})
+	o.mu.Unlock()
+	return seq, fmt.Appendf(nil, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"debug\",\"data\":null,\"_meta\":{%q:\"%s.%d\"}}}\n\n",
+		metaKeyOrder, o.nonce, seq)
+}
+
+// handled marks the marker value v (from its _meta) handled; false when v
+// is no marker of this session's.
+func (o *order) handled(v string) bool {
+	nonce, n, ok := strings.Cut(v, ".")
+	if !ok || nonce != o.nonce {
+		return false
+	}
+	seq, err := strconv.ParseUint(n, 10, 64)
+	if err != nil {
+		return false
+	}
+	o.mu.Lock()
+	if ch, ok := o.pending[seq]; ok {
+		close(ch)
+		delete(o.pending, seq)
+	}
+	o.mu.Unlock()
+	return true
+}
+
+// forget drops markers that will not be awaited any more.
+func (o *order) forget(seqs []uint64) {
+	o.mu.Lock()
+	for _, seq := range seqs {
+		delete(o.pending, seq)
+	}
+	o.mu.Unlock()
+}
+
+func (o *order) waiter(seq uint64) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pending[seq]
+}
+
+// orderMark is one request's markers (in its context for the HTTP
+// round trips of its stream).
+type orderMark struct {
+	o    *order
+	mu   sync.Mutex
+	seqs []uint64
+}
+
+func (m *orderMark) add(seq uint64) {
+	m.mu.Lock()
+	m.seqs = append(m.seqs, seq)
+	m.mu.Unlock()
+}
+
+type orderKey struct{}
+
+// withOrder returns ctx carrying a mark for the request's stream when the
+// request carries a downstream client that asked for log messages, and
+// the session reads HTTP; the mark is nil otherwise.
+func (s *Session) withOrder(ctx context.Context) (context.Context, *orderMark) {
+	if s.order == nil {
+		return ctx, nil
+	}
+	if c := wire.CallerFrom(ctx); c == nil || c.LogLevel() == "" {
+		return ctx, nil
+	}
+	m := &orderMark{o: s.order}
+	return context.WithValue(ctx, orderKey{}, m), m
+}
+
+// await waits until the go-sdk handled what the server sent on the
+// request's stream before its answer (the last marker), for at most
+// relayDrain: a downstream client that does not read its log messages
+// holds the handler, and must not hold the answer for long. ctx is the
+// request's (it ends with the session too).
+func (m *orderMark) await(ctx context.Context) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	seqs := m.seqs
+	m.mu.Unlock()
+	if len(seqs) == 0 {
+		return
+	}
+	ch := m.o.waiter(seqs[len(seqs)-1])
+	if ch == nil {
+		return // handled
+	}
+	t := time.NewTimer(relayDrain)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// answeredByServer reports whether err (of a request through the go-sdk)
+// is the server's answer: a result, or a JSON-RPC error.
+func answeredByServer(err error) bool {
+	var je *jsonrpc.Error
+	return err == nil || errors.As(err, &je)
+}
+
+// done forgets the request's markers the go-sdk has not handled (its
+// stream broke, the request ended first): none is awaited any more.
+func (m *orderMark) done() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	seqs := m.seqs
+	m.seqs = nil
+	m.mu.Unlock()
+	m.o.forget(seqs)
+}
+
+// swallowMarks is a receiving middleware of the session's client: a marker
+// is handled here and goes no further.
+func (s *Session) swallowMarks(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/message" && s.order != nil {
+			if p, ok := req.GetParams().(*mcp.LoggingMessageParams); ok && p != nil {
+				if v, ok := p.Meta[metaKeyOrder].(string); ok && s.order.handled(v) {
+					return nil, nil
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// markEvents wraps the body of resp when its request carries a mark and
+// resp is an event stream.
+func markEvents(req *http.Request, resp *http.Response) *http.Response {
+	if resp == nil || resp.Body == nil {
+		return resp
+	}
+	m, _ := req.Context().Value(orderKey{}).(*orderMark)
+	if m == nil {
+		return resp
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return resp
+	}
+	resp.Body = &markedEvents{ReadCloser: resp.Body, m: m, eol: true, ended: true}
+	return resp
+}
+
+// markedEvents puts a marker event before each event of a stream after its
+// first. Line ends are read as limitedBody reads them (CRLF, LF, CR).
+type markedEvents struct {
+	io.ReadCloser
+	m      *orderMark
+	events int    // events begun
+	out    []byte // read from the stream, not yet returned
+	err    error  // the stream's, once out is returned
+	eol    bool   // the last byte ended a line
+	cr     bool   // the last byte was CR
+	ended  bool   // the last line was empty: the next line begins an event
+}
+
+func (b *markedEvents) Read(p []byte) (int, error) {
+	if len(b.out) > 0 {
+		n := copy(p, b.out)
+		b.out = b.out[n:]
+		return n, nil
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.ReadCloser.Read(p)
+	out := b.scan(p[:n])
+	if len(out) == n {
+		return n, err // nothing added: the bytes are in place
+	}
+	k := copy(p, out)
+	b.out = out[k:]
+	if len(b.out) == 0 {
+		return k, err
+	}
+	b.err = err // after what is left
+	return k, nil
+}
+
+// scan returns p with a marker before each event that begins in it, after
+// the stream's first.
+func (b *markedEvents) scan(p []byte) []byte {
+	var out []byte
+	start := 0
+	for i, c := range p {
+		switch c {
+		case '\n':
+			if b.cr {
+				b.cr = false
+				continue
+			}
+			b.endLine()
+		case '\r':
+			b.cr = true
+			b.endLine()
+		default:
+			b.cr = false
+			if b.ended {
+				b.ended = false
+				b.events++
+				if b.events > 1 {
+					seq, ev := b.m.o.next()
+					b.m.add(seq)
+					out = append(out, p[start:i]...)
+					out = append(out, ev...)
+					start = i
+				}
+			}
+			b.eol = false
+		}
+	}
+	if out == nil {
+		return p
+	}
+	return append(out, p[start:]...)
+}
+
+func (b *markedEvents) endLine() {
+	if b.eol {
+		b.ended = true
+	}
+	b.eol = true
+}

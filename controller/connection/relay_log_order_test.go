@@ -1,0 +1,181 @@
+//go:build unix
+
+package connection
+
+//lint:file-ignore SA1019 relaying a server's log messages (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
+)
+
+// heldCaller is a downstream client that asked for debug messages and
+// takes its first one only once hold is closed: it stands for a client
+// (or a machine) slow to take the first message, while the server goes on
+// to answer the request.
+type heldCaller struct {
+	fakeCaller
+	hold <-chan struct{}
+	ctx  context.Context // the test's bound
+
+	mu   sync.Mutex
+	logs []string
+}
+
+func (c *heldCaller) LogLevel() mcp.LoggingLevel { return "debug" }
+
+func (c *heldCaller) Log(p *mcp.LoggingMessageParams) {
+	select {
+	case <-c.hold:
+	case <-c.ctx.Done():
+	}
+	c.mu.Lock()
+	c.logs = append(c.logs, fmt.Sprint(p.Data))
+	c.mu.Unlock()
+}
+
+func (c *heldCaller) got() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.logs...)
+}
+
+// The log messages a server sends while it serves a request reach the
+// request's client before the request's answer does, of either protocol
+// era: the go-sdk client hands its handler a notification after its read
+// loop has already retired the answer that followed it, and the gateway
+// answered its client first, which then lost those messages (the
+// conformance scenario tools-call-with-logging failed through the
+// gateway, docs/reliability.md G12). The client here takes its first
+// message only after the server has written its answer: the answer has
+// reached tether by then, so the order is forced, not left to the
+// scheduler.
+func TestLogMessagesPrecedeTheAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		stateless bool
+	}{{"2026-07-28", true}, {"classic", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mcp.NewServer(&mcp.Implementation{Name: "logs", Version: "1"}, &mcp.ServerOptions{
+				Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{}},
+			})
+			mcp.AddTool(srv, &mcp.Tool{Name: "log3"}, func(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
+				for i := range 3 {
+					_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: fmt.Sprintf("m%d", i)})
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+			})
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: tc.stateless})
+			answered := make(chan struct{})
+			var once sync.Once
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				m, _ := rpcOf(r)
+				h.ServeHTTP(w, r)
+				if m == "tools/call" {
+					once.Do(func() { close(answered) })
+				}
+			}))
+			t.Cleanup(hs.Close)
+			s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+			if got := s.Server().ProtocolVersion >= protocol2026; got != tc.stateless {
+				t.Fatalf("negotiated %s", s.Server().ProtocolVersion)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := s.SetLogLevel(ctx, "debug"); err != nil {
+				t.Fatalf("SetLogLevel: %v", err)
+			}
+			c := &heldCaller{fakeCaller: fakeCaller{client: "a"}, hold: answered, ctx: ctx}
+			res, err := s.CallTool(wire.WithCaller(ctx, c), &mcp.CallToolParams{Name: "log3"}, nil)
+			if err != nil {
+				t.Fatalf("CallTool: %v", err)
+			}
+			if got := c.got(); strings.Join(got, ",") != "m0,m1,m2" {
+				t.Errorf("when the answer (%v) came back, the client had the log messages %q, want m0, m1, m2", res.Content, got)
+			}
+		})
+	}
+}
+
+// markedEvents puts a marker before each event of a stream after its first,
+// whatever ends its lines and however the stream is cut into reads.
+func TestMarkedEventsMarksEachEventAfterTheFirst(t *testing.T) {
+	for _, eol := range []string{"\n", "\r\n", "\r"} {
+		ev := func(data string) string { return "id: 1" + eol + "data: " + data + eol + eol }
+		stream := ev("a") + ": comment" + eol + ev("b") + ev("c")
+		for _, one := range []bool{false, true} {
+			o := newOrder()
+			m := &orderMark{o: o}
+			var r io.Reader = strings.NewReader(stream)
+			if one {
+				r = iotest.OneByteReader(r)
+			}
+			b := &markedEvents{ReadCloser: io.NopCloser(r), m: m, eol: true, ended: true}
+			out, err := io.ReadAll(b)
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			marker := func(seq int) string {
+				return fmt.Sprintf("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"debug\",\"data\":null,\"_meta\":{%q:\"%s.%d\"}}}\n\n", metaKeyOrder, o.nonce, seq)
+			}
+			want := ev("a") + marker(1) + ": comment" + eol + ev("b") + marker(2) + ev("c")
+			if !bytes.Equal(out, []byte(want)) {
+				t.Errorf("eol %q, one byte at a time %v:\n got %q\nwant %q", eol, one, out, want)
+			}
+			if len(m.seqs) != 2 {
+				t.Errorf("eol %q: %d markers recorded, want 2", eol, len(m.seqs))
+			}
+		}
+	}
+}
+
+// A marker is handled once and only with the session's nonce: a server
+// cannot forge one (its message is relayed as a log message).
+func TestOrderMarkerNeedsTheNonce(t *testing.T) {
+	o := newOrder()
+	seq, _ := o.next()
+	if o.handled(fmt.Sprintf("other.%d", seq)) {
+		t.Errorf("a marker with another nonce counted")
+	}
+	if ch := o.waiter(seq); ch == nil {
+		t.Fatalf("marker %d not pending", seq)
+	}
+	if !o.handled(fmt.Sprintf("%s.%d", o.nonce, seq)) {
+		t.Errorf("the session's marker did not count")
+	}
+	if ch := o.waiter(seq); ch != nil {
+		t.Errorf("marker %d still pending after it was handled", seq)
+	}
+}
+
+// A request's markers the go-sdk never handled (its stream broke) are
+// forgotten when the request ends: a session that serves many such
+// requests does not hold one entry each for its life.
+func TestOrderMarksForgottenAtTheEnd(t *testing.T) {
+	o := newOrder()
+	m := &orderMark{o: o}
+	for range 3 {
+		seq, _ := o.next()
+		m.add(seq)
+	}
+	m.done()
+	o.mu.Lock()
+	n := len(o.pending)
+	o.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d markers still pending after the request ended, want 0", n)
+	}
+}
