@@ -198,10 +198,11 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		return nil, err // names entries and sources, never values
 	}
 	red := newRedactor(append(slices.Clip(envVals), fileVals...), headerVals)
-	if sp.HTTP != nil {
+	if sp.HTTP != nil || (sp.Container != nil && sp.Container.Port != 0) {
 		// OAuth tokens, learnt as they come (oauth.go), and the session's
-		// id: whoever holds it can use the session on the server, and the
-		// go-sdk puts it in its errors ("session ID: …").
+		// ids, from the first answer that carries one (http.go): whoever
+		// holds one can use the session on the server, and the go-sdk puts
+		// it in its errors ("session ID: …").
 		red.live = &liveSecrets{}
 	}
 	lifetime, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -264,7 +265,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		s.transport = spec.TransportContainer
 		transport, err = s.startContainer(ctx, sp.Container, req.ManifestDir, envVals, fileVals)
 	default:
-		transport, s.transport, err = httpTransport(c.httpBase, sp.HTTP, headerVals, lifetime, s.limit, &s.forgotten)
+		transport, s.transport, err = httpTransport(c.httpBase, sp.HTTP, headerVals, lifetime, s.limit, &s.forgotten, red.live)
 		if err == nil && sp.HTTP.OAuth != nil {
 			err = s.useOAuth(ctx, req, src, transport) // oauth.go
 		}

@@ -58,6 +58,11 @@ type headerRoundTripper struct {
 	// forgotten is set once the server answered a request of the session
 	// that it does not know the session (forgottenSession's 404).
 	forgotten *atomic.Bool
+	// live learns each session id the server hands out, from the first
+	// answer that carries it (a discover's or an initialize's, while
+	// Connect still runs): whoever holds the id can use the session, and
+	// errors quote it ("session ID: …").
+	live *liveSecrets
 }
 
 // origin is scheme://host:port, the port made explicit.
@@ -88,6 +93,11 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 		}))
 	}
 	resp, err := t.base.RoundTrip(req)
+	if resp != nil {
+		if id := resp.Header.Get(hdrSessionID); id != "" {
+			t.live.sessionID(id)
+		}
+	}
 	resp = forgottenSession(req, resp)
 	lost := resp != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != ""
 	if lost && t.forgotten != nil {
@@ -235,8 +245,9 @@ func refusesSession(body []byte) bool {
 // Every response body is bounded by limit (limit.go), which also bounds the
 // go-sdk's events: its own event bound is turned off, so that an event over
 // the limit fails with the limit's error, which names the flag. forgotten is
-// set when the server answers that it does not know the session.
-func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit, forgotten *atomic.Bool) (mcp.Transport, string, error) {
+// set when the server answers that it does not know the session; live
+// learns the session ids the server hands out (nil: none is kept).
+func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit, forgotten *atomic.Bool, live *liveSecrets) (mcp.Transport, string, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.url: %w", err)
@@ -244,7 +255,7 @@ func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValu
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten}}
+	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, spec.TransportStreamable, nil
