@@ -73,6 +73,19 @@ func (t *target) callContext(ctx context.Context) (callCtx context.Context, done
 	}
 }
 
+// awaitLevel waits, within ctx, until the backend was asked for the
+// logging level the clients had set before it connected (SetAvailable);
+// at once when there was none, or it was asked already.
+func (t *target) awaitLevel(ctx context.Context) {
+	if t.levelSet == nil {
+		return
+	}
+	select {
+	case <-t.levelSet:
+	case <-ctx.Done():
+	}
+}
+
 // callError is the JSON-RPC error the gateway answers when a call produced no
 // tool result: the connection is down, the call timed out, the backend failed.
 // The MCP spec reports "could not find or run the tool" as a protocol error;
@@ -210,6 +223,7 @@ type sendFunc func(ctx context.Context, r route) (answered, isError bool, err er
 func (g *Gateway) sendCall(ctx context.Context, r route, name string, send sendFunc) sent {
 	s := sent{t: r.target}
 	callCtx, done := s.t.callContext(ctx)
+	s.t.awaitLevel(callCtx)
 	s.answered, s.isError, s.err = send(callCtx, r)
 	s.callErr = callCtx.Err()
 	done()
@@ -218,6 +232,7 @@ func (g *Gateway) sendCall(ctx context.Context, r route, name string, send sendF
 		// was not delivered. Once more, on the new session.
 		s.t = r2.target
 		callCtx, done = s.t.callContext(ctx)
+		s.t.awaitLevel(callCtx)
 		s.answered, s.isError, s.err = send(callCtx, r2)
 		s.callErr = callCtx.Err()
 		done()
