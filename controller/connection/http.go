@@ -63,6 +63,8 @@ type headerRoundTripper struct {
 	// Connect still runs): whoever holds the id can use the session, and
 	// errors quote it ("session ID: …").
 	live *liveSecrets
+	// rawQuery is the manifest URL's own query: its values are no session's.
+	rawQuery string
 }
 
 // origin is scheme://host:port, the port made explicit.
@@ -91,6 +93,19 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 				}
 			},
 		}))
+	}
+	if req.URL.RawQuery != "" && req.URL.RawQuery != t.rawQuery {
+		// A legacy SSE server names the session in the query of the
+		// message endpoint it hands out (the go-sdk's sessionid, the
+		// TypeScript SDK's sessionId, Python's session_id), and net/http
+		// quotes the whole URL in a failed request's error.
+		for k, vs := range req.URL.Query() {
+			if strings.Contains(strings.ToLower(k), "session") {
+				for _, v := range vs {
+					t.live.sessionID(v)
+				}
+			}
+		}
 	}
 	resp, err := t.base.RoundTrip(req)
 	if resp != nil {
@@ -255,7 +270,7 @@ func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValu
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live}}
+	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live, rawQuery: u.RawQuery}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, spec.TransportStreamable, nil

@@ -1,5 +1,7 @@
 package connection
 
+//lint:file-ignore SA1019 keeping a server's log messages (deprecated as of 2026-07-28, live on every earlier protocol) ahead of their request's answer is what the gateway promises
+
 import (
 	"context"
 	"crypto/rand"
