@@ -427,7 +427,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	s.proc = proc
 	// The go-sdk bounds a frame itself; its error is read as the limit's
 	// (messageLimit.explain).
-	return &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}, nil
+	return &orderedTransport{Transport: &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}, o: s.order}, nil
 }
 
 func btoi(b bool) int {

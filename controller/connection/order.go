@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,8 +45,13 @@ import (
 // (await), bounded by relayDrain. A request whose stream carried one event
 // (its answer alone, the usual case) gets no marker and waits for nothing.
 //
+// A stdio (or container) session reads no HTTP: there tether wraps the
+// go-sdk's connection (orderedConn; the go-sdk's IOTransport connection
+// needs no unexported method on the client side), and puts a marker
+// before the answer to a request that carries a mark.
+//
 // Only requests of a downstream client that asked for log messages carry
-// markers (withOrder). Stdio sessions read no HTTP: the race remains there.
+// markers (withOrder).
 
 // metaKeyOrder names the marker's _meta key; its value is the session's
 // nonce and the marker's number, so that a server cannot forge one.
@@ -69,13 +75,19 @@ func newOrder() *order {
 
 // next registers a marker and returns its number and the event to send.
 func (o *order) next() (uint64, []byte) {
+	seq, params := o.nextParams()
+	return seq, fmt.Appendf(nil, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":%s}\n\n", params)
+}
+
+// nextParams registers a marker and returns its number and the params of
+// its notifications/message.
+func (o *order) nextParams() (uint64, json.RawMessage) {
 	o.mu.Lock()
 	o.seq++
 	seq := o.seq
 	o.pending[seq] = make(chan struct{})
 	o.mu.Unlock()
-	return seq, fmt.Appendf(nil, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"debug\",\"data\":null,\"_meta\":{%q:\"%s.%d\"}}}\n\n",
-		metaKeyOrder, o.nonce, seq)
+	return seq, fmt.Appendf(nil, "{\"level\":\"debug\",\"data\":null,\"_meta\":{%q:\"%s.%d\"}}", metaKeyOrder, o.nonce, seq)
 }
 
 // handled marks the marker value v (from its _meta) handled; false when v
@@ -114,11 +126,15 @@ func (o *order) waiter(seq uint64) <-chan struct{} {
 }
 
 // orderMark is one request's markers (in its context for the HTTP
-// round trips of its stream).
+// round trips of its stream, or the stdio connection's Write).
 type orderMark struct {
 	o    *order
 	mu   sync.Mutex
 	seqs []uint64
+	// conn and id: the stdio connection that awaits the request's answer
+	// to put a marker before it (orderedConn).
+	conn *orderedConn
+	id   jsonrpc.ID
 }
 
 func (m *orderMark) add(seq uint64) {
@@ -187,8 +203,12 @@ func (m *orderMark) done() {
 	m.mu.Lock()
 	seqs := m.seqs
 	m.seqs = nil
+	conn, id := m.conn, m.id
 	m.mu.Unlock()
 	m.o.forget(seqs)
+	if conn != nil {
+		conn.forget(id)
+	}
 }
 
 // swallowMarks is a receiving middleware of the session's client: a marker
@@ -302,4 +322,76 @@ func (b *markedEvents) endLine() {
 		b.ended = true
 	}
 	b.eol = true
+}
+
+// orderedTransport is a stdio transport whose connection keeps the order
+// (orderedConn).
+type orderedTransport struct {
+	mcp.Transport
+	o *order
+}
+
+func (t *orderedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &orderedConn{Connection: c, o: t.o, marks: map[jsonrpc.ID]*orderMark{}}, nil
+}
+
+// orderedConn puts a marker notification before the answer to a request
+// that carries a mark: the go-sdk queues it behind the notifications read
+// before the answer.
+type orderedConn struct {
+	mcp.Connection
+	o *order
+
+	mu    sync.Mutex
+	marks map[jsonrpc.ID]*orderMark // requests written, not yet answered
+
+	held jsonrpc.Message // an answer whose marker Read returned (the read loop's alone)
+}
+
+func (c *orderedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if m, _ := ctx.Value(orderKey{}).(*orderMark); m != nil {
+		if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+			c.mu.Lock()
+			c.marks[r.ID] = m
+			c.mu.Unlock()
+			m.mu.Lock()
+			m.conn, m.id = c, r.ID
+			m.mu.Unlock()
+		}
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+func (c *orderedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if msg := c.held; msg != nil {
+		c.held = nil
+		return msg, nil
+	}
+	msg, err := c.Connection.Read(ctx)
+	r, ok := msg.(*jsonrpc.Response)
+	if err != nil || !ok {
+		return msg, err
+	}
+	c.mu.Lock()
+	m := c.marks[r.ID]
+	delete(c.marks, r.ID)
+	c.mu.Unlock()
+	if m == nil {
+		return msg, nil
+	}
+	seq, params := c.o.nextParams()
+	m.add(seq)
+	c.held = msg
+	return &jsonrpc.Request{Method: "notifications/message", Params: params}, nil
+}
+
+// forget drops a request that will not be answered to its mark.
+func (c *orderedConn) forget(id jsonrpc.ID) {
+	c.mu.Lock()
+	delete(c.marks, id)
+	c.mu.Unlock()
 }

@@ -11,12 +11,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/gateway/wire"
@@ -166,7 +169,10 @@ func TestOrderMarkerNeedsTheNonce(t *testing.T) {
 // requests does not hold one entry each for its life.
 func TestOrderMarksForgottenAtTheEnd(t *testing.T) {
 	o := newOrder()
-	m := &orderMark{o: o}
+	id, _ := jsonrpc.MakeID(float64(7))
+	conn := &orderedConn{o: o, marks: map[jsonrpc.ID]*orderMark{}}
+	m := &orderMark{o: o, conn: conn, id: id}
+	conn.marks[id] = m
 	for range 3 {
 		seq, _ := o.next()
 		m.add(seq)
@@ -177,5 +183,58 @@ func TestOrderMarksForgottenAtTheEnd(t *testing.T) {
 	o.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d markers still pending after the request ended, want 0", n)
+	}
+	if len(conn.marks) != 0 {
+		t.Errorf("the stdio connection still awaits the answer of a request that ended: %v", conn.marks)
+	}
+}
+
+// inAwait reports whether a goroutine waits for a request's markers.
+func inAwait() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Contains(string(buf[:n]), "(*orderMark).await")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// Over stdio as well (the go-sdk's everything-server, whose
+// test_tool_with_logging sends three messages and then its answer): the
+// client takes its first message only once the call has returned (the
+// order lost) or waits for its messages, so the order is forced.
+func TestLogMessagesPrecedeTheAnswerOverStdio(t *testing.T) {
+	s := connect(t, Request{Spec: stdioSpec(goEverything(t))})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.SetLogLevel(ctx, "debug"); err != nil {
+		t.Fatalf("SetLogLevel: %v", err)
+	}
+	hold := make(chan struct{})
+	c := &heldCaller{fakeCaller: fakeCaller{client: "a"}, hold: hold, ctx: ctx}
+	var returned atomic.Bool
+	var got []string
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.CallTool(wire.WithCaller(ctx, c), &mcp.CallToolParams{Name: "test_tool_with_logging"}, nil)
+		got = c.got()
+		returned.Store(true)
+		done <- err
+	}()
+	for !returned.Load() && !inAwait() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the call neither returned nor waited for its log messages")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatalf("CallTool: %v", err)
+	}
+	if len(got) < 3 {
+		t.Errorf("when the answer came back, the client had %d log messages (%q), want 3", len(got), got)
 	}
 }
