@@ -29,6 +29,8 @@ func newLevelBackend(hold chan struct{}) *levelBackend {
 	b := &levelBackend{hold: hold, asked: make(chan struct{}, 8), atCall: make(chan mcp.LoggingLevel, 8)}
 	b.level.Store(mcp.LoggingLevel(""))
 	b.tools = []*mcp.Tool{{Name: "t", InputSchema: map[string]any{"type": "object"}}}
+	b.prompts = []*mcp.Prompt{{Name: "p"}}
+	b.resources = []*mcp.Resource{{Name: "r", URI: "res://r"}}
 	return b
 }
 
@@ -46,9 +48,24 @@ func (b *levelBackend) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) 
 }
 
 func (b *levelBackend) CallTool(ctx context.Context, p *mcp.CallToolParams, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+	b.reached()
+	return b.fakeBackend.CallTool(ctx, p, progress)
+}
+
+func (b *levelBackend) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	b.reached()
+	return b.fakeBackend.GetPrompt(ctx, p)
+}
+
+func (b *levelBackend) ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	b.reached()
+	return b.fakeBackend.ReadResource(ctx, p)
+}
+
+// reached records the level in force when a request reached the backend.
+func (b *levelBackend) reached() {
 	b.entered.Store(true)
 	b.atCall <- b.level.Load().(mcp.LoggingLevel)
-	return b.fakeBackend.CallTool(ctx, p, progress)
 }
 
 // waitingForLevel reports whether a goroutine waits in awaitLevel.
@@ -64,53 +81,71 @@ func waitingForLevel() bool {
 }
 
 // A logging level a client set before its backend reconnected is in force
-// on the new session before the client's first call reaches it: the
-// gateway asked the new backend for it on a goroutine of its own, and a
-// call that came at once reached the backend first, whose log messages for
-// it then went unsent (a classic backend sends none until asked for a
-// level). The new backend here answers setLevel only once the call is on
-// its way, so the order is forced.
+// on the new session before the client's first request reaches it (a
+// tool call, prompts/get, resources/read: what a backend serves while it
+// may log): the gateway asked the new backend for it on a goroutine of its
+// own, and a request that came at once reached the backend first, whose
+// log messages for it then went unsent (a classic backend sends none until
+// asked for a level). The new backend here answers setLevel only once the
+// request is on its way, so the order is forced.
 func TestLevelInForceAfterReconnect(t *testing.T) {
-	g, hs := newTestGateway(t, Options{})
-	first := newLevelBackend(nil)
-	g.Set(Connection{Name: "a", Prefix: "a", Backend: first})
-	d := dial(t, g, hs)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	if err := d.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
-		t.Fatalf("setLevel: %v", err)
-	}
-	if got := first.level.Load(); got != mcp.LoggingLevel("debug") {
-		t.Fatalf("the backend was asked for %q, want debug", got)
-	}
+	for _, tc := range []struct {
+		name string
+		send func(ctx context.Context, d *downstream) error
+	}{
+		{"tools/call", func(ctx context.Context, d *downstream) error {
+			_, err := d.call(ctx, "a_t", map[string]any{})
+			return err
+		}},
+		{"prompts/get", func(ctx context.Context, d *downstream) error {
+			_, err := d.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a_p"})
+			return err
+		}},
+		{"resources/read", func(ctx context.Context, d *downstream) error {
+			_, err := d.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "res://r"})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, hs := newTestGateway(t, Options{})
+			first := newLevelBackend(nil)
+			g.Set(Connection{Name: "a", Prefix: "a", Backend: first})
+			d := dial(t, g, hs)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			if err := d.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+				t.Fatalf("setLevel: %v", err)
+			}
+			if got := first.level.Load(); got != mcp.LoggingLevel("debug") {
+				t.Fatalf("the backend was asked for %q, want debug", got)
+			}
 
-	hold := make(chan struct{})
-	second := newLevelBackend(hold)
-	g.Set(Connection{Name: "a", Prefix: "a", Backend: second}) // a reconnect
-	select {
-	case <-second.asked:
-	case <-ctx.Done():
-		t.Fatal("the new backend was never asked for the level")
-	}
-	errc := make(chan error, 1)
-	go func() {
-		_, err := d.call(ctx, "a_t", map[string]any{})
-		errc <- err
-	}()
-	// The call either reaches the backend (the level not yet in force) or
-	// waits for the level: only then is setLevel answered.
-	for !second.entered.Load() && !waitingForLevel() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the call neither reached the backend nor waited for the level")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	close(hold)
-	if err := <-errc; err != nil {
-		t.Fatalf("call: %v", err)
-	}
-	if got := <-second.atCall; got != "debug" {
-		t.Errorf("the call reached the new backend with the level %q in force, want debug (set before the reconnect)", got)
+			hold := make(chan struct{})
+			second := newLevelBackend(hold)
+			g.Set(Connection{Name: "a", Prefix: "a", Backend: second}) // a reconnect
+			select {
+			case <-second.asked:
+			case <-ctx.Done():
+				t.Fatal("the new backend was never asked for the level")
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- tc.send(ctx, d) }()
+			// The request either reaches the backend (the level not yet in
+			// force) or waits for the level: only then is setLevel answered.
+			for !second.entered.Load() && !waitingForLevel() {
+				select {
+				case <-ctx.Done():
+					t.Fatal("the request neither reached the backend nor waited for the level")
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			close(hold)
+			if err := <-errc; err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if got := <-second.atCall; got != "debug" {
+				t.Errorf("the %s reached the new backend with the level %q in force, want debug (set before the reconnect)", tc.name, got)
+			}
+		})
 	}
 }
