@@ -145,9 +145,9 @@ func (m *orderMark) add(seq uint64) {
 
 type orderKey struct{}
 
-// withOrder returns ctx carrying a mark for the request's stream when the
-// request carries a downstream client that asked for log messages, and
-// the session reads HTTP; the mark is nil otherwise.
+// withOrder returns ctx carrying a mark for the request when it carries a
+// downstream client that asked for log messages; the mark is nil
+// otherwise (and its methods do nothing).
 func (s *Session) withOrder(ctx context.Context) (context.Context, *orderMark) {
 	if s.order == nil {
 		return ctx, nil
