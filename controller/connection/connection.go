@@ -269,6 +269,12 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		if err == nil && sp.HTTP.OAuth != nil {
 			err = s.useOAuth(ctx, req, src, transport) // oauth.go
 		}
+		if err == nil && s.transport == spec.TransportSSE {
+			// A legacy SSE server answers on its one event stream, which
+			// no request's context reads: the marker goes before the
+			// answer, as on stdio (order.go).
+			transport = &orderedTransport{Transport: transport, o: s.order}
+		}
 		if st, ok := transport.(*mcp.StreamableClientTransport); ok {
 			s.httpClient, s.httpURL = st.HTTPClient, st.Endpoint
 		}

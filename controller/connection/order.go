@@ -45,10 +45,12 @@ import (
 // (await), bounded by relayDrain. A request whose stream carried one event
 // (its answer alone, the usual case) gets no marker and waits for nothing.
 //
-// A stdio (or container) session reads no HTTP: there tether wraps the
-// go-sdk's connection (orderedConn; the go-sdk's IOTransport connection
-// needs no unexported method on the client side), and puts a marker
-// before the answer to a request that carries a mark.
+// A stdio (or container) session reads no HTTP, and a legacy SSE
+// session's answers come on its one event stream, which no request's
+// context reads: there tether wraps the go-sdk's connection (orderedConn;
+// the go-sdk's IOTransport and SSE connections need no unexported method
+// on the client side), and puts a marker before the answer to a request
+// that carries a mark.
 //
 // Only requests of a downstream client that asked for log messages carry
 // markers (withOrder).
@@ -324,8 +326,8 @@ func (b *markedEvents) endLine() {
 	b.eol = true
 }
 
-// orderedTransport is a stdio transport whose connection keeps the order
-// (orderedConn).
+// orderedTransport is a stdio or legacy SSE transport whose connection
+// keeps the order (orderedConn).
 type orderedTransport struct {
 	mcp.Transport
 	o *order

@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tether-mcp/tether/controller/gateway/wire"
+	"github.com/tether-mcp/tether/spec"
 )
 
 // heldCaller is a downstream client that asked for debug messages and
@@ -201,12 +202,40 @@ func inAwait() bool {
 	}
 }
 
-// Over stdio as well (the go-sdk's everything-server, whose
-// test_tool_with_logging sends three messages and then its answer): the
-// client takes its first message only once the call has returned (the
-// order lost) or waits for its messages, so the order is forced.
-func TestLogMessagesPrecedeTheAnswerOverStdio(t *testing.T) {
-	s := connect(t, Request{Spec: stdioSpec(goEverything(t))})
+// Over stdio and legacy SSE as well (the go-sdk's everything-server over
+// stdio, whose test_tool_with_logging sends three messages and then its
+// answer; a go-sdk SSE server whose answers come on its one event stream,
+// not on the request's): the client takes its first message only once the
+// call has returned (the order lost) or waits for its messages, so the
+// order is forced.
+func TestLogMessagesPrecedeTheAnswerOverStdioAndSSE(t *testing.T) {
+	t.Run("stdio", func(t *testing.T) {
+		s := connect(t, Request{Spec: stdioSpec(goEverything(t))})
+		logsBeforeAnswer(t, s, "test_tool_with_logging")
+	})
+	t.Run("sse", func(t *testing.T) {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "logs", Version: "1"}, &mcp.ServerOptions{
+			Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{}},
+		})
+		mcp.AddTool(srv, &mcp.Tool{Name: "log3"}, func(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
+			for i := range 3 {
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: fmt.Sprintf("m%d", i)})
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+		})
+		hs := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(hs.Close)
+		s := connect(t, Request{Spec: httpSpec(hs.URL, spec.TransportSSE)})
+		logsBeforeAnswer(t, s, "log3")
+	})
+}
+
+// logsBeforeAnswer calls tool, which sends three log messages and then its
+// answer, for a client that takes its first message only once the call
+// returned or waits for its messages; all three must have reached the
+// client when the call returns.
+func logsBeforeAnswer(t *testing.T, s *Session, tool string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.SetLogLevel(ctx, "debug"); err != nil {
@@ -218,7 +247,7 @@ func TestLogMessagesPrecedeTheAnswerOverStdio(t *testing.T) {
 	var got []string
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.CallTool(wire.WithCaller(ctx, c), &mcp.CallToolParams{Name: "test_tool_with_logging"}, nil)
+		_, err := s.CallTool(wire.WithCaller(ctx, c), &mcp.CallToolParams{Name: tool}, nil)
 		got = c.got()
 		returned.Store(true)
 		done <- err
