@@ -273,7 +273,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 			// A legacy SSE server answers on its one event stream, which
 			// no request's context reads: the marker goes before the
 			// answer, as on stdio (order.go).
-			transport = &orderedTransport{Transport: transport, o: s.order}
+			transport = &orderedTransport{Transport: transport}
 		}
 		if st, ok := transport.(*mcp.StreamableClientTransport); ok {
 			s.httpClient, s.httpURL = st.HTTPClient, st.Endpoint
@@ -433,7 +433,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	s.proc = proc
 	// The go-sdk bounds a frame itself; its error is read as the limit's
 	// (messageLimit.explain).
-	return &orderedTransport{Transport: &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}, o: s.order}, nil
+	return &orderedTransport{Transport: &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}}, nil
 }
 
 func btoi(b bool) int {

@@ -306,7 +306,7 @@ func (s *Session) startContainer(ctx context.Context, c *spec.ContainerSpec, man
 	s.proc = proc
 	ok = true
 	if c.Port == 0 {
-		return &orderedTransport{Transport: &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}, o: s.order}, nil
+		return &orderedTransport{Transport: &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}}, nil
 	}
 	// A port server: nothing speaks on stdin and stdout. What it writes to
 	// stdout (logs, most often) joins stderr in the tail; left unread, a

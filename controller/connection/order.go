@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -38,10 +39,11 @@ import (
 // loop (wrapping its transport's Connection hides the unexported method
 // its streamable transport needs), so the order is kept below it, on the
 // HTTP response it reads: before each event of a request's event stream
-// after the first, a marker event goes to the go-sdk; the go-sdk queues
-// it behind what came before, and when its handler reaches the marker
-// (swallowMarks) everything the server sent before that event has been
-// handled. The request's answer waits for the last marker of its stream
+// that follows a message, a marker event goes to the go-sdk; the go-sdk
+// queues it behind what came before, and when its handler reaches the
+// marker (swallowMarks) everything the server sent before that event has
+// been handled. The session keeps one entry per marked request in flight
+// and two counters in it, however many events a server sends. The request's answer waits for the last marker of its stream
 // (await), bounded by relayDrain. A request whose stream carried one event
 // (its answer alone, the usual case) gets no marker and waits for nothing.
 //
@@ -56,93 +58,99 @@ import (
 // markers (withOrder).
 
 // metaKeyOrder names the marker's _meta key; its value is the session's
-// nonce and the marker's number, so that a server cannot forge one.
+// nonce, the request's mark and the marker's number, so that a server
+// cannot forge one.
 const metaKeyOrder = "io.tether/order"
 
-// order is one session's markers: the nonce they carry and those not yet
-// handled.
+// order is one session's marks: the nonce their markers carry and the
+// requests whose markers may still come back. What it holds is one entry
+// per request in flight that was sent a marker, however many markers a
+// stream carries.
 type order struct {
 	nonce string
+	ids   atomic.Uint64
 
-	mu      sync.Mutex
-	seq     uint64
-	pending map[uint64]chan struct{} // closed when the go-sdk handled the marker
+	mu    sync.Mutex
+	marks map[uint64]*orderMark
 }
 
 func newOrder() *order {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &order{nonce: hex.EncodeToString(b[:]), pending: map[uint64]chan struct{}{}}
+	return &order{nonce: hex.EncodeToString(b[:]), marks: map[uint64]*orderMark{}}
 }
 
-// next registers a marker and returns its number and the event to send.
-func (o *order) next() (uint64, []byte) {
-	seq, params := o.nextParams()
-	return seq, fmt.Appendf(nil, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":%s}\n\n", params)
-}
-
-// nextParams registers a marker and returns its number and the params of
-// its notifications/message.
-func (o *order) nextParams() (uint64, json.RawMessage) {
-	o.mu.Lock()
-	o.seq++
-	seq := o.seq
-	o.pending[seq] = make(chan struct{})
-	o.mu.Unlock()
-	return seq, fmt.Appendf(nil, "{\"level\":\"debug\",\"data\":null,\"_meta\":{%q:\"%s.%d\"}}", metaKeyOrder, o.nonce, seq)
-}
-
-// handled marks the marker value v (from its _meta) handled; false when v
-// is no marker of this session's.
+// handled records the marker value v (from its _meta) handled; false when
+// v is no marker of this session's. A marker of a request that ended is
+// the session's too, and goes no further.
 func (o *order) handled(v string) bool {
-	nonce, n, ok := strings.Cut(v, ".")
+	nonce, rest, ok := strings.Cut(v, ".")
 	if !ok || nonce != o.nonce {
 		return false
 	}
-	seq, err := strconv.ParseUint(n, 10, 64)
-	if err != nil {
+	idText, nText, ok := strings.Cut(rest, ".")
+	id, err1 := strconv.ParseUint(idText, 10, 64)
+	n, err2 := strconv.ParseUint(nText, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
 		return false
 	}
 	o.mu.Lock()
-	if ch, ok := o.pending[seq]; ok {
-		close(ch)
-		delete(o.pending, seq)
-	}
+	m := o.marks[id]
 	o.mu.Unlock()
+	if m != nil {
+		m.reached(n)
+	}
 	return true
 }
 
-// forget drops markers that will not be awaited any more.
-func (o *order) forget(seqs []uint64) {
-	o.mu.Lock()
-	for _, seq := range seqs {
-		delete(o.pending, seq)
-	}
-	o.mu.Unlock()
-}
-
-func (o *order) waiter(seq uint64) <-chan struct{} {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.pending[seq]
-}
-
 // orderMark is one request's markers (in its context for the HTTP
-// round trips of its stream, or the stdio connection's Write).
+// round trips of its stream, or the stdio connection's Write): how many
+// were sent, the latest the go-sdk handled.
 type orderMark struct {
-	o    *order
-	mu   sync.Mutex
-	seqs []uint64
-	// conn and id: the stdio connection that awaits the request's answer
+	o  *order
+	id uint64
+
+	mu      sync.Mutex
+	sent    uint64        // markers put in the request's stream
+	handled uint64        // the latest the go-sdk handled (they come in order)
+	want    uint64        // the marker await waits for
+	wake    chan struct{} // await's, closed once want is handled
+	ended   bool          // done: no more waiting, nothing registered
+	// conn and rid: the stdio connection that awaits the request's answer
 	// to put a marker before it (orderedConn).
 	conn *orderedConn
-	id   jsonrpc.ID
+	rid  jsonrpc.ID
 }
 
-func (m *orderMark) add(seq uint64) {
+// nextParams counts one more marker of the request and returns the params
+// of its notifications/message. The request is registered with its first.
+func (m *orderMark) nextParams() json.RawMessage {
 	m.mu.Lock()
-	m.seqs = append(m.seqs, seq)
+	m.sent++
+	n, register := m.sent, m.sent == 1 && !m.ended
 	m.mu.Unlock()
+	if register {
+		m.o.mu.Lock()
+		m.o.marks[m.id] = m
+		m.o.mu.Unlock()
+	}
+	return fmt.Appendf(nil, "{\"level\":\"debug\",\"data\":null,\"_meta\":{%q:\"%s.%d.%d\"}}", metaKeyOrder, m.o.nonce, m.id, n)
+}
+
+// next counts one more marker and returns its event.
+func (m *orderMark) next() []byte {
+	return fmt.Appendf(nil, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":%s}\n\n", m.nextParams())
+}
+
+// reached records marker n handled.
+func (m *orderMark) reached(n uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.handled = max(m.handled, n)
+	if m.wake != nil && m.handled >= m.want {
+		close(m.wake)
+		m.wake = nil
+	}
 }
 
 type orderKey struct{}
@@ -157,7 +165,7 @@ func (s *Session) withOrder(ctx context.Context) (context.Context, *orderMark) {
 	if c := wire.CallerFrom(ctx); c == nil || c.LogLevel() == "" {
 		return ctx, nil
 	}
-	m := &orderMark{o: s.order}
+	m := &orderMark{o: s.order, id: s.order.ids.Add(1)}
 	return context.WithValue(ctx, orderKey{}, m), m
 }
 
@@ -171,19 +179,18 @@ func (m *orderMark) await(ctx context.Context) {
 		return
 	}
 	m.mu.Lock()
-	seqs := m.seqs
-	m.mu.Unlock()
-	if len(seqs) == 0 {
+	if m.handled >= m.sent {
+		m.mu.Unlock()
 		return
 	}
-	ch := m.o.waiter(seqs[len(seqs)-1])
-	if ch == nil {
-		return // handled
-	}
+	m.want = m.sent
+	wake := make(chan struct{})
+	m.wake = wake
+	m.mu.Unlock()
 	t := time.NewTimer(relayDrain)
 	defer t.Stop()
 	select {
-	case <-ch:
+	case <-wake:
 	case <-ctx.Done():
 	case <-t.C:
 	}
@@ -196,20 +203,21 @@ func answeredByServer(err error) bool {
 	return err == nil || errors.As(err, &je)
 }
 
-// done forgets the request's markers the go-sdk has not handled (its
-// stream broke, the request ended first): none is awaited any more.
+// done forgets the request (its stream broke, or the request ended): none
+// of its markers is awaited any more.
 func (m *orderMark) done() {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
-	seqs := m.seqs
-	m.seqs = nil
-	conn, id := m.conn, m.id
+	m.ended = true
+	conn, rid := m.conn, m.rid
 	m.mu.Unlock()
-	m.o.forget(seqs)
+	m.o.mu.Lock()
+	delete(m.o.marks, m.id)
+	m.o.mu.Unlock()
 	if conn != nil {
-		conn.forget(id)
+		conn.forget(rid)
 	}
 }
 
@@ -241,21 +249,28 @@ func markEvents(req *http.Request, resp *http.Response) *http.Response {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return resp
 	}
-	resp.Body = &markedEvents{ReadCloser: resp.Body, m: m, eol: true, ended: true}
+	resp.Body = &markedEvents{ReadCloser: resp.Body, m: m}
 	return resp
 }
 
-// markedEvents puts a marker event before each event of a stream after its
-// first. Line ends are read as limitedBody reads them (CRLF, LF, CR).
+// markedEvents puts a marker event before each event of a stream that
+// follows an event with data (a message): before the answer of a stream
+// that carried messages before it, never before its first event, and not
+// after a keepalive comment or an event of an id alone, which carry no
+// message. Lines are read as the go-sdk's and tether's event readers read
+// them: a line ends at LF, and one of CRs alone is empty.
 type markedEvents struct {
 	io.ReadCloser
-	m      *orderMark
-	events int    // events begun
-	out    []byte // read from the stream, not yet returned
-	err    error  // the stream's, once out is returned
-	eol    bool   // the last byte ended a line
-	cr     bool   // the last byte was CR
-	ended  bool   // the last line was empty: the next line begins an event
+	m   *orderMark
+	out []byte // read from the stream, not yet returned
+	err error  // the stream's, once out is returned
+
+	pos     int  // bytes of the current line read, up to len("data")
+	crs     bool // the current line holds only CRs so far
+	data    bool // the current line begins with what it has of "data"
+	inEvent bool // a line of an event was read since the last empty line
+	hasData bool // the event in progress has a data line
+	owed    bool // an event with data ended since the last marker
 }
 
 func (b *markedEvents) Read(p []byte) (int, error) {
@@ -281,36 +296,40 @@ func (b *markedEvents) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// scan returns p with a marker before each event that begins in it, after
-// the stream's first.
+// scan returns p with a marker before each line that begins an event owed
+// one.
 func (b *markedEvents) scan(p []byte) []byte {
 	var out []byte
 	start := 0
 	for i, c := range p {
-		switch c {
-		case '\n':
-			if b.cr {
-				b.cr = false
-				continue
+		if c == '\n' {
+			if b.pos == 0 || b.crs {
+				// An empty line ends the event.
+				b.owed = b.owed || b.hasData
+				b.inEvent, b.hasData = false, false
+			} else {
+				b.inEvent = true
+				b.hasData = b.hasData || (b.data && b.pos == len("data"))
 			}
-			b.endLine()
-		case '\r':
-			b.cr = true
-			b.endLine()
-		default:
-			b.cr = false
-			if b.ended {
-				b.ended = false
-				b.events++
-				if b.events > 1 {
-					seq, ev := b.m.o.next()
-					b.m.add(seq)
-					out = append(out, p[start:i]...)
-					out = append(out, ev...)
-					start = i
-				}
+			b.pos, b.crs, b.data = 0, false, false
+			continue
+		}
+		if b.pos == 0 && !b.crs {
+			// A line begins.
+			if !b.inEvent && b.owed {
+				b.owed = false
+				out = append(out, p[start:i]...)
+				out = append(out, b.m.next()...)
+				start = i
 			}
-			b.eol = false
+			b.crs, b.data = true, true
+		}
+		if c != '\r' {
+			b.crs = false
+		}
+		if b.pos < len("data") {
+			b.data = b.data && c == "data"[b.pos]
+			b.pos++
 		}
 	}
 	if out == nil {
@@ -319,18 +338,10 @@ func (b *markedEvents) scan(p []byte) []byte {
 	return append(out, p[start:]...)
 }
 
-func (b *markedEvents) endLine() {
-	if b.eol {
-		b.ended = true
-	}
-	b.eol = true
-}
-
 // orderedTransport is a stdio or legacy SSE transport whose connection
 // keeps the order (orderedConn).
 type orderedTransport struct {
 	mcp.Transport
-	o *order
 }
 
 func (t *orderedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -338,7 +349,7 @@ func (t *orderedTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &orderedConn{Connection: c, o: t.o, marks: map[jsonrpc.ID]*orderMark{}}, nil
+	return &orderedConn{Connection: c, marks: map[jsonrpc.ID]*orderMark{}}, nil
 }
 
 // orderedConn puts a marker notification before the answer to a request
@@ -346,7 +357,6 @@ func (t *orderedTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 // before the answer.
 type orderedConn struct {
 	mcp.Connection
-	o *order
 
 	mu    sync.Mutex
 	marks map[jsonrpc.ID]*orderMark // requests written, not yet answered
@@ -361,7 +371,7 @@ func (c *orderedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			c.marks[r.ID] = m
 			c.mu.Unlock()
 			m.mu.Lock()
-			m.conn, m.id = c, r.ID
+			m.conn, m.rid = c, r.ID
 			m.mu.Unlock()
 		}
 	}
@@ -385,10 +395,8 @@ func (c *orderedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if m == nil {
 		return msg, nil
 	}
-	seq, params := c.o.nextParams()
-	m.add(seq)
 	c.held = msg
-	return &jsonrpc.Request{Method: "notifications/message", Params: params}, nil
+	return &jsonrpc.Request{Method: "notifications/message", Params: m.nextParams()}, nil
 }
 
 // forget drops a request that will not be answered to its mark.

@@ -5,7 +5,6 @@ package connection
 //lint:file-ignore SA1019 relaying a server's log messages (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -114,79 +113,144 @@ func TestLogMessagesPrecedeTheAnswer(t *testing.T) {
 	}
 }
 
-// markedEvents puts a marker before each event of a stream after its first,
-// whatever ends its lines and however the stream is cut into reads.
+// markedEvents puts a marker before each event of a stream that follows an
+// event with data, whatever ends its lines and however the stream is cut
+// into reads; a stream of CRs alone, which neither the go-sdk's nor
+// tether's event reader reads as lines, gets none.
 func TestMarkedEventsMarksEachEventAfterTheFirst(t *testing.T) {
 	for _, eol := range []string{"\n", "\r\n", "\r"} {
 		ev := func(data string) string { return "id: 1" + eol + "data: " + data + eol + eol }
 		stream := ev("a") + ": comment" + eol + ev("b") + ev("c")
 		for _, one := range []bool{false, true} {
 			o := newOrder()
-			m := &orderMark{o: o}
-			var r io.Reader = strings.NewReader(stream)
-			if one {
-				r = iotest.OneByteReader(r)
+			m := &orderMark{o: o, id: 1}
+			out := readMarked(t, m, stream, one)
+			want := ev("a") + marker(o, 1) + ": comment" + eol + ev("b") + marker(o, 2) + ev("c")
+			sent := 2
+			if eol == "\r" {
+				want, sent = stream, 0
 			}
-			b := &markedEvents{ReadCloser: io.NopCloser(r), m: m, eol: true, ended: true}
-			out, err := io.ReadAll(b)
-			if err != nil {
-				t.Fatalf("read: %v", err)
-			}
-			marker := func(seq int) string {
-				return fmt.Sprintf("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"debug\",\"data\":null,\"_meta\":{%q:\"%s.%d\"}}}\n\n", metaKeyOrder, o.nonce, seq)
-			}
-			want := ev("a") + marker(1) + ": comment" + eol + ev("b") + marker(2) + ev("c")
-			if !bytes.Equal(out, []byte(want)) {
+			if out != want {
 				t.Errorf("eol %q, one byte at a time %v:\n got %q\nwant %q", eol, one, out, want)
 			}
-			if len(m.seqs) != 2 {
-				t.Errorf("eol %q: %d markers recorded, want 2", eol, len(m.seqs))
+			if m.sent != uint64(sent) {
+				t.Errorf("eol %q: %d markers counted, want %d", eol, m.sent, sent)
 			}
 		}
 	}
 }
 
-// A marker is handled once and only with the session's nonce: a server
-// cannot forge one (its message is relayed as a log message).
+// readMarked reads stream through markedEvents for m, one byte at a time
+// when one is set.
+func readMarked(t *testing.T, m *orderMark, stream string, one bool) string {
+	t.Helper()
+	var r io.Reader = strings.NewReader(stream)
+	if one {
+		r = iotest.OneByteReader(r)
+	}
+	out, err := io.ReadAll(&markedEvents{ReadCloser: io.NopCloser(r), m: m})
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return string(out)
+}
+
+// marker is the event of m's marker n of o, where m's id is 1.
+func marker(o *order, n int) string {
+	return fmt.Sprintf("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"debug\",\"data\":null,\"_meta\":{%q:\"%s.1.%d\"}}}\n\n", metaKeyOrder, o.nonce, n)
+}
+
+// Events that carry no message (keepalive comments, an id alone) owe no
+// marker: a server that sends thousands of them while it serves a call
+// makes the go-sdk decode no marker for them.
+func TestMarkedEventsSkipEventsWithoutData(t *testing.T) {
+	ev := func(data string) string { return "data: " + data + "\n\n" }
+	stream := ev("a") + strings.Repeat(": keepalive\n\nid: 7\n\n", 1000) + ev("b")
+	o := newOrder()
+	m := &orderMark{o: o, id: 1}
+	out := readMarked(t, m, stream, false)
+	if want := ev("a") + marker(o, 1) + strings.Repeat(": keepalive\n\nid: 7\n\n", 1000) + ev("b"); out != want {
+		t.Errorf("got %d bytes (%d markers), want %d (one marker, after a)", len(out), m.sent, len(want))
+	}
+}
+
+// A session keeps one entry per request that was sent markers, however
+// many its stream carries, and none once the request ended: a server that
+// sends a call thousands of messages the go-sdk has not handled yet does
+// not grow tether's memory by one entry each.
+func TestOrderKeepsOneEntryPerRequest(t *testing.T) {
+	o := newOrder()
+	m := &orderMark{o: o, id: 1}
+	readMarked(t, m, strings.Repeat("data: {}\n\n", 10_000), false)
+	o.mu.Lock()
+	n := len(o.marks)
+	o.mu.Unlock()
+	if n != 1 || m.sent != 9_999 {
+		t.Errorf("after 9,999 markers: %d entries (want 1), %d markers counted (want 9,999)", n, m.sent)
+	}
+	m.done()
+	if len(o.marks) != 0 {
+		t.Errorf("%d entries after the request ended, want 0", len(o.marks))
+	}
+}
+
+// A marker counts only with the session's nonce: a server cannot forge one
+// (its message is relayed as a log message). Its request's await returns
+// once the last marker sent before the answer was handled.
 func TestOrderMarkerNeedsTheNonce(t *testing.T) {
 	o := newOrder()
-	seq, _ := o.next()
-	if o.handled(fmt.Sprintf("other.%d", seq)) {
+	m := &orderMark{o: o, id: 1}
+	m.nextParams()
+	m.nextParams()
+	if o.handled("other.1.2") {
 		t.Errorf("a marker with another nonce counted")
 	}
-	if ch := o.waiter(seq); ch == nil {
-		t.Fatalf("marker %d not pending", seq)
-	}
-	if !o.handled(fmt.Sprintf("%s.%d", o.nonce, seq)) {
+	if !o.handled(fmt.Sprintf("%s.1.1", o.nonce)) {
 		t.Errorf("the session's marker did not count")
 	}
-	if ch := o.waiter(seq); ch != nil {
-		t.Errorf("marker %d still pending after it was handled", seq)
+	if m.handled != 1 {
+		t.Fatalf("handled %d, want 1", m.handled)
+	}
+	done := make(chan struct{})
+	go func() {
+		m.await(context.Background())
+		close(done)
+	}()
+	for !inAwait() {
+		time.Sleep(time.Millisecond)
+	}
+	o.handled(fmt.Sprintf("%s.1.2", o.nonce))
+	select {
+	case <-done:
+	case <-time.After(relayDrain / 2):
+		t.Errorf("await did not return when the last marker was handled")
 	}
 }
 
 // A request's markers the go-sdk never handled (its stream broke) are
-// forgotten when the request ends: a session that serves many such
-// requests does not hold one entry each for its life.
+// forgotten when the request ends, and so is the stdio connection's wait
+// for its answer.
 func TestOrderMarksForgottenAtTheEnd(t *testing.T) {
 	o := newOrder()
 	id, _ := jsonrpc.MakeID(float64(7))
-	conn := &orderedConn{o: o, marks: map[jsonrpc.ID]*orderMark{}}
-	m := &orderMark{o: o, conn: conn, id: id}
+	conn := &orderedConn{marks: map[jsonrpc.ID]*orderMark{}}
+	m := &orderMark{o: o, id: 1, conn: conn, rid: id}
 	conn.marks[id] = m
 	for range 3 {
-		seq, _ := o.next()
-		m.add(seq)
+		m.nextParams()
 	}
 	m.done()
 	o.mu.Lock()
-	n := len(o.pending)
+	n := len(o.marks)
 	o.mu.Unlock()
 	if n != 0 {
-		t.Errorf("%d markers still pending after the request ended, want 0", n)
+		t.Errorf("%d requests still have markers after the request ended, want 0", n)
 	}
 	if len(conn.marks) != 0 {
 		t.Errorf("the stdio connection still awaits the answer of a request that ended: %v", conn.marks)
+	}
+	if !o.handled(fmt.Sprintf("%s.1.3", o.nonce)) {
+		t.Errorf("a marker of a request that ended was not the session's: it would reach the client")
 	}
 }
 
