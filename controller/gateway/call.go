@@ -73,16 +73,35 @@ func (t *target) callContext(ctx context.Context) (callCtx context.Context, done
 	}
 }
 
-// awaitLevel waits, within ctx, until the backend was asked for the
-// logging level the clients had set before it connected (SetAvailable);
-// at once when there was none, or it was asked already.
+// levelWait bounds how long a request waits for a backend that just
+// connected to answer the logging level (awaitLevel): one that never
+// answers logging/setLevel costs the requests sent meanwhile their log
+// messages, not their answers.
+const levelWait = time.Second
+
+// awaitLevel waits until the backend was asked for the logging level the
+// clients had set before it connected (Set); at once when there was none,
+// or it was asked already. It waits at most levelWait, and at most half
+// of what is left of ctx: the request itself must still fit in it.
 func (t *target) awaitLevel(ctx context.Context) {
 	if t.levelSet == nil {
 		return
 	}
 	select {
 	case <-t.levelSet:
+		return
+	default:
+	}
+	d := levelWait
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/2)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-t.levelSet:
 	case <-ctx.Done():
+	case <-timer.C:
 	}
 }
 

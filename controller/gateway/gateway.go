@@ -555,10 +555,16 @@ func (g *Gateway) Set(c Connection) {
 	st.backend = c.Backend
 	b := st.backend
 	var levelSet chan struct{}
+	var awaited <-chan struct{}
 	if newBackend {
 		levelSet = make(chan struct{})
+		awaited = levelSet
+	} else if st.target != nil {
+		// The same backend with new tools: the level asked for it at its
+		// (re)connect may still be on its way.
+		awaited = st.target.levelSet
 	}
-	st.target = &target{name: st.name, backend: routed{ToolCalls: b, Requests: b, Subscriptions: b, Relays: b}, timeout: st.timeout, life: st.life, levelSet: levelSet}
+	st.target = &target{name: st.name, backend: routed{ToolCalls: b, Requests: b, Subscriptions: b, Relays: b}, timeout: st.timeout, life: st.life, levelSet: awaited}
 	touched = g.claimLocked(st, touched)
 	// Only a connection that was unavailable leaves the "not connected"
 	// answers; a new one was never among them.

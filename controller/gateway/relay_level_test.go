@@ -149,3 +149,70 @@ func TestLevelInForceAfterReconnect(t *testing.T) {
 		})
 	}
 }
+
+// A backend that never answers logging/setLevel after a reconnect costs
+// the calls sent meanwhile at most levelWait, not their answers: the
+// call goes on without the level and is answered, where it waited its
+// whole callTimeout and failed.
+func TestLevelWaitIsBounded(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	first := newLevelBackend(nil)
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: first})
+	d := dial(t, g, hs)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatalf("setLevel: %v", err)
+	}
+	never := make(chan struct{}) // setLevel is never answered
+	second := newLevelBackend(never)
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: second, CallTimeout: 4 * levelWait})
+	<-second.asked
+	res, err := d.call(ctx, "a_t", map[string]any{})
+	if err != nil || res.IsError {
+		t.Fatalf("a call while the backend does not answer setLevel: %v %v", err, res)
+	}
+	if got := <-second.atCall; got != "" {
+		t.Errorf("the call reached the backend with the level %q, want none (never answered)", got)
+	}
+}
+
+// The same backend published again with other tools while its level is on
+// its way (a tools/list_changed right after a reconnect): a call that comes
+// then waits for the level as well.
+func TestLevelAwaitedAfterAToolsChange(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	first := newLevelBackend(nil)
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: first})
+	d := dial(t, g, hs)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatalf("setLevel: %v", err)
+	}
+	hold := make(chan struct{})
+	second := newLevelBackend(hold)
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: second}) // a reconnect
+	<-second.asked
+	second.setTools(append(second.Tools(), &mcp.Tool{Name: "u", InputSchema: map[string]any{"type": "object"}}))
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: second}) // its tools changed
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.call(ctx, "a_t", map[string]any{})
+		errc <- err
+	}()
+	for !second.entered.Load() && !waitingForLevel() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the call neither reached the backend nor waited for the level")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	close(hold)
+	if err := <-errc; err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if got := <-second.atCall; got != "debug" {
+		t.Errorf("the call reached the backend with the level %q in force, want debug", got)
+	}
+}
