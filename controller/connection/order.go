@@ -116,6 +116,10 @@ type orderMark struct {
 	want    uint64        // the marker await waits for
 	wake    chan struct{} // await's, closed once want is handled
 	ended   bool          // done: no more waiting, nothing registered
+	// owed: an event with data ended on the request's stream since its
+	// last marker; kept across the stream's resumptions, so that the
+	// first event of a stream resumed after one with messages gets one.
+	owed atomic.Bool
 	// conn and rid: the stdio connection that awaits the request's answer
 	// to put a marker before it (orderedConn).
 	conn *orderedConn
@@ -270,7 +274,6 @@ type markedEvents struct {
 	data    bool // the current line begins with what it has of "data"
 	inEvent bool // a line of an event was read since the last empty line
 	hasData bool // the event in progress has a data line
-	owed    bool // an event with data ended since the last marker
 }
 
 func (b *markedEvents) Read(p []byte) (int, error) {
@@ -305,7 +308,9 @@ func (b *markedEvents) scan(p []byte) []byte {
 		if c == '\n' {
 			if b.pos == 0 || b.crs {
 				// An empty line ends the event.
-				b.owed = b.owed || b.hasData
+				if b.hasData {
+					b.m.owed.Store(true)
+				}
 				b.inEvent, b.hasData = false, false
 			} else {
 				b.inEvent = true
@@ -316,8 +321,7 @@ func (b *markedEvents) scan(p []byte) []byte {
 		}
 		if b.pos == 0 && !b.crs {
 			// A line begins.
-			if !b.inEvent && b.owed {
-				b.owed = false
+			if !b.inEvent && b.m.owed.CompareAndSwap(true, false) {
 				out = append(out, p[start:i]...)
 				out = append(out, b.m.next()...)
 				start = i

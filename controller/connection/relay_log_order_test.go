@@ -174,6 +174,24 @@ func TestMarkedEventsSkipEventsWithoutData(t *testing.T) {
 	}
 }
 
+// A stream resumed after it broke (Last-Event-ID) is the same request's:
+// when the broken one carried a message, the resumed one's first event
+// gets a marker, or the answer there could overtake that message. The
+// marker carries no id: an event without one leaves the last event id as
+// it was, for the go-sdk's reader and tether's alike.
+func TestMarkedEventsAcrossResumption(t *testing.T) {
+	o := newOrder()
+	m := &orderMark{o: o, id: 1}
+	first := "id: 1\ndata: a\n\n"
+	if out := readMarked(t, m, first, false); out != first {
+		t.Errorf("the first stream: got %q, want it as sent", out)
+	}
+	resumed := "id: 2\ndata: b\n\n"
+	if out, want := readMarked(t, m, resumed, false), marker(o, 1)+resumed; out != want {
+		t.Errorf("the resumed stream:\n got %q\nwant %q", out, want)
+	}
+}
+
 // A session keeps one entry per request that was sent markers, however
 // many its stream carries, and none once the request ended: a server that
 // sends a call thousands of messages the go-sdk has not handled yet does
