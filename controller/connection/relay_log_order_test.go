@@ -235,7 +235,11 @@ func TestOrderMarkerNeedsTheNonce(t *testing.T) {
 		close(done)
 	}()
 	for !inAwait() {
-		time.Sleep(time.Millisecond)
+		select {
+		case <-done:
+			t.Fatal("await returned before the last marker was handled")
+		case <-time.After(time.Millisecond):
+		}
 	}
 	o.handled(fmt.Sprintf("%s.1.2", o.nonce))
 	select {
