@@ -52,6 +52,8 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	}
 	defer s.inFlight(callCtx)()
 	callCtx, sent := withDelivery(callCtx)
+	callCtx, mark := s.withOrder(callCtx)
+	defer mark.done()
 	meta := tracing.InjectMeta(ctx, nil)
 	if m := s.levelMeta(ctx, meta); m != nil {
 		meta = m
@@ -68,6 +70,9 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	}
 	res, err := s.cs.CallTool(callCtx, up)
 	answered = err == nil
+	if answeredByServer(err) {
+		mark.await(callCtx) // its log messages first (order.go)
+	}
 	if err != nil {
 		return nil, afterDelivery(sent, s.callErr(fmt.Sprintf("tools/call %q", p.Name), ctx, err))
 	}

@@ -131,6 +131,7 @@ type Session struct {
 	catalog  atomic.Pointer[catalog] // prompts, resources, templates (relay.go)
 	listener listenerBox             // where resource updates and unrelated logs go
 	flights  flights                 // requests in flight that carry a downstream client
+	order    *order                  // keeps a request's log messages ahead of its answer (order.go)
 
 	toolsMu  sync.Mutex
 	tools    []*mcp.Tool       // replaced, never modified
@@ -197,10 +198,11 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		return nil, err // names entries and sources, never values
 	}
 	red := newRedactor(append(slices.Clip(envVals), fileVals...), headerVals)
-	if sp.HTTP != nil {
+	if sp.HTTP != nil || (sp.Container != nil && sp.Container.Port != 0) {
 		// OAuth tokens, learnt as they come (oauth.go), and the session's
-		// id: whoever holds it can use the session on the server, and the
-		// go-sdk puts it in its errors ("session ID: …").
+		// ids, from the first answer that carries one (http.go): whoever
+		// holds one can use the session on the server, and the go-sdk puts
+		// it in its errors ("session ID: …").
 		red.live = &liveSecrets{}
 	}
 	lifetime, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -216,6 +218,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		cancel:         cancel,
 		fatal:          make(chan error, 1),
 		done:           make(chan struct{}),
+		order:          newOrder(),
 	}
 	maxMessage := req.MaxMessageBytes
 	if maxMessage <= 0 {
@@ -251,7 +254,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	// markAnswers beneath captureSend: probes sent through rawSend count
 	// answers too.
 	s.client.AddSendingMiddleware(s.captureSend, s.markAnswers)
-	s.client.AddReceivingMiddleware(s.relayRoots)
+	s.client.AddReceivingMiddleware(s.relayRoots, s.swallowMarks)
 
 	var transport mcp.Transport
 	switch {
@@ -262,9 +265,15 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		s.transport = spec.TransportContainer
 		transport, err = s.startContainer(ctx, sp.Container, req.ManifestDir, envVals, fileVals)
 	default:
-		transport, s.transport, err = httpTransport(c.httpBase, sp.HTTP, headerVals, lifetime, s.limit, &s.forgotten)
+		transport, s.transport, err = httpTransport(c.httpBase, sp.HTTP, headerVals, lifetime, s.limit, &s.forgotten, red.live)
 		if err == nil && sp.HTTP.OAuth != nil {
 			err = s.useOAuth(ctx, req, src, transport) // oauth.go
+		}
+		if err == nil && s.transport == spec.TransportSSE {
+			// A legacy SSE server answers on its one event stream, which
+			// no request's context reads: the marker goes before the
+			// answer, as on stdio (order.go).
+			transport = &orderedTransport{Transport: transport}
 		}
 		if st, ok := transport.(*mcp.StreamableClientTransport); ok {
 			s.httpClient, s.httpURL = st.HTTPClient, st.Endpoint
@@ -424,7 +433,7 @@ func (s *Session) startStdio(st *spec.StdioSpec, manifestDir string, envVals []n
 	s.proc = proc
 	// The go-sdk bounds a frame itself; its error is read as the limit's
 	// (messageLimit.explain).
-	return &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}, nil
+	return &orderedTransport{Transport: &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}}, nil
 }
 
 func btoi(b bool) int {

@@ -306,7 +306,7 @@ func (s *Session) startContainer(ctx context.Context, c *spec.ContainerSpec, man
 	s.proc = proc
 	ok = true
 	if c.Port == 0 {
-		return &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}, nil
+		return &orderedTransport{Transport: &mcp.IOTransport{Reader: proc.stdout, Writer: proc.stdin, MaxLineLength: int(s.limit.max)}}, nil
 	}
 	// A port server: nothing speaks on stdin and stdout. What it writes to
 	// stdout (logs, most often) joins stderr in the tail; left unread, a
@@ -329,7 +329,7 @@ func (s *Session) startContainer(ctx context.Context, c *spec.ContainerSpec, man
 		return nil, err
 	}
 	h := &spec.HTTPSpec{URL: url, Transport: spec.TransportStreamable}
-	transport, _, err := httpTransport(s.conn.httpBase, h, nil, s.ctx, s.limit, &s.forgotten)
+	transport, _, err := httpTransport(s.conn.httpBase, h, nil, s.ctx, s.limit, &s.forgotten, s.red.live)
 	if st, ok := transport.(*mcp.StreamableClientTransport); ok {
 		s.httpClient, s.httpURL = st.HTTPClient, st.Endpoint
 	}

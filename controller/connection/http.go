@@ -58,6 +58,13 @@ type headerRoundTripper struct {
 	// forgotten is set once the server answered a request of the session
 	// that it does not know the session (forgottenSession's 404).
 	forgotten *atomic.Bool
+	// live learns each session id the server hands out, from the first
+	// answer that carries it (a discover's or an initialize's, while
+	// Connect still runs): whoever holds the id can use the session, and
+	// errors quote it ("session ID: …").
+	live *liveSecrets
+	// rawQuery is the manifest URL's own query: its values are no session's.
+	rawQuery string
 }
 
 // origin is scheme://host:port, the port made explicit.
@@ -87,7 +94,25 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 			},
 		}))
 	}
+	if req.URL.RawQuery != "" && req.URL.RawQuery != t.rawQuery {
+		// A legacy SSE server names the session in the query of the
+		// message endpoint it hands out (the go-sdk's sessionid, the
+		// TypeScript SDK's sessionId, Python's session_id), and net/http
+		// quotes the whole URL in a failed request's error.
+		for k, vs := range req.URL.Query() {
+			if strings.Contains(strings.ToLower(k), "session") {
+				for _, v := range vs {
+					t.live.sessionID(v)
+				}
+			}
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
+	if resp != nil {
+		if id := resp.Header.Get(hdrSessionID); id != "" {
+			t.live.sessionID(id)
+		}
+	}
 	resp = forgottenSession(req, resp)
 	lost := resp != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != ""
 	if lost && t.forgotten != nil {
@@ -96,7 +121,7 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 	if d != nil && req.Method == http.MethodPost {
 		d.answered(resp, lost)
 	}
-	return t.limit.wrap(resp), err
+	return markEvents(req, t.limit.wrap(resp)), err
 }
 
 // delivery records, for one call, that its request may have reached the
@@ -235,8 +260,9 @@ func refusesSession(body []byte) bool {
 // Every response body is bounded by limit (limit.go), which also bounds the
 // go-sdk's events: its own event bound is turned off, so that an event over
 // the limit fails with the limit's error, which names the flag. forgotten is
-// set when the server answers that it does not know the session.
-func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit, forgotten *atomic.Bool) (mcp.Transport, string, error) {
+// set when the server answers that it does not know the session; live
+// learns the session ids the server hands out (nil: none is kept).
+func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit, forgotten *atomic.Bool, live *liveSecrets) (mcp.Transport, string, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.url: %w", err)
@@ -244,7 +270,7 @@ func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValu
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten}}
+	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live, rawQuery: u.RawQuery}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, spec.TransportStreamable, nil

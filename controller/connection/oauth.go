@@ -133,7 +133,36 @@ type liveSecrets struct {
 	mu       sync.RWMutex
 	fixed    []string // for the session's life (a client secret)
 	vals     []string // tokens, in the order learnt, the last maxLiveSecrets
+	ids      []string // session ids the server handed out, the last maxSessionIDs
 	replacer *strings.Replacer
+}
+
+// maxSessionIDs bounds the session ids a session remembers: a session has
+// one (two across a first connect's discover and its retry); a server that
+// hands out a new one with every answer must not grow tether's memory.
+const maxSessionIDs = 4
+
+// sessionID adds an id the server handed out; nil keeps nothing.
+func (l *liveSecrets) sessionID(id string) {
+	if l == nil || len(id) < MinRedactLen {
+		return
+	}
+	l.mu.RLock()
+	known := slices.Contains(l.ids, id) || slices.Contains(l.fixed, id)
+	l.mu.RUnlock()
+	if known {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if slices.Contains(l.ids, id) {
+		return
+	}
+	l.ids = append(l.ids, id)
+	if n := len(l.ids) - maxSessionIDs; n > 0 {
+		l.ids = slices.Delete(l.ids, 0, n)
+	}
+	l.rebuildLocked()
 }
 
 // keep adds values kept for the session's whole life.
@@ -179,7 +208,7 @@ func (l *liveSecrets) rebuildLocked() {
 	// so that a value containing another is redacted whole.
 	var all []string
 	seen := map[string]bool{}
-	for _, v := range append(slices.Clone(l.fixed), l.vals...) {
+	for _, v := range slices.Concat(l.fixed, l.vals, l.ids) {
 		for _, shape := range secretShapes(v) {
 			if len(shape) >= MinRedactLen && !seen[shape] {
 				seen[shape] = true

@@ -267,9 +267,12 @@ func (s *Session) Unsubscribe(ctx context.Context, uri string) error {
 
 // SetLogLevel sends logging/setLevel, when the server declared logging
 // (else it does nothing): the level below which the server sends no
-// notifications/message.
+// notifications/message. A 2026-07-28 session has no such method (SEP-2575
+// replaced it with the level in each request's _meta, levelMeta): nothing
+// is sent there, and its server, which would refuse the request, is not
+// asked.
 func (s *Session) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error {
-	if res := s.cs.InitializeResult(); res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil {
+	if res := s.cs.InitializeResult(); res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil || s.newProtocol() {
 		return nil
 	}
 	return s.request(ctx, "logging/setLevel", func(ctx context.Context) error {
@@ -321,7 +324,13 @@ func (s *Session) request(ctx context.Context, op string, do func(context.Contex
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
 	defer s.inFlight(callCtx)()
-	if err := do(callCtx); err != nil {
+	callCtx, mark := s.withOrder(callCtx)
+	defer mark.done()
+	err := do(callCtx)
+	if answeredByServer(err) {
+		mark.await(callCtx) // its log messages first (order.go)
+	}
+	if err != nil {
 		return s.callErr(op, ctx, err)
 	}
 	return nil

@@ -73,6 +73,38 @@ func (t *target) callContext(ctx context.Context) (callCtx context.Context, done
 	}
 }
 
+// levelWait bounds how long a request waits for a backend that just
+// connected to answer the logging level (awaitLevel): one that never
+// answers logging/setLevel costs the requests sent meanwhile their log
+// messages, not their answers.
+const levelWait = time.Second
+
+// awaitLevel waits until the backend was asked for the logging level the
+// clients had set before it connected (Set); at once when there was none,
+// or it was asked already. It waits at most levelWait, and at most half
+// of what is left of ctx: the request itself must still fit in it.
+func (t *target) awaitLevel(ctx context.Context) {
+	if t.levelSet == nil {
+		return
+	}
+	select {
+	case <-t.levelSet:
+		return
+	default:
+	}
+	d := levelWait
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/2)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-t.levelSet:
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+}
+
 // callError is the JSON-RPC error the gateway answers when a call produced no
 // tool result: the connection is down, the call timed out, the backend failed.
 // The MCP spec reports "could not find or run the tool" as a protocol error;
@@ -210,6 +242,7 @@ type sendFunc func(ctx context.Context, r route) (answered, isError bool, err er
 func (g *Gateway) sendCall(ctx context.Context, r route, name string, send sendFunc) sent {
 	s := sent{t: r.target}
 	callCtx, done := s.t.callContext(ctx)
+	s.t.awaitLevel(callCtx)
 	s.answered, s.isError, s.err = send(callCtx, r)
 	s.callErr = callCtx.Err()
 	done()
@@ -218,6 +251,7 @@ func (g *Gateway) sendCall(ctx context.Context, r route, name string, send sendF
 		// was not delivered. Once more, on the new session.
 		s.t = r2.target
 		callCtx, done = s.t.callContext(ctx)
+		s.t.awaitLevel(callCtx)
 		s.answered, s.isError, s.err = send(callCtx, r2)
 		s.callErr = callCtx.Err()
 		done()

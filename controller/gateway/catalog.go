@@ -690,6 +690,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 	}
 	ctx = g.withCaller(ctx, req.Session, req.Extra)
 	callCtx, done := r.target.callContext(ctx)
+	r.target.awaitLevel(callCtx)
 	res, err := r.target.backend.GetPrompt(callCtx, &mcp.GetPromptParams{Name: r.orig, Arguments: req.Params.Arguments})
 	callErr := callCtx.Err()
 	done()
@@ -712,6 +713,7 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	}
 	ctx = g.withCaller(ctx, req.Session, req.Extra)
 	callCtx, done := t.callContext(ctx)
+	t.awaitLevel(callCtx)
 	res, err := t.backend.ReadResource(callCtx, &mcp.ReadResourceParams{URI: uri})
 	callErr := callCtx.Err()
 	done()

@@ -558,7 +558,17 @@ func (g *Gateway) Set(c Connection) {
 	st.tools = tools
 	st.backend = c.Backend
 	b := st.backend
-	st.target = &target{name: st.name, backend: routed{ToolCalls: b, Requests: b, Subscriptions: b, Relays: b}, timeout: st.timeout, life: st.life}
+	var levelSet chan struct{}
+	var awaited <-chan struct{}
+	if newBackend {
+		levelSet = make(chan struct{})
+		awaited = levelSet
+	} else if st.target != nil {
+		// The same backend with new tools: the level asked for it at its
+		// (re)connect may still be on its way.
+		awaited = st.target.levelSet
+	}
+	st.target = &target{name: st.name, backend: routed{ToolCalls: b, Requests: b, Subscriptions: b, Relays: b}, timeout: st.timeout, life: st.life, levelSet: awaited}
 	touched = g.claimLocked(st, touched)
 	// Only a connection that was unavailable leaves the "not connected"
 	// answers; a new one was never among them.
@@ -580,7 +590,15 @@ func (g *Gateway) Set(c Connection) {
 		level := g.levels.sent
 		g.levels.mu.Unlock()
 		if level != "" {
-			go g.setBackendLevel(t, level)
+			// A call sent meanwhile waits (awaitLevel): the level the
+			// clients set before the backend (re)connected is in force for
+			// their first call to it, not only for the calls after.
+			go func() {
+				defer close(levelSet)
+				g.setBackendLevel(t, level)
+			}()
+		} else {
+			close(levelSet)
 		}
 	}
 	g.notifyCollisions(changed)

@@ -51,6 +51,9 @@ type target struct {
 	backend routed
 	timeout time.Duration
 	life    context.Context
+	// levelSet is closed once the backend was asked for the logging level
+	// the clients had set before it connected (nil: nothing to wait for).
+	levelSet <-chan struct{}
 }
 
 // routed holds the parts of a Backend that routed requests call: tools/call

@@ -1,0 +1,218 @@
+package gateway
+
+//lint:file-ignore SA1019 relaying the logging level (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// levelBackend is a backend that records the logging level it was asked
+// for, and the level in force when a call reached it; SetLogLevel waits
+// for hold.
+type levelBackend struct {
+	fakeBackend
+	hold    chan struct{}
+	asked   chan struct{} // SetLogLevel was entered
+	level   atomic.Value  // mcp.LoggingLevel in force
+	atCall  chan mcp.LoggingLevel
+	entered atomic.Bool // a call reached the backend
+}
+
+func newLevelBackend(hold chan struct{}) *levelBackend {
+	b := &levelBackend{hold: hold, asked: make(chan struct{}, 8), atCall: make(chan mcp.LoggingLevel, 8)}
+	b.level.Store(mcp.LoggingLevel(""))
+	b.tools = []*mcp.Tool{{Name: "t", InputSchema: map[string]any{"type": "object"}}}
+	b.prompts = []*mcp.Prompt{{Name: "p"}}
+	b.resources = []*mcp.Resource{{Name: "r", URI: "res://r"}}
+	return b
+}
+
+func (b *levelBackend) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error {
+	b.asked <- struct{}{}
+	if b.hold != nil {
+		select {
+		case <-b.hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	b.level.Store(level)
+	return nil
+}
+
+func (b *levelBackend) CallTool(ctx context.Context, p *mcp.CallToolParams, progress func(*mcp.ProgressNotificationParams)) (*mcp.CallToolResult, error) {
+	b.reached()
+	return b.fakeBackend.CallTool(ctx, p, progress)
+}
+
+func (b *levelBackend) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	b.reached()
+	return b.fakeBackend.GetPrompt(ctx, p)
+}
+
+func (b *levelBackend) ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	b.reached()
+	return b.fakeBackend.ReadResource(ctx, p)
+}
+
+// reached records the level in force when a request reached the backend.
+func (b *levelBackend) reached() {
+	b.entered.Store(true)
+	b.atCall <- b.level.Load().(mcp.LoggingLevel)
+}
+
+// waitingForLevel reports whether a goroutine waits in awaitLevel.
+func waitingForLevel() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Contains(string(buf[:n]), "(*target).awaitLevel")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// A logging level a client set before its backend reconnected is in force
+// on the new session before the client's first request reaches it (a
+// tool call, prompts/get, resources/read: what a backend serves while it
+// may log): the gateway asked the new backend for it on a goroutine of its
+// own, and a request that came at once reached the backend first, whose
+// log messages for it then went unsent (a classic backend sends none until
+// asked for a level). The new backend here answers setLevel only once the
+// request is on its way, so the order is forced.
+func TestLevelInForceAfterReconnect(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send func(ctx context.Context, d *downstream) error
+	}{
+		{"tools/call", func(ctx context.Context, d *downstream) error {
+			_, err := d.call(ctx, "a_t", map[string]any{})
+			return err
+		}},
+		{"prompts/get", func(ctx context.Context, d *downstream) error {
+			_, err := d.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "a_p"})
+			return err
+		}},
+		{"resources/read", func(ctx context.Context, d *downstream) error {
+			_, err := d.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "res://r"})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, hs := newTestGateway(t, Options{})
+			first := newLevelBackend(nil)
+			g.Set(Connection{Name: "a", Prefix: "a", Backend: first})
+			d := dial(t, g, hs)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			if err := d.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+				t.Fatalf("setLevel: %v", err)
+			}
+			if got := first.level.Load(); got != mcp.LoggingLevel("debug") {
+				t.Fatalf("the backend was asked for %q, want debug", got)
+			}
+
+			hold := make(chan struct{})
+			second := newLevelBackend(hold)
+			g.Set(Connection{Name: "a", Prefix: "a", Backend: second}) // a reconnect
+			select {
+			case <-second.asked:
+			case <-ctx.Done():
+				t.Fatal("the new backend was never asked for the level")
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- tc.send(ctx, d) }()
+			// The request either reaches the backend (the level not yet in
+			// force) or waits for the level: only then is setLevel answered.
+			for !second.entered.Load() && !waitingForLevel() {
+				select {
+				case <-ctx.Done():
+					t.Fatal("the request neither reached the backend nor waited for the level")
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			close(hold)
+			if err := <-errc; err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if got := <-second.atCall; got != "debug" {
+				t.Errorf("the %s reached the new backend with the level %q in force, want debug (set before the reconnect)", tc.name, got)
+			}
+		})
+	}
+}
+
+// A backend that never answers logging/setLevel after a reconnect costs
+// the calls sent meanwhile at most levelWait, not their answers: the
+// call goes on without the level and is answered, where it waited its
+// whole callTimeout and failed.
+func TestLevelWaitIsBounded(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	first := newLevelBackend(nil)
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: first})
+	d := dial(t, g, hs)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatalf("setLevel: %v", err)
+	}
+	never := make(chan struct{}) // setLevel is never answered
+	second := newLevelBackend(never)
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: second, CallTimeout: 4 * levelWait})
+	<-second.asked
+	res, err := d.call(ctx, "a_t", map[string]any{})
+	if err != nil || res.IsError {
+		t.Fatalf("a call while the backend does not answer setLevel: %v %v", err, res)
+	}
+	if got := <-second.atCall; got != "" {
+		t.Errorf("the call reached the backend with the level %q, want none (never answered)", got)
+	}
+}
+
+// The same backend published again with other tools while its level is on
+// its way (a tools/list_changed right after a reconnect): a call that comes
+// then waits for the level as well.
+func TestLevelAwaitedAfterAToolsChange(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	first := newLevelBackend(nil)
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: first})
+	d := dial(t, g, hs)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatalf("setLevel: %v", err)
+	}
+	hold := make(chan struct{})
+	second := newLevelBackend(hold)
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: second}) // a reconnect
+	<-second.asked
+	second.setTools(append(second.Tools(), &mcp.Tool{Name: "u", InputSchema: map[string]any{"type": "object"}}))
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: second}) // its tools changed
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.call(ctx, "a_t", map[string]any{})
+		errc <- err
+	}()
+	for !second.entered.Load() && !waitingForLevel() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the call neither reached the backend nor waited for the level")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	close(hold)
+	if err := <-errc; err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if got := <-second.atCall; got != "debug" {
+		t.Errorf("the call reached the backend with the level %q in force, want debug", got)
+	}
+}
