@@ -487,7 +487,7 @@ func New(opts Options) *Gateway {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
-	g.server.AddReceivingMiddleware(g.endWithSSEStream, g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
+	g.server.AddReceivingMiddleware(g.endWithSSEStream, g.endWithPOST, g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
 	srv := g.server
 	httpOpts := &mcp.StreamableHTTPOptions{
 		Logger:              sdkLog,

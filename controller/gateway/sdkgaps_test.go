@@ -45,7 +45,7 @@ func TestNoticeWriterCountsOnlyCancelNotices(t *testing.T) {
 	}
 	for _, e := range events {
 		t.Run(e.name, func(t *testing.T) {
-			cn := newCancelNotices()
+			cn := newCancelNotices(context.Background())
 			w := noticeWriter{ResponseWriter: httptest.NewRecorder(), notices: cn}
 			if _, err := w.Write([]byte(e.event)); err != nil {
 				t.Fatal(err)
@@ -334,7 +334,7 @@ func TestPayloadNamingCancelThenRelayGivenUp(t *testing.T) {
 // go-sdk's own notice was written (it did at once when the writer counted
 // the payload as the notice).
 func TestRelayAfterPayloadNamingCancelWaitsForItsNotice(t *testing.T) {
-	cn := newCancelNotices()
+	cn := newCancelNotices(context.Background())
 	w := noticeWriter{ResponseWriter: httptest.NewRecorder(), notices: cn}
 	write := func(event string) {
 		if _, err := w.Write([]byte(event)); err != nil {

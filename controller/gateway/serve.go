@@ -99,9 +99,8 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		return fmt.Errorf("gateway: refusing to serve on non-loopback address %s without an auth token file", ln.Addr())
 	}
 	// The fast path cancels its own calls when their client goes away;
-	// only what reaches the go-sdk needs cancelOnDisconnect (which reads
-	// and parses the body once more).
-	h := g.withFastPath(byEra(g.cancelOnDisconnect(g.sdk), g.endListens(ctx, g.modern)))
+	// what reaches the go-sdk's classic handler is named for endWithPOST.
+	h := g.withFastPath(byEra(g.watchPOSTs(g.sdk), g.endListens(ctx, g.modern)))
 	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)

@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestSDKPathClientDisconnect: a client of a classic session that goes
+// away mid-call, without notifications/cancelled, ends a call the go-sdk
+// carries (endWithPOST): the backend sees the call cancelled and the
+// gateway records it canceled; for one call, for each call of a batch,
+// and for a call the go-sdk dispatches only after its POST ended. The
+// backend's go-sdk server ends its handler only on
+// notifications/cancelled, so its end proves the gateway sent one.
+func TestSDKPathClientDisconnect(t *testing.T) {
+	for _, tc := range []struct {
+		name, version, body string
+		calls               int
+	}{
+		{"one call", "", `{"jsonrpc":"2.0","id":"d-1","method":"tools/call","params":{"name":"a_block"}}`, 1},
+		// Batches are of the protocol before 2025-06-18.
+		{"batch", "2025-03-26", `[{"jsonrpc":"2.0","id":"d-1","method":"tools/call","params":{"name":"a_block"}},` +
+			`{"jsonrpc":"2.0","id":"d-2","method":"tools/call","params":{"name":"a_block"}}]`, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFastFixture(t, false, 0)
+			c := rawSession(t, f.g, f.url, tc.version)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { defer close(done); c.post(ctx, tc.body) }()
+			for range tc.calls {
+				select {
+				case <-f.tb.entered:
+				case <-time.After(waitTimeout):
+					t.Fatal("the backend never saw the call")
+				}
+			}
+			cancel()
+			<-done
+			for range tc.calls {
+				waitEnded(t, f.tb)
+			}
+			waitFor(t, "every call recorded canceled", func() bool { return f.obs.count("a/canceled") == tc.calls })
+			if n := f.g.fastCalls.Load(); n != 0 {
+				t.Errorf("%d calls took the fast path, want the go-sdk's", n)
+			}
+		})
+	}
+
+	t.Run("gone before dispatch", func(t *testing.T) {
+		f := newFastFixture(t, false, 0)
+		// Hold the call, outside every middleware of the gateway's, until
+		// its POST has ended: the go-sdk dispatches it late.
+		posted := make(chan struct{})
+		f.g.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == methodCallTool {
+					<-posted
+				}
+				return next(ctx, method, req)
+			}
+		})
+		c := rawSession(t, f.g, f.url, "")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.post(ctx, `{"jsonrpc":"2.0","id":"late","method":"tools/call","params":{"name":"a_block"}}`)
+		}()
+		waitFor(t, "the call's POST is open", func() bool { return f.g.notices.open() == 1 })
+		cancel()
+		<-done
+		waitFor(t, "the call's POST ended", func() bool { return f.g.notices.open() == 0 })
+		close(posted)
+		// The backend may see the call, cancelled at once, or not at all.
+		waitFor(t, "the call recorded canceled", func() bool { return f.obs.count("a/canceled") == 1 })
+		select {
+		case <-f.tb.entered:
+			waitEnded(t, f.tb)
+		default:
+		}
+	})
+}
+
+// TestFirstListWaitEndsWithItsPOST: a list waiting for the first outcomes
+// (firstanswer.go) is freed when its client goes away without
+// notifications/cancelled.
+func TestFirstListWaitEndsWithItsPOST(t *testing.T) {
+	first := make(chan struct{})
+	var release sync.Once
+	defer release.Do(func() { close(first) })
+	g := New(Options{Logger: testLogger(t), FirstAnswer: first, FirstAnswerTimeout: time.Hour})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	c := rawSession(t, g, url, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan string, 1)
+	go func() {
+		_, msgs := c.post(ctx, `{"jsonrpc":"2.0","id":"l-1","method":"tools/list"}`)
+		done <- msgs
+	}()
+	waitFor(t, "the list waits", func() bool { return g.firstWaiting.Load() == 1 })
+	cancel()
+	<-done
+	waitFor(t, "the wait ends with its client", func() bool { return g.firstWaiting.Load() == 0 })
+	// The session is still served.
+	qctx, qcancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer qcancel()
+	release.Do(func() { close(first) })
+	if _, msgs := c.post(qctx, `{"jsonrpc":"2.0","id":"l-2","method":"tools/list"}`); !strings.Contains(msgs, `"id":"l-2"`) || !strings.Contains(msgs, `"tools"`) {
+		t.Errorf("a list after the one given up: %s", msgs)
+	}
+}
+
+// TestEndWithPOSTPassesNotifications: a notification is handled with the
+// context the go-sdk gave it, also when the POST that carried it has ended
+// (a POST of notifications alone ends before they are handled); a request
+// named on such a POST ends at once, and one named on no POST runs on.
+func TestEndWithPOSTPassesNotifications(t *testing.T) {
+	g := New(Options{Logger: testLogger(t)})
+	var ended bool
+	h := g.endWithPOST(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+		ended = ctx.Err() != nil
+		return nil, nil
+	})
+	gone := http.Header{noticesHeader: {"1"}} // no POST in flight has that name
+	for _, tc := range []struct {
+		method    string
+		header    http.Header
+		wantEnded bool
+	}{
+		{"notifications/initialized", gone, false},
+		{"notifications/roots/list_changed", gone, false},
+		{methodCallTool, gone, true},
+		{"tools/list", gone, true},
+		{methodCallTool, http.Header{}, false},
+	} {
+		req := &mcp.ServerRequest[*mcp.CallToolParamsRaw]{Params: &mcp.CallToolParamsRaw{}, Extra: &mcp.RequestExtra{Header: tc.header}}
+		if _, err := h(context.Background(), tc.method, req); err != nil {
+			t.Fatal(err)
+		}
+		if ended != tc.wantEnded {
+			t.Errorf("%s with header %v: context ended %v, want %v", tc.method, tc.header, ended, tc.wantEnded)
+		}
+	}
+}
+
+// count reports how many calls were recorded as want.
+func (o *observed) count(want string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, c := range o.calls {
+		if c == want {
+			n++
+		}
+	}
+	return n
+}
+
+// open reports how many session POSTs are in flight.
+func (s *streamNotices) open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
