@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -118,18 +119,31 @@ func TestFirstListWaitEndsWithItsPOST(t *testing.T) {
 	}
 }
 
-// TestEndWithPOSTPassesNotifications: a notification is handled with the
-// context the go-sdk gave it, also when the POST that carried it has ended
-// (a POST of notifications alone ends before they are handled); a request
-// named on such a POST ends at once, and one named on no POST runs on.
-func TestEndWithPOSTPassesNotifications(t *testing.T) {
+// TestEndWithPOST: a request named on a POST that ended, or whose client
+// went, starts with its context ended (not from AfterFunc's goroutine, a
+// moment later); one named on a POST in flight, or on none, runs on. A
+// notification is handled with the context the go-sdk gave it, also when
+// the POST that carried it has ended (a POST of notifications alone ends
+// before they are handled).
+func TestEndWithPOST(t *testing.T) {
 	g := New(Options{Logger: testLogger(t)})
 	var ended bool
 	h := g.endWithPOST(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
 		ended = ctx.Err() != nil
 		return nil, nil
 	})
-	gone := http.Header{noticesHeader: {"1"}} // no POST in flight has that name
+	// POSTs in flight: one whose client is still there, one whose client
+	// went (its context ended, ServeHTTP not yet returned).
+	post := func(ctx context.Context) http.Header {
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", nil)
+		_, forget := g.notices.watch(httptest.NewRecorder(), r)
+		t.Cleanup(forget)
+		return r.Header
+	}
+	left, leave := context.WithCancel(context.Background())
+	leave()
+	live, went := post(context.Background()), post(left)
+	gone := http.Header{noticesHeader: {"999"}} // no POST in flight has that name
 	for _, tc := range []struct {
 		method    string
 		header    http.Header
@@ -139,6 +153,8 @@ func TestEndWithPOSTPassesNotifications(t *testing.T) {
 		{"notifications/roots/list_changed", gone, false},
 		{methodCallTool, gone, true},
 		{"tools/list", gone, true},
+		{methodCallTool, went, true},
+		{methodCallTool, live, false},
 		{methodCallTool, http.Header{}, false},
 	} {
 		req := &mcp.ServerRequest[*mcp.CallToolParamsRaw]{Params: &mcp.CallToolParamsRaw{}, Extra: &mcp.RequestExtra{Header: tc.header}}

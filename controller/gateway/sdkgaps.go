@@ -186,26 +186,9 @@ func (s *streamNotices) of(extra *mcp.RequestExtra) *cancelNotices {
 	return cn
 }
 
-// postOf returns the context of the POST that carried a request, which
-// ends with it (endWithPOST); one already ended for a POST no longer in
-// the table; nil for a request that came on no session POST.
-func (s *streamNotices) postOf(extra *mcp.RequestExtra) context.Context {
-	cn, named := s.lookup(extra)
-	switch {
-	case cn != nil:
-		return cn.post
-	case named:
-		// Only a POST names itself on a request, and forgets its name
-		// when it ends.
-		ended, cancel := context.WithCancel(context.Background())
-		cancel()
-		return ended
-	}
-	return nil
-}
-
 // lookup finds the POST a request names; named reports whether it names
-// one.
+// one. Only a POST names itself on a request, and it forgets its name
+// when it ends: named and no POST means that POST ended.
 func (s *streamNotices) lookup(extra *mcp.RequestExtra) (cn *cancelNotices, named bool) {
 	if extra == nil || extra.Header == nil {
 		return nil, false
@@ -225,14 +208,10 @@ const (
 	protocolVersionHeader = "Mcp-Protocol-Version"
 )
 
-// watchPOSTs names each session POST on its request (noticesHeader) for
-// the go-sdk's handlers of its messages, which find it through
-// RequestExtra.Header: the relays its calls make wait for their notices
-// on its stream (above), and endWithPOST ends its requests when it ends.
-// Every request's stream, not only tools/call's: prompts/get and
-// resources/read relay the backend's requests too. A POST without a
-// session (initialize, or a 2026-07-28 request, which the stateless
-// handler ties to its POST itself: newModernHandler) is passed as it came.
+// watchPOSTs names each session POST on its request (noticesHeader), for
+// the handlers of its messages: its relays' notice waits (above) and
+// endWithPOST. A POST without a session (initialize; a 2026-07-28 request,
+// which newModernHandler ties to its POST) passes as it came.
 func (g *Gateway) watchPOSTs(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(noticesHeader) // the gateway's own
@@ -246,32 +225,25 @@ func (g *Gateway) watchPOSTs(next http.Handler) http.Handler {
 	})
 }
 
-// endWithPOST ends a request of a classic session when the POST that
-// carried it ends: its client went away, or the POST is over (net/http
-// ends a request's context when its ServeHTTP returns). The gateway's
-// HTTP sessions keep no event store, so an answer whose POST is gone can
-// never be delivered; yet the go-sdk (v1.8.0) ends a stateful session's
-// handler only on notifications/cancelled (its PropagateRequestCancellation
-// applies to the 2026-07-28 protocol alone), and ran it on until the call
-// ended or its callTimeout expired, holding a backend call nobody waits
-// for. Ended here, the call's context ends and the backend is told as if
-// the client had cancelled: the go-sdk client sends
-// notifications/cancelled, CallToolRaw its own.
-//
-// The go-sdk may dispatch a request after its POST's ServeHTTP returned
-// (the client went at once): the POST is no longer in the table then,
-// and the request ends at once. Notifications pass as they came: they
-// have no answer, and a POST of notifications alone ends once they are
-// handed to the go-sdk, before they are handled. So do requests of /sse
-// sessions (endWithSSEStream ends those; the go-sdk's SSE handler names
-// no header on them) and of stdio.
+// endWithPOST ends a request of a classic session when its POST ends: the
+// client went away, or the POST is over (net/http ends a request's
+// context when its ServeHTTP returns). Without an event store an answer
+// whose POST is gone can never be delivered, yet the go-sdk ends such a
+// handler only on notifications/cancelled (PropagateRequestCancellation
+// is for the 2026-07-28 protocol alone): the call ran on to its
+// callTimeout. Its context ending, the backend is told as if the client
+// had cancelled. A request the go-sdk dispatches after its POST ended
+// names a POST the table no longer holds, and ends at once.
+// Notifications pass as they came: a POST of notifications alone ends
+// before they are handled. /sse (endWithSSEStream; its go-sdk handler
+// names no header) and stdio requests carry no name.
 func (g *Gateway) endWithPOST(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if strings.HasPrefix(method, "notifications/") {
 			return next(ctx, method, req)
 		}
-		post := g.notices.postOf(req.GetExtra())
-		if post == nil {
+		post, named := g.notices.lookup(req.GetExtra())
+		if !named {
 			return next(ctx, method, req)
 		}
 		ctx, cancel := context.WithCancel(ctx)
@@ -280,10 +252,10 @@ func (g *Gateway) endWithPOST(next mcp.MethodHandler) mcp.MethodHandler {
 			cancel()
 			g.log.Debug("gateway ended a request whose client disconnected", "method", method)
 		}
-		if post.Err() != nil {
+		if post == nil || post.post.Err() != nil {
 			end() // now, not from AfterFunc's goroutine: nothing starts
 		} else {
-			defer context.AfterFunc(post, end)()
+			defer context.AfterFunc(post.post, end)()
 		}
 		return next(ctx, method, req)
 	}
