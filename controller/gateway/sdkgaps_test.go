@@ -369,3 +369,87 @@ func TestRelayAfterPayloadNamingCancelWaitsForItsNotice(t *testing.T) {
 	write("event: message\ndata: " + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"context canceled"}}` + "\n\n")
 	<-returned
 }
+
+// TestGoSDKRunsClassicHandlerOnAfterDisconnect: the go-sdk's stateful
+// handler does not end a request's handler when the POST that carried it
+// ends because its client went away (what endWithPOST is for), and it
+// hands a request's handler that POST's header (RequestExtra.Header, where
+// endWithPOST finds the POST). When an upgrade changes either, this fails:
+// endWithPOST can go, or must find the POST another way.
+func TestGoSDKRunsClassicHandlerOnAfterDisconnect(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "0"}, nil)
+	entered, release, ended := make(chan string, 1), make(chan struct{}), make(chan error, 1)
+	srv.AddTool(&mcp.Tool{Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			entered <- req.Extra.Header.Get("X-Post")
+			select {
+			case <-ctx.Done():
+				ended <- ctx.Err()
+			case <-release:
+				ended <- nil
+			}
+			return &mcp.CallToolResult{}, nil
+		})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	posts := make(chan struct{}, 16) // one per POST served to its end
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sdk.ServeHTTP(w, r)
+		if r.Method == http.MethodPost {
+			posts <- struct{}{}
+		}
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, classicSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	defer close(release) // first: closing the session waits for the handler
+	for len(posts) > 0 {
+		<-posts
+	}
+	c := &rawClient{url: hs.URL, sid: cs.ID(), version: "2025-11-25"}
+	callCtx, leave := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(callCtx, http.MethodPost, c.url, strings.NewReader(`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"hold"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(sessionIDHeader, c.sid)
+		req.Header.Set(protocolVersionHeader, c.version)
+		req.Header.Set("X-Post", "the call's")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case got := <-entered:
+		if got != "the call's" {
+			t.Errorf("the handler got header X-Post %q, want its POST's", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the handler never ran")
+	}
+	leave()
+	<-done
+	select {
+	case <-posts: // the call's POST returned
+	case <-ctx.Done():
+		t.Fatal("the call's POST never returned")
+	}
+	// A request answered on the session after that: whatever the go-sdk
+	// did at the POST's end is done.
+	if status, msgs := c.post(ctx, `{"jsonrpc":"2.0","id":"p","method":"ping"}`); status != http.StatusOK || !strings.Contains(msgs, `"id":"p"`) {
+		t.Fatalf("ping: %d %s", status, msgs)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("the go-sdk ended the handler (%v) when its client went: endWithPOST is no longer needed", err)
+	default:
+	}
+}
