@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,9 +145,20 @@ func benchFastCall(b *testing.B, era bool) {
 
 // BenchmarkGatewaySDKCall is BenchmarkGatewayFastCall with the fast path
 // off, served as tether serves (ServeListener, everything in front of the
-// go-sdk's handler): the cost of a call the go-sdk carries.
+// go-sdk's handler): the cost of a call the go-sdk carries. The last case
+// sends 256 KiB of arguments.
 func BenchmarkGatewaySDKCall(b *testing.B) {
-	for _, bc := range benchCases {
+	big := json.RawMessage(`{"message":"` + strings.Repeat("x", 256<<10) + `"}`)
+	cases := append(benchCases[:len(benchCases):len(benchCases)], struct {
+		name string
+		conc int
+		work time.Duration
+	}{"conc=1/work=0/args=256KiB", 1, 0})
+	for _, bc := range cases {
+		args := benchArgs
+		if strings.HasSuffix(bc.name, "256KiB") {
+			args = big
+		}
 		b.Run(bc.name, func(b *testing.B) {
 			url := benchBackend(b, bc.work)
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -169,7 +181,7 @@ func BenchmarkGatewaySDKCall(b *testing.B) {
 			b.Cleanup(func() { stop(); <-served })
 			cs := benchClient(b, "http://"+ln.Addr().String()+Path)
 			runCalls(b, bc.conc, func(ctx context.Context) error {
-				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bench_echo", Arguments: benchArgs})
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bench_echo", Arguments: args})
 				return err
 			})
 			if g.fastCalls.Load() != 0 {
