@@ -186,3 +186,20 @@ func (s *streamNotices) open() int {
 	defer s.mu.Unlock()
 	return len(s.m)
 }
+
+// TestClientCannotNameAPOST: the header the gateway names a session POST
+// with is the gateway's own on every request, also a 2026-07-28 one (which
+// belongs to no session): a client that sends it, naming a POST that
+// ended or another client's, gets its call answered as any other.
+func TestClientCannotNameAPOST(t *testing.T) {
+	f := newFastFixture(t, false, 0)
+	for _, name := range []string{"1", "999"} {
+		got := eraPost(t, f.url, eraCall("a_echo", nil), http.Header{noticesHeader: {name}}, "")
+		if got.Status != http.StatusOK || !strings.Contains(got.Messages, `a:{\"msg\":\"x\"}`) {
+			t.Errorf("a call naming POST %s: %d %s", name, got.Status, got.Messages)
+		}
+	}
+	if f.obs.count("a/canceled") != 0 || f.g.fastCalls.Load() != 0 {
+		t.Errorf("calls %v, fast %d: want two answered by the go-sdk", f.obs.calls, f.g.fastCalls.Load())
+	}
+}

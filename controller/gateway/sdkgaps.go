@@ -210,8 +210,9 @@ const (
 
 // watchPOSTs names each session POST on its request (noticesHeader), for
 // the handlers of its messages: its relays' notice waits (above) and
-// endWithPOST. A POST without a session (initialize; a 2026-07-28 request,
-// which newModernHandler ties to its POST) passes as it came.
+// endWithPOST. Any other request (initialize; a 2026-07-28 one, which
+// newModernHandler ties to its POST) passes without the header: a client
+// names no POST.
 func (g *Gateway) watchPOSTs(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(noticesHeader) // the gateway's own

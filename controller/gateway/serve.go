@@ -99,8 +99,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		return fmt.Errorf("gateway: refusing to serve on non-loopback address %s without an auth token file", ln.Addr())
 	}
 	// The fast path cancels its own calls when their client goes away;
-	// what reaches the go-sdk's classic handler is named for endWithPOST.
-	h := g.withFastPath(byEra(g.watchPOSTs(g.sdk), g.endListens(ctx, g.modern)))
+	// what reaches the go-sdk is named for endWithPOST (a session's POST)
+	// or cleared of a client's name (every other request).
+	h := g.withFastPath(g.watchPOSTs(byEra(g.sdk, g.endListens(ctx, g.modern))))
 	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)
