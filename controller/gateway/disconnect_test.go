@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -88,6 +89,50 @@ func TestSDKPathClientDisconnect(t *testing.T) {
 		default:
 		}
 	})
+}
+
+// TestSDKPathRequestRunsOnWhileItsPOSTLives: endWithPOST ends no request
+// whose POST is still there. The go-sdk holds a POST until every call it
+// carries is answered: a call of a batch (2025-03-26) answered after the
+// other one runs on to its own answer. (A relay's answer comes on a POST
+// of its own, answered 202 before the go-sdk hands it on, and ends
+// nothing: the go-sdk path's "roots relayed" of TestFastPathSameAnswers.)
+func TestSDKPathRequestRunsOnWhileItsPOSTLives(t *testing.T) {
+	f := newFastFixture(t, false, 0)
+	c := rawSession(t, f.g, f.url, "2025-03-26")
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(
+		`[{"jsonrpc":"2.0","id":"e","method":"tools/call","params":{"name":"a_echo","arguments":{"msg":"first"}}},`+
+			`{"jsonrpc":"2.0","id":"p","method":"tools/call","params":{"name":"a_progress"}}]`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(sessionIDHeader, c.sid)
+	req.Header.Set(protocolVersionHeader, c.version)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var msgs []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		msgs = append(msgs, data)
+		if strings.Contains(data, `"id":"e"`) {
+			close(f.tb.release) // the second call answers only now
+		}
+	}
+	all := strings.Join(msgs, "\n")
+	if len(msgs) != 2 || !strings.Contains(all, `a:{\"msg\":\"first\"}`) || !strings.Contains(all, `"id":"p"`) || !strings.Contains(all, `"text":"done"`) {
+		t.Fatalf("the batch's answers: %s", all)
+	}
+	if n := f.obs.count("a/canceled"); n != 0 {
+		t.Errorf("%d calls recorded canceled, want none", n)
+	}
 }
 
 // TestFirstListWaitEndsWithItsPOST: a list waiting for the first outcomes

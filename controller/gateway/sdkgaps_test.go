@@ -391,11 +391,13 @@ func TestGoSDKRunsClassicHandlerOnAfterDisconnect(t *testing.T) {
 			return &mcp.CallToolResult{}, nil
 		})
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	posts := make(chan struct{}, 16) // one per POST served to its end
+	// The call's POST, served to its end. Only that one: the client's
+	// initialize may return to its client before its ServeHTTP does.
+	posted := make(chan struct{}, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sdk.ServeHTTP(w, r)
-		if r.Method == http.MethodPost {
-			posts <- struct{}{}
+		if r.Header.Get("X-Post") != "" {
+			posted <- struct{}{}
 		}
 	}))
 	defer hs.Close()
@@ -408,9 +410,6 @@ func TestGoSDKRunsClassicHandlerOnAfterDisconnect(t *testing.T) {
 	}
 	defer cs.Close()
 	defer close(release) // first: closing the session waits for the handler
-	for len(posts) > 0 {
-		<-posts
-	}
 	c := &rawClient{url: hs.URL, sid: cs.ID(), version: "2025-11-25"}
 	callCtx, leave := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -438,7 +437,7 @@ func TestGoSDKRunsClassicHandlerOnAfterDisconnect(t *testing.T) {
 	leave()
 	<-done
 	select {
-	case <-posts: // the call's POST returned
+	case <-posted: // the call's POST returned
 	case <-ctx.Done():
 		t.Fatal("the call's POST never returned")
 	}
