@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -233,18 +234,44 @@ func (s *streamNotices) open() int {
 }
 
 // TestClientCannotNameAPOST: the header the gateway names a session POST
-// with is the gateway's own on every request, also a 2026-07-28 one (which
-// belongs to no session): a client that sends it, naming a POST that
-// ended or another client's, gets its call answered as any other.
+// with is the gateway's own on every request, of a classic session or of
+// the 2026-07-28 era (which belongs to none), served by ServeListener or
+// by Handler: a client that sends it, naming a POST that ended or another
+// client's, gets its call answered as any other.
 func TestClientCannotNameAPOST(t *testing.T) {
 	f := newFastFixture(t, false, 0)
-	for _, name := range []string{"1", "999"} {
-		got := eraPost(t, f.url, eraCall("a_echo", nil), http.Header{noticesHeader: {name}}, "")
-		if got.Status != http.StatusOK || !strings.Contains(got.Messages, `a:{\"msg\":\"x\"}`) {
-			t.Errorf("a call naming POST %s: %d %s", name, got.Status, got.Messages)
+	hs := httptest.NewServer(f.g.Handler())
+	defer hs.Close()
+	for route, url := range map[string]string{"ServeListener": f.url, "Handler": hs.URL} {
+		c := rawSession(t, f.g, url, "")
+		for _, name := range []string{"1", "999"} {
+			forged := http.Header{noticesHeader: {name}}
+			got := eraPost(t, url, eraCall("a_echo", nil), forged, "")
+			if got.Status != http.StatusOK || !strings.Contains(got.Messages, `a:{\"msg\":\"x\"}`) {
+				t.Errorf("%s: a 2026-07-28 call naming POST %s: %d %s", route, name, got.Status, got.Messages)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(
+				`{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"a_echo","arguments":{"msg":"y"}}}`))
+			req.Header = forged.Clone()
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set(sessionIDHeader, c.sid)
+			req.Header.Set(protocolVersionHeader, c.version)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body strings.Builder
+			_, _ = io.Copy(&body, resp.Body)
+			resp.Body.Close()
+			cancel()
+			if !strings.Contains(body.String(), `a:{\"msg\":\"y\"}`) {
+				t.Errorf("%s: a classic call naming POST %s: %d %s", route, name, resp.StatusCode, body.String())
+			}
 		}
 	}
 	if f.obs.count("a/canceled") != 0 || f.g.fastCalls.Load() != 0 {
-		t.Errorf("calls %v, fast %d: want two answered by the go-sdk", f.obs.calls, f.g.fastCalls.Load())
+		t.Errorf("calls %v, fast %d: want every call answered by the go-sdk", f.obs.calls, f.g.fastCalls.Load())
 	}
 }

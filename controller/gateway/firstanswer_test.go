@@ -166,7 +166,7 @@ func TestModernEraOverHTTP(t *testing.T) {
 func TestFirstListWaitersAreBounded(t *testing.T) {
 	first := make(chan struct{})
 	g, hs := newTestGateway(t, Options{FirstAnswer: first, FirstAnswerTimeout: time.Hour, MaxConnections: 2})
-	defer close(first) // Handler has no watchPOSTs: this ends the two waits
+	defer close(first) // ends the two waits, whose client stays
 	d := dial(t, g, hs)
 	for range 2 {
 		go d.cs.ListTools(context.Background(), nil)

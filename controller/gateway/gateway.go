@@ -499,7 +499,7 @@ func New(opts Options) *Gateway {
 	}
 	g.sdk = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, httpOpts)
 	g.modern = newModernHandler(srv, httpOpts)
-	g.handler = g.withFastPath(byEra(g.sdk, g.modern))
+	g.handler = g.withFastPath(g.watchPOSTs(byEra(g.sdk, g.modern)))
 	return g
 }
 

@@ -22,8 +22,9 @@ const Path = "/mcp"
 // Handler returns the streamable HTTP handler of the shared server, stateful
 // (sessions carry list_changed and cancellation) for the classic protocol and
 // stateless for 2026-07-28 requests (era.go), with DNS-rebinding protection
-// on for loopback and request bodies bounded, and the fast path for
-// tools/call in front (fastpath.go). It does no authentication, and
+// on for loopback and request bodies bounded, the fast path for
+// tools/call in front (fastpath.go), and a classic request ended with its
+// POST (watchPOSTs, endWithPOST). It does no authentication, and
 // checks no Origin, admits no sessions, connections or bodies against
 // their limits and closes no idle session (admit.go): ServeListener adds
 // those.
