@@ -43,7 +43,8 @@ import (
 // goroutine of its own, and drops it once the call's answer has been
 // written: the stream is closed by then. The client's request would stay
 // open forever. So a relay given up waits, at most noticeWait, until the
-// call's stream has carried the notice; the call's answer comes after (the
+// call's stream has carried the notice, or its POST ended (its client went
+// away: nothing more reaches it); the call's answer comes after (the
 // connection's end of a request waits for its relays).
 
 // noticesHeader names, on a session POST as the go-sdk hands it to the
@@ -90,7 +91,8 @@ func (c *cancelNotices) add() {
 	c.more = make(chan struct{})
 }
 
-// await waits until more than n notices were written, at most d.
+// await waits until more than n notices were written, at most d, and not
+// past the POST's end: a stream whose POST ended carries nothing more.
 func (c *cancelNotices) await(n int, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -103,6 +105,8 @@ func (c *cancelNotices) await(n int, d time.Duration) bool {
 		}
 		select {
 		case <-more:
+		case <-c.post.Done():
+			return false
 		case <-t.C:
 			return false
 		}

@@ -452,3 +452,23 @@ func TestGoSDKRunsClassicHandlerOnAfterDisconnect(t *testing.T) {
 	default:
 	}
 }
+
+// TestRelayGivenUpWithItsPOSTWaitsNoLonger: a relay given up because its
+// client went away (the POST's context ended, endWithPOST) does not wait
+// noticeWait for a notice its stream can no longer carry: the call, whose
+// end waits for its relays, is not held back by it.
+func TestRelayGivenUpWithItsPOSTWaitsNoLonger(t *testing.T) {
+	post, end := context.WithCancel(context.Background())
+	cn := newCancelNotices(post)
+	returned := make(chan bool, 1)
+	go func() { returned <- cn.await(cn.owe(), time.Hour) }()
+	end()
+	select {
+	case got := <-returned:
+		if got {
+			t.Error("await reported a notice that was never written")
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the wait for a notice went on after its POST ended")
+	}
+}
