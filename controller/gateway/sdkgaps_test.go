@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -470,5 +471,62 @@ func TestRelayGivenUpWithItsPOSTWaitsNoLonger(t *testing.T) {
 		}
 	case <-time.After(waitTimeout):
 		t.Fatal("the wait for a notice went on after its POST ended")
+	}
+}
+
+// namingTransport adds a header to every request it sends.
+type namingTransport struct {
+	key, value string
+}
+
+func (h namingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.key, h.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestGoSDKSSERequestsCarryNoHeader: the go-sdk's SSE handler hands a
+// request's handler none of its POST's headers. The /sse route relies on
+// it: it does not clear the name of a POST (noticesHeader) that a client
+// sends, which endWithPOST would otherwise read. When an upgrade changes
+// that, this fails: /sse must clear the name as watchPOSTs does.
+func TestGoSDKSSERequestsCarryNoHeader(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "0"}, nil)
+	got := make(chan string, 1)
+	srv.AddTool(&mcp.Tool{Name: "look", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if req.Extra != nil && req.Extra.Header != nil {
+				got <- req.Extra.Header.Get(noticesHeader)
+			} else {
+				got <- ""
+			}
+			return &mcp.CallToolResult{}, nil
+		})
+	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var named atomic.Int32 // POSTs that reached the handler naming a POST
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get(noticesHeader) != "" {
+			named.Add(1)
+		}
+		sse.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	client := &http.Client{Transport: namingTransport{noticesHeader, "1"}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil).Connect(ctx,
+		&mcp.SSEClientTransport{Endpoint: hs.URL, HTTPClient: client}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "look"}); err != nil {
+		t.Fatal(err)
+	}
+	if named.Load() == 0 {
+		t.Fatal("no POST reached the handler with the header")
+	}
+	if name := <-got; name != "" {
+		t.Fatalf("an SSE request's handler got %s %q from its POST: /sse must clear it", noticesHeader, name)
 	}
 }
