@@ -200,6 +200,16 @@ func TestFaultGateway(t *testing.T) {
 			return st.Process != nil && slices.Contains(st.Process.StderrTail, "slow call cancelled")
 		})
 		t.Logf("the backend call was cancelled %v after the client went", time.Since(start).Round(time.Millisecond))
+		// The gateway records the call canceled (it is recorded once the
+		// backend call returned, so it may trail the backend's line).
+		series := `tether_gateway_tool_calls_total{connection="be",result="canceled"}`
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if v, _ := metricValue(scrape(t, ep), series); v == 1 {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("%s = %v, want 1", series, v)
+			}
+		}
 	})
 
 	t.Run("G6 backend dies mid-call", func(t *testing.T) {

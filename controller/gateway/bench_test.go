@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,6 +138,54 @@ func benchFastCall(b *testing.B, era bool) {
 			})
 			if g.fastCalls.Load() == 0 {
 				b.Fatal("no call took the fast path")
+			}
+		})
+	}
+}
+
+// BenchmarkGatewaySDKCall is BenchmarkGatewayFastCall with the fast path
+// off, served as tether serves (ServeListener, everything in front of the
+// go-sdk's handler): the cost of a call the go-sdk carries. The last case
+// sends 256 KiB of arguments.
+func BenchmarkGatewaySDKCall(b *testing.B) {
+	big := json.RawMessage(`{"message":"` + strings.Repeat("x", 256<<10) + `"}`)
+	cases := append(benchCases[:len(benchCases):len(benchCases)], struct {
+		name string
+		conc int
+		work time.Duration
+	}{"conc=1/work=0/args=256KiB", 1, 0})
+	for _, bc := range cases {
+		args := benchArgs
+		if strings.HasSuffix(bc.name, "256KiB") {
+			args = big
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			url := benchBackend(b, bc.work)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			sess, err := connection.Connect(ctx, connection.Request{Name: "bench", Spec: &spec.Spec{HTTP: &spec.HTTPSpec{URL: url}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = sess.Close() })
+			g := New(Options{ObserveCall: func(string, string, time.Duration) {}})
+			g.noFastPath.Store(true)
+			g.Set(Connection{Name: "bench", Prefix: "bench", Backend: sess})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			sctx, stop := context.WithCancel(context.Background())
+			served := make(chan error, 1)
+			go func() { served <- g.ServeListener(sctx, ln, "") }()
+			b.Cleanup(func() { stop(); <-served })
+			cs := benchClient(b, "http://"+ln.Addr().String()+Path)
+			runCalls(b, bc.conc, func(ctx context.Context) error {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bench_echo", Arguments: args})
+				return err
+			})
+			if g.fastCalls.Load() != 0 {
+				b.Fatal("a call took the fast path")
 			}
 		})
 	}

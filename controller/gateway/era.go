@@ -33,8 +33,8 @@ const modernProtocol = "2026-07-28"
 
 // newModernHandler is the stateless handler of the 2026-07-28 era, on the
 // gateway's shared server. Cancellation of a request whose client went
-// away is propagated to its handler, as cancelOnDisconnect does for
-// classic sessions.
+// away is propagated to its handler, as endWithPOST does for classic
+// sessions.
 func newModernHandler(srv *mcp.Server, opts *mcp.StreamableHTTPOptions) http.Handler {
 	o := *opts
 	o.Stateless = true

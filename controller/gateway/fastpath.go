@@ -211,6 +211,13 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Han
 	sdk.ServeHTTP(w, r)
 }
 
+// readCloser is a body read ahead (in part), with the rest of the
+// original and its Close.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
 // readBody reads at most limit bytes of r's body. With a Content-Length it
 // reads into one buffer that grows toward that length as the bytes arrive:
 // a buffer of the declared length up front let a client that sends one

@@ -29,8 +29,8 @@ var firstAnswerMethods = map[string]bool{
 // before serveTools settles the claims (gateway.go, settle), so that the
 // connections that come up meanwhile rank as at start-up: by name. The
 // wait ends with the request's context: a client that goes away frees it
-// (over HTTP, cancelOnDisconnect tells the session; over /sse the end of
-// its stream does, endWithSSEStream; over stdio the session ends).
+// (over HTTP the end of its POST does, endWithPOST; over /sse the end of
+// its stream, endWithSSEStream; over stdio the session ends).
 func (g *Gateway) waitFirstAnswer(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if firstAnswerMethods[method] && !g.answered.Load() {

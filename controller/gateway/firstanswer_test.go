@@ -100,7 +100,7 @@ func TestFirstListWaitIsBounded(t *testing.T) {
 }
 
 // TestFirstListWaitEndsWithItsClient: a client that goes away while its
-// list waits frees the wait over HTTP (cancelOnDisconnect). Over stdio a
+// list waits frees the wait over HTTP (endWithPOST). Over stdio a
 // client that goes away closes stdin, which ends tether run.
 func TestFirstListWaitEndsWithItsClient(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestModernEraOverHTTP(t *testing.T) {
 func TestFirstListWaitersAreBounded(t *testing.T) {
 	first := make(chan struct{})
 	g, hs := newTestGateway(t, Options{FirstAnswer: first, FirstAnswerTimeout: time.Hour, MaxConnections: 2})
-	defer close(first) // Handler has no cancelOnDisconnect: this ends the two waits
+	defer close(first) // ends the two waits, whose client stays
 	d := dial(t, g, hs)
 	for range 2 {
 		go d.cs.ListTools(context.Background(), nil)

@@ -14,64 +14,11 @@ import (
 )
 
 // What the gateway parses, fuzzed: the HTTP bodies clients send (through the
-// go-sdk's handler and the gateway's own disconnect bookkeeping) and the tool
+// go-sdk's handler and the gateway's own bookkeeping of session POSTs) and the tool
 // definitions backends send. docs/reliability.md, row G7.
 //
 // Run one for longer with, e.g.:
 //   go test ./controller/gateway -run '^$' -fuzz FuzzGatewayRequest -fuzztime 2m -parallel 1
-
-// FuzzToolCallIDs: any body; the ids found are exactly those of the
-// tools/call requests with an id, and each is valid JSON.
-func FuzzToolCallIDs(f *testing.F) {
-	for _, s := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
-		`{"jsonrpc":"2.0","id":"a","method":"tools/call"}`,
-		`[{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","method":"notifications/cancelled"},{"id":null,"method":"tools/call"}]`,
-		`{"jsonrpc":"2.0","method":"tools/call"}`,
-		`{"jsonrpc":"2.0","id":2,"method":"tools\/call"}`,
-		`{"jsonrpc":"2.0","id":3,"method":"tools/\u0063all"}`,
-		`{"method":"tools/list","id":7}`,
-		` [ ] `,
-		`{"id":1,"method":"tools/call"` + strings.Repeat(" ", 10),
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		ids := toolCallIDs(body)
-		for _, id := range ids {
-			if !json.Valid(id) || bytes.Equal(id, []byte("null")) {
-				t.Fatalf("id %q of %q", id, body)
-			}
-		}
-		// Cross-check against a plain decode of the same body.
-		type message struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		var want int
-		var batch []message
-		var one message
-		switch {
-		case json.Unmarshal(body, &batch) == nil:
-		case json.Unmarshal(body, &one) == nil:
-			batch = []message{one}
-		default:
-			if len(ids) != 0 {
-				t.Fatalf("ids %q from a body that does not decode: %q", ids, body)
-			}
-			return
-		}
-		for _, m := range batch {
-			// Lists that may wait for first outcomes are cancelled too.
-			if (m.Method == methodCallTool || firstAnswerMethods[m.Method]) && len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null")) {
-				want++
-			}
-		}
-		if len(ids) != want {
-			t.Fatalf("found %d ids, want %d, in %q", len(ids), want, body)
-		}
-	})
-}
 
 // echoBackend answers every call with its arguments.
 type echoBackend struct{ fakeBackend }
@@ -87,7 +34,7 @@ func FuzzGatewayRequest(f *testing.F) {
 	g := New(Options{Version: "fuzz"})
 	g.Set(Connection{Name: "fz", Prefix: "fz", Backend: withTools(&echoBackend{},
 		[]*mcp.Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}})})
-	h := g.cancelOnDisconnect(g.handler)
+	h := g.handler
 
 	do := func(body []byte, session string) *httptest.ResponseRecorder {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -487,7 +487,7 @@ func New(opts Options) *Gateway {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
-	g.server.AddReceivingMiddleware(g.endWithSSEStream, g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
+	g.server.AddReceivingMiddleware(g.endWithSSEStream, g.endWithPOST, g.waitFirstAnswer, g.interceptDown, g.interceptSetLevel, g.serveTools)
 	srv := g.server
 	httpOpts := &mcp.StreamableHTTPOptions{
 		Logger:              sdkLog,
@@ -499,7 +499,7 @@ func New(opts Options) *Gateway {
 	}
 	g.sdk = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, httpOpts)
 	g.modern = newModernHandler(srv, httpOpts)
-	g.handler = g.withFastPath(byEra(g.sdk, g.modern))
+	g.handler = g.withFastPath(g.watchPOSTs(byEra(g.sdk, g.modern)))
 	return g
 }
 

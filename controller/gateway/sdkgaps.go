@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -27,8 +26,10 @@ import (
 //     writes it from a goroutine of its own, after the relay returned
 //     (MCPGODEBUG=blockingcancelnotify=1 would make it synchronous, but the
 //     go-sdk reads MCPGODEBUG when the process starts, before tether runs);
-//   - a client that disconnects (cancelOnDisconnect): the go-sdk cancels a
-//     stateful session's handlers only on notifications/cancelled;
+//   - a client that disconnects (endWithPOST): the go-sdk cancels a
+//     stateful session's handlers only on notifications/cancelled; the
+//     gateway ends them with their POST, which it finds through the
+//     go-sdk's API (RequestExtra.Header, a receiving middleware);
 //   - the fast path's view of the go-sdk handler: the header checks it
 //     makes of a POST (fastHeaders); its bound on how deep a body's JSON
 //     nests (wire.WithinSDKDepth); for a 2026-07-28 call, the HTTP status
@@ -42,12 +43,13 @@ import (
 // goroutine of its own, and drops it once the call's answer has been
 // written: the stream is closed by then. The client's request would stay
 // open forever. So a relay given up waits, at most noticeWait, until the
-// call's stream has carried the notice; the call's answer comes after (the
+// call's stream has carried the notice, or its POST ended (its client went
+// away: nothing more reaches it); the call's answer comes after (the
 // connection's end of a request waits for its relays).
 
 // noticesHeader names, on a session POST as the go-sdk hands it to the
-// request's handler, the cancelNotices of that POST's response stream. Set
-// by the gateway only; a client's own is removed.
+// request's handler (RequestExtra.Header), the gateway's state of that POST
+// (cancelNotices). Set by the gateway only; a client's own is removed.
 const noticesHeader = "Tether-Internal-Stream"
 
 // noticeWait bounds the wait for a notice: below the connection's bound on
@@ -56,9 +58,12 @@ const noticeWait = 500 * time.Millisecond
 
 var cancelledMethod = []byte(`"notifications/cancelled"`)
 
-// cancelNotices counts the notifications/cancelled written on one POST's
-// response stream.
+// cancelNotices is the gateway's state of one session POST: it counts the
+// notifications/cancelled written on the POST's response stream, and holds
+// the POST's context.
 type cancelNotices struct {
+	// post is the POST's request context (endWithPOST).
+	post context.Context
 	mu   sync.Mutex
 	n    int
 	owed int           // notices the relays given up on this stream wait for
@@ -74,7 +79,9 @@ func (c *cancelNotices) owe() int {
 	return c.owed - 1
 }
 
-func newCancelNotices() *cancelNotices { return &cancelNotices{more: make(chan struct{})} }
+func newCancelNotices(post context.Context) *cancelNotices {
+	return &cancelNotices{post: post, more: make(chan struct{})}
+}
 
 func (c *cancelNotices) add() {
 	c.mu.Lock()
@@ -84,7 +91,8 @@ func (c *cancelNotices) add() {
 	c.more = make(chan struct{})
 }
 
-// await waits until more than n notices were written, at most d.
+// await waits until more than n notices were written, at most d, and not
+// past the POST's end: a stream whose POST ended carries nothing more.
 func (c *cancelNotices) await(n int, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -97,6 +105,8 @@ func (c *cancelNotices) await(n int, d time.Duration) bool {
 		}
 		select {
 		case <-more:
+		case <-c.post.Done():
+			return false
 		case <-t.C:
 			return false
 		}
@@ -157,7 +167,7 @@ type streamNotices struct {
 // watch wraps w to count the notices of r's response and names them on r
 // for the tool handler; done forgets them.
 func (s *streamNotices) watch(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, func()) {
-	cn := newCancelNotices()
+	cn := newCancelNotices(r.Context())
 	s.mu.Lock()
 	s.seq++
 	key := strconv.FormatUint(s.seq, 10)
@@ -176,143 +186,85 @@ func (s *streamNotices) watch(w http.ResponseWriter, r *http.Request) (http.Resp
 
 // of returns the notices of the POST that carried a request.
 func (s *streamNotices) of(extra *mcp.RequestExtra) *cancelNotices {
+	cn, _ := s.lookup(extra)
+	return cn
+}
+
+// lookup finds the POST a request names; named reports whether it names
+// one. Only a POST names itself on a request, and it forgets its name
+// when it ends: named and no POST means that POST ended.
+func (s *streamNotices) lookup(extra *mcp.RequestExtra) (cn *cancelNotices, named bool) {
 	if extra == nil || extra.Header == nil {
-		return nil
+		return nil, false
 	}
 	key := extra.Header.Get(noticesHeader)
 	if key == "" {
-		return nil
+		return nil, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m[key]
+	return s.m[key], true
 }
 
-// Headers of the streamable HTTP transport that a synthetic request repeats.
+// Headers of the streamable HTTP transport.
 const (
 	sessionIDHeader       = "Mcp-Session-Id"
 	protocolVersionHeader = "Mcp-Protocol-Version"
 )
 
-// cancelOnDisconnect cancels the tools/call requests of a POST whose client
-// went away before their answers were written.
-//
-// The gateway's HTTP sessions are stateful and keep no event store: an
-// answer whose POST stream is gone can never be delivered (there is nothing
-// to resume from). The go-sdk still runs the handler on, for older protocol
-// versions, until the call ends or its callTimeout expires, holding a backend
-// call nobody waits for. So when a POST that carried tools/call ends because
-// its request context did (the client disconnected), the gateway sends the
-// session the notifications/cancelled the client did not get to send: the
-// handler's context ends and the cancellation reaches the backend as if the
-// client had cancelled. For a call that had already been answered the
-// notification names no request in flight and is ignored.
-func (g *Gateway) cancelOnDisconnect(next http.Handler) http.Handler {
+// watchPOSTs names each session POST on its request (noticesHeader), for
+// the handlers of its messages: its relays' notice waits (above) and
+// endWithPOST. Any other request (initialize; a 2026-07-28 one, which
+// newModernHandler ties to its POST) passes without the header: a client
+// names no POST.
+func (g *Gateway) watchPOSTs(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del(noticesHeader) // the gateway's own (sdkgaps.go)
-		session := r.Header.Get(sessionIDHeader)
-		if r.Method != http.MethodPost || session == "" || r.Body == nil {
+		r.Header.Del(noticesHeader) // the gateway's own
+		if r.Method != http.MethodPost || r.Header.Get(sessionIDHeader) == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// Read what the SDK would accept, and no more: a larger body is
-		// passed on whole for the SDK to refuse.
-		body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
-		if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes {
-			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-			next.ServeHTTP(w, r)
-			return
-		}
-		r.Body = readCloser{bytes.NewReader(body), r.Body}
-		ids := toolCallIDs(body)
-		// Every request's stream, not only tools/call's: prompts/get and
-		// resources/read relay the backend's requests too.
 		w, forget := g.notices.watch(w, r)
 		defer forget()
 		next.ServeHTTP(w, r)
-		if len(ids) == 0 || r.Context().Err() == nil {
-			return
-		}
-		for _, id := range ids {
-			g.sendCancelled(r, id)
-		}
 	})
 }
 
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
-// toolCallIDs returns the JSON-RPC ids of the tools/call requests (and of
-// the lists that may wait for first outcomes, firstanswer.go) in a POST
-// body (one message or a batch), verbatim.
-func toolCallIDs(body []byte) []json.RawMessage {
-	// The common case costs a scan or two; "tools\/call" and \u escapes
-	// spell the method too.
-	if !bytes.Contains(body, []byte("call")) && !bytes.Contains(body, []byte("list")) && !bytes.Contains(body, []byte(`\u`)) {
-		return nil
-	}
-	type message struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	var batch []message
-	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
-		if json.Unmarshal(trimmed, &batch) != nil {
-			return nil
+// endWithPOST ends a request of a classic session when its POST ends: the
+// client went away, or the POST is over (net/http ends a request's
+// context when its ServeHTTP returns). Without an event store an answer
+// whose POST is gone can never be delivered, yet the go-sdk ends such a
+// handler only on notifications/cancelled (PropagateRequestCancellation
+// is for the 2026-07-28 protocol alone): the call ran on to its
+// callTimeout. Its context ending, the backend is told as if the client
+// had cancelled. A request the go-sdk dispatches after its POST ended
+// names a POST the table no longer holds, and ends at once.
+// Notifications pass as they came: a POST of notifications alone ends
+// before they are handled. /sse (endWithSSEStream; its go-sdk handler
+// names no header) and stdio requests carry no name.
+func (g *Gateway) endWithPOST(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req)
 		}
-	} else {
-		var m message
-		if json.Unmarshal(body, &m) != nil {
-			return nil
+		post, named := g.notices.lookup(req.GetExtra())
+		if !named {
+			return next(ctx, method, req)
 		}
-		batch = []message{m}
-	}
-	var ids []json.RawMessage
-	for _, m := range batch {
-		// A list waiting for the first outcomes (firstanswer.go) is freed
-		// the same way.
-		if (m.Method == methodCallTool || firstAnswerMethods[m.Method]) && len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null")) {
-			ids = append(ids, m.ID)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		end := func() {
+			cancel()
+			g.log.Debug("gateway ended a request whose client disconnected", "method", method)
 		}
+		if post == nil || post.post.Err() != nil {
+			end() // now, not from AfterFunc's goroutine: nothing starts
+		} else {
+			defer context.AfterFunc(post.post, end)()
+		}
+		return next(ctx, method, req)
 	}
-	return ids
 }
-
-// sendCancelled delivers notifications/cancelled for request id to the
-// session of r, through the SDK's own handler.
-func (g *Gateway) sendCancelled(r *http.Request, id json.RawMessage) {
-	msg, err := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"method":  "notifications/cancelled",
-		"params":  map[string]any{"requestId": id, "reason": "the client disconnected"},
-	})
-	if err != nil {
-		return
-	}
-	req, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, r.URL.String(), bytes.NewReader(msg))
-	if err != nil {
-		return
-	}
-	req.Host = r.Host
-	req.RemoteAddr = r.RemoteAddr
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(sessionIDHeader, r.Header.Get(sessionIDHeader))
-	if v := r.Header.Get(protocolVersionHeader); v != "" {
-		req.Header.Set(protocolVersionHeader, v)
-	}
-	g.handler.ServeHTTP(discardResponse{header: http.Header{}}, req)
-	g.log.Debug("gateway cancelled a call whose client disconnected", "session", r.Header.Get(sessionIDHeader), "id", string(id))
-}
-
-// discardResponse is a ResponseWriter that keeps nothing.
-type discardResponse struct{ header http.Header }
-
-func (d discardResponse) Header() http.Header         { return d.header }
-func (d discardResponse) Write(b []byte) (int, error) { return len(b), nil }
-func (d discardResponse) WriteHeader(int)             {}
 
 // Standard headers of a 2026-07-28 request (SEP-2243), which the go-sdk
 // requires to match the body.

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func TestNoticeWriterCountsOnlyCancelNotices(t *testing.T) {
 	}
 	for _, e := range events {
 		t.Run(e.name, func(t *testing.T) {
-			cn := newCancelNotices()
+			cn := newCancelNotices(context.Background())
 			w := noticeWriter{ResponseWriter: httptest.NewRecorder(), notices: cn}
 			if _, err := w.Write([]byte(e.event)); err != nil {
 				t.Fatal(err)
@@ -334,7 +335,7 @@ func TestPayloadNamingCancelThenRelayGivenUp(t *testing.T) {
 // go-sdk's own notice was written (it did at once when the writer counted
 // the payload as the notice).
 func TestRelayAfterPayloadNamingCancelWaitsForItsNotice(t *testing.T) {
-	cn := newCancelNotices()
+	cn := newCancelNotices(context.Background())
 	w := noticeWriter{ResponseWriter: httptest.NewRecorder(), notices: cn}
 	write := func(event string) {
 		if _, err := w.Write([]byte(event)); err != nil {
@@ -368,4 +369,164 @@ func TestRelayAfterPayloadNamingCancelWaitsForItsNotice(t *testing.T) {
 	}
 	write("event: message\ndata: " + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"context canceled"}}` + "\n\n")
 	<-returned
+}
+
+// TestGoSDKRunsClassicHandlerOnAfterDisconnect: the go-sdk's stateful
+// handler does not end a request's handler when the POST that carried it
+// ends because its client went away (what endWithPOST is for), and it
+// hands a request's handler that POST's header (RequestExtra.Header, where
+// endWithPOST finds the POST). When an upgrade changes either, this fails:
+// endWithPOST can go, or must find the POST another way.
+func TestGoSDKRunsClassicHandlerOnAfterDisconnect(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "0"}, nil)
+	entered, release, ended := make(chan string, 1), make(chan struct{}), make(chan error, 1)
+	srv.AddTool(&mcp.Tool{Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			entered <- req.Extra.Header.Get("X-Post")
+			select {
+			case <-ctx.Done():
+				ended <- ctx.Err()
+			case <-release:
+				ended <- nil
+			}
+			return &mcp.CallToolResult{}, nil
+		})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	// The call's POST, served to its end. Only that one: the client's
+	// initialize may return to its client before its ServeHTTP does.
+	posted := make(chan struct{}, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sdk.ServeHTTP(w, r)
+		if r.Header.Get("X-Post") != "" {
+			posted <- struct{}{}
+		}
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1}, classicSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	defer close(release) // first: closing the session waits for the handler
+	c := &rawClient{url: hs.URL, sid: cs.ID(), version: "2025-11-25"}
+	callCtx, leave := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(callCtx, http.MethodPost, c.url, strings.NewReader(`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"hold"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(sessionIDHeader, c.sid)
+		req.Header.Set(protocolVersionHeader, c.version)
+		req.Header.Set("X-Post", "the call's")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case got := <-entered:
+		if got != "the call's" {
+			t.Errorf("the handler got header X-Post %q, want its POST's", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the handler never ran")
+	}
+	leave()
+	<-done
+	select {
+	case <-posted: // the call's POST returned
+	case <-ctx.Done():
+		t.Fatal("the call's POST never returned")
+	}
+	// A request answered on the session after that: whatever the go-sdk
+	// did at the POST's end is done.
+	if status, msgs := c.post(ctx, `{"jsonrpc":"2.0","id":"p","method":"ping"}`); status != http.StatusOK || !strings.Contains(msgs, `"id":"p"`) {
+		t.Fatalf("ping: %d %s", status, msgs)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("the go-sdk ended the handler (%v) when its client went: endWithPOST is no longer needed", err)
+	default:
+	}
+}
+
+// TestRelayGivenUpWithItsPOSTWaitsNoLonger: a relay given up because its
+// client went away (the POST's context ended, endWithPOST) does not wait
+// noticeWait for a notice its stream can no longer carry: the call, whose
+// end waits for its relays, is not held back by it.
+func TestRelayGivenUpWithItsPOSTWaitsNoLonger(t *testing.T) {
+	post, end := context.WithCancel(context.Background())
+	cn := newCancelNotices(post)
+	returned := make(chan bool, 1)
+	go func() { returned <- cn.await(cn.owe(), time.Hour) }()
+	end()
+	select {
+	case got := <-returned:
+		if got {
+			t.Error("await reported a notice that was never written")
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the wait for a notice went on after its POST ended")
+	}
+}
+
+// namingTransport adds a header to every request it sends.
+type namingTransport struct {
+	key, value string
+}
+
+func (h namingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.key, h.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestGoSDKSSERequestsCarryNoHeader: the go-sdk's SSE handler hands a
+// request's handler none of its POST's headers. The /sse route relies on
+// it: it does not clear the name of a POST (noticesHeader) that a client
+// sends, which endWithPOST would otherwise read. When an upgrade changes
+// that, this fails: /sse must clear the name as watchPOSTs does.
+func TestGoSDKSSERequestsCarryNoHeader(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "0"}, nil)
+	got := make(chan string, 1)
+	srv.AddTool(&mcp.Tool{Name: "look", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if req.Extra != nil && req.Extra.Header != nil {
+				got <- req.Extra.Header.Get(noticesHeader)
+			} else {
+				got <- ""
+			}
+			return &mcp.CallToolResult{}, nil
+		})
+	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var named atomic.Int32 // POSTs that reached the handler naming a POST
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get(noticesHeader) != "" {
+			named.Add(1)
+		}
+		sse.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	client := &http.Client{Transport: namingTransport{noticesHeader, "1"}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "0"}, nil).Connect(ctx,
+		&mcp.SSEClientTransport{Endpoint: hs.URL, HTTPClient: client}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "look"}); err != nil {
+		t.Fatal(err)
+	}
+	if named.Load() == 0 {
+		t.Fatal("no POST reached the handler with the header")
+	}
+	if name := <-got; name != "" {
+		t.Fatalf("an SSE request's handler got %s %q from its POST: /sse must clear it", noticesHeader, name)
+	}
 }

@@ -22,8 +22,9 @@ const Path = "/mcp"
 // Handler returns the streamable HTTP handler of the shared server, stateful
 // (sessions carry list_changed and cancellation) for the classic protocol and
 // stateless for 2026-07-28 requests (era.go), with DNS-rebinding protection
-// on for loopback and request bodies bounded, and the fast path for
-// tools/call in front (fastpath.go). It does no authentication, and
+// on for loopback and request bodies bounded, the fast path for
+// tools/call in front (fastpath.go), and a classic request ended with its
+// POST (watchPOSTs, endWithPOST). It does no authentication, and
 // checks no Origin, admits no sessions, connections or bodies against
 // their limits and closes no idle session (admit.go): ServeListener adds
 // those.
@@ -99,9 +100,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		return fmt.Errorf("gateway: refusing to serve on non-loopback address %s without an auth token file", ln.Addr())
 	}
 	// The fast path cancels its own calls when their client goes away;
-	// only what reaches the go-sdk needs cancelOnDisconnect (which reads
-	// and parses the body once more).
-	h := g.withFastPath(byEra(g.cancelOnDisconnect(g.sdk), g.endListens(ctx, g.modern)))
+	// what reaches the go-sdk is named for endWithPOST (a session's POST)
+	// or cleared of a client's name (every other request).
+	h := g.withFastPath(g.watchPOSTs(byEra(g.sdk, g.endListens(ctx, g.modern))))
 	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)
