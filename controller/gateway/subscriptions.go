@@ -43,8 +43,9 @@ import (
 // An agent watches a handful of resources (the files it edits, a build's
 // log); 256 at once in one session is a client enumerating, not watching.
 // 1024 distinct URIs upstream is 1024 subscriptions/listen streams toward
-// 2026-07-28 backends, each a socket and a few goroutines of tether (tens
-// of MB together), as many as --max-connections' default admits clients.
+// 2026-07-28 backends, each a socket and a few goroutines of tether
+// (docs/contract.md §5a gives a measure), as many as --max-connections'
+// default admits clients.
 const (
 	DefaultMaxSubscriptionsPerSession = 256
 	DefaultMaxSubscriptions           = 1024
