@@ -150,6 +150,13 @@ func TestSubscribeFirstFails(t *testing.T) {
 	b.expectCall(t, "subscribe item://g/1")
 	errC := subscribeAsync(c, "item://g/1")
 	waitForWaiter(t, g, b, 0)
+	// An unsubscribe from the URI by a session that does not hold it
+	// (yet) has nothing to wait for.
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := a.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "item://g/1"}); err != nil {
+		t.Fatalf("an unsubscribe from a URI the session does not hold waited for the backend: %v", err)
+	}
 	b.answer <- errors.New("the server is busy")
 	if err := result(t, errA); err == nil || !strings.Contains(err.Error(), "the server is busy") {
 		t.Fatalf("the failed subscribe answered %v", err)

@@ -180,9 +180,14 @@ func (s *subscriptions) settle(uri string, sub *subscription, ss *mcp.ServerSess
 func (s *subscriptions) leave(uri string, ss *mcp.ServerSession) (last *subscription) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sub, _ := s.waitIdle(context.Background(), uri) // bounded: each call by callTimeout
+	if sub := s.byURI[uri]; sub == nil || !sub.sessions[ss] {
+		return nil // not subscribed: nothing to undo (nor to wait for)
+	}
+	// A holder waits only for a renewal (the other calls run while
+	// nobody holds the URI); each call is bounded by callTimeout.
+	sub, _ := s.waitIdle(context.Background(), uri)
 	if sub == nil || !sub.sessions[ss] {
-		return nil // not subscribed: nothing to undo
+		return nil
 	}
 	delete(sub.sessions, ss)
 	s.release(ss)
