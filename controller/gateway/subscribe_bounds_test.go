@@ -283,4 +283,21 @@ func TestSubscriptionsBoundModernSDKClient(t *testing.T) {
 		t.Errorf("a URI past the bound reached the backend: %q", s)
 	default:
 	}
+	// Ending the listen (the go-sdk client's Unsubscribe) frees the place.
+	if err := rc.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "item://b/1"}); err != nil {
+		t.Fatal(err)
+	}
+	expectBackend(t, b, "unsubscribe item://b/1")
+	// The URI's entry goes once the backend's answer is in.
+	deadline = time.Now().Add(waitTimeout)
+	for {
+		uris, places := heldSubscriptions(g)
+		if len(uris) == 0 && places == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the listen ended the gateway holds %v (%d places)", uris, places)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the bookkeeping: no event for it
+	}
 }
