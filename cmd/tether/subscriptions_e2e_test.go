@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,6 +90,17 @@ func TestSubscriptionsBounded(t *testing.T) {
 	// Through it all a kept the watched resource.
 	drain(a.updates)
 	waitUpdate(t, a, "test://watched-resource")
+
+	// A bound of 0 is refused at start (a tether that started anyway is
+	// killed when the context ends).
+	for _, flag := range []string{"--max-subscriptions-per-session", "--max-subscriptions"} {
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		out, err := exec.CommandContext(rctx, filepath.Join(bin, "tether"), "run", "--dir", t.TempDir(), "--listen", "", "--metrics-addr", "", flag, "0").CombinedOutput()
+		rcancel()
+		if err == nil || !strings.Contains(string(out), "--max-subscriptions-per-session and --max-subscriptions must be at least 1") {
+			t.Errorf("tether run %s 0: %v, %s; want it refused", flag, err, out)
+		}
+	}
 }
 
 // waitUpdate waits for notifications/resources/updated of uri at ag (the

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -299,5 +300,40 @@ func TestSubscriptionsBoundModernSDKClient(t *testing.T) {
 			t.Fatalf("after the listen ended the gateway holds %v (%d places)", uris, places)
 		}
 		time.Sleep(5 * time.Millisecond) // polling the bookkeeping: no event for it
+	}
+}
+
+// TestSubscriptionsFullWarnsOnceAMinute: refusals at --max-subscriptions
+// are told to the operator in one WARN a minute, not one per refusal.
+func TestSubscriptionsFullWarnsOnceAMinute(t *testing.T) {
+	logs := &lockedBuffer{}
+	g, hs := newTestGateway(t, Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), MaxSubscriptions: 1})
+	g.Set(Connection{Name: "g", Backend: offering(nil, nil, nil, []string{"item://g/{id}"})})
+	d := dial(t, g, hs)
+	ctx := t.Context()
+	if err := d.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://g/1"}); err != nil {
+		t.Fatal(err)
+	}
+	const warn = "gateway refuses resource subscriptions"
+	refuse := func() {
+		t.Helper()
+		if err := d.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://g/2"}); err == nil || !strings.Contains(err.Error(), "--max-subscriptions") {
+			t.Fatalf("a second distinct URI at --max-subscriptions 1: %v", err)
+		}
+	}
+	for range 3 {
+		refuse()
+	}
+	if n := strings.Count(logs.String(), warn); n != 1 {
+		t.Errorf("%d WARNs for 3 refusals within a minute, want 1:\n%s", n, logs.String())
+	}
+	// A minute later, the next refusal is told again.
+	g.subs.warned.Add(-int64(time.Minute))
+	refuse()
+	if n := strings.Count(logs.String(), warn); n != 2 {
+		t.Errorf("%d WARNs once a minute passed, want 2:\n%s", n, logs.String())
+	}
+	if strings.Count(logs.String(), "max=1") != 2 {
+		t.Errorf("the WARN does not give the bound:\n%s", logs.String())
 	}
 }
