@@ -14,8 +14,10 @@ import (
 )
 
 // heldSubscriptions is the gateway's bookkeeping of subscriptions: URI →
-// how many sessions hold it, and the places all sessions take.
-func heldSubscriptions(g *Gateway) (uris map[string]int, places int) {
+// how many sessions hold it, and the places all sessions take. A session
+// counted with no place left is an error: its count should be gone.
+func heldSubscriptions(t *testing.T, g *Gateway) (uris map[string]int, places int) {
+	t.Helper()
 	g.subs.mu.Lock()
 	defer g.subs.mu.Unlock()
 	uris = map[string]int{}
@@ -23,6 +25,9 @@ func heldSubscriptions(g *Gateway) (uris map[string]int, places int) {
 		uris[uri] = len(sub.sessions)
 	}
 	for _, n := range g.subs.perSession {
+		if n <= 0 {
+			t.Errorf("a session is counted with %d places", n)
+		}
 		places += n
 	}
 	return uris, places
@@ -91,7 +96,7 @@ func TestSubscriptionsPerSessionBound(t *testing.T) {
 	if err := a.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://b/1"}); err != nil {
 		t.Errorf("subscribing again to a URI the session holds, at the bound: %v", err)
 	}
-	if uris, places := heldSubscriptions(g); len(uris) != 2 || places != 2 {
+	if uris, places := heldSubscriptions(t, g); len(uris) != 2 || places != 2 {
 		t.Errorf("the gateway holds %v (%d places), want item://b/1 and item://b/2 once each", uris, places)
 	}
 	expectUpdate(t, b, a, "item://b/1")
@@ -107,7 +112,7 @@ func TestSubscriptionsPerSessionBound(t *testing.T) {
 	if err := a.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://b/3"}); err != nil {
 		t.Fatalf("after an unsubscribe freed a place: %v", err)
 	}
-	if uris, places := heldSubscriptions(g); len(uris) != 2 || uris["item://b/3"] != 2 || places != 3 {
+	if uris, places := heldSubscriptions(t, g); len(uris) != 2 || uris["item://b/3"] != 2 || places != 3 {
 		t.Errorf("the gateway holds %v (%d places), want item://b/1 once and item://b/3 twice", uris, places)
 	}
 }
@@ -144,7 +149,7 @@ func TestSubscriptionsTotalBound(t *testing.T) {
 	deadline := time.Now().Add(waitTimeout)
 	for {
 		g.pruneSubscriptions(ctx)
-		if uris, _ := heldSubscriptions(g); len(uris) == 1 {
+		if uris, _ := heldSubscriptions(t, g); len(uris) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -157,7 +162,7 @@ func TestSubscriptionsTotalBound(t *testing.T) {
 		t.Fatalf("after a place was freed: %v", err)
 	}
 	expectBackend(t, b, "subscribe item://b/3")
-	if uris, places := heldSubscriptions(g); len(uris) != 2 || places != 2 {
+	if uris, places := heldSubscriptions(t, g); len(uris) != 2 || places != 2 {
 		t.Errorf("the gateway holds %v (%d places), want item://b/2 and item://b/3 once each", uris, places)
 	}
 }
@@ -206,7 +211,7 @@ func TestSubscriptionsBoundsModern(t *testing.T) {
 	if !slices.Equal(gone, []string{"unsubscribe item://b/1", "unsubscribe item://b/2"}) {
 		t.Errorf("backend heard %v, want both URIs unsubscribed", gone)
 	}
-	if uris, places := heldSubscriptions(g); len(uris) != 0 || places != 0 {
+	if uris, places := heldSubscriptions(t, g); len(uris) != 0 || places != 0 {
 		t.Errorf("after the refused listen the gateway holds %v (%d places), want nothing", uris, places)
 	}
 
@@ -230,7 +235,7 @@ func TestSubscriptionsBoundsModern(t *testing.T) {
 	if !strings.Contains(got.Messages, "(--max-subscriptions)") || !strings.Contains(got.Messages, `"error"`) {
 		t.Fatalf("a listen for a new URI past the gateway's bound of 3: %d %s", got.Status, got.Messages)
 	}
-	if uris, places := heldSubscriptions(g); len(uris) != 3 || places != 3 {
+	if uris, places := heldSubscriptions(t, g); len(uris) != 3 || places != 3 {
 		t.Errorf("the gateway holds %v (%d places), want the classic clients' 3", uris, places)
 	}
 	expectUpdate(t, b, a, "item://b/1")
@@ -275,7 +280,7 @@ func TestSubscriptionsBoundModernSDKClient(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling a counter: no event for it
 	}
-	if uris, places := heldSubscriptions(g); len(uris) != 1 || places != 1 {
+	if uris, places := heldSubscriptions(t, g); len(uris) != 1 || places != 1 {
 		t.Errorf("the gateway holds %v (%d places), want item://b/1 alone", uris, places)
 	}
 	expectUpdate(t, b, rc, "item://b/1")
@@ -292,7 +297,7 @@ func TestSubscriptionsBoundModernSDKClient(t *testing.T) {
 	// The URI's entry goes once the backend's answer is in.
 	deadline = time.Now().Add(waitTimeout)
 	for {
-		uris, places := heldSubscriptions(g)
+		uris, places := heldSubscriptions(t, g)
 		if len(uris) == 0 && places == 0 {
 			break
 		}

@@ -133,7 +133,7 @@ func TestSubscribeAtOnce(t *testing.T) {
 		t.Fatalf("backend got %q too", got)
 	default:
 	}
-	if uris, places := heldSubscriptions(g); uris["item://g/1"] != 2 || places != 2 {
+	if uris, places := heldSubscriptions(t, g); uris["item://g/1"] != 2 || places != 2 {
 		t.Errorf("the gateway holds %v (%d places), want item://g/1 for both", uris, places)
 	}
 }
@@ -166,7 +166,7 @@ func TestSubscribeFirstFails(t *testing.T) {
 	if err := result(t, errC); err != nil {
 		t.Fatal(err)
 	}
-	if uris, places := heldSubscriptions(g); uris["item://g/1"] != 1 || places != 1 || !b.holds("item://g/1") {
+	if uris, places := heldSubscriptions(t, g); uris["item://g/1"] != 1 || places != 1 || !b.holds("item://g/1") {
 		t.Errorf("the gateway holds %v (%d places), want item://g/1 once", uris, places)
 	}
 	// The client whose subscribe failed holds no place: its unsubscribe
@@ -174,7 +174,7 @@ func TestSubscribeFirstFails(t *testing.T) {
 	if err := a.cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: "item://g/1"}); err != nil {
 		t.Fatal(err)
 	}
-	if uris, _ := heldSubscriptions(g); uris["item://g/1"] != 1 {
+	if uris, _ := heldSubscriptions(t, g); uris["item://g/1"] != 1 {
 		t.Errorf("after the failed client's unsubscribe the gateway holds %v", uris)
 	}
 }
@@ -210,7 +210,7 @@ func TestSubscribeDuringLastUnsubscribe(t *testing.T) {
 	if err := result(t, errC); err != nil {
 		t.Fatal(err)
 	}
-	if uris, places := heldSubscriptions(g); uris["item://g/1"] != 1 || places != 1 || !b.holds("item://g/1") {
+	if uris, places := heldSubscriptions(t, g); uris["item://g/1"] != 1 || places != 1 || !b.holds("item://g/1") {
 		t.Errorf("the gateway holds %v (%d places), the backend item://g/1: %v; want both to hold it", uris, places, b.holds("item://g/1"))
 	}
 }
@@ -230,7 +230,7 @@ func TestSubscriptionsFreedWhenConnectionRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Remove("g")
-	if uris, places := heldSubscriptions(g); len(uris) != 0 || places != 0 {
+	if uris, places := heldSubscriptions(t, g); len(uris) != 0 || places != 0 {
 		t.Errorf("after its connection was removed the gateway holds %v (%d places)", uris, places)
 	}
 	next := newGatedBackend(t)
@@ -241,7 +241,41 @@ func TestSubscriptionsFreedWhenConnectionRemoved(t *testing.T) {
 	if err := result(t, errA); err != nil {
 		t.Fatalf("subscribing again once the connection left: %v", err)
 	}
-	if uris, places := heldSubscriptions(g); uris["item://g/1"] != 1 || places != 1 {
+	if uris, places := heldSubscriptions(t, g); uris["item://g/1"] != 1 || places != 1 {
 		t.Errorf("the gateway holds %v (%d places), want item://g/1 through h", uris, places)
+	}
+}
+
+// TestRenewalBeforeUnsubscribe: a reconnected backend is subscribed again
+// to the URIs clients hold through it; an unsubscribe that comes while
+// that renewal runs reaches the backend after it, so the backend is left
+// holding nothing nobody holds.
+func TestRenewalBeforeUnsubscribe(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	b := newGatedBackend(t)
+	g.Set(Connection{Name: "g", Backend: b})
+	a := dial(t, g, hs)
+	errA := subscribeAsync(a, "item://g/1")
+	b.expectCall(t, "subscribe item://g/1")
+	b.answer <- nil
+	if err := result(t, errA); err != nil {
+		t.Fatal(err)
+	}
+	g.SetUnavailable("g", "", "ping timeout")
+	next := newGatedBackend(t)
+	g.Set(Connection{Name: "g", Backend: next})
+	next.expectCall(t, "subscribe item://g/1") // the renewal
+	was := g.subs.waits.Load()
+	unsub := make(chan error, 1)
+	go func() { unsub <- a.cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: "item://g/1"}) }()
+	waitForWaiter(t, g, next, was)
+	next.answer <- nil
+	next.expectCall(t, "unsubscribe item://g/1")
+	next.answer <- nil
+	if err := result(t, unsub); err != nil {
+		t.Fatal(err)
+	}
+	if uris, places := heldSubscriptions(t, g); len(uris) != 0 || places != 0 || next.holds("item://g/1") {
+		t.Errorf("the gateway holds %v (%d places), the backend item://g/1: %v; want neither to hold it", uris, places, next.holds("item://g/1"))
 	}
 }
