@@ -288,8 +288,9 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 // ended without unsubscribing (a client that just goes away), and
 // unsubscribes the owner's backend from each URI nobody is subscribed to
 // any more: an open upstream subscription would keep an OnDemand server
-// running for nobody.
-func (g *Gateway) pruneSubscriptions(ctx context.Context) {
+// running for nobody. It returns those URIs (sdkSweeper takes them out of
+// the go-sdk server).
+func (g *Gateway) pruneSubscriptions(ctx context.Context) []string {
 	s := &g.subs
 	s.mu.Lock()
 	// The live sessions are read under the lock: a session is the
@@ -320,7 +321,9 @@ func (g *Gateway) pruneSubscriptions(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	var uris []string
 	for uri, sub := range gone {
+		uris = append(uris, uri)
 		if t := g.cat.Load().resourceOwner(uri); t != nil {
 			callCtx, done := t.callContext(ctx)
 			if err := t.backend.Unsubscribe(callCtx, uri); err != nil && t.life.Err() == nil {
@@ -330,6 +333,7 @@ func (g *Gateway) pruneSubscriptions(ctx context.Context) {
 		} // else its connection left: so did the subscription
 		s.done(uri, sub)
 	}
+	return uris
 }
 
 // dropSubscriptions forgets the subscriptions st's backend held: its
