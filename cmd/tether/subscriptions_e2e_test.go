@@ -23,7 +23,7 @@ import (
 // that subscribes past its session's bound gets the error naming the flag
 // and keeps what it holds (the watched resource still delivers); another
 // client is unaffected until the gateway's bound, which is refused naming
-// its own flag (docs/contract.md §5a, docs/reliability.md C11).
+// its own flag (docs/contract.md §5a, docs/reliability.md C12).
 func TestSubscriptionsBounded(t *testing.T) {
 	dir := t.TempDir()
 	bin := builtBinaries(t)

@@ -342,3 +342,48 @@ func TestSubscriptionsFullWarnsOnceAMinute(t *testing.T) {
 		t.Errorf("the WARN does not give the bound:\n%s", logs.String())
 	}
 }
+
+// TestSubscriptionURIBound: a subscribe naming a URI longer than
+// MaxSubscriptionURIBytes is refused with an error naming the bound, in
+// both eras (resources/subscribe, and a 2026-07-28 subscriptions/listen),
+// and nothing of it is held or sent upstream; a URI at the bound is served.
+func TestSubscriptionURIBound(t *testing.T) {
+	b := newRichBackend(t, "b")
+	g := New(Options{Logger: testLogger(t)})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	g.Set(Connection{Name: "b", Prefix: "pb", Backend: b.connect(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	long := "item://b/" + strings.Repeat("x", MaxSubscriptionURIBytes-len("item://b/")+1)
+	wantErr := "the gateway's bound on a subscribed URI is 8192 bytes"
+
+	a := dialRich(t, url, "", nil)
+	err := a.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: long})
+	if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "of 8193 bytes") {
+		t.Fatalf("a subscribe to a URI of 8193 bytes: %v, want an error naming the bound", err)
+	}
+	if len(err.Error()) > 512 {
+		t.Errorf("the refusal echoes the URI: %d bytes", len(err.Error()))
+	}
+	listen := http.Header{methodHeader: {"subscriptions/listen"}, nameHeader: {""}}
+	got := eraPost(t, url, listenBody(long), listen, "")
+	if !strings.Contains(got.Messages, wantErr) || !strings.Contains(got.Messages, `"error"`) {
+		t.Fatalf("a listen for a URI of 8193 bytes: %d %s", got.Status, got.Messages)
+	}
+	if uris, places := heldSubscriptions(t, g); len(uris) != 0 || places != 0 {
+		t.Errorf("after the refusals the gateway holds %v (%d places), want nothing", uris, places)
+	}
+	if n := sdkSubscriptionKeys(t, g.server); n != 0 {
+		t.Errorf("after the refusals the go-sdk server keeps %d URIs, want none", n)
+	}
+	select {
+	case s := <-b.subs:
+		t.Fatalf("a refused URI reached the backend: %.80q", s)
+	default:
+	}
+	atBound := long[:MaxSubscriptionURIBytes]
+	if err := a.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: atBound}); err != nil {
+		t.Fatalf("a subscribe to a URI of %d bytes, the bound: %v", len(atBound), err)
+	}
+	expectBackend(t, b, "subscribe "+atBound)
+}

@@ -51,6 +51,16 @@ const (
 	DefaultMaxSubscriptions           = 1024
 )
 
+// MaxSubscriptionURIBytes bounds the URI a subscribe may name. Each URI a
+// client subscribes to is held by the gateway, by the go-sdk server and by
+// the backend, for as long as anyone holds it: without a bound 1024 URIs of
+// a request body's size (4 MiB) held gigabytes, and sent each upstream. 8 KiB is what HTTP servers commonly admit for a request line
+// (URLs longer than that are refused by most of the web already), far past
+// any resource URI a server lists or a template makes; at the defaults
+// the distinct URIs upstream then hold 8 MiB at most (docs/contract.md
+// §5a).
+const MaxSubscriptionURIBytes = 8 << 10
+
 // subscriptions are the resource subscriptions of clients, by URI.
 type subscriptions struct {
 	maxPerSession, max int
@@ -215,6 +225,11 @@ func (s *subscriptions) done(uri string, sub *subscription) {
 // through the connection's listener (resourceUpdated).
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
+	if len(uri) > MaxSubscriptionURIBytes {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"tether: cannot subscribe to a resource URI of %d bytes (it begins %.64q): the gateway's bound on a subscribed URI is %d bytes",
+			len(uri), uri, MaxSubscriptionURIBytes)}
+	}
 	t, d := g.cat.Load().resourceRoute(uri)
 	if t == nil {
 		if d != nil {
