@@ -279,3 +279,73 @@ func TestRenewalBeforeUnsubscribe(t *testing.T) {
 		t.Errorf("the gateway holds %v (%d places), the backend item://g/1: %v; want neither to hold it", uris, places, next.holds("item://g/1"))
 	}
 }
+
+// TestPruneWaitsOneURIAtATime: while pruning unsubscribes the backend from
+// one URI a session that ended held, a client subscribing to another such
+// URI is served at once (the backend still holds it), and pruning leaves
+// that URI subscribed: it does not wait for the calls for the other URIs.
+func TestPruneWaitsOneURIAtATime(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	b := newGatedBackend(t)
+	g.Set(Connection{Name: "g", Backend: b})
+	a, c := dial(t, g, hs), dial(t, g, hs)
+	for _, uri := range []string{"item://g/1", "item://g/2"} {
+		errA := subscribeAsync(a, uri)
+		b.expectCall(t, "subscribe "+uri)
+		b.answer <- nil
+		if err := result(t, errA); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.cs.Close()
+	for deadline := time.Now().Add(waitTimeout); ; {
+		n := 0
+		for range g.server.Sessions() {
+			n++
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions left, want c's", n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the server's sessions: no event for them
+	}
+	pruned := make(chan []string, 1)
+	go func() { pruned <- g.pruneSubscriptions(context.Background()) }()
+	var first string
+	select {
+	case first = <-b.calls:
+	case <-time.After(waitTimeout):
+		t.Fatal("pruning never unsubscribed the backend")
+	}
+	other := "item://g/1"
+	if first == "unsubscribe item://g/1" {
+		other = "item://g/2"
+	}
+	errC := subscribeAsync(c, other)
+	select {
+	case err := <-errC:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case got := <-b.calls:
+		t.Fatalf("backend got %q while pruning's first call was in flight", got)
+	case <-time.After(waitTimeout):
+		t.Fatalf("a subscribe to %s waited for pruning's call for another URI", other)
+	}
+	b.answer <- nil
+	select {
+	case uris := <-pruned:
+		if len(uris) != 1 || "unsubscribe "+uris[0] != first {
+			t.Errorf("pruning took out %v, want the URI of %q alone", uris, first)
+		}
+	case got := <-b.calls:
+		t.Fatalf("pruning went on to %q, a URI c holds", got)
+	case <-time.After(waitTimeout):
+		t.Fatal("pruning never returned")
+	}
+	if uris, places := heldSubscriptions(t, g); len(uris) != 1 || uris[other] != 1 || places != 1 || !b.holds(other) {
+		t.Errorf("the gateway holds %v (%d places), the backend %s: %v; want both to hold it", uris, places, other, b.holds(other))
+	}
+}

@@ -320,7 +320,7 @@ func (g *Gateway) pruneSubscriptions(ctx context.Context) []string {
 			delete(s.perSession, ss)
 		}
 	}
-	gone := map[string]*subscription{}
+	var idle []string
 	for uri, sub := range s.byURI {
 		if sub.busy != nil {
 			continue // its call settles it; the next pass looks again
@@ -331,13 +331,23 @@ func (g *Gateway) pruneSubscriptions(ctx context.Context) []string {
 			}
 		}
 		if len(sub.sessions) == 0 {
-			sub.busy = make(chan struct{})
-			gone[uri] = sub
+			idle = append(idle, uri)
 		}
 	}
 	s.mu.Unlock()
 	var uris []string
-	for uri, sub := range gone {
+	for _, uri := range idle {
+		// Each URI is marked busy for its own call alone: marked all at
+		// once, a client subscribing to the last of them waited for the
+		// calls of all the others, each up to callTimeout.
+		s.mu.Lock()
+		sub := s.byURI[uri]
+		if sub == nil || sub.busy != nil || len(sub.sessions) > 0 {
+			s.mu.Unlock()
+			continue // a client took it meanwhile, or it went
+		}
+		sub.busy = make(chan struct{})
+		s.mu.Unlock()
 		uris = append(uris, uri)
 		if t := g.cat.Load().resourceOwner(uri); t != nil {
 			callCtx, done := t.callContext(ctx)
