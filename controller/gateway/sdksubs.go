@@ -20,7 +20,8 @@ import (
 // of the URI leaves, and has no way to it but a session's request: so the
 // gateway keeps a session of its own, in memory, made at the first need,
 // and sends resources/unsubscribe through it for each URI that
-// pruneSubscriptions found nobody holding. The gateway's UnsubscribeHandler
+// pruneSubscriptions found nobody holding (and those the gateway forgot
+// with their connection, once their sessions ended). The gateway's UnsubscribeHandler
 // finds that session holds nothing and does nothing; the go-sdk then
 // deletes the empty key. TestSDKForgetsURIsOfSessionsThatEnded fails if a
 // go-sdk upgrade changes either.

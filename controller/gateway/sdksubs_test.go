@@ -90,3 +90,52 @@ func TestSDKForgetsURIsOfSessionsThatEnded(t *testing.T) {
 		t.Errorf("%d sessions, want the live one and the sweeper's", n)
 	}
 }
+
+// TestSDKForgetsURIsOfRemovedConnections: a URI the gateway forgot when
+// its connection's manifest was removed, while a session held it, is kept
+// by the go-sdk server for that session; once the session ended without
+// unsubscribing, pruning hands it to the sweeper all the same.
+func TestSDKForgetsURIsOfRemovedConnections(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	g.Set(Connection{Name: "g", Backend: offering(nil, nil, nil, []string{"item://g/{id}"})})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	d := dial(t, g, hs)
+	if err := d.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://g/1"}); err != nil {
+		t.Fatal(err)
+	}
+	g.Remove("g")
+	if uris, places := heldSubscriptions(t, g); len(uris) != 0 || places != 0 {
+		t.Fatalf("after its connection was removed the gateway holds %v (%d places)", uris, places)
+	}
+	if got := g.pruneSubscriptions(ctx); len(got) != 0 {
+		t.Errorf("pruning, with the session live, took out %v", got)
+	}
+	d.cs.Close()
+	for deadline := time.Now().Add(waitTimeout); ; {
+		n := 0
+		for range g.server.Sessions() {
+			n++
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions left, want none", n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the server's sessions: no event for them
+	}
+	gone := g.pruneSubscriptions(ctx)
+	if len(gone) != 1 || gone[0] != "item://g/1" {
+		t.Fatalf("pruning found %v, want item://g/1", gone)
+	}
+	var sw sdkSweeper
+	defer sw.close()
+	sw.sweep(ctx, g.server, gone, testLogger(t))
+	if n := sdkSubscriptionKeys(t, g.server); n != 0 {
+		t.Errorf("after the sweep the go-sdk server keeps %d URIs, want none", n)
+	}
+	if got := g.pruneSubscriptions(ctx); len(got) != 0 {
+		t.Errorf("a second pruning took out %v again", got)
+	}
+}

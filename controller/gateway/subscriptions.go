@@ -75,6 +75,10 @@ type subscriptions struct {
 	// perSession counts the places each session takes: the URIs it
 	// holds, and those whose first subscribe it is making.
 	perSession map[*mcp.ServerSession]int
+	// orphans are URIs forgotten while sessions held them (their owner's
+	// manifest was removed): the go-sdk server keeps them for those
+	// sessions, and pruning hands each to sdkSweeper once they ended.
+	orphans map[string]map[*mcp.ServerSession]bool
 }
 
 // subscription is one resource URI some clients subscribed to.
@@ -92,6 +96,16 @@ func (s *subscriptions) init(maxPerSession, max int) {
 	s.maxPerSession, s.max = maxPerSession, max
 	s.byURI = map[string]*subscription{}
 	s.perSession = map[*mcp.ServerSession]int{}
+	s.orphans = map[string]map[*mcp.ServerSession]bool{}
+}
+
+// orphan notes that the go-sdk server holds uri for ss, which the gateway
+// forgets.
+func (s *subscriptions) orphan(uri string, ss *mcp.ServerSession) {
+	if s.orphans[uri] == nil {
+		s.orphans[uri] = map[*mcp.ServerSession]bool{}
+	}
+	s.orphans[uri][ss] = true
 }
 
 // release gives back a place of ss (one pruning already forgot is gone).
@@ -107,6 +121,7 @@ func (s *subscriptions) release(ss *mcp.ServerSession) {
 func (s *subscriptions) forget(uri string, sub *subscription) {
 	for ss := range sub.sessions {
 		s.release(ss)
+		s.orphan(uri, ss)
 	}
 	clear(sub.sessions)
 	if s.byURI[uri] == sub {
@@ -182,6 +197,9 @@ func (s *subscriptions) settle(uri string, sub *subscription, ss *mcp.ServerSess
 		return
 	}
 	s.release(ss)
+	if subscribed {
+		s.orphan(uri, ss) // the subscribe succeeds: the go-sdk holds ss for uri
+	}
 	s.forget(uri, sub) // nobody else joined while it was busy
 }
 
@@ -303,8 +321,8 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 // ended without unsubscribing (a client that just goes away), and
 // unsubscribes the owner's backend from each URI nobody is subscribed to
 // any more: an open upstream subscription would keep an OnDemand server
-// running for nobody. It returns those URIs (sdkSweeper takes them out of
-// the go-sdk server).
+// running for nobody. It returns those URIs, and the orphans whose
+// sessions all ended (sdkSweeper takes them out of the go-sdk server).
 func (g *Gateway) pruneSubscriptions(ctx context.Context) []string {
 	s := &g.subs
 	s.mu.Lock()
@@ -318,6 +336,18 @@ func (g *Gateway) pruneSubscriptions(ctx context.Context) []string {
 	for ss := range s.perSession {
 		if !live[ss] {
 			delete(s.perSession, ss)
+		}
+	}
+	var uris []string
+	for uri, held := range s.orphans {
+		for ss := range held {
+			if !live[ss] {
+				delete(held, ss)
+			}
+		}
+		if len(held) == 0 {
+			delete(s.orphans, uri)
+			uris = append(uris, uri)
 		}
 	}
 	var idle []string
@@ -335,7 +365,6 @@ func (g *Gateway) pruneSubscriptions(ctx context.Context) []string {
 		}
 	}
 	s.mu.Unlock()
-	var uris []string
 	for _, uri := range idle {
 		// Each URI is marked busy for its own call alone: marked all at
 		// once, a client subscribing to the last of them waited for the
