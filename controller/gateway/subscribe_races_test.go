@@ -349,3 +349,50 @@ func TestPruneWaitsOneURIAtATime(t *testing.T) {
 		t.Errorf("the gateway holds %v (%d places), the backend %s: %v; want both to hold it", uris, places, other, b.holds(other))
 	}
 }
+
+// TestSubscriptionStaysWithItsOwner: when another connection comes to own
+// a URI that clients hold through the first (the first stopped offering
+// it), a client that joins the subscription joins the first's; the last
+// unsubscribe reaches the backend that holds the subscription, not the new
+// owner, which was never subscribed.
+func TestSubscriptionStaysWithItsOwner(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	a, b := newGatedBackend(t), newGatedBackend(t)
+	g.Set(Connection{Name: "a", Backend: a})
+	g.Set(Connection{Name: "b", Backend: b})
+	c1, c2 := dial(t, g, hs), dial(t, g, hs)
+	errc := subscribeAsync(c1, "item://g/1")
+	a.expectCall(t, "subscribe item://g/1")
+	a.answer <- nil
+	if err := result(t, errc); err != nil {
+		t.Fatal(err)
+	}
+	a.templates = nil // a stops offering the URI: b owns it now
+	g.Set(Connection{Name: "a", Backend: a})
+	if err := result(t, subscribeAsync(c2, "item://g/1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*downstream{c1, c2} {
+		unsub := make(chan error, 1)
+		go func() { unsub <- c.cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: "item://g/1"}) }()
+		if c == c2 {
+			select {
+			case got := <-b.calls:
+				t.Fatalf("the new owner, never subscribed, got %q", got)
+			case got := <-a.calls:
+				if got != "unsubscribe item://g/1" {
+					t.Fatalf("the subscribed backend got %q, want the unsubscribe", got)
+				}
+				a.answer <- nil
+			case <-time.After(waitTimeout):
+				t.Fatal("the last unsubscribe reached no backend")
+			}
+		}
+		if err := result(t, unsub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if uris, places := heldSubscriptions(t, g); len(uris) != 0 || places != 0 || a.holds("item://g/1") {
+		t.Errorf("the gateway holds %v (%d places), a holds item://g/1: %v; want neither", uris, places, a.holds("item://g/1"))
+	}
+}

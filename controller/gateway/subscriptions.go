@@ -169,8 +169,9 @@ func (s *subscriptions) join(ctx context.Context, uri string, ss *mcp.ServerSess
 			"tether: cannot subscribe to %q: this session already holds %d resource subscriptions, the gateway's bound (--max-subscriptions-per-session); unsubscribe from one first",
 			uri, s.perSession[ss])}
 	case sub != nil:
+		// The owner stays: its backend holds the subscription, even if
+		// another connection came to own the URI since.
 		sub.sessions[ss] = true
-		sub.owner = owner
 		s.perSession[ss]++
 		return nil, false, nil
 	case len(s.byURI) >= s.max:
@@ -204,26 +205,27 @@ func (s *subscriptions) settle(uri string, sub *subscription, ss *mcp.ServerSess
 }
 
 // leave removes ss from uri's subscribers. When it was the last, the entry
-// stays, busy, while the caller unsubscribes the backend, then calls done.
-func (s *subscriptions) leave(uri string, ss *mcp.ServerSession) (last *subscription) {
+// stays, busy, while the caller unsubscribes owner's backend, then calls
+// done.
+func (s *subscriptions) leave(uri string, ss *mcp.ServerSession) (last *subscription, owner *connState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sub := s.byURI[uri]; sub == nil || !sub.sessions[ss] {
-		return nil // not subscribed: nothing to undo (nor to wait for)
+		return nil, nil // not subscribed: nothing to undo (nor to wait for)
 	}
 	// A holder waits only for a renewal (the other calls run while
 	// nobody holds the URI); each call is bounded by callTimeout.
 	sub, _ := s.waitIdle(context.Background(), uri)
 	if sub == nil || !sub.sessions[ss] {
-		return nil
+		return nil, nil
 	}
 	delete(sub.sessions, ss)
 	s.release(ss)
 	if len(sub.sessions) > 0 {
-		return nil
+		return nil, nil
 	}
 	sub.busy = make(chan struct{})
-	return sub
+	return sub, sub.owner
 }
 
 // done ends a backend call made for a busy entry (leave's, prune's,
@@ -294,14 +296,14 @@ func (g *Gateway) warnSubscriptionsFull() {
 // unsubscribe from a URI unsubscribes the backend.
 func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
 	uri := req.Params.URI
-	last := g.subs.leave(uri, req.Session)
+	last, owner := g.subs.leave(uri, req.Session)
 	if last == nil {
 		return nil
 	}
 	defer g.subs.done(uri, last)
-	t := g.cat.Load().resourceOwner(uri)
+	t := g.targetOf(owner)
 	if t == nil {
-		return nil // its connection left: so did the subscription
+		return nil // its connection left or is away: so did the subscription
 	}
 	// A 2026-07-28 client unsubscribes by ending its subscriptions/listen
 	// request: the go-sdk calls this with that request's context, already
@@ -376,9 +378,10 @@ func (g *Gateway) pruneSubscriptions(ctx context.Context) []string {
 			continue // a client took it meanwhile, or it went
 		}
 		sub.busy = make(chan struct{})
+		owner := sub.owner
 		s.mu.Unlock()
 		uris = append(uris, uri)
-		if t := g.cat.Load().resourceOwner(uri); t != nil {
+		if t := g.targetOf(owner); t != nil {
 			callCtx, done := t.callContext(ctx)
 			if err := t.backend.Unsubscribe(callCtx, uri); err != nil && t.life.Err() == nil {
 				g.log.Debug("gateway could not drop a subscription nobody holds", "connection", t.name, "uri", uri, "error", err)
@@ -417,6 +420,21 @@ func (g *Gateway) connOf(t *target) *connState {
 		return st
 	}
 	return nil
+}
+
+// targetOf returns st's target while st is the connection of its name and
+// available: otherwise its backend session, and the subscriptions it held,
+// are gone.
+func (g *Gateway) targetOf(st *connState) *target {
+	if st == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.conns[st.name] != st || !st.available {
+		return nil
+	}
+	return st.target
 }
 
 // resubscribe subscribes a new backend of st to the URIs clients are
