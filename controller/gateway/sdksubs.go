@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,32 +37,45 @@ type sdkSweeper struct {
 // Unsubscribe is a resources/unsubscribe request.
 const sweepProtocol = "2025-11-25"
 
-// sweep unsubscribes the sweeper's session from uris.
+// sweep unsubscribes the sweeper's session from uris. A session that
+// ended (closed by whatever) is replaced, once a sweep: left, it failed
+// every sweep after, and the go-sdk's keys grew again.
 func (sw *sdkSweeper) sweep(ctx context.Context, srv *mcp.Server, uris []string, log *slog.Logger) {
-	if len(uris) == 0 {
-		return
-	}
-	if sw.cs == nil {
-		ct, st := mcp.NewInMemoryTransports()
-		ss, err := srv.Connect(ctx, st, nil)
-		if err != nil {
-			log.Debug("gateway cannot open its session for the go-sdk's subscriptions", "error", err)
+	reopened := false
+	for i := 0; i < len(uris); i++ {
+		if sw.cs == nil && !sw.open(ctx, srv, log) {
 			return
 		}
-		c := mcp.NewClient(&mcp.Implementation{Name: "tether-gateway-sweeper", Version: "0"}, nil)
-		cs, err := c.Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: sweepProtocol})
+		err := sw.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uris[i]})
+		if err != nil && errors.Is(err, mcp.ErrConnectionClosed) && !reopened && ctx.Err() == nil {
+			sw.close()
+			reopened = true
+			i-- // again, on a new session
+			continue
+		}
 		if err != nil {
-			ss.Close()
-			log.Debug("gateway cannot open its session for the go-sdk's subscriptions", "error", err)
-			return
-		}
-		sw.cs = cs
-	}
-	for _, uri := range uris {
-		if err := sw.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
-			log.Debug("gateway could not take a URI nobody holds out of the go-sdk server", "uri", uri, "error", err)
+			log.Debug("gateway could not take a URI nobody holds out of the go-sdk server", "uri", uris[i], "error", err)
 		}
 	}
+}
+
+// open connects the sweeper's session to srv, in memory.
+func (sw *sdkSweeper) open(ctx context.Context, srv *mcp.Server, log *slog.Logger) bool {
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		log.Debug("gateway cannot open its session for the go-sdk's subscriptions", "error", err)
+		return false
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "tether-gateway-sweeper", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: sweepProtocol})
+	if err != nil {
+		ss.Close()
+		log.Debug("gateway cannot open its session for the go-sdk's subscriptions", "error", err)
+		return false
+	}
+	sw.cs = cs
+	return true
 }
 
 // close ends the sweeper's session.

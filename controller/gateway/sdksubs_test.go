@@ -139,3 +139,34 @@ func TestSDKForgetsURIsOfRemovedConnections(t *testing.T) {
 		t.Errorf("a second pruning took out %v again", got)
 	}
 }
+
+// TestSweeperReplacesItsEndedSession: a sweeper whose session ended opens
+// another, and the URIs of that sweep are taken out all the same.
+func TestSweeperReplacesItsEndedSession(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	g.Set(Connection{Name: "g", Backend: offering(nil, nil, nil, []string{"item://g/{id}"})})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var sw sdkSweeper
+	defer sw.close()
+	sw.sweep(ctx, g.server, []string{"item://g/none"}, testLogger(t)) // opens its session
+	for ss := range g.server.Sessions() {
+		ss.Close() // the sweeper's, the only one
+	}
+	d := dial(t, g, hs)
+	if err := d.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://g/1"}); err != nil {
+		t.Fatal(err)
+	}
+	d.cs.Close()
+	var gone []string
+	for deadline := time.Now().Add(waitTimeout); len(gone) == 0; {
+		if gone = g.pruneSubscriptions(ctx); len(gone) == 0 && time.Now().After(deadline) {
+			t.Fatal("the URI of a session that ended was never pruned")
+		}
+		time.Sleep(10 * time.Millisecond) // the go-sdk ends the session once its DELETE is served: no event for it
+	}
+	sw.sweep(ctx, g.server, gone, testLogger(t))
+	if n := sdkSubscriptionKeys(t, g.server); n != 0 {
+		t.Errorf("after a sweep on an ended session the go-sdk server keeps %d URIs, want none", n)
+	}
+}
