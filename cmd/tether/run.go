@@ -78,6 +78,8 @@ type runOptions struct {
 	maxSessions        int
 	maxSessionsClient  int
 	maxCallsInFlight   int
+	maxSubsPerSession  int
+	maxSubs            int
 	maxBytesInFlight   int64
 	streamWrite        time.Duration
 	maxMessageBytes    int64
@@ -205,6 +207,9 @@ takes over. tether connect is that bridge for a daemon-owned directory.`,
 	f.StringVar(&o.containerRuntime, "container-runtime", "auto", "the container runtime's command that runs spec.container servers: auto (docker if on PATH, else podman), docker, podman, or a path to either")
 	// Limits on what clients send (docs/contract.md §5a): idle sessions.
 	f.DurationVar(&o.sessionIdle, "session-idle-timeout", gateway.DefaultSessionTimeout, "close a gateway HTTP session idle that long (no request in flight; an open standalone stream does not count); its client initializes again. 0 keeps idle sessions (--max-sessions still closes the least recently used for a new one); otherwise at least 1s")
+	// Limits on what clients send (docs/contract.md §5a): resource subscriptions.
+	f.IntVar(&o.maxSubsPerSession, "max-subscriptions-per-session", gateway.DefaultMaxSubscriptionsPerSession, "bound on the resource URIs one gateway session holds subscriptions to at once; a subscribe past it gets an MCP error naming this flag")
+	f.IntVar(&o.maxSubs, "max-subscriptions", gateway.DefaultMaxSubscriptions, "bound on the distinct resource URIs the gateway subscribes its servers to (each is server state, and a stream of tether's toward a 2026-07-28 server); a subscribe to a new URI past it gets an MCP error naming this flag")
 	return cmd
 }
 
@@ -321,6 +326,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	if o.maxSessions < 1 || o.maxSessionsClient < 1 || o.maxCallsInFlight < 1 || o.maxBytesInFlight < 1 {
 		return errors.New("--max-sessions, --max-sessions-per-client, --max-calls-in-flight and --max-request-bytes-in-flight must be at least 1")
+	}
+	if o.maxSubsPerSession < 1 || o.maxSubs < 1 {
+		return errors.New("--max-subscriptions-per-session and --max-subscriptions must be at least 1")
 	}
 	if o.ownerWait <= 0 {
 		return errors.New("--owner-wait must be positive")
@@ -456,6 +464,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 		MaxRequestBytesInFlight: o.maxBytesInFlight,
 		StreamWriteTimeout:      o.streamWrite,
 		SessionTimeout:          sessionIdle,
+		// Resource subscriptions.
+		MaxSubscriptionsPerSession: o.maxSubsPerSession,
+		MaxSubscriptions:           o.maxSubs,
 	})
 	var ledger *connection.GroupLedger
 	var lastValid manifest.LastValidStore

@@ -35,7 +35,9 @@
 //     docs/contract.md §5); a catch-all template is reported;
 //     resources/subscribe reaches the owner once per URI (renewed when it
 //     reconnects, dropped upstream when the last client unsubscribes) and its
-//     notifications/resources/updated reach the subscribed clients.
+//     notifications/resources/updated reach the subscribed clients; the URIs
+//     of one session and the distinct URIs upstream are bounded
+//     (subscriptions.go).
 //   - completion/complete: routed by the owner of the prompt or template.
 //   - Logging: logging/setLevel (or, from a 2026-07-28 client, the level its
 //     requests carry) applies to that client's session; every backend is asked

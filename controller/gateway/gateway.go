@@ -199,6 +199,12 @@ type Options struct {
 	// StreamWriteTimeout bounds a write on a session's standalone stream:
 	// a client that does not read loses the stream.
 	StreamWriteTimeout time.Duration
+	// MaxSubscriptionsPerSession bounds the resource URIs one client
+	// session holds subscriptions to at once, MaxSubscriptions the
+	// distinct URIs the gateway subscribes upstream: a subscribe past
+	// either gets an MCP error naming its flag (subscriptions.go).
+	MaxSubscriptionsPerSession int
+	MaxSubscriptions           int
 }
 
 // Call results passed to Options.ObserveCall.
@@ -309,9 +315,9 @@ type Gateway struct {
 	cat atomic.Pointer[catTable]
 	pub published
 
-	// subs are the resource subscriptions of clients, by URI.
-	subMu sync.Mutex
-	subs  map[string]*subscription
+	// subs are the resource subscriptions of clients, by URI
+	// (subscriptions.go).
+	subs subscriptions
 
 	levels levels // clients' logging levels (relay.go)
 	rounds rounds // backend calls of 2026-07-28 clients across rounds (rounds.go)
@@ -443,6 +449,12 @@ func New(opts Options) *Gateway {
 	if opts.FirstAnswerTimeout <= 0 {
 		opts.FirstAnswerTimeout = DefaultFirstAnswerTimeout
 	}
+	if opts.MaxSubscriptionsPerSession <= 0 {
+		opts.MaxSubscriptionsPerSession = DefaultMaxSubscriptionsPerSession
+	}
+	if opts.MaxSubscriptions <= 0 {
+		opts.MaxSubscriptions = DefaultMaxSubscriptions
+	}
 	g := &Gateway{
 		log:         log,
 		opts:        opts,
@@ -463,6 +475,7 @@ func New(opts Options) *Gateway {
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
 	g.rounds.max = opts.MaxCallsInFlight
 	g.relaysOut.max = maxRelaysOut
+	g.subs.init(opts.MaxSubscriptionsPerSession, opts.MaxSubscriptions)
 	g.routes.Store(&routeTable{})
 	g.cat.Store(&catTable{})
 	// The SDK logs every session start and end at INFO; tether's log keeps
@@ -703,6 +716,7 @@ func (g *Gateway) Remove(name string) {
 		changed = g.applyCatalogLocked() || changed
 	}
 	g.mu.Unlock()
+	g.dropSubscriptions(st)
 	g.notifyCollisions(changed)
 }
 

@@ -155,12 +155,14 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		defer close(pruned)
 		tick := time.NewTicker(subscriptionPrune)
 		defer tick.Stop()
+		var sw sdkSweeper
+		defer sw.close()
 		for {
 			select {
 			case <-pctx.Done():
 				return
 			case <-tick.C:
-				g.pruneSubscriptions(pctx)
+				sw.sweep(pctx, g.server, g.pruneSubscriptions(pctx), g.log)
 			}
 		}
 	}()
