@@ -609,6 +609,20 @@ func (g *Gateway) Set(c Connection) {
 			go func() {
 				defer close(levelSet)
 				g.setBackendLevel(t, level)
+				for t.life.Err() == nil {
+					// A client's change meanwhile (sendLevel) asked this
+					// backend as well, and its answer may have come before
+					// this older level's: ask again until the level asked
+					// last is the one the clients want.
+					g.levels.mu.Lock()
+					now := g.levels.sent
+					g.levels.mu.Unlock()
+					if now == level || now == "" {
+						return
+					}
+					level = now
+					g.setBackendLevel(t, level)
+				}
 			}()
 		} else {
 			close(levelSet)

@@ -216,3 +216,62 @@ func TestLevelAwaitedAfterAToolsChange(t *testing.T) {
 		t.Errorf("the call reached the backend with the level %q in force, want debug", got)
 	}
 }
+
+// heldOnceBackend holds the first logging/setLevel it is asked (the one
+// Set sends a backend that connected) until release; later ones are
+// answered at once.
+type heldOnceBackend struct {
+	*levelBackend
+	calls   atomic.Int32
+	release chan struct{}
+}
+
+func (b *heldOnceBackend) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error {
+	b.asked <- struct{}{}
+	if b.calls.Add(1) == 1 {
+		select {
+		case <-b.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	b.level.Store(level)
+	return nil
+}
+
+// A client that changes its level while a backend that just connected is
+// asked for the old one: the backend ends with the new level. The client's
+// change asked it too (sendLevel) and was answered first; the old level,
+// answered after, was left in force until the next change, and the
+// client's log messages at the new level never came.
+func TestLevelChangedDuringReconnectWins(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: newLevelBackend(nil)})
+	d := dial(t, g, hs)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatalf("setLevel: %v", err)
+	}
+	second := &heldOnceBackend{levelBackend: newLevelBackend(nil), release: make(chan struct{})}
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: second}) // a reconnect: asked for info, held
+	<-second.asked
+	if err := d.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatalf("setLevel: %v", err)
+	}
+	if got := second.level.Load(); got != mcp.LoggingLevel("debug") {
+		t.Fatalf("after the client's change the backend has %q, want debug", got)
+	}
+	g.mu.Lock()
+	levelSet := g.conns["a"].target.levelSet
+	g.mu.Unlock()
+	close(second.release) // the reconnect's info answered last
+	select {
+	case <-levelSet:
+	case <-ctx.Done():
+		t.Fatal("the reconnect's level was never settled")
+	}
+	if got := second.level.Load(); got != mcp.LoggingLevel("debug") {
+		t.Errorf("the backend ends with the level %q, want debug (the client's latest)", got)
+	}
+}

@@ -396,3 +396,37 @@ func TestSubscriptionStaysWithItsOwner(t *testing.T) {
 		t.Errorf("the gateway holds %v (%d places), a holds item://g/1: %v; want neither", uris, places, a.holds("item://g/1"))
 	}
 }
+
+// TestSubscribeRoutedBeforeAToolsChange: a subscribe routed to a target
+// that a tools change then replaced (the same backend session) still
+// finds its connection, the subscription's owner. The window lies between
+// the route's lookup and the owner's (subscribe), so the lookup is taken
+// apart here: found for no connection, the URI was forgotten as soon as
+// the backend had subscribed, its client answered as subscribed got no
+// update, and the backend was never unsubscribed. A target of a backend
+// session that a reconnect replaced finds none: that session is gone.
+func TestSubscribeRoutedBeforeAToolsChange(t *testing.T) {
+	g, _ := newTestGateway(t, Options{})
+	b := offering([]string{"t"}, nil, nil, []string{"item://g/{id}"})
+	g.Set(Connection{Name: "g", Backend: b})
+	routed, _ := g.cat.Load().resourceRoute("item://g/1")
+	if routed == nil {
+		t.Fatal("item://g/1 has no route")
+	}
+	b.setTools(append(b.Tools(), &mcp.Tool{Name: "u", InputSchema: objectSchema}))
+	g.Set(Connection{Name: "g", Backend: b}) // its tools changed
+	g.mu.Lock()
+	st := g.conns["g"]
+	replaced := st.target != routed
+	g.mu.Unlock()
+	if !replaced {
+		t.Fatal("the tools change kept the target: nothing to show")
+	}
+	if got := g.connOf(routed); got != st {
+		t.Errorf("a target replaced for new tools finds connection %v, want g's: the subscription would have no owner", got)
+	}
+	g.Set(Connection{Name: "g", Backend: offering([]string{"t"}, nil, nil, []string{"item://g/{id}"})}) // a reconnect
+	if got := g.connOf(routed); got != nil {
+		t.Errorf("a target of a backend session a reconnect replaced finds connection %v, want none", got.name)
+	}
+}

@@ -412,11 +412,18 @@ func (g *Gateway) dropSubscriptions(st *connState) {
 	}
 }
 
-// connOf returns the connection whose target t is.
+// connOf returns the connection whose backend session t reaches: t may
+// have been replaced since it was routed, for new tools or a new timeout
+// (Set makes a target for every change), with the backend session, and so
+// its life, the same. Matched on the target alone, a subscribe routed just
+// before such a change took its URI for one whose connection had left: the
+// backend was subscribed, the gateway forgot the URI at once (settle), and
+// its client, answered as subscribed, got no update from it, nor did the
+// backend ever hear an unsubscribe.
 func (g *Gateway) connOf(t *target) *connState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if st := g.conns[t.name]; st != nil && st.target == t {
+	if st := g.conns[t.name]; st != nil && st.life == t.life {
 		return st
 	}
 	return nil
