@@ -25,7 +25,7 @@ func sdkSubscriptionKeys(t *testing.T, s *mcp.Server) int {
 
 // TestSDKForgetsURIsOfSessionsThatEnded: clients that subscribe and go
 // away without unsubscribing leave the go-sdk server a key per URI, for
-// good (the behaviour sdkSweeper works around: if a go-sdk upgrade fixes
+// good (the behaviour sweepSDK works around: if a go-sdk upgrade fixes
 // it, the sweeper may go); pruning hands those URIs to the sweeper, which
 // takes them out, and leaves a URI a live session holds.
 func TestSDKForgetsURIsOfSessionsThatEnded(t *testing.T) {
@@ -69,11 +69,9 @@ func TestSDKForgetsURIsOfSessionsThatEnded(t *testing.T) {
 		t.Fatalf("pruning found %d URIs nobody holds, want 15: %v", len(gone), gone)
 	}
 	if n := sdkSubscriptionKeys(t, g.server); n != 16 {
-		t.Fatalf("the go-sdk server keeps %d URIs after their sessions ended, want 16 (15 nobody holds and the live one): has the go-sdk changed? sdkSweeper may be needless now", n)
+		t.Fatalf("the go-sdk server keeps %d URIs after their sessions ended, want 16 (15 nobody holds and the live one): has the go-sdk changed? sweepSDK may be needless now", n)
 	}
-	var sw sdkSweeper
-	defer sw.close()
-	sw.sweep(ctx, g.server, append(gone, "item://g/live"), testLogger(t))
+	sweepSDK(ctx, g.server, append(gone, "item://g/live"), testLogger(t))
 	if n := sdkSubscriptionKeys(t, g.server); n != 1 {
 		t.Errorf("after the sweep the go-sdk server keeps %d URIs, want the live session's alone", n)
 	}
@@ -81,7 +79,7 @@ func TestSDKForgetsURIsOfSessionsThatEnded(t *testing.T) {
 		t.Errorf("the gateway holds %v (%d places), want item://g/live for the live session", uris, places)
 	}
 	// A second sweep reuses the sweeper's session.
-	sw.sweep(ctx, g.server, []string{"item://g/none"}, testLogger(t))
+	sweepSDK(ctx, g.server, []string{"item://g/none"}, testLogger(t))
 	n := 0
 	for range g.server.Sessions() {
 		n++
@@ -129,9 +127,7 @@ func TestSDKForgetsURIsOfRemovedConnections(t *testing.T) {
 	if len(gone) != 1 || gone[0] != "item://g/1" {
 		t.Fatalf("pruning found %v, want item://g/1", gone)
 	}
-	var sw sdkSweeper
-	defer sw.close()
-	sw.sweep(ctx, g.server, gone, testLogger(t))
+	sweepSDK(ctx, g.server, gone, testLogger(t))
 	if n := sdkSubscriptionKeys(t, g.server); n != 0 {
 		t.Errorf("after the sweep the go-sdk server keeps %d URIs, want none", n)
 	}
@@ -140,18 +136,26 @@ func TestSDKForgetsURIsOfRemovedConnections(t *testing.T) {
 	}
 }
 
-// TestSweeperReplacesItsEndedSession: a sweeper whose session ended opens
-// another, and the URIs of that sweep are taken out all the same.
-func TestSweeperReplacesItsEndedSession(t *testing.T) {
+// TestSweepLeavesNoSession: a sweep's session of the gateway's own ends
+// with the sweep (between sweeps the server has none to tell of tool
+// changes), and the next sweep's URIs are taken out all the same.
+func TestSweepLeavesNoSession(t *testing.T) {
 	g, hs := newTestGateway(t, Options{})
 	g.Set(Connection{Name: "g", Backend: offering(nil, nil, nil, []string{"item://g/{id}"})})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	var sw sdkSweeper
-	defer sw.close()
-	sw.sweep(ctx, g.server, []string{"item://g/none"}, testLogger(t)) // opens its session
-	for ss := range g.server.Sessions() {
-		ss.Close() // the sweeper's, the only one
+	sweepSDK(ctx, g.server, []string{"item://g/none"}, testLogger(t))
+	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(10 * time.Millisecond) {
+		n := 0
+		for range g.server.Sessions() {
+			n++
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a sweep the server still has %d sessions, want none: the sweep left its session behind", n)
+		}
 	}
 	d := dial(t, g, hs)
 	if err := d.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://g/1"}); err != nil {
@@ -165,7 +169,7 @@ func TestSweeperReplacesItsEndedSession(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // the go-sdk ends the session once its DELETE is served: no event for it
 	}
-	sw.sweep(ctx, g.server, gone, testLogger(t))
+	sweepSDK(ctx, g.server, gone, testLogger(t))
 	if n := sdkSubscriptionKeys(t, g.server); n != 0 {
 		t.Errorf("after a sweep on an ended session the go-sdk server keeps %d URIs, want none", n)
 	}

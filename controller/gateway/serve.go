@@ -155,14 +155,12 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		defer close(pruned)
 		tick := time.NewTicker(subscriptionPrune)
 		defer tick.Stop()
-		var sw sdkSweeper
-		defer sw.close()
 		for {
 			select {
 			case <-pctx.Done():
 				return
 			case <-tick.C:
-				sw.sweep(pctx, g.server, g.pruneSubscriptions(pctx), g.log)
+				sweepSDK(pctx, g.server, g.pruneSubscriptions(pctx), g.log)
 			}
 		}
 	}()

@@ -77,7 +77,7 @@ type subscriptions struct {
 	perSession map[*mcp.ServerSession]int
 	// orphans are URIs forgotten while sessions held them (their owner's
 	// manifest was removed): the go-sdk server keeps them for those
-	// sessions, and pruning hands each to sdkSweeper once they ended.
+	// sessions, and pruning hands each to sweepSDK once they ended.
 	orphans map[string]map[*mcp.ServerSession]bool
 }
 
@@ -324,7 +324,7 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 // unsubscribes the owner's backend from each URI nobody is subscribed to
 // any more: an open upstream subscription would keep an OnDemand server
 // running for nobody. It returns those URIs, and the orphans whose
-// sessions all ended (sdkSweeper takes them out of the go-sdk server).
+// sessions all ended (sweepSDK takes them out of the go-sdk server).
 func (g *Gateway) pruneSubscriptions(ctx context.Context) []string {
 	s := &g.subs
 	s.mu.Lock()
