@@ -395,6 +395,18 @@ func TestFitExactLimit(t *testing.T) {
 	if got := docs[1].within(len(docs[1].levels[0])); string(got) != string(docs[1].levels[0]) {
 		t.Errorf("within its own size a document is cut")
 	}
+	// Exactly the size with the largest document's first cut: that cut,
+	// no further (the separators are counted once each); one byte less:
+	// cut further.
+	first := docs[1].within(len(docs[1].levels[0]) - 1)
+	limit := len(docs[0].levels[0]) + len(docs[2].levels[0]) + 2*len(separator) + len(first)
+	if out := fitDocuments(docs, limit); string(out[1]) != string(first) {
+		t.Errorf("limit %d (exactly the size with the first cut): the largest document is %d bytes, want its first cut's %d", limit, len(out[1]), len(first))
+	}
+	out = fitDocuments(docs, limit-1)
+	if n := len(joinDocuments(out)); n > limit-1 || len(out[1]) >= len(first) {
+		t.Errorf("limit %d: %d bytes, the largest document %d, want within the limit and below its first cut's %d", limit-1, n, len(out[1]), len(first))
+	}
 }
 
 // TestShrinkLevels: each level keeps the newest stderr lines it allows,
