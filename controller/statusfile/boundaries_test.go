@@ -1,10 +1,13 @@
 package statusfile
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/tether-mcp/tether/controller/desired"
 	"github.com/tether-mcp/tether/spec"
 )
 
@@ -67,5 +70,46 @@ func TestCutWarningsCarriesTheCount(t *testing.T) {
 func TestSplitDocumentsDropsEmpty(t *testing.T) {
 	if got := SplitDocuments([]byte("---\n\n---\na: 1\n---\n")); len(got) != 1 || string(got[0]) != "a: 1\n" {
 		t.Errorf("SplitDocuments = %q, want one document", got)
+	}
+}
+
+// TestPath: beside the manifest, or at the same place under the status
+// directory; a manifest outside the tree goes to the status directory's top.
+func TestPath(t *testing.T) {
+	for _, c := range []struct{ statusDir, manifest, want string }{
+		{"", "/m/sub/a.yaml", "/m/sub/a.status.yaml"},
+		{"/s", "/m/a.yml", "/s/a.status.yaml"},
+		{"/s", "/m/sub/deeper/a.yaml", "/s/sub/deeper/a.status.yaml"},
+		{"/s", "/elsewhere/a.yaml", "/s/a.status.yaml"},
+	} {
+		if got := Path("/m", c.statusDir, c.manifest); got != c.want {
+			t.Errorf("Path(/m, %q, %s) = %s, want %s", c.statusDir, c.manifest, got, c.want)
+		}
+	}
+}
+
+// TestWriterLeavesAnEarlierRunsSameBytesAlone: at a restart, a status file
+// that already holds the bytes the first Put renders is not written again
+// (no new inode, which on some file systems costs hundreds of µs).
+func TestWriterLeavesAnEarlierRunsSameBytesAlone(t *testing.T) {
+	w, m := writerFor(t, []string{"a"})
+	e := desired.Entry{Name: "a", Origin: m}
+	if err := w.Put(e, attemptStatus(3)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(w.Path(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := NewWriter(filepath.Dir(m), "", func(string) []string { return []string{"a"} })
+	if err := again.Put(e, attemptStatus(3)); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(w.Path(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) {
+		t.Errorf("the next run's first Put rewrote a status file that held its bytes already")
 	}
 }
