@@ -34,11 +34,10 @@ type catalogState struct {
 	from [4]any
 }
 
-// observe takes in the live session's catalog, hashed by h, and reports
-// what changed.
+// observe takes in the live session's catalog and reports what changed.
 // It returns whether the catalog moved (not on the first sight of a
 // connection that had none).
-func (c *catalogState) observe(ss supervisor.Session, now time.Time, h *catalog.Hasher) (moved bool, added, removed []string) {
+func (c *catalogState) observe(ss supervisor.Session, now time.Time) (moved bool, added, removed []string) {
 	tools, prompts, resources, templates := ss.Tools(), ss.Prompts(), ss.Resources(), ss.ResourceTemplates()
 	from := [4]any{sliceID(tools), sliceID(prompts), sliceID(resources), sliceID(templates)}
 	if c.cur != nil && from == c.from {
@@ -46,7 +45,7 @@ func (c *catalogState) observe(ss supervisor.Session, now time.Time, h *catalog.
 	}
 	c.from = from
 	next := &catalog.Catalog{Tools: tools, Prompts: prompts, Resources: resources, ResourceTemplates: templates}
-	hash := h.Hash(next)
+	hash := next.Hash()
 	if hash == c.hash {
 		c.cur = next
 		return false, nil, nil

@@ -106,9 +106,6 @@ type Reconciler struct {
 	outcomes chan struct{}
 	// retiring counts removed connections whose supervisor still winds down.
 	retiring sync.WaitGroup
-	// catalogs hashes the catalogs of every connection, each tool
-	// definition shared by many connections encoded once.
-	catalogs *catalog.Hasher
 }
 
 // record is the reconciler's own bookkeeping of one connection. The
@@ -168,8 +165,7 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Reconciler{opts: opts, log: opts.Logger, tracer: tracing.Tracer(opts.TracerProvider),
-		ctx: ctx, cancel: cancel, conns: map[string]*record{}, outcomes: make(chan struct{}, 1),
-		catalogs: catalog.NewHasher()}
+		ctx: ctx, cancel: cancel, conns: map[string]*record{}, outcomes: make(chan struct{}, 1)}
 }
 
 // Reconcile brings the connection name one step toward its desired state and
@@ -409,7 +405,7 @@ func (r *Reconciler) expose(name string, entry desired.Entry, rec *record, snap 
 // tool shows, and an OnDemand server's catalog is there for the next time it
 // is stopped.
 func (r *Reconciler) observeCatalog(ctx context.Context, rec *record, name string, ss supervisor.Session, onDemand bool) {
-	moved, added, removed := rec.catalog.observe(ss, r.opts.Now(), r.catalogs)
+	moved, added, removed := rec.catalog.observe(ss, r.opts.Now())
 	if moved {
 		rec.log.InfoContext(ctx, "the server's catalog changed", "added", added, "removed", removed)
 		r.opts.Metrics.ObserveCatalogChange(name, len(added), len(removed))

@@ -6,6 +6,8 @@ package catalog
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +27,20 @@ type Catalog struct {
 // Hash is "sha256:<hex>" of the definitions in a canonical order: the same
 // definitions give the same hash whatever order the server listed them in.
 func (c *Catalog) Hash() string {
-	return hashOf(c, func(t *mcp.Tool) []byte { return encode(t) })
+	canon := Catalog{
+		Tools:             sortedBy(c.Tools, func(t *mcp.Tool) string { return t.Name }),
+		Prompts:           sortedBy(c.Prompts, func(p *mcp.Prompt) string { return p.Name }),
+		Resources:         sortedBy(c.Resources, func(r *mcp.Resource) string { return r.URI }),
+		ResourceTemplates: sortedBy(c.ResourceTemplates, func(t *mcp.ResourceTemplate) string { return t.URITemplate }),
+	}
+	b, err := json.Marshal(canon)
+	if err != nil {
+		// The go-sdk's types always marshal; a hash of nothing would hide
+		// a change, so say so loudly instead.
+		panic(fmt.Sprintf("catalog: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Names lists what the catalog holds, one name per definition, each kind
