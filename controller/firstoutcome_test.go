@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -91,5 +92,49 @@ func TestFirstOutcomesBounded(t *testing.T) {
 	case <-ctrl.FirstOutcomes():
 	case <-time.After(10 * time.Second):
 		t.Fatal("not closed by the connect timeout")
+	}
+}
+
+// TestOutcomeWait: the wait ends once the names of one listing have all
+// reached their first outcome, a name declared while it waited included,
+// and a start of 1,000 connections reaching theirs one wake at a time
+// lists the names a few times, not at every wake.
+func TestOutcomeWait(t *testing.T) {
+	declared := []string{"a"}
+	reached := map[string]bool{}
+	lists := 0
+	w := outcomeWait{
+		names:   func() []string { lists++; return append([]string(nil), declared...) },
+		reached: func(n string) bool { return reached[n] },
+	}
+	if w.done() {
+		t.Fatal("done while a has no outcome")
+	}
+	declared = append(declared, "b") // declared while a's attempt runs
+	reached["a"] = true
+	if w.done() {
+		t.Fatal("done while b, declared since the first listing, has no outcome")
+	}
+	reached["b"] = true
+	if !w.done() {
+		t.Fatal("not done once a and b have their outcomes")
+	}
+
+	declared, reached, lists = nil, map[string]bool{}, 0
+	for i := range 1000 {
+		declared = append(declared, fmt.Sprintf("c-%04d", i))
+	}
+	w = outcomeWait{names: w.names, reached: w.reached}
+	for i, n := range declared {
+		if w.done() {
+			t.Fatalf("done with %d of %d outcomes", i, len(declared))
+		}
+		reached[n] = true
+	}
+	if !w.done() {
+		t.Fatal("not done once every name has its outcome")
+	}
+	if lists > 3 {
+		t.Errorf("the names were listed %d times for 1,001 wakes, want at most 3", lists)
 	}
 }

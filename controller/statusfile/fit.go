@@ -121,9 +121,7 @@ func fitDocuments(docs []*document, limit int) [][]byte {
 	}
 	ceiling := fillCeiling(out, limit-len(separator)*(len(docs)-1))
 	for i, d := range docs {
-		if len(out[i]) > ceiling {
-			out[i] = d.within(ceiling)
-		}
+		out[i] = d.within(ceiling) // the full rendering when it fits already
 	}
 	return out
 }

@@ -75,13 +75,15 @@ type Writer struct {
 	burst           int
 
 	mu       sync.Mutex
-	rendered map[string]*document  // connection name → its status document
-	rejected map[string][]rejected // manifest → its rejected documents, after the connections'
-	unsaved  map[string]bool       // manifests whose rejected documents changed and have not landed
-	written  map[string]string     // connection name → the manifest whose status file has it
-	files    map[string][]byte     // status path → bytes on disk (nil: absent)
-	state    map[string]*fileState // status path → its write lock and pace
-	closed   bool                  // Close ran: write at once from now on
+	rendered map[string]*document                                            // connection name → its status document
+	rejected map[string][]rejected                                           // manifest → its rejected documents, after the connections'
+	unsaved  map[string]bool                                                 // manifests whose rejected documents changed and have not landed
+	written  map[string]string                                               // connection name → the manifest whose status file has it
+	files    map[string][]byte                                               // status path → bytes on disk (nil: absent)
+	state    map[string]*fileState                                           // status path → its write lock and pace
+	dirs     map[string]*sync.Mutex                                          // status directory → held while a file is replaced in it
+	write    func(path string, data []byte, perm, dirPerm fs.FileMode) error // atomicfile.Write; tests watch it
+	closed   bool                                                            // Close ran: write at once from now on
 }
 
 // fileState paces the writes of one status file.
@@ -130,6 +132,8 @@ func NewWriter(root, statusDir string, order func(manifest string) []string) *Wr
 		written:   map[string]string{},
 		files:     map[string][]byte{},
 		state:     map[string]*fileState{},
+		dirs:      map[string]*sync.Mutex{},
+		write:     atomicfile.Write,
 	}
 }
 
@@ -445,7 +449,7 @@ func (w *Writer) sync(manifest string, update func(), timer uint64) error {
 			err = nil
 		}
 		want = nil
-	} else if err = atomicfile.Write(path, want, 0o644, 0o755); err != nil {
+	} else if err = w.replace(path, want); err != nil {
 		err = fmt.Errorf("writing status file: %w", err)
 	}
 	if err != nil {
@@ -461,6 +465,29 @@ func (w *Writer) sync(manifest string, update func(), timer uint64) error {
 	}
 	w.landed(fs, manifest, path, want)
 	return nil
+}
+
+// replace writes data to path (atomicfile.Write), one file of a directory
+// at a time. The kernel creates the files of one directory one at a time
+// anyway, under the directory's lock, and a writer that waits for that lock
+// spins on a CPU while the holder runs: on ext4 without a journal, where
+// each creation passes over the inodes freed in the last seconds to
+// minutes, a creation takes hundreds of µs, and at 1,000 connections
+// starting the workers that waited spun for a few percent of tether's CPU
+// (perf: rwsem_spin_on_owner) that the connects needed. Waiting here, they
+// sleep.
+func (w *Writer) replace(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	w.mu.Lock()
+	l := w.dirs[dir]
+	if l == nil {
+		l = &sync.Mutex{}
+		w.dirs[dir] = l
+	}
+	w.mu.Unlock()
+	l.Lock()
+	defer l.Unlock()
+	return w.write(path, data, 0o644, 0o755)
 }
 
 // landed records that the status file at path holds data: the documents

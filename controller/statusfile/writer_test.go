@@ -395,6 +395,18 @@ func TestFitExactLimit(t *testing.T) {
 	if got := docs[1].within(len(docs[1].levels[0])); string(got) != string(docs[1].levels[0]) {
 		t.Errorf("within its own size a document is cut")
 	}
+	// Exactly the size with the largest document's first cut: that cut,
+	// no further (the separators are counted once each); one byte less:
+	// cut further.
+	first := docs[1].within(len(docs[1].levels[0]) - 1)
+	limit := len(docs[0].levels[0]) + len(docs[2].levels[0]) + 2*len(separator) + len(first)
+	if out := fitDocuments(docs, limit); string(out[1]) != string(first) {
+		t.Errorf("limit %d (exactly the size with the first cut): the largest document is %d bytes, want its first cut's %d", limit, len(out[1]), len(first))
+	}
+	out = fitDocuments(docs, limit-1)
+	if n := len(joinDocuments(out)); n > limit-1 || len(out[1]) >= len(first) {
+		t.Errorf("limit %d: %d bytes, the largest document %d, want within the limit and below its first cut's %d", limit-1, n, len(out[1]), len(first))
+	}
 }
 
 // TestShrinkLevels: each level keeps the newest stderr lines it allows,
@@ -735,5 +747,90 @@ func TestFitManyNameWarnings(t *testing.T) {
 	last := got[len(got)-1]
 	if want := fmt.Sprintf("and %d more", 20000-(len(got)-1)); last.Name != moreWarnings || last.Warning != want {
 		t.Fatalf("last name warning %+v, want %q counting the rest", last, want)
+	}
+}
+
+// TestWriterReplacesOneFileOfADirectoryAtATime: while a status file is
+// being replaced, another of the same directory waits for it (the kernel
+// would make it spin on the directory's lock), and one of another
+// directory does not.
+func TestWriterReplacesOneFileOfADirectoryAtATime(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"one", "two"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := NewWriter(root, "", func(m string) []string {
+		return []string{strings.TrimSuffix(filepath.Base(m), ".yaml")}
+	})
+	entered := make(chan string, 3)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	busy := map[string]int{} // directory → writes in progress
+	most := 0
+	w.write = func(path string, data []byte, perm, dirPerm os.FileMode) error {
+		dir := filepath.Dir(path)
+		mu.Lock()
+		busy[dir]++
+		most = max(most, busy[dir])
+		mu.Unlock()
+		entered <- filepath.Base(path)
+		if strings.HasPrefix(filepath.Base(path), "a.") {
+			<-release
+		}
+		mu.Lock()
+		busy[dir]--
+		mu.Unlock()
+		return os.WriteFile(path, data, perm)
+	}
+	put := func(dir, name string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			e := desired.Entry{Name: name, Origin: filepath.Join(root, dir, name+".yaml")}
+			done <- w.Put(e, attemptStatus(1))
+		}()
+		return done
+	}
+	wait := func(what string, ch <-chan error) {
+		t.Helper()
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still waiting", what)
+		}
+	}
+	aDone := put("one", "a")
+	if got := <-entered; got != "a.status.yaml" {
+		t.Fatalf("first write %s, want a's", got)
+	}
+	// Another directory's file is written while a's is held.
+	wait("c, in another directory, while a's write is held", put("two", "c"))
+	if got := <-entered; got != "c.status.yaml" {
+		t.Fatalf("write %s, want c's", got)
+	}
+	bDone := put("one", "b")
+	// b waits on a's directory: the lock a's write holds is that one.
+	lock := func() *sync.Mutex {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.dirs[filepath.Join(root, "one")]
+	}()
+	if lock == nil || lock.TryLock() {
+		t.Fatal("a's write does not hold its directory's lock")
+	}
+	close(release)
+	wait("a", aDone)
+	wait("b", bDone)
+	if most != 1 {
+		t.Errorf("%d files of one directory were replaced at once, want 1", most)
+	}
+	for _, n := range []string{"one/a", "one/b", "two/c"} {
+		if _, ok := attemptOnDisk(t, filepath.Join(root, n+".status.yaml"), filepath.Base(n)); !ok {
+			t.Errorf("%s's status not written", n)
+		}
 	}
 }
