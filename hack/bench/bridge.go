@@ -65,28 +65,24 @@ func bridgeOverhead(ctx context.Context, c *config) ([]Result, error) {
 	var direct, bridged, takeovers []float64
 	n := max(c.samples*40, 200)
 	for run := range c.runs {
-		dir, cleanup, err := tempTree("bridge")
+		dir, err := c.tempTree("bridge")
 		if err != nil {
 			return nil, err
 		}
 		if _, err := writeAll(dir, []manifest{{name: "b", command: c.bins.example}}); err != nil {
-			cleanup()
 			return nil, err
 		}
 		ownerAgent, err := startStdioAgent(ctx, c, dir)
 		if err != nil {
-			cleanup()
 			return nil, err
 		}
 		if err := ownerAgent.waitCall(ctx, time.Minute); err != nil {
 			ownerAgent.cs.Close()
-			cleanup()
 			return nil, fmt.Errorf("the owner's first call: %w", err)
 		}
 		bridge, err := startStdioAgent(ctx, c, dir)
 		if err != nil {
 			ownerAgent.cs.Close()
-			cleanup()
 			return nil, err
 		}
 		if run == 0 {
@@ -110,12 +106,10 @@ func bridgeOverhead(ctx context.Context, c *config) ([]Result, error) {
 		exited := time.Now()
 		if err := bridge.call(ctx); err != nil {
 			bridge.cs.Close()
-			cleanup()
 			return nil, fmt.Errorf("the first call after the takeover: %w", err)
 		}
 		takeovers = append(takeovers, millis(time.Since(exited)))
 		bridge.cs.Close()
-		cleanup()
 	}
 	slices.Sort(direct)
 	slices.Sort(bridged)

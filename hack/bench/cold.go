@@ -24,7 +24,6 @@ type coldRun struct {
 	// seen Connected (a start that connects everything at the end shows
 	// first ≈ took).
 	first, half time.Duration
-	cleanup     func()
 }
 
 func (r *coldRun) stop() {
@@ -34,7 +33,6 @@ func (r *coldRun) stop() {
 	if r.sw != nil {
 		r.sw.Close()
 	}
-	r.cleanup()
 }
 
 // coldStart writes mans into a fresh tree, starts tether on it and waits until
@@ -49,11 +47,11 @@ func coldStart(ctx context.Context, c *config, name string, mans []manifest, o t
 // startUntil is coldStart waiting for until to hold for every status file
 // instead of Connected (OnDemand servers settle Idle).
 func startUntil(ctx context.Context, c *config, name string, mans []manifest, o tetherOptions, timeout time.Duration, onStart func(*daemon), until func(statusState) bool) (*coldRun, error) {
-	dir, cleanup, err := tempTree(name)
+	dir, err := c.tempTree(name)
 	if err != nil {
 		return nil, err
 	}
-	r := &coldRun{dir: dir, cleanup: cleanup}
+	r := &coldRun{dir: dir}
 	if r.paths, err = writeAll(dir, mans); err != nil {
 		r.stop()
 		return nil, err

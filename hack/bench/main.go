@@ -123,6 +123,9 @@ type config struct {
 	// tetherFlags are added to every `tether run` and tetherEnv to its
 	// environment (experiments: --workers, GOGC).
 	tetherFlags, tetherEnv []string
+	// trees are the runs' manifest trees, removed when the harness ends
+	// (see tempTree).
+	trees []string
 }
 
 type scenario struct {
@@ -211,6 +214,7 @@ func run() int {
 		return 1
 	}
 	defer c.bins.remove()
+	defer c.removeTrees()
 
 	fmt.Fprintf(os.Stderr, "machine: %s, %d cores, %d MB, load %s\n",
 		report.Machine.CPU, report.Machine.Cores, report.Machine.MemoryMB, report.Machine.LoadStart)
@@ -367,16 +371,28 @@ func percentile(sorted []float64, p float64) float64 {
 	return sorted[int(float64(len(sorted)-1)*p/100)]
 }
 
-// tempTree makes a fresh manifest directory for one tether run.
-func tempTree(name string) (string, func(), error) {
+// tempTree makes a fresh manifest directory for one tether run. The trees
+// stay until the harness ends (removeTrees): on an ext4 without a journal,
+// every file created within seconds to minutes of many removals costs a
+// pass over the freed inodes (README, "The start and the file system"), so
+// removing one run's tree just before the next would measure the harness's
+// own removal in the next run's start.
+func (c *config) tempTree(name string) (string, error) {
 	parent, err := os.MkdirTemp("", "tether-bench-")
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
+	c.trees = append(c.trees, parent)
 	dir := filepath.Join(parent, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		os.RemoveAll(parent)
-		return "", nil, err
+		return "", err
 	}
-	return dir, func() { os.RemoveAll(parent) }, nil
+	return dir, nil
+}
+
+// removeTrees removes every tree tempTree made.
+func (c *config) removeTrees() {
+	for _, t := range c.trees {
+		os.RemoveAll(t)
+	}
 }
