@@ -247,7 +247,9 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 		return nil, err
 	}
 	prevID := ""
+	var pace resumePace
 	for resumes := 0; ; {
+		pace.started()
 		result, lastEventID, retry, err := x.read(ctx, resp)
 		if err != nil || x.answered {
 			return result, err
@@ -265,7 +267,9 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 		}
 		prevID = lastEventID
 		resumes++
-		if err := sleepCtx(ctx, retry); err != nil {
+		// Paced as streamableConn.follow paces its streams (resume.go):
+		// at least resumeFloor, longer when streams keep ending at once.
+		if err := sleepCtx(ctx, pace.next(retry)); err != nil {
 			return nil, err
 		}
 		if resp, err = x.resume(ctx, lastEventID); err != nil {

@@ -587,7 +587,8 @@ func metaProtocolVersion(params json.RawMessage) string {
 // follow reads an event stream until it brings what it is for: the
 // response to call, or, for the standalone stream (call nil), until the
 // connection closes. A stream that ends early is opened again with
-// Last-Event-ID by the go-sdk's rule: a call's stream that numbered no
+// Last-Event-ID by the go-sdk's rule, paced by resumePace (a server's
+// retry: 0 is no licence to storm; resume.go): a call's stream that numbered no
 // events cannot be resumed (the call fails: "request terminated without
 // response"); more than streamMaxRetries reconnections in a row that bring
 // nothing new break the connection. rest is the stream that brought the
@@ -605,8 +606,10 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 	if call != nil && call.Method == methodDiscover {
 		version = metaProtocolVersion(call.Params)
 	}
+	var pace resumePace
 	for {
-		lastID, delay, finished, answered := c.readStream(ctx, summary, resp, call, buf)
+		pace.started()
+		lastID, retry, finished, answered := c.readStream(ctx, summary, resp, call, buf)
 		if answered {
 			return resp
 		}
@@ -625,7 +628,7 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 			}
 			return nil
 		}
-		next, err := c.reconnect(ctx, lastID, delay, false, version)
+		next, err := c.reconnect(ctx, lastID, pace.next(retry), false, version)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.fail(fmt.Errorf("%s: failed to reconnect (session ID: %v): %w", summary, c.SessionID(), err))
@@ -687,16 +690,13 @@ func (c *streamableConn) readStream(ctx context.Context, summary string, resp *h
 // reconnect GETs the event stream again (the standalone one when lastID is
 // ""), trying up to streamMaxRetries times while the request cannot be
 // sent. The first attempt of an initial stream goes at once; a resumption
-// waits the server's retry delay, or the go-sdk's backoff. version is the
+// waits first, the stream's resumePace says how long (the server's retry
+// delay within bounds, or the go-sdk's backoff). version is the
 // Mcp-Protocol-Version to send, "" for the session's.
-func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDelay time.Duration, initial bool, version string) (*http.Response, error) {
-	attempt := 1
+func (c *streamableConn) reconnect(ctx context.Context, lastID string, first time.Duration, initial bool, version string) (*http.Response, error) {
+	attempt, delay := 1, first
 	if initial {
-		attempt = 0
-	}
-	delay := reconnectDelay(attempt)
-	if serverDelay > 0 {
-		delay = serverDelay
+		attempt, delay = 0, 0
 	}
 	var last error
 	for ; attempt <= streamMaxRetries; attempt++ {
@@ -1083,8 +1083,11 @@ func (es *eventStream) next() ([]byte, error) {
 		case "id":
 			es.lastID = string(value)
 		case "retry":
-			if n, err := strconv.ParseInt(string(value), 10, 64); err == nil {
-				es.retry = time.Duration(n) * time.Millisecond
+			// A value that is no count of milliseconds is ignored, as
+			// the SSE standard says; a huge one is held to what
+			// resumePace waits at most (no overflow into the past).
+			if n, err := strconv.ParseInt(string(value), 10, 64); err == nil && n >= 0 {
+				es.retry = time.Duration(min(n, resumeMaxDelay.Milliseconds())) * time.Millisecond
 			}
 		}
 	}

@@ -1,0 +1,234 @@
+//go:build unix
+
+package connection
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The delay before resuming a stream, by the stream's history: the
+// server's retry within [resumeFloor, resumeMaxDelay], the go-sdk's backoff
+// when it sets none, a floor that grows while streams keep ending at once.
+func TestResumePace(t *testing.T) {
+	var now time.Time
+	p := &resumePace{now: func() time.Time { return now }}
+	// end reads a stream that lasted for lasted, and returns the delay
+	// before resuming it.
+	end := func(lasted, retry time.Duration) time.Duration {
+		p.started()
+		now = now.Add(lasted)
+		d := p.next(retry)
+		now = now.Add(d)
+		return d
+	}
+	steps := []struct {
+		lasted, retry, want time.Duration
+	}{
+		{0, time.Millisecond, resumeFloor}, // retry: 1 is raised to the floor
+		{0, 0, -1},                         // no retry: the go-sdk's backoff, 1–2 s
+		{0, 500 * time.Millisecond, 500 * time.Millisecond}, // a poller's retry above the floor is kept
+		{0, time.Millisecond, resumeFloor},                  // the 4th quick end in a row
+		{0, time.Millisecond, 2 * resumeFloor},              // past resumeQuickFree the floor doubles
+		{0, time.Millisecond, 4 * resumeFloor},
+		{0, 3 * time.Second, 3 * time.Second}, // a longer retry still wins
+		{0, time.Millisecond, 16 * resumeFloor},
+		{resumeQuick, time.Millisecond, resumeFloor}, // a stream that lived a second resets it
+		{0, time.Hour, resumeMaxDelay},               // the server's retry is capped
+	}
+	for i, s := range steps {
+		got := end(s.lasted, s.retry)
+		if s.want < 0 {
+			if got < reconnectInitialDelay || got >= 2*reconnectInitialDelay {
+				t.Errorf("step %d: delay %v, want the go-sdk's first backoff in [1s, 2s)", i, got)
+			}
+			continue
+		}
+		if got != s.want {
+			t.Errorf("step %d (lasted %v, retry %v): delay %v, want %v", i, s.lasted, s.retry, got, s.want)
+		}
+	}
+	for range 20 {
+		end(0, time.Millisecond)
+	}
+	if got := end(0, time.Millisecond); got != resumeMaxDelay {
+		t.Errorf("after many quick ends: delay %v, want the cap %v", got, resumeMaxDelay)
+	}
+}
+
+// The retry field: milliseconds, a negative or non-numeric value ignored,
+// a huge one held to resumeMaxDelay rather than overflowing.
+func TestEventStreamRetryField(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		want  time.Duration
+	}{
+		{"retry: 500", 500 * time.Millisecond},
+		{"retry: -5", 0},
+		{"retry: soon", 0},
+		{"retry: 9223372036854775807", resumeMaxDelay},
+	} {
+		es := newEventStream(strings.NewReader(tc.field+"\n\n"), 512)
+		if _, err := es.next(); err == nil {
+			t.Fatalf("%s: an event with no data was returned", tc.field)
+		}
+		if es.retry != tc.want {
+			t.Errorf("%q: retry %v, want %v", tc.field, es.retry, tc.want)
+		}
+	}
+}
+
+// stormServer is a classic streamable HTTP server (a go-sdk one, stateful)
+// whose event streams end after every event, each numbered afresh, each
+// asking for retry: 1: the standalone stream (when standalone is set; else
+// it is held open quietly) and the stream of a call to the tool "storm",
+// which brings the answer at its resumes-th resumption. It records when
+// each GET came, per stream (and, first for the call's, its POST).
+type stormServer struct {
+	url        string
+	standalone bool
+	resumes    int
+
+	mu     sync.Mutex
+	gets   map[string][]time.Time // "s": the standalone stream's; "c": the call's
+	callID json.RawMessage
+}
+
+func newStormServer(t *testing.T, standalone bool, resumes int) *stormServer {
+	t.Helper()
+	ss := &stormServer{standalone: standalone, resumes: resumes, gets: map[string][]time.Time{}}
+	srv := echoServer()
+	srv.AddTool(&mcp.Tool{Name: "storm", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, fmt.Errorf("the storm tool's stream is the test's")
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			ss.get(w, r)
+			return
+		}
+		if m, id := rpcOf(r); m == "tools/call" && strings.Contains(peekBody(r), `"storm"`) {
+			ss.mu.Lock()
+			ss.callID = id
+			ss.gets["c"] = append(ss.gets["c"], time.Now()) // the stream's start
+			ss.mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "id: c0\nretry: 1\ndata:\n\n")
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	ss.url = hs.URL
+	return ss
+}
+
+// peekBody is r's body, left for the handler to read.
+func peekBody(r *http.Request) string {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return string(body)
+}
+
+func (ss *stormServer) get(w http.ResponseWriter, r *http.Request) {
+	last := r.Header.Get(hdrLastEventID)
+	stream := "s"
+	if strings.HasPrefix(last, "c") {
+		stream = "c"
+	}
+	ss.mu.Lock()
+	ss.gets[stream] = append(ss.gets[stream], time.Now())
+	n, id := len(ss.gets[stream]), ss.callID
+	ss.mu.Unlock()
+	w.Header().Set("Content-Type", "text/event-stream")
+	switch {
+	case stream == "c" && n > ss.resumes: // the POST came first
+		fmt.Fprintf(w, "id: c%d\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"calm\"}]}}\n\n", n, id)
+	case stream == "c" || ss.standalone:
+		fmt.Fprintf(w, "id: %s%d\nretry: 1\ndata:\n\n", stream, n)
+	default:
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}
+}
+
+// times is a copy of the GETs stream saw.
+func (ss *stormServer) times(stream string) []time.Time {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return append([]time.Time(nil), ss.gets[stream]...)
+}
+
+// checkPaced fails unless every resumption came resumeFloor or more after
+// the one before: a server-side gap is at least the delay tether waited.
+func checkPaced(t *testing.T, what string, gets []time.Time) {
+	t.Helper()
+	for i := 1; i < len(gets); i++ {
+		if gap := gets[i].Sub(gets[i-1]); gap < resumeFloor {
+			t.Errorf("%s: GET %d came %v after the one before, under the floor %v (%d GETs)", what, i+1, gap, resumeFloor, len(gets))
+		}
+	}
+}
+
+// A server whose standalone stream ends after every event with retry: 1
+// and a fresh id (progress, so streamMaxRetries never ends it) has tether
+// GET it again no sooner than resumeFloor each time, not in a tight loop.
+func TestStandaloneStreamStormIsPaced(t *testing.T) {
+	ss := newStormServer(t, true, 0)
+	s := connect(t, Request{Spec: httpSpec(ss.url, "")})
+	if !s.ownConn {
+		t.Fatal("the session is not on tether's transport")
+	}
+	waitUntil(t, "4 GETs of the standalone stream", func() bool { return len(ss.times("s")) >= 4 })
+	checkPaced(t, "standalone stream", ss.times("s"))
+}
+
+// The same server's call stream, resumed on both roads that read it: the
+// go-sdk session on tether's transport (CallTool) and the raw exchange
+// (CallToolRaw).
+func TestCallStreamStormIsPaced(t *testing.T) {
+	const resumes = 3
+	for _, road := range []string{"CallTool", "CallToolRaw"} {
+		t.Run(road, func(t *testing.T) {
+			ss := newStormServer(t, false, resumes)
+			s := connect(t, Request{Spec: httpSpec(ss.url, "")})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			var text string
+			if road == "CallTool" {
+				res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "storm", Arguments: map[string]any{}}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text = textOf(res)
+			} else {
+				res, _, err := s.CallToolRaw(ctx, "storm", nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text = string(res)
+			}
+			if !strings.Contains(text, "calm") {
+				t.Fatalf("the call's answer %q, want the one its last resumption brought", text)
+			}
+			gets := ss.times("c")
+			if len(gets) != resumes+1 {
+				t.Fatalf("%d resumptions, want %d", len(gets)-1, resumes)
+			}
+			checkPaced(t, road, gets)
+		})
+	}
+}
