@@ -162,6 +162,10 @@ type Session struct {
 	err      error // why the session ended, redacted; nil while alive
 	closeErr error
 	wg       sync.WaitGroup
+	// deletes are the DELETEs of connections closed during the handshake,
+	// sent after it (streamableTransport.deletes): the session's end
+	// waits for them.
+	deletes sync.WaitGroup
 }
 
 // Connect opens one session and lists the server's tools, prompts,
@@ -311,7 +315,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		// (another protocol).
 		if st, ok := transport.(*mcp.StreamableClientTransport); ok && st.OAuthHandler == nil && v < protocol2026 {
 			sdk = transport
-			own = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed}
+			own = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed, deletes: &s.deletes}
 			transport = own
 			s.ownConn = true
 		}
@@ -336,7 +340,15 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		}
 		defer release() // also on a panic; released early below
 	}
+	if own != nil {
+		// A connection the go-sdk closes inside its Connect sends its
+		// DELETE after it, not in the handshake slot.
+		own.handshaking.Store(true)
+	}
 	cs, err := s.client.Connect(ctx, transport, sessOpts)
+	if own != nil {
+		own.handshaking.Store(false)
+	}
 	if err != nil && own.modernServer() {
 		// The server accepted server/discover: a 2026-07-28 server, whose
 		// session tether's transport does not carry. Connect again on the
@@ -450,6 +462,10 @@ func (s *Session) failConnect(err error) error {
 	if s.cs != nil {
 		_ = s.cs.Close()
 	}
+	// A DELETE the handshake left to send after it (bounded by
+	// closeDeleteTimeout) ends before the failed connect does: no session
+	// is left to wait for it.
+	s.deletes.Wait()
 	if s.proc != nil {
 		err = explainStdout(err)
 	}

@@ -114,7 +114,10 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 		}
 	}
 	resp = forgottenSession(req, resp)
-	lost := resp != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != ""
+	// A DELETE's 404 is no word on a session still in use: the DELETE of
+	// a first connection that handed its session to the go-sdk's
+	// transport is answered after that session began (streamableTransport.deletes).
+	lost := resp != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != "" && req.Method != http.MethodDelete
 	if lost && t.forgotten != nil {
 		t.forgotten.Store(true)
 	}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -133,6 +134,17 @@ type streamableTransport struct {
 	client  *http.Client
 	url     string
 	onClose func(cause error)
+	// deletes, when set, is where the DELETE of a connection closed while
+	// handshaking is true runs, on a goroutine of its own: the go-sdk
+	// closes a connection whose connect failed (a 2026-07-28 server that
+	// accepted server/discover and gave a session id with it, an
+	// initialize that failed after the server gave one) inside that
+	// connect, which holds one of its endpoint's handshake slots; a server
+	// that stalls its DELETE would hold the slot for closeDeleteTimeout.
+	// The session waits for deletes when it ends (Session.Close,
+	// failConnect). nil: Close sends DELETE before it returns.
+	deletes     *sync.WaitGroup
+	handshaking atomic.Bool
 
 	conn *streamableConn // the last connection Connect opened
 }
@@ -141,6 +153,7 @@ func (t *streamableTransport) Connect(ctx context.Context) (mcp.Connection, erro
 	// The streams live as long as the session, not as the connect's ctx.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t.conn = &streamableConn{
+		tr:       t,
 		client:   t.client,
 		url:      t.url,
 		onClose:  t.onClose,
@@ -162,6 +175,7 @@ func (t *streamableTransport) modernServer() bool {
 }
 
 type streamableConn struct {
+	tr      *streamableTransport
 	client  *http.Client
 	url     string
 	onClose func(error)
@@ -824,22 +838,37 @@ func (c *streamableConn) Close() error {
 		c.mu.Unlock()
 		c.standalone.Wait()
 		if sessionID != "" && !errors.Is(cause, mcp.ErrSessionMissing) {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), closeDeleteTimeout)
-			req, err := mcpRequest(ctx, http.MethodDelete, c.url, nil, version, sessionID)
-			if err == nil {
-				var resp *http.Response
-				if resp, err = c.client.Do(req); err == nil {
-					drain(resp)
-				}
+			if bg := c.tr.deletes; bg != nil && c.tr.handshaking.Load() {
+				bg.Add(1)
+				go func() {
+					defer bg.Done()
+					_ = c.sendDelete(sessionID, version)
+				}()
+			} else {
+				c.closeErr = c.sendDelete(sessionID, version)
 			}
-			cancel()
-			c.closeErr = err
 		}
 		if c.onClose != nil {
 			c.onClose(cause)
 		}
 	})
 	return c.closeErr
+}
+
+// sendDelete tells the server that the session is over, bounded by
+// closeDeleteTimeout from now, as the go-sdk bounds it.
+func (c *streamableConn) sendDelete(sessionID, version string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), closeDeleteTimeout)
+	defer cancel()
+	req, err := mcpRequest(ctx, http.MethodDelete, c.url, nil, version, sessionID)
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.Do(req)
+	if err == nil {
+		drain(resp)
+	}
+	return err
 }
 
 // mcpRequest is a request of the streamable HTTP transport to url, with the
