@@ -65,6 +65,9 @@ type headerRoundTripper struct {
 	live *liveSecrets
 	// rawQuery is the manifest URL's own query: its values are no session's.
 	rawQuery string
+	// resumes paces the resumptions of event streams that the go-sdk's
+	// transport makes (resume.go).
+	resumes *resumeGate
 }
 
 // origin is scheme://host:port, the port made explicit.
@@ -83,6 +86,10 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 		for _, h := range t.headers {
 			req.Header.Set(h.Name, h.Value)
 		}
+	}
+	answered, err := t.resumes.admit(req)
+	if err != nil {
+		return nil, err
 	}
 	d := deliveryOf(req.Context())
 	if d != nil && req.Method == http.MethodPost {
@@ -108,6 +115,7 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	answered()
 	if resp != nil {
 		if id := resp.Header.Get(hdrSessionID); id != "" {
 			t.live.sessionID(id)
@@ -273,7 +281,7 @@ func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValu
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live, rawQuery: u.RawQuery}}
+	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live, rawQuery: u.RawQuery, resumes: &resumeGate{}}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, spec.TransportStreamable, nil

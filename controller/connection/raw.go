@@ -320,7 +320,8 @@ func (x *rawExchange) post(ctx context.Context, body []byte) (*http.Response, er
 }
 
 func (x *rawExchange) resume(ctx context.Context, lastEventID string) (*http.Response, error) {
-	req, err := x.newRequest(ctx, http.MethodGet, nil)
+	// Paced by call's resumePace: the session's resumeGate lets it pass.
+	req, err := x.newRequest(withPaced(ctx), http.MethodGet, nil)
 	if err != nil {
 		return nil, err
 	}

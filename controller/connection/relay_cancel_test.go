@@ -66,15 +66,7 @@ func TestServerCancelEndsRelayedQuestion(t *testing.T) {
 			}))
 			t.Cleanup(hs.Close)
 			s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
-			go func() {
-				<-c.entered
-				// blockingCaller returns when its ctx ends.
-				for !c.returned.Load() {
-					time.Sleep(time.Millisecond)
-				}
-				close(ended)
-			}()
-			ctx, cancel := context.WithTimeout(wire.WithCaller(t.Context(), c), 20*time.Second)
+			ctx, cancel := context.WithTimeout(wire.WithCaller(t.Context(), &endingCaller{c, ended}), 20*time.Second)
 			defer cancel()
 			var text string
 			if road == "CallTool" {
@@ -104,4 +96,16 @@ func TestServerCancelEndsRelayedQuestion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// endingCaller closes ended once its sampling request returned, which a
+// blockingCaller's does when its ctx ends.
+type endingCaller struct {
+	*blockingCaller
+	ended chan struct{}
+}
+
+func (c *endingCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	defer close(c.ended)
+	return c.blockingCaller.CreateMessage(ctx, p)
 }

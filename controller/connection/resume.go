@@ -1,6 +1,11 @@
 package connection
 
-import "time"
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+)
 
 // How often tether resumes an event stream a server ended (docs/contract.md
 // §5a, "Limits on what servers send"; docs/reliability.md). A server's SSE
@@ -10,7 +15,9 @@ import "time"
 // reconnect as fast as the loopback allows, for the session's life (the
 // standalone stream) or the call's (a call's stream). Both roads that
 // resume a stream tether reads itself, streamableConn.follow and
-// rawExchange.call, take their delay from a resumePace.
+// rawExchange.call, take their delay from a resumePace; the go-sdk's own
+// transport (2026-07-28 and OAuth sessions), whose rule has no hook, is
+// held to the same pace at the session's HTTP client (resumeGate).
 const (
 	// resumeFloor is the least delay before a resumption, whatever the
 	// server says: SEP-1699 servers that poll set retry in hundreds of
@@ -70,4 +77,57 @@ func (p *resumePace) next(retry time.Duration) time.Duration {
 		floor *= 2
 	}
 	return min(max(d, floor), resumeMaxDelay)
+}
+
+// pacedKey marks the request of a resumption tether paced itself
+// (streamableConn.reconnect, rawExchange.resume): the session's resumeGate
+// lets it pass.
+type pacedKey struct{}
+
+func withPaced(ctx context.Context) context.Context {
+	return context.WithValue(ctx, pacedKey{}, struct{}{})
+}
+
+// resumeGate paces the resumptions the go-sdk's own transport makes of a
+// session's event streams (a GET with Last-Event-ID), which take the
+// server's retry as it is (its connectSSE, v1.8.0: no floor; the go-sdk
+// exports no setting for it). The gate cannot tell that transport's streams
+// apart, so the session's resumptions together keep resumePace's rule: one
+// goes out resumeFloor or more after the one before, and further apart
+// while they keep coming within resumeQuick of each other. Safe for
+// concurrent use; one per session (headerRoundTripper).
+type resumeGate struct {
+	mu   sync.Mutex
+	pace resumePace // opened: when the last resumption went, or will go
+}
+
+// admit holds a resumption request until the gate lets it go, or until
+// ctx ends (its error then). Requests of resumptions tether paced itself,
+// and every other request, pass at once. answered, called once the
+// request's answer came (or it failed), is when the next resumption's
+// delay starts: a server sees two resumptions resumeFloor apart at least.
+func (g *resumeGate) admit(req *http.Request) (answered func(), err error) {
+	if g == nil || req.Method != http.MethodGet || req.Header.Get(hdrLastEventID) == "" || req.Context().Value(pacedKey{}) != nil {
+		return func() {}, nil
+	}
+	g.mu.Lock()
+	now := g.pace.clock()
+	// The go-sdk waited the server's delay already: only the floor counts.
+	at := g.pace.opened.Add(g.pace.next(resumeFloor))
+	if at.Before(now) {
+		at = now
+	}
+	g.pace.opened = at // a resumption admitted meanwhile waits for this one
+	g.mu.Unlock()
+	answered = func() {
+		g.mu.Lock()
+		if t := g.pace.clock(); t.After(g.pace.opened) {
+			g.pace.opened = t
+		}
+		g.mu.Unlock()
+	}
+	if err := sleepCtx(req.Context(), at.Sub(now)); err != nil {
+		return nil, err
+	}
+	return answered, nil
 }

@@ -232,3 +232,111 @@ func TestCallStreamStormIsPaced(t *testing.T) {
 		})
 	}
 }
+
+// On the go-sdk's own transport (here a 2026-07-28 session), whose
+// reconnection rule tether cannot change, the resumptions of a call's
+// stream still come resumeFloor apart at least, from the second on: the
+// session's HTTP client holds them to it (resumeGate).
+func TestSDKTransportStreamStormIsPaced(t *testing.T) {
+	const resumes = 4
+	srv := mcp.NewServer(&mcp.Implementation{Name: "modern-storm", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "storm", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, fmt.Errorf("the storm tool's stream is the test's")
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	var mu sync.Mutex
+	var gets []time.Time
+	var callID json.RawMessage
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.Header.Get(hdrLastEventID), "c") {
+			mu.Lock()
+			gets = append(gets, time.Now())
+			n, id := len(gets), callID
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			if n > resumes { // the POST came first
+				fmt.Fprintf(w, "id: c%d\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"calm\"}]}}\n\n", n, id)
+				return
+			}
+			fmt.Fprintf(w, "id: c%d\nretry: 1\ndata:\n\n", n)
+			return
+		}
+		if m, id := rpcOf(r); m == "tools/call" && strings.Contains(peekBody(r), `"storm"`) {
+			mu.Lock()
+			callID = id
+			gets = append(gets, time.Now())
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "id: c0\nretry: 1\ndata:\n\n")
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	if s.ownConn || s.Server().ProtocolVersion < protocol2026 {
+		t.Fatalf("own transport %v, version %s: want the go-sdk's, 2026-07-28", s.ownConn, s.Server().ProtocolVersion)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "storm", Arguments: map[string]any{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := textOf(res); text != "calm" {
+		t.Fatalf("the call's answer %q, want the one its last resumption brought", text)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(gets) != resumes+1 {
+		t.Fatalf("%d resumptions, want %d", len(gets)-1, resumes)
+	}
+	// The first resumption goes when the go-sdk's delay says: the gate
+	// does not see when the call's stream began.
+	checkPaced(t, "the go-sdk's transport", gets[1:])
+}
+
+// The gate holds only the go-sdk transport's resumptions: a GET with
+// Last-Event-ID that tether did not pace itself. Every other request
+// passes at once and leaves the gate as it was.
+func TestResumeGatePassesOthers(t *testing.T) {
+	g := &resumeGate{}
+	get := func(ctx context.Context, lastID string) *http.Request {
+		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://example.invalid/mcp", nil)
+		if lastID != "" {
+			r.Header.Set(hdrLastEventID, lastID)
+		}
+		return r
+	}
+	post := httptest.NewRequest(http.MethodPost, "http://example.invalid/mcp", nil)
+	post.Header.Set(hdrLastEventID, "1")
+	for name, r := range map[string]*http.Request{
+		"a POST":                    post,
+		"a GET without an event id": get(context.Background(), ""),
+		"a resumption tether paced": get(withPaced(context.Background()), "1"),
+	} {
+		answered, err := g.admit(r)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		answered()
+		if !g.pace.opened.IsZero() {
+			t.Errorf("%s counted as a resumption of the go-sdk's transport", name)
+		}
+	}
+	answered, err := g.admit(get(context.Background(), "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered()
+	if g.pace.opened.IsZero() {
+		t.Error("a resumption of the go-sdk's transport was not counted")
+	}
+	// One admitted after it waits; its ctx ending ends the wait.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := g.admit(get(ctx, "2")); err == nil {
+		t.Error("a resumption right after another went at once")
+	}
+}

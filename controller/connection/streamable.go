@@ -722,7 +722,8 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, first tim
 		if version != "" {
 			v = version
 		}
-		req, err := mcpRequest(ctx, http.MethodGet, c.url, nil, v, sessionID)
+		// Paced here (follow's resumePace): the session's resumeGate lets it pass.
+		req, err := mcpRequest(withPaced(ctx), http.MethodGet, c.url, nil, v, sessionID)
 		if err != nil {
 			return nil, err
 		}
