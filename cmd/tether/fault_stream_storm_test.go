@@ -139,6 +139,8 @@ func TestFaultStreamStorm(t *testing.T) {
 		return n >= 8, fmt.Sprintf("%d GETs", n)
 	})
 	checkRate(t, "the standalone stream", sh.times("s"))
+	// What an operator sees of it.
+	tt.waitLogLine(t, 10*time.Second, "level=WARN", "event streams slowed", "connection=storm")
 
 	res, err := call(s, 10*time.Second, "calm_hello", nil)
 	if err != nil || textOf(res) != "hello" {

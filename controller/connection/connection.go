@@ -166,6 +166,9 @@ type Session struct {
 	// sent after it (streamableTransport.deletes): the session's end
 	// waits for them.
 	deletes sync.WaitGroup
+	// slowedAt is when the last WARN said that the server keeps ending
+	// its event streams at once (streamsSlowed), in Unix nanoseconds.
+	slowedAt atomic.Int64
 }
 
 // Connect opens one session and lists the server's tools, prompts,
@@ -269,7 +272,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		s.transport = spec.TransportContainer
 		transport, err = s.startContainer(ctx, sp.Container, req.ManifestDir, envVals, fileVals)
 	default:
-		transport, s.transport, err = httpTransport(c.httpBase, sp.HTTP, headerVals, lifetime, s.limit, &s.forgotten, red.live)
+		transport, s.transport, err = httpTransport(c.httpBase, sp.HTTP, headerVals, lifetime, s.limit, &s.forgotten, red.live, s.newResumeGate())
 		if err == nil && sp.HTTP.OAuth != nil {
 			err = s.useOAuth(ctx, req, src, transport) // oauth.go
 		}
@@ -315,7 +318,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		// (another protocol).
 		if st, ok := transport.(*mcp.StreamableClientTransport); ok && st.OAuthHandler == nil && v < protocol2026 {
 			sdk = transport
-			own = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed, deletes: &s.deletes}
+			own = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed, deletes: &s.deletes, slowed: s.streamsSlowed}
 			transport = own
 			s.ownConn = true
 		}

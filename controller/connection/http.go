@@ -272,8 +272,10 @@ func refusesSession(body []byte) bool {
 // go-sdk's events: its own event bound is turned off, so that an event over
 // the limit fails with the limit's error, which names the flag. forgotten is
 // set when the server answers that it does not know the session; live
-// learns the session ids the server hands out (nil: none is kept).
-func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit, forgotten *atomic.Bool, live *liveSecrets) (mcp.Transport, string, error) {
+// learns the session ids the server hands out (nil: none is kept); resumes
+// paces the go-sdk transport's resumptions of event streams (resume.go;
+// nil: none is paced).
+func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit, forgotten *atomic.Bool, live *liveSecrets, resumes *resumeGate) (mcp.Transport, string, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.url: %w", err)
@@ -281,7 +283,7 @@ func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValu
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live, rawQuery: u.RawQuery, resumes: &resumeGate{}}}
+	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live, rawQuery: u.RawQuery, resumes: resumes}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, spec.TransportStreamable, nil

@@ -267,7 +267,7 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 	}
 	defer x.endQuestions()
 	prevID := ""
-	var pace resumePace
+	pace := resumePace{slowed: x.s.streamsSlowed}
 	for resumes := 0; ; {
 		pace.started()
 		result, lastEventID, retry, err := x.read(ctx, resp)

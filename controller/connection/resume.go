@@ -2,6 +2,7 @@ package connection
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -42,9 +43,12 @@ const (
 // or a session's standalone stream. Not safe for concurrent use; one
 // goroutine reads a stream.
 type resumePace struct {
-	now    func() time.Time // nil: time.Now
-	opened time.Time        // when the stream being read was answered
-	quick  int              // quick ends in a row
+	now func() time.Time // nil: time.Now
+	// slowed is told when the floor first grows in a run of quick ends
+	// (Session.streamsSlowed); nil: nobody is.
+	slowed func()
+	opened time.Time // when the stream being read was answered
+	quick  int       // quick ends in a row
 }
 
 func (p *resumePace) clock() time.Time {
@@ -64,7 +68,9 @@ func (p *resumePace) started() { p.opened = p.clock() }
 // a row, at most resumeMaxDelay.
 func (p *resumePace) next(retry time.Duration) time.Duration {
 	if p.clock().Sub(p.opened) < resumeQuick {
-		p.quick++
+		if p.quick++; p.quick == resumeQuickFree+1 && p.slowed != nil {
+			p.slowed()
+		}
 	} else {
 		p.quick = 0
 	}
@@ -130,4 +136,23 @@ func (g *resumeGate) admit(req *http.Request) (answered func(), err error) {
 		return nil, err
 	}
 	return answered, nil
+}
+
+// newResumeGate is the session's resumeGate, which tells streamsSlowed.
+func (s *Session) newResumeGate() *resumeGate {
+	return &resumeGate{pace: resumePace{slowed: s.streamsSlowed}}
+}
+
+// streamsSlowed says in the log, at most once a minute, that the server
+// keeps ending its event streams at once and that tether resumes them less
+// often: what an operator sees of such a server, whose connection stays
+// up (docs/reliability.md, row H7).
+func (s *Session) streamsSlowed() {
+	now := time.Now().UnixNano()
+	last := s.slowedAt.Load()
+	if last != 0 && now-last < int64(time.Minute) || !s.slowedAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("event streams slowed",
+		"reason", fmt.Sprintf("the server ended an event stream within %v of answering it %d times in a row; tether resumes it less often, down to once every %v (docs/contract.md §5a)", resumeQuick, resumeQuickFree+1, resumeMaxDelay))
 }

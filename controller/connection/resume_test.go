@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -188,23 +189,34 @@ func checkPaced(t *testing.T, what string, gets []time.Time) {
 // GET it again no sooner than resumeFloor each time, not in a tight loop.
 func TestStandaloneStreamStormIsPaced(t *testing.T) {
 	ss := newStormServer(t, true, 0)
-	s := connect(t, Request{Spec: httpSpec(ss.url, "")})
+	var logs lockedBuffer
+	s := connect(t, Request{Spec: httpSpec(ss.url, ""), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if !s.ownConn {
 		t.Fatal("the session is not on tether's transport")
 	}
 	waitUntil(t, "4 GETs of the standalone stream", func() bool { return len(ss.times("s")) >= 4 })
 	checkPaced(t, "standalone stream", ss.times("s"))
+	// Once the floor grows, the log says so (once: at most a line a minute).
+	waitUntil(t, "the WARN that the streams slowed", func() bool { return strings.Contains(logs.String(), "event streams slowed") })
+	waitUntil(t, "7 GETs of the standalone stream", func() bool { return len(ss.times("s")) >= 7 })
+	if n := strings.Count(logs.String(), "event streams slowed"); n != 1 {
+		t.Errorf("%d WARNs that the streams slowed, want 1:\n%s", n, logs.String())
+	}
+	if line := logs.String(); !strings.Contains(line, "level=WARN") || !strings.Contains(line, "5 times in a row") {
+		t.Errorf("the log: %s", line)
+	}
 }
 
 // The same server's call stream, resumed on both roads that read it: the
 // go-sdk session on tether's transport (CallTool) and the raw exchange
 // (CallToolRaw).
 func TestCallStreamStormIsPaced(t *testing.T) {
-	const resumes = 3
+	const resumes = resumeQuickFree + 1 // the last waits past the floor, and the log says so
 	for _, road := range []string{"CallTool", "CallToolRaw"} {
 		t.Run(road, func(t *testing.T) {
 			ss := newStormServer(t, false, resumes)
-			s := connect(t, Request{Spec: httpSpec(ss.url, "")})
+			var logs lockedBuffer
+			s := connect(t, Request{Spec: httpSpec(ss.url, ""), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 			var text string
@@ -229,6 +241,9 @@ func TestCallStreamStormIsPaced(t *testing.T) {
 				t.Fatalf("%d resumptions, want %d", len(gets)-1, resumes)
 			}
 			checkPaced(t, road, gets)
+			if !strings.Contains(logs.String(), "event streams slowed") {
+				t.Errorf("no WARN that the call's stream slowed:\n%s", logs.String())
+			}
 		})
 	}
 }
@@ -238,7 +253,7 @@ func TestCallStreamStormIsPaced(t *testing.T) {
 // stream still come resumeFloor apart at least, from the second on: the
 // session's HTTP client holds them to it (resumeGate).
 func TestSDKTransportStreamStormIsPaced(t *testing.T) {
-	const resumes = 4
+	const resumes = resumeQuickFree + 2 // the gate does not count the first
 	srv := mcp.NewServer(&mcp.Implementation{Name: "modern-storm", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "storm", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -274,7 +289,8 @@ func TestSDKTransportStreamStormIsPaced(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(hs.Close)
-	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	var logs lockedBuffer
+	s := connect(t, Request{Spec: httpSpec(hs.URL, ""), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if s.ownConn || s.Server().ProtocolVersion < protocol2026 {
 		t.Fatalf("own transport %v, version %s: want the go-sdk's, 2026-07-28", s.ownConn, s.Server().ProtocolVersion)
 	}
@@ -295,6 +311,27 @@ func TestSDKTransportStreamStormIsPaced(t *testing.T) {
 	// The first resumption goes when the go-sdk's delay says: the gate
 	// does not see when the call's stream began.
 	checkPaced(t, "the go-sdk's transport", gets[1:])
+	if !strings.Contains(logs.String(), "event streams slowed") {
+		t.Errorf("no WARN that the streams slowed:\n%s", logs.String())
+	}
+}
+
+// The WARN that a server's streams slowed comes once a minute at most,
+// however many streams slow down.
+func TestStreamsSlowedWarnsOnceAMinute(t *testing.T) {
+	var logs lockedBuffer
+	s := &Session{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	for range 3 {
+		s.streamsSlowed()
+	}
+	if n := strings.Count(logs.String(), "event streams slowed"); n != 1 {
+		t.Fatalf("%d WARNs, want 1", n)
+	}
+	s.slowedAt.Add(-int64(time.Minute)) // a minute later
+	s.streamsSlowed()
+	if n := strings.Count(logs.String(), "event streams slowed"); n != 2 {
+		t.Errorf("%d WARNs a minute later, want 2", n)
+	}
 }
 
 // The gate holds only the go-sdk transport's resumptions: a GET with

@@ -145,6 +145,9 @@ type streamableTransport struct {
 	// failConnect). nil: Close sends DELETE before it returns.
 	deletes     *sync.WaitGroup
 	handshaking atomic.Bool
+	// slowed is told when a stream's resumptions slow down (resumePace);
+	// nil: nobody is.
+	slowed func()
 
 	conn *streamableConn // the last connection Connect opened
 }
@@ -620,7 +623,7 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 	if call != nil && call.Method == methodDiscover {
 		version = metaProtocolVersion(call.Params)
 	}
-	var pace resumePace
+	pace := resumePace{slowed: c.tr.slowed}
 	for {
 		pace.started()
 		lastID, retry, finished, answered := c.readStream(ctx, summary, resp, call, buf)
