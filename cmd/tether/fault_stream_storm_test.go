@@ -140,7 +140,7 @@ func TestFaultStreamStorm(t *testing.T) {
 	})
 	checkRate(t, "the standalone stream", sh.times("s"))
 	// What an operator sees of it.
-	tt.waitLogLine(t, 10*time.Second, "level=WARN", "event streams slowed", "connection=storm")
+	tt.waitLogLine(t, 10*time.Second, "level=WARN", "event stream resumed later than the server asked", "connection=storm")
 
 	res, err := call(s, 10*time.Second, "calm_hello", nil)
 	if err != nil || textOf(res) != "hello" {

@@ -166,9 +166,10 @@ type Session struct {
 	// sent after it (streamableTransport.deletes): the session's end
 	// waits for them.
 	deletes sync.WaitGroup
-	// slowedAt is when the last WARN said that the server keeps ending
-	// its event streams at once (streamsSlowed), in Unix nanoseconds.
-	slowedAt atomic.Int64
+	// pacedAt is when the last WARN said that the server asked to resume
+	// an event stream sooner than tether does (streamsPaced), in Unix
+	// nanoseconds.
+	pacedAt atomic.Int64
 }
 
 // Connect opens one session and lists the server's tools, prompts,
@@ -318,7 +319,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		// (another protocol).
 		if st, ok := transport.(*mcp.StreamableClientTransport); ok && st.OAuthHandler == nil && v < protocol2026 {
 			sdk = transport
-			own = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed, deletes: &s.deletes, slowed: s.streamsSlowed}
+			own = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed, deletes: &s.deletes, wait: s.waitToResume}
 			transport = own
 			s.ownConn = true
 		}

@@ -267,9 +267,7 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 	}
 	defer x.endQuestions()
 	prevID := ""
-	pace := resumePace{slowed: x.s.streamsSlowed}
 	for resumes := 0; ; {
-		pace.started()
 		result, lastEventID, retry, err := x.read(ctx, resp)
 		if err != nil || x.answered {
 			return result, err
@@ -287,9 +285,8 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 		}
 		prevID = lastEventID
 		resumes++
-		// Paced as streamableConn.follow paces its streams (resume.go):
-		// at least resumeFloor, longer when streams keep ending at once.
-		if err := sleepCtx(ctx, pace.next(retry)); err != nil {
+		// Paced as streamableConn.follow paces its streams (resume.go).
+		if err := x.s.waitToResume(ctx, retry); err != nil {
 			return nil, err
 		}
 		if resp, err = x.resume(ctx, lastEventID); err != nil {
@@ -320,7 +317,7 @@ func (x *rawExchange) post(ctx context.Context, body []byte) (*http.Response, er
 }
 
 func (x *rawExchange) resume(ctx context.Context, lastEventID string) (*http.Response, error) {
-	// Paced by call's resumePace: the session's resumeGate lets it pass.
+	// Paced by call (waitToResume): the session's resumeGate lets it pass.
 	req, err := x.newRequest(withPaced(ctx), http.MethodGet, nil)
 	if err != nil {
 		return nil, err

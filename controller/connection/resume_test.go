@@ -19,52 +19,22 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The delay before resuming a stream, by the stream's history: the
-// server's retry within [resumeFloor, resumeMaxDelay], the go-sdk's backoff
-// when it sets none, a floor that grows while streams keep ending at once.
-func TestResumePace(t *testing.T) {
-	var now time.Time
-	p := &resumePace{now: func() time.Time { return now }}
-	// end reads a stream that lasted for lasted, and returns the delay
-	// before resuming it.
-	end := func(lasted, retry time.Duration) time.Duration {
-		p.started()
-		now = now.Add(lasted)
-		d := p.next(retry)
-		now = now.Add(d)
-		return d
-	}
-	steps := []struct {
-		lasted, retry, want time.Duration
-	}{
-		{0, time.Millisecond, resumeFloor}, // retry: 1 is raised to the floor
-		{0, 0, -1},                         // no retry: the go-sdk's backoff, 1–2 s
-		{0, 500 * time.Millisecond, 500 * time.Millisecond}, // a poller's retry above the floor is kept
-		{0, time.Millisecond, resumeFloor},                  // the 4th quick end in a row
-		{0, time.Millisecond, 2 * resumeFloor},              // past resumeQuickFree the floor doubles
-		{0, time.Millisecond, 4 * resumeFloor},
-		{0, 3 * time.Second, 3 * time.Second}, // a longer retry still wins
-		{0, time.Millisecond, 16 * resumeFloor},
-		{resumeQuick, time.Millisecond, resumeFloor}, // a stream that lived a second resets it
-		{0, time.Hour, resumeMaxDelay},               // the server's retry is capped
-	}
-	for i, s := range steps {
-		got := end(s.lasted, s.retry)
-		if s.want < 0 {
-			if got < reconnectInitialDelay || got >= 2*reconnectInitialDelay {
-				t.Errorf("step %d: delay %v, want the go-sdk's first backoff in [1s, 2s)", i, got)
-			}
-			continue
-		}
-		if got != s.want {
-			t.Errorf("step %d (lasted %v, retry %v): delay %v, want %v", i, s.lasted, s.retry, got, s.want)
+// The delay before resuming a stream: the server's retry within
+// [resumeFloor, resumeMaxDelay], the go-sdk's backoff when it sets none.
+func TestResumeDelay(t *testing.T) {
+	for _, tc := range []struct{ retry, want time.Duration }{
+		{time.Millisecond, resumeFloor}, // retry: 1 is raised to the floor
+		{resumeFloor, resumeFloor},
+		{500 * time.Millisecond, 500 * time.Millisecond}, // a poller's retry is kept
+		{3 * time.Second, 3 * time.Second},
+		{time.Hour, resumeMaxDelay}, // the server's retry is capped
+	} {
+		if got := resumeDelay(tc.retry); got != tc.want {
+			t.Errorf("retry %v: delay %v, want %v", tc.retry, got, tc.want)
 		}
 	}
-	for range 20 {
-		end(0, time.Millisecond)
-	}
-	if got := end(0, time.Millisecond); got != resumeMaxDelay {
-		t.Errorf("after many quick ends: delay %v, want the cap %v", got, resumeMaxDelay)
+	if got := resumeDelay(0); got < reconnectInitialDelay || got >= 2*reconnectInitialDelay {
+		t.Errorf("no retry: delay %v, want the go-sdk's first backoff in [1s, 2s)", got)
 	}
 }
 
@@ -92,7 +62,7 @@ func TestEventStreamRetryField(t *testing.T) {
 
 // stormServer is a classic streamable HTTP server (a go-sdk one, stateful)
 // whose event streams end after every event, each numbered afresh, each
-// asking for retry: 1: the standalone stream (when standalone is set; else
+// asking for retry (milliseconds): the standalone stream (when standalone is set; else
 // it is held open quietly) and the stream of a call to the tool "storm",
 // which brings the answer at its resumes-th resumption. It records when
 // each GET came, per stream (and, first for the call's, its POST).
@@ -100,15 +70,16 @@ type stormServer struct {
 	url        string
 	standalone bool
 	resumes    int
+	retry      int
 
 	mu     sync.Mutex
 	gets   map[string][]time.Time // "s": the standalone stream's; "c": the call's
 	callID json.RawMessage
 }
 
-func newStormServer(t *testing.T, standalone bool, resumes int) *stormServer {
+func newStormServer(t *testing.T, standalone bool, resumes, retry int) *stormServer {
 	t.Helper()
-	ss := &stormServer{standalone: standalone, resumes: resumes, gets: map[string][]time.Time{}}
+	ss := &stormServer{standalone: standalone, resumes: resumes, retry: retry, gets: map[string][]time.Time{}}
 	srv := echoServer()
 	srv.AddTool(&mcp.Tool{Name: "storm", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -126,7 +97,7 @@ func newStormServer(t *testing.T, standalone bool, resumes int) *stormServer {
 			ss.gets["c"] = append(ss.gets["c"], time.Now()) // the stream's start
 			ss.mu.Unlock()
 			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprint(w, "id: c0\nretry: 1\ndata:\n\n")
+			fmt.Fprintf(w, "id: c0\nretry: %d\ndata:\n\n", ss.retry)
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -158,7 +129,7 @@ func (ss *stormServer) get(w http.ResponseWriter, r *http.Request) {
 	case stream == "c" && n > ss.resumes: // the POST came first
 		fmt.Fprintf(w, "id: c%d\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"calm\"}]}}\n\n", n, id)
 	case stream == "c" || ss.standalone:
-		fmt.Fprintf(w, "id: %s%d\nretry: 1\ndata:\n\n", stream, n)
+		fmt.Fprintf(w, "id: %s%d\nretry: %d\ndata:\n\n", stream, n, ss.retry)
 	default:
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
@@ -188,7 +159,7 @@ func checkPaced(t *testing.T, what string, gets []time.Time) {
 // and a fresh id (progress, so streamMaxRetries never ends it) has tether
 // GET it again no sooner than resumeFloor each time, not in a tight loop.
 func TestStandaloneStreamStormIsPaced(t *testing.T) {
-	ss := newStormServer(t, true, 0)
+	ss := newStormServer(t, true, 0, 1)
 	var logs lockedBuffer
 	s := connect(t, Request{Spec: httpSpec(ss.url, ""), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if !s.ownConn {
@@ -196,13 +167,12 @@ func TestStandaloneStreamStormIsPaced(t *testing.T) {
 	}
 	waitUntil(t, "4 GETs of the standalone stream", func() bool { return len(ss.times("s")) >= 4 })
 	checkPaced(t, "standalone stream", ss.times("s"))
-	// Once the floor grows, the log says so (once: at most a line a minute).
-	waitUntil(t, "the WARN that the streams slowed", func() bool { return strings.Contains(logs.String(), "event streams slowed") })
-	waitUntil(t, "7 GETs of the standalone stream", func() bool { return len(ss.times("s")) >= 7 })
-	if n := strings.Count(logs.String(), "event streams slowed"); n != 1 {
-		t.Errorf("%d WARNs that the streams slowed, want 1:\n%s", n, logs.String())
+	// The log says that the server asked for less (once: at most a line
+	// a minute).
+	if n := strings.Count(logs.String(), warnPaced); n != 1 {
+		t.Errorf("%d WARNs that the stream was resumed later than asked, want 1:\n%s", n, logs.String())
 	}
-	if line := logs.String(); !strings.Contains(line, "level=WARN") || !strings.Contains(line, "5 times in a row") {
+	if line := logs.String(); !strings.Contains(line, "level=WARN") || !strings.Contains(line, "sooner than 250ms") {
 		t.Errorf("the log: %s", line)
 	}
 }
@@ -211,10 +181,10 @@ func TestStandaloneStreamStormIsPaced(t *testing.T) {
 // go-sdk session on tether's transport (CallTool) and the raw exchange
 // (CallToolRaw).
 func TestCallStreamStormIsPaced(t *testing.T) {
-	const resumes = resumeQuickFree + 1 // the last waits past the floor, and the log says so
+	const resumes = 3
 	for _, road := range []string{"CallTool", "CallToolRaw"} {
 		t.Run(road, func(t *testing.T) {
-			ss := newStormServer(t, false, resumes)
+			ss := newStormServer(t, false, resumes, 1)
 			var logs lockedBuffer
 			s := connect(t, Request{Spec: httpSpec(ss.url, ""), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -241,8 +211,8 @@ func TestCallStreamStormIsPaced(t *testing.T) {
 				t.Fatalf("%d resumptions, want %d", len(gets)-1, resumes)
 			}
 			checkPaced(t, road, gets)
-			if !strings.Contains(logs.String(), "event streams slowed") {
-				t.Errorf("no WARN that the call's stream slowed:\n%s", logs.String())
+			if !strings.Contains(logs.String(), warnPaced) {
+				t.Errorf("no WARN that the call's stream was resumed later than asked:\n%s", logs.String())
 			}
 		})
 	}
@@ -253,7 +223,7 @@ func TestCallStreamStormIsPaced(t *testing.T) {
 // stream still come resumeFloor apart at least, from the second on: the
 // session's HTTP client holds them to it (resumeGate).
 func TestSDKTransportStreamStormIsPaced(t *testing.T) {
-	const resumes = resumeQuickFree + 2 // the gate does not count the first
+	const resumes = 3
 	srv := mcp.NewServer(&mcp.Implementation{Name: "modern-storm", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "storm", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -311,25 +281,29 @@ func TestSDKTransportStreamStormIsPaced(t *testing.T) {
 	// The first resumption goes when the go-sdk's delay says: the gate
 	// does not see when the call's stream began.
 	checkPaced(t, "the go-sdk's transport", gets[1:])
-	if !strings.Contains(logs.String(), "event streams slowed") {
-		t.Errorf("no WARN that the streams slowed:\n%s", logs.String())
+	if !strings.Contains(logs.String(), warnPaced) {
+		t.Errorf("no WARN that the streams were resumed later than asked:\n%s", logs.String())
 	}
 }
 
-// The WARN that a server's streams slowed comes once a minute at most,
-// however many streams slow down.
-func TestStreamsSlowedWarnsOnceAMinute(t *testing.T) {
+// warnPaced is the WARN that a server asked to resume a stream sooner
+// than the floor.
+const warnPaced = "event stream resumed later than the server asked"
+
+// The WARN that a server asked to resume its streams too soon comes once
+// a minute at most, however many streams it ends.
+func TestStreamsPacedWarnsOnceAMinute(t *testing.T) {
 	var logs lockedBuffer
 	s := &Session{log: slog.New(slog.NewTextHandler(&logs, nil))}
 	for range 3 {
-		s.streamsSlowed()
+		s.streamsPaced()
 	}
-	if n := strings.Count(logs.String(), "event streams slowed"); n != 1 {
+	if n := strings.Count(logs.String(), warnPaced); n != 1 {
 		t.Fatalf("%d WARNs, want 1", n)
 	}
-	s.slowedAt.Add(-int64(time.Minute)) // a minute later
-	s.streamsSlowed()
-	if n := strings.Count(logs.String(), "event streams slowed"); n != 2 {
+	s.pacedAt.Add(-int64(time.Minute)) // a minute later
+	s.streamsPaced()
+	if n := strings.Count(logs.String(), warnPaced); n != 2 {
 		t.Errorf("%d WARNs a minute later, want 2", n)
 	}
 }
@@ -358,7 +332,7 @@ func TestResumeGatePassesOthers(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		answered()
-		if !g.pace.opened.IsZero() {
+		if !g.last.IsZero() {
 			t.Errorf("%s counted as a resumption of the go-sdk's transport", name)
 		}
 	}
@@ -367,7 +341,7 @@ func TestResumeGatePassesOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	answered()
-	if g.pace.opened.IsZero() {
+	if g.last.IsZero() {
 		t.Error("a resumption of the go-sdk's transport was not counted")
 	}
 	// One admitted after it waits; its ctx ending ends the wait.
@@ -375,5 +349,57 @@ func TestResumeGatePassesOthers(t *testing.T) {
 	cancel()
 	if _, err := g.admit(get(ctx, "2")); err == nil {
 		t.Error("a resumption right after another went at once")
+	}
+}
+
+// A polling server (SEP-1699) that ends its call's stream at once after
+// every progress event, asking for retry: 500, is resumed at 500 ms every
+// time, on both roads, however many quick ends in a row: its answer
+// reaches the client when the server asked, not later and later.
+func TestPollerResumedAtItsRetry(t *testing.T) {
+	const resumes = 10
+	for _, road := range []string{"CallTool", "CallToolRaw"} {
+		t.Run(road, func(t *testing.T) {
+			ss := newStormServer(t, false, resumes, 500)
+			c := newConnector(t)
+			var mu sync.Mutex
+			var delays []time.Duration
+			c.resumeWait = func(_ context.Context, d time.Duration) error {
+				mu.Lock()
+				delays = append(delays, d)
+				mu.Unlock()
+				return nil // the test's server asks to be resumed; no need to wait
+			}
+			var logs lockedBuffer
+			s := connectWith(t, c, Request{Spec: httpSpec(ss.url, ""), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if !s.ownConn {
+				t.Fatal("the session is not on tether's transport")
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			var err error
+			if road == "CallTool" {
+				_, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "storm", Arguments: map[string]any{}}, nil)
+			} else {
+				_, _, err = s.CallToolRaw(ctx, "storm", nil, nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(delays) != resumes {
+				t.Fatalf("%d resumptions waited for, want %d", len(delays), resumes)
+			}
+			for i, d := range delays {
+				if d != 500*time.Millisecond {
+					t.Errorf("resumption %d waited %v, want the 500ms the server asked (all: %v)", i+1, d, delays)
+					break
+				}
+			}
+			if strings.Contains(logs.String(), warnPaced) {
+				t.Errorf("a WARN for a server that asked for more than the floor:\n%s", logs.String())
+			}
+		})
 	}
 }

@@ -145,9 +145,9 @@ type streamableTransport struct {
 	// failConnect). nil: Close sends DELETE before it returns.
 	deletes     *sync.WaitGroup
 	handshaking atomic.Bool
-	// slowed is told when a stream's resumptions slow down (resumePace);
-	// nil: nobody is.
-	slowed func()
+	// wait waits before resuming a stream whose server asked for retry
+	// (Session.waitToResume); nil: sleepCtx for resumeDelay(retry).
+	wait func(ctx context.Context, retry time.Duration) error
 
 	conn *streamableConn // the last connection Connect opened
 }
@@ -604,8 +604,8 @@ func metaProtocolVersion(params json.RawMessage) string {
 // follow reads an event stream until it brings what it is for: the
 // response to call, or, for the standalone stream (call nil), until the
 // connection closes. A stream that ends early is opened again with
-// Last-Event-ID by the go-sdk's rule, paced by resumePace (a server's
-// retry: 0 is no licence to storm; resume.go): a call's stream that numbered no
+// Last-Event-ID by the go-sdk's rule, no sooner than resumeFloor (a
+// server's retry: 1 is no licence to storm; resume.go): a call's stream that numbered no
 // events cannot be resumed (the call fails: "request terminated without
 // response"); more than streamMaxRetries reconnections in a row that bring
 // nothing new break the connection. rest is the stream that brought the
@@ -623,9 +623,7 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 	if call != nil && call.Method == methodDiscover {
 		version = metaProtocolVersion(call.Params)
 	}
-	pace := resumePace{slowed: c.tr.slowed}
 	for {
-		pace.started()
 		lastID, retry, finished, answered := c.readStream(ctx, summary, resp, call, buf)
 		if answered {
 			return resp
@@ -645,7 +643,7 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 			}
 			return nil
 		}
-		next, err := c.reconnect(ctx, lastID, pace.next(retry), false, version)
+		next, err := c.resume(ctx, lastID, retry, version)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.fail(fmt.Errorf("%s: failed to reconnect (session ID: %v): %w", summary, c.SessionID(), err))
@@ -704,16 +702,30 @@ func (c *streamableConn) readStream(ctx context.Context, summary string, resp *h
 	}
 }
 
+// resume waits as resumeDelay says (the server's retry within bounds, or
+// the go-sdk's backoff), then reconnects the stream that ended at lastID.
+func (c *streamableConn) resume(ctx context.Context, lastID string, retry time.Duration, version string) (*http.Response, error) {
+	var err error
+	if c.tr != nil && c.tr.wait != nil {
+		err = c.tr.wait(ctx, retry)
+	} else {
+		err = sleepCtx(ctx, resumeDelay(retry))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.reconnect(ctx, lastID, false, version)
+}
+
 // reconnect GETs the event stream again (the standalone one when lastID is
 // ""), trying up to streamMaxRetries times while the request cannot be
-// sent. The first attempt of an initial stream goes at once; a resumption
-// waits first, the stream's resumePace says how long (the server's retry
-// delay within bounds, or the go-sdk's backoff). version is the
+// sent. The first attempt goes at once (a resumption waited before it:
+// resume); later ones by the go-sdk's backoff. version is the
 // Mcp-Protocol-Version to send, "" for the session's.
-func (c *streamableConn) reconnect(ctx context.Context, lastID string, first time.Duration, initial bool, version string) (*http.Response, error) {
-	attempt, delay := 1, first
+func (c *streamableConn) reconnect(ctx context.Context, lastID string, initial bool, version string) (*http.Response, error) {
+	attempt, delay := 1, time.Duration(0)
 	if initial {
-		attempt, delay = 0, 0
+		attempt = 0
 	}
 	var last error
 	for ; attempt <= streamMaxRetries; attempt++ {
@@ -725,7 +737,7 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, first tim
 		if version != "" {
 			v = version
 		}
-		// Paced here (follow's resumePace): the session's resumeGate lets it pass.
+		// Paced by resume: the session's resumeGate lets it pass.
 		req, err := mcpRequest(withPaced(ctx), http.MethodGet, c.url, nil, v, sessionID)
 		if err != nil {
 			return nil, err
@@ -803,7 +815,7 @@ const standaloneSummary = "standalone SSE stream"
 // standaloneResponse GETs the standalone stream as the go-sdk does: nil
 // when the server has none, or the connection failed.
 func (c *streamableConn) standaloneResponse() *http.Response {
-	resp, err := c.reconnect(c.ctx, "", 0, true, "")
+	resp, err := c.reconnect(c.ctx, "", true, "")
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.fail(fmt.Errorf("standalone SSE request failed (session ID: %v): %v", c.SessionID(), err))
@@ -1118,7 +1130,7 @@ func (es *eventStream) next() ([]byte, error) {
 		case "retry":
 			// A value that is no count of milliseconds is ignored, as
 			// the SSE standard says; a huge one is held to what
-			// resumePace waits at most (no overflow into the past).
+			// tether waits at most (resumeMaxDelay; no overflow into the past).
 			if n, err := strconv.ParseInt(string(value), 10, 64); err == nil && n >= 0 {
 				es.retry = time.Duration(min(n, resumeMaxDelay.Milliseconds())) * time.Millisecond
 			}
