@@ -470,12 +470,19 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 // ask relays the server's request m to the client on a goroutine of its
 // own and sends the server the client's answer, unless the server
 // withdrew the request meanwhile (the spec: no response to a cancelled
-// request) or the exchange ended.
+// request) or the exchange ended. Past relaysPerRequest questions at once
+// the server is answered with errTooManyRelays on the reading goroutine,
+// as relayTo would answer it: no goroutine, no question.
 func (x *rawExchange) ask(ctx context.Context, m rawMessage) {
+	x.qmu.Lock()
+	if x.asking >= relaysPerRequest {
+		x.qmu.Unlock()
+		x.s.sendRaw(ctx, relayAnswer(m.ID, nil, x.s.relayError(m.Method, errTooManyRelays)))
+		return
+	}
 	qctx, cancel := context.WithCancel(ctx)
 	q := &question{cancel: cancel}
 	key := compactID(m.ID)
-	x.qmu.Lock()
 	if x.questions == nil {
 		x.questions = make(map[string]*question)
 	}
