@@ -626,12 +626,19 @@ func connectSDKOnce(t *testing.T, url string) {
 func TestFirstConnectDeleteHoldsNoSlot(t *testing.T) {
 	h := modernServerHandler()
 	deleting := make(chan struct{}, 1)
+	firstReturned := make(chan struct{})
 	var stalled atomic.Int32
+	var cut atomic.Bool // tether gave up on the DELETE before its connect returned
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodDelete {
 			if stalled.Add(1) == 1 { // the first connection's
 				deleting <- struct{}{}
 				<-r.Context().Done() // until tether gives up on it
+				select {
+				case <-firstReturned:
+				default:
+					cut.Store(true)
+				}
 			}
 			return
 		}
@@ -661,11 +668,10 @@ func TestFirstConnectDeleteHoldsNoSlot(t *testing.T) {
 	}
 	// The DELETE is stalled now. The connect that sent it, and another one
 	// through the endpoint's only slot, finish regardless.
-	var s1 *Session
-	select {
-	case s1 = <-first:
-	case <-time.After(closeDeleteTimeout - time.Second):
-		t.Fatal("the connect waited for its first connection's stalled DELETE")
+	s1 := <-first
+	close(firstReturned)
+	if cut.Load() {
+		t.Fatal("the connect waited for its first connection's stalled DELETE, until closeDeleteTimeout ended it")
 	}
 	if s1 == nil {
 		t.FailNow()
@@ -691,9 +697,10 @@ func TestFirstConnectDeleteHoldsNoSlot(t *testing.T) {
 // closeDeleteTimeout), and nothing is left running.
 func TestFailedConnectWaitsForItsDelete(t *testing.T) {
 	h := modernServerHandler()
-	var discovers atomic.Int32
+	var discovers, deletes atomic.Int32
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodDelete {
+			deletes.Add(1)
 			<-r.Context().Done() // until tether gives up on it
 			return
 		}
@@ -713,6 +720,9 @@ func TestFailedConnectWaitsForItsDelete(t *testing.T) {
 	}
 	if discovers.Load() < 2 {
 		t.Fatalf("%d discovers: the connect did not go again on the go-sdk's transport, the test proves nothing", discovers.Load())
+	}
+	if deletes.Load() == 0 {
+		t.Fatal("the first connection sent no DELETE: the test proves nothing")
 	}
 	if n := goroutinesIn("sendDelete"); n != 0 {
 		t.Errorf("the failed connect left %d DELETEs running", n)
