@@ -162,6 +162,14 @@ type Session struct {
 	err      error // why the session ended, redacted; nil while alive
 	closeErr error
 	wg       sync.WaitGroup
+	// deletes are the DELETEs of connections closed during the handshake,
+	// sent after it (streamableTransport.deletes): the session's end
+	// waits for them.
+	deletes sync.WaitGroup
+	// pacedAt is when the last WARN said that the server asked to resume
+	// an event stream sooner than tether does (streamsPaced), in Unix
+	// nanoseconds.
+	pacedAt atomic.Int64
 }
 
 // Connect opens one session and lists the server's tools, prompts,
@@ -265,7 +273,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		s.transport = spec.TransportContainer
 		transport, err = s.startContainer(ctx, sp.Container, req.ManifestDir, envVals, fileVals)
 	default:
-		transport, s.transport, err = httpTransport(c.httpBase, sp.HTTP, headerVals, lifetime, s.limit, &s.forgotten, red.live)
+		transport, s.transport, err = httpTransport(c.httpBase, sp.HTTP, headerVals, lifetime, s.limit, &s.forgotten, red.live, s.newResumeGate())
 		if err == nil && sp.HTTP.OAuth != nil {
 			err = s.useOAuth(ctx, req, src, transport) // oauth.go
 		}
@@ -311,7 +319,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		// (another protocol).
 		if st, ok := transport.(*mcp.StreamableClientTransport); ok && st.OAuthHandler == nil && v < protocol2026 {
 			sdk = transport
-			own = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed}
+			own = &streamableTransport{client: st.HTTPClient, url: st.Endpoint, onClose: s.connClosed, deletes: &s.deletes, wait: s.waitToResume}
 			transport = own
 			s.ownConn = true
 		}
@@ -336,7 +344,15 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		}
 		defer release() // also on a panic; released early below
 	}
+	if own != nil {
+		// A connection the go-sdk closes inside its Connect sends its
+		// DELETE after it, not in the handshake slot.
+		own.handshaking.Store(true)
+	}
 	cs, err := s.client.Connect(ctx, transport, sessOpts)
+	if own != nil {
+		own.handshaking.Store(false)
+	}
 	if err != nil && own.modernServer() {
 		// The server accepted server/discover: a 2026-07-28 server, whose
 		// session tether's transport does not carry. Connect again on the
@@ -450,6 +466,10 @@ func (s *Session) failConnect(err error) error {
 	if s.cs != nil {
 		_ = s.cs.Close()
 	}
+	// A DELETE the handshake left to send after it (bounded by
+	// closeDeleteTimeout) ends before the failed connect does: no session
+	// is left to wait for it.
+	s.deletes.Wait()
 	if s.proc != nil {
 		err = explainStdout(err)
 	}

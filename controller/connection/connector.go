@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"net/http"
+	"time"
 	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,6 +34,9 @@ type Connector struct {
 	stateDir             string
 	manifestRoot         string
 	manifestDirs         func() []string
+	// resumeWait waits before an event stream is resumed (nil: sleepCtx);
+	// tests record the delays with it (Session.waitToResume).
+	resumeWait func(ctx context.Context, d time.Duration) error
 }
 
 // ConnectorOptions configure a Connector; the zero value is a Connector

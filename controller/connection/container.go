@@ -329,7 +329,7 @@ func (s *Session) startContainer(ctx context.Context, c *spec.ContainerSpec, man
 		return nil, err
 	}
 	h := &spec.HTTPSpec{URL: url, Transport: spec.TransportStreamable}
-	transport, _, err := httpTransport(s.conn.httpBase, h, nil, s.ctx, s.limit, &s.forgotten, s.red.live)
+	transport, _, err := httpTransport(s.conn.httpBase, h, nil, s.ctx, s.limit, &s.forgotten, s.red.live, s.newResumeGate())
 	if st, ok := transport.(*mcp.StreamableClientTransport); ok {
 		s.httpClient, s.httpURL = st.HTTPClient, st.Endpoint
 	}

@@ -56,6 +56,7 @@ func (s *Session) Redact(str string) string { return s.red.String(str) }
 func (s *Session) Close() error {
 	s.end(ErrClosed)
 	s.wg.Wait()
+	s.deletes.Wait()
 	if s.conn.ownedBySoleSession {
 		s.conn.Close()
 	}

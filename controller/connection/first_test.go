@@ -494,6 +494,9 @@ func TestFirstConnectRetryForgetsFirstSession(t *testing.T) {
 	if s.ownConn || s.Server().ProtocolVersion != protocol2026 {
 		t.Fatalf("own transport %v, version %s; want the go-sdk's, %s", s.ownConn, s.Server().ProtocolVersion, protocol2026)
 	}
+	// The first connection's DELETE goes after the handshake: wait for
+	// its answer.
+	s.deletes.Wait()
 	if deletes.Load() == 0 {
 		t.Fatal("the first connection sent no DELETE: the test proves nothing")
 	}
@@ -612,4 +615,116 @@ func connectSDKOnce(t *testing.T, url string) {
 		t.Fatal(err)
 	}
 	_ = cs.Close()
+}
+
+// The first connection to a stateful 2026-07-28 server, on tether's
+// transport, ends with a DELETE of the session its discover answer gave.
+// A server that stalls that DELETE holds no handshake slot with it: with
+// one slot per endpoint, the connect and a second one to the endpoint
+// both finish while the DELETE is still unanswered. The DELETE stays
+// bounded and owned: the session's Close waits for it to end.
+func TestFirstConnectDeleteHoldsNoSlot(t *testing.T) {
+	h := modernServerHandler()
+	deleting := make(chan struct{}, 1)
+	firstReturned := make(chan struct{})
+	var stalled atomic.Int32
+	var cut atomic.Bool // tether gave up on the DELETE before its connect returned
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			if stalled.Add(1) == 1 { // the first connection's
+				deleting <- struct{}{}
+				<-r.Context().Done() // until tether gives up on it
+				select {
+				case <-firstReturned:
+				default:
+					cut.Store(true)
+				}
+			}
+			return
+		}
+		if m, _ := rpcOf(r); m == methodDiscover {
+			w.Header().Set(hdrSessionID, "discover-session")
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	conn := NewConnector(ConnectorOptions{HandshakesPerEndpoint: 1})
+	t.Cleanup(conn.Close)
+
+	first := make(chan *Session, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s, err := conn.Connect(ctx, Request{Name: "first", Spec: httpSpec(hs.URL, ""), Logger: testLogger(t)})
+		if err != nil {
+			t.Errorf("first connect: %v", err)
+		}
+		first <- s
+	}()
+	select {
+	case <-deleting:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first connection sent no DELETE: the test proves nothing")
+	}
+	// The DELETE is stalled now. The connect that sent it, and another one
+	// through the endpoint's only slot, finish regardless.
+	s1 := <-first
+	close(firstReturned)
+	if cut.Load() {
+		t.Fatal("the connect waited for its first connection's stalled DELETE, until closeDeleteTimeout ended it")
+	}
+	if s1 == nil {
+		t.FailNow()
+	}
+	second := connectWith(t, conn, Request{Name: "second", Spec: httpSpec(hs.URL, "")})
+	if goroutinesIn("sendDelete") == 0 {
+		t.Fatal("the DELETE ended before the second connect finished: the test proves nothing")
+	}
+	if second.ownConn || second.Server().ProtocolVersion != protocol2026 {
+		t.Errorf("second: own transport %v, version %s; want the go-sdk's, %s", second.ownConn, second.Server().ProtocolVersion, protocol2026)
+	}
+	// Close waits for the DELETE it still owns, which the server stalls
+	// until closeDeleteTimeout ends it: nothing is left running after it.
+	_ = s1.Close()
+	if n := goroutinesIn("sendDelete"); n != 0 {
+		t.Errorf("the session closed with %d DELETEs of its handshake still in flight", n)
+	}
+}
+
+// A connect that fails after its first connection's DELETE was left to run
+// after the handshake (TestFirstConnectDeleteHoldsNoSlot) leaves no session
+// to wait for it: the failed connect waits for it (bounded by
+// closeDeleteTimeout), and nothing is left running.
+func TestFailedConnectWaitsForItsDelete(t *testing.T) {
+	h := modernServerHandler()
+	var discovers, deletes atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			deletes.Add(1)
+			<-r.Context().Done() // until tether gives up on it
+			return
+		}
+		if m, _ := rpcOf(r); m == methodDiscover && discovers.Add(1) == 1 {
+			w.Header().Set(hdrSessionID, "discover-session")
+			h.ServeHTTP(w, r)
+			return
+		}
+		// The connect again on the go-sdk's transport fails.
+		http.Error(w, "down", http.StatusInternalServerError)
+	}))
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := Connect(ctx, Request{Name: "failing", Spec: httpSpec(hs.URL, ""), Logger: testLogger(t)}); err == nil {
+		t.Fatal("the connect succeeded")
+	}
+	if discovers.Load() < 2 {
+		t.Fatalf("%d discovers: the connect did not go again on the go-sdk's transport, the test proves nothing", discovers.Load())
+	}
+	if deletes.Load() == 0 {
+		t.Fatal("the first connection sent no DELETE: the test proves nothing")
+	}
+	if n := goroutinesIn("sendDelete"); n != 0 {
+		t.Errorf("the failed connect left %d DELETEs running", n)
+	}
 }

@@ -65,6 +65,9 @@ type headerRoundTripper struct {
 	live *liveSecrets
 	// rawQuery is the manifest URL's own query: its values are no session's.
 	rawQuery string
+	// resumes paces the resumptions of event streams that the go-sdk's
+	// transport makes (resume.go).
+	resumes *resumeGate
 }
 
 // origin is scheme://host:port, the port made explicit.
@@ -83,6 +86,10 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 		for _, h := range t.headers {
 			req.Header.Set(h.Name, h.Value)
 		}
+	}
+	answered, err := t.resumes.admit(req)
+	if err != nil {
+		return nil, err
 	}
 	d := deliveryOf(req.Context())
 	if d != nil && req.Method == http.MethodPost {
@@ -108,13 +115,17 @@ func (t *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	answered()
 	if resp != nil {
 		if id := resp.Header.Get(hdrSessionID); id != "" {
 			t.live.sessionID(id)
 		}
 	}
 	resp = forgottenSession(req, resp)
-	lost := resp != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != ""
+	// A DELETE's 404 is no word on a session still in use: the DELETE of
+	// a first connection that handed its session to the go-sdk's
+	// transport is answered after that session began (streamableTransport.deletes).
+	lost := resp != nil && resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != "" && req.Method != http.MethodDelete
 	if lost && t.forgotten != nil {
 		t.forgotten.Store(true)
 	}
@@ -261,8 +272,10 @@ func refusesSession(body []byte) bool {
 // go-sdk's events: its own event bound is turned off, so that an event over
 // the limit fails with the limit's error, which names the flag. forgotten is
 // set when the server answers that it does not know the session; live
-// learns the session ids the server hands out (nil: none is kept).
-func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit, forgotten *atomic.Bool, live *liveSecrets) (mcp.Transport, string, error) {
+// learns the session ids the server hands out (nil: none is kept); resumes
+// paces the go-sdk transport's resumptions of event streams (resume.go;
+// nil: none is paced).
+func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValue, lifetime context.Context, limit *messageLimit, forgotten *atomic.Bool, live *liveSecrets, resumes *resumeGate) (mcp.Transport, string, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil {
 		return nil, "", fmt.Errorf("http.url: %w", err)
@@ -270,7 +283,7 @@ func httpTransport(base http.RoundTripper, h *spec.HTTPSpec, headers []namedValu
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, "", fmt.Errorf("http.url: scheme %q is not http or https", u.Scheme)
 	}
-	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live, rawQuery: u.RawQuery}}
+	client := &http.Client{Transport: &headerRoundTripper{base: base, headers: headers, origin: origin(u), limit: limit, forgotten: forgotten, live: live, rawQuery: u.RawQuery, resumes: resumes}}
 	switch h.Transport {
 	case "", spec.TransportStreamable:
 		return &mcp.StreamableClientTransport{Endpoint: h.URL, HTTPClient: client, MaxEventSize: -1}, spec.TransportStreamable, nil

@@ -351,15 +351,30 @@ type flight struct {
 // cancelled (see inFlight).
 const relayDrain = time.Second
 
-// beginRelay counts a relay for f; false once f has ended.
-func (f *flight) beginRelay() bool {
+// relaysPerRequest bounds the server requests relayed at once for one
+// request in flight (docs/contract.md): a server asks its client one thing
+// at a time, or a few; one that sent thousands on a call's stream had as
+// many questions put to the client at once, each with a goroutine and its
+// params (up to a message each) held until the client answered.
+const relaysPerRequest = 16
+
+// errTooManyRelays is why a server request past relaysPerRequest is not
+// relayed.
+var errTooManyRelays = fmt.Errorf("%d requests of the server's are being relayed for this request already (the bound)", relaysPerRequest)
+
+// beginRelay counts a relay for f: errNoCall once f has ended,
+// errTooManyRelays past relaysPerRequest.
+func (f *flight) beginRelay() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ended {
-		return false
+		return errNoCall
+	}
+	if f.relays >= relaysPerRequest {
+		return errTooManyRelays
 	}
 	f.relays++
-	return true
+	return nil
 }
 
 func (f *flight) endRelay() {
@@ -561,8 +576,8 @@ func (s *Session) relayTo(ctx context.Context, to *flight, method string) (*flig
 	if !declared(to.caller, method) {
 		return nil, nil, nil, s.relayError(method, errors.New("the client that made the request did not declare the capability"))
 	}
-	if !to.beginRelay() {
-		return nil, nil, nil, s.relayError(method, errNoCall)
+	if err := to.beginRelay(); err != nil {
+		return nil, nil, nil, s.relayError(method, err)
 	}
 	rctx, cancel := context.WithCancel(to.ctx)
 	stop := context.AfterFunc(ctx, cancel)

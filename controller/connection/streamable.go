@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -133,6 +134,20 @@ type streamableTransport struct {
 	client  *http.Client
 	url     string
 	onClose func(cause error)
+	// deletes, when set, is where the DELETE of a connection closed while
+	// handshaking is true runs, on a goroutine of its own: the go-sdk
+	// closes a connection whose connect failed (a 2026-07-28 server that
+	// accepted server/discover and gave a session id with it, an
+	// initialize that failed after the server gave one) inside that
+	// connect, which holds one of its endpoint's handshake slots; a server
+	// that stalls its DELETE would hold the slot for closeDeleteTimeout.
+	// The session waits for deletes when it ends (Session.Close,
+	// failConnect). nil: Close sends DELETE before it returns.
+	deletes     *sync.WaitGroup
+	handshaking atomic.Bool
+	// wait waits before resuming a stream whose server asked for retry
+	// (Session.waitToResume); nil: sleepCtx for resumeDelay(retry).
+	wait func(ctx context.Context, retry time.Duration) error
 
 	conn *streamableConn // the last connection Connect opened
 }
@@ -141,6 +156,7 @@ func (t *streamableTransport) Connect(ctx context.Context) (mcp.Connection, erro
 	// The streams live as long as the session, not as the connect's ctx.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t.conn = &streamableConn{
+		tr:       t,
 		client:   t.client,
 		url:      t.url,
 		onClose:  t.onClose,
@@ -162,6 +178,7 @@ func (t *streamableTransport) modernServer() bool {
 }
 
 type streamableConn struct {
+	tr      *streamableTransport
 	client  *http.Client
 	url     string
 	onClose func(error)
@@ -587,7 +604,8 @@ func metaProtocolVersion(params json.RawMessage) string {
 // follow reads an event stream until it brings what it is for: the
 // response to call, or, for the standalone stream (call nil), until the
 // connection closes. A stream that ends early is opened again with
-// Last-Event-ID by the go-sdk's rule: a call's stream that numbered no
+// Last-Event-ID by the go-sdk's rule, no sooner than resumeFloor (a
+// server's retry: 1 is no licence to storm; resume.go): a call's stream that numbered no
 // events cannot be resumed (the call fails: "request terminated without
 // response"); more than streamMaxRetries reconnections in a row that bring
 // nothing new break the connection. rest is the stream that brought the
@@ -606,7 +624,7 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 		version = metaProtocolVersion(call.Params)
 	}
 	for {
-		lastID, delay, finished, answered := c.readStream(ctx, summary, resp, call, buf)
+		lastID, retry, finished, answered := c.readStream(ctx, summary, resp, call, buf)
 		if answered {
 			return resp
 		}
@@ -625,7 +643,7 @@ func (c *streamableConn) follow(ctx context.Context, summary string, resp *http.
 			}
 			return nil
 		}
-		next, err := c.reconnect(ctx, lastID, delay, false, version)
+		next, err := c.resume(ctx, lastID, retry, version)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.fail(fmt.Errorf("%s: failed to reconnect (session ID: %v): %w", summary, c.SessionID(), err))
@@ -684,19 +702,30 @@ func (c *streamableConn) readStream(ctx context.Context, summary string, resp *h
 	}
 }
 
+// resume waits as resumeDelay says (the server's retry within bounds, or
+// the go-sdk's backoff), then reconnects the stream that ended at lastID.
+func (c *streamableConn) resume(ctx context.Context, lastID string, retry time.Duration, version string) (*http.Response, error) {
+	var err error
+	if c.tr != nil && c.tr.wait != nil {
+		err = c.tr.wait(ctx, retry)
+	} else {
+		err = sleepCtx(ctx, resumeDelay(retry))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.reconnect(ctx, lastID, false, version)
+}
+
 // reconnect GETs the event stream again (the standalone one when lastID is
 // ""), trying up to streamMaxRetries times while the request cannot be
-// sent. The first attempt of an initial stream goes at once; a resumption
-// waits the server's retry delay, or the go-sdk's backoff. version is the
+// sent. The first attempt goes at once (a resumption waited before it:
+// resume); later ones by the go-sdk's backoff. version is the
 // Mcp-Protocol-Version to send, "" for the session's.
-func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDelay time.Duration, initial bool, version string) (*http.Response, error) {
-	attempt := 1
+func (c *streamableConn) reconnect(ctx context.Context, lastID string, initial bool, version string) (*http.Response, error) {
+	attempt, delay := 1, time.Duration(0)
 	if initial {
 		attempt = 0
-	}
-	delay := reconnectDelay(attempt)
-	if serverDelay > 0 {
-		delay = serverDelay
 	}
 	var last error
 	for ; attempt <= streamMaxRetries; attempt++ {
@@ -708,7 +737,8 @@ func (c *streamableConn) reconnect(ctx context.Context, lastID string, serverDel
 		if version != "" {
 			v = version
 		}
-		req, err := mcpRequest(ctx, http.MethodGet, c.url, nil, v, sessionID)
+		// Paced by resume: the session's resumeGate lets it pass.
+		req, err := mcpRequest(withPaced(ctx), http.MethodGet, c.url, nil, v, sessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -785,7 +815,7 @@ const standaloneSummary = "standalone SSE stream"
 // standaloneResponse GETs the standalone stream as the go-sdk does: nil
 // when the server has none, or the connection failed.
 func (c *streamableConn) standaloneResponse() *http.Response {
-	resp, err := c.reconnect(c.ctx, "", 0, true, "")
+	resp, err := c.reconnect(c.ctx, "", true, "")
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.fail(fmt.Errorf("standalone SSE request failed (session ID: %v): %v", c.SessionID(), err))
@@ -824,22 +854,37 @@ func (c *streamableConn) Close() error {
 		c.mu.Unlock()
 		c.standalone.Wait()
 		if sessionID != "" && !errors.Is(cause, mcp.ErrSessionMissing) {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), closeDeleteTimeout)
-			req, err := mcpRequest(ctx, http.MethodDelete, c.url, nil, version, sessionID)
-			if err == nil {
-				var resp *http.Response
-				if resp, err = c.client.Do(req); err == nil {
-					drain(resp)
-				}
+			if bg := c.tr.deletes; bg != nil && c.tr.handshaking.Load() {
+				bg.Add(1)
+				go func() {
+					defer bg.Done()
+					_ = c.sendDelete(sessionID, version)
+				}()
+			} else {
+				c.closeErr = c.sendDelete(sessionID, version)
 			}
-			cancel()
-			c.closeErr = err
 		}
 		if c.onClose != nil {
 			c.onClose(cause)
 		}
 	})
 	return c.closeErr
+}
+
+// sendDelete tells the server that the session is over, bounded by
+// closeDeleteTimeout from now, as the go-sdk bounds it.
+func (c *streamableConn) sendDelete(sessionID, version string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), closeDeleteTimeout)
+	defer cancel()
+	req, err := mcpRequest(ctx, http.MethodDelete, c.url, nil, version, sessionID)
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.Do(req)
+	if err == nil {
+		drain(resp)
+	}
+	return err
 }
 
 // mcpRequest is a request of the streamable HTTP transport to url, with the
@@ -1083,8 +1128,11 @@ func (es *eventStream) next() ([]byte, error) {
 		case "id":
 			es.lastID = string(value)
 		case "retry":
-			if n, err := strconv.ParseInt(string(value), 10, 64); err == nil {
-				es.retry = time.Duration(n) * time.Millisecond
+			// A value that is no count of milliseconds is ignored, as
+			// the SSE standard says; a huge one is held to what
+			// tether waits at most (resumeMaxDelay; no overflow into the past).
+			if n, err := strconv.ParseInt(string(value), 10, 64); err == nil && n >= 0 {
+				es.retry = time.Duration(min(n, resumeMaxDelay.Milliseconds())) * time.Millisecond
 			}
 		}
 	}

@@ -1,0 +1,111 @@
+//go:build unix
+
+package connection
+
+//lint:file-ignore SA1019 relaying sampling (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
+)
+
+// A server that cancels its own question (notifications/cancelled for the
+// sampling request it sent while working on a call) ends the question
+// tether relays for it: the client's request ends, on both roads a call
+// takes (the go-sdk session, the raw exchange, which read the question on
+// the call's stream). The server's tool waits for the question to end
+// before it answers the call.
+func TestServerCancelEndsRelayedQuestion(t *testing.T) {
+	for _, road := range []string{"CallTool", "CallToolRaw"} {
+		t.Run(road, func(t *testing.T) {
+			c := &blockingCaller{fakeCaller: fakeCaller{client: "A", caps: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}},
+				entered: make(chan struct{}), release: make(chan struct{})}
+			ended := make(chan struct{})
+			srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+			srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)},
+				func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					qctx, cancel := context.WithCancel(ctx)
+					asked := make(chan struct{})
+					go func() {
+						defer close(asked)
+						_, _ = req.Session.CreateMessage(qctx, &mcp.CreateMessageParams{MaxTokens: 1,
+							Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "?"}}}})
+					}()
+					select {
+					case <-c.entered:
+					case <-ctx.Done():
+						cancel()
+						return nil, ctx.Err()
+					}
+					cancel() // the server gives up its question
+					<-asked
+					text := "gave up, and the question ended"
+					select {
+					case <-ended:
+					case <-time.After(5 * time.Second):
+						text = "gave up, but the question is still asked"
+					}
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+				})
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+			var answers atomic.Int32 // responses tether sent the server (to its question)
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if m, id := rpcOf(r); r.Method == http.MethodPost && m == "" && len(id) > 0 {
+					answers.Add(1)
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(hs.Close)
+			s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+			ctx, cancel := context.WithTimeout(wire.WithCaller(t.Context(), &endingCaller{c, ended}), 20*time.Second)
+			defer cancel()
+			var text string
+			if road == "CallTool" {
+				res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text = textOf(res)
+			} else {
+				res, _, err := s.CallToolRaw(ctx, "ask", nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var r mcp.CallToolResult
+				if err := json.Unmarshal(res, &r); err != nil {
+					t.Fatal(err)
+				}
+				text = textOf(&r)
+			}
+			if text != "gave up, and the question ended" {
+				t.Errorf("the call answered %q", text)
+			}
+			// The spec: no response to a cancelled request. (The go-sdk
+			// client answers its cancelled handler's error anyway.)
+			if n := answers.Load(); road == "CallToolRaw" && n != 0 {
+				t.Errorf("tether answered the question the server withdrew (%d responses)", n)
+			}
+		})
+	}
+}
+
+// endingCaller closes ended once its sampling request returned, which a
+// blockingCaller's does when its ctx ends.
+type endingCaller struct {
+	*blockingCaller
+	ended chan struct{}
+}
+
+func (c *endingCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	defer close(c.ended)
+	return c.blockingCaller.CreateMessage(ctx, p)
+}
