@@ -132,6 +132,7 @@ type Session struct {
 	listener listenerBox             // where resource updates and unrelated logs go
 	flights  flights                 // requests in flight that carry a downstream client
 	order    *order                  // keeps a request's log messages ahead of its answer (order.go)
+	logs     logQueues               // log messages on their way to each downstream client (logqueue.go)
 
 	toolsMu  sync.Mutex
 	tools    []*mcp.Tool       // replaced, never modified
@@ -220,6 +221,8 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		done:           make(chan struct{}),
 		order:          newOrder(),
 	}
+	s.logs.log = s.log
+	s.order.logs = &s.logs
 	maxMessage := req.MaxMessageBytes
 	if maxMessage <= 0 {
 		maxMessage = DefaultMaxMessageBytes

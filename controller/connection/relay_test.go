@@ -76,6 +76,7 @@ func TestRelatedFlight(t *testing.T) {
 	c := &fakeCaller{client: "D"}
 	done := s.inFlight(wire.WithCaller(ctx, c))
 	s.relayLog(nil, &mcp.LoggingMessageParams{Level: "info", Data: "hello"})
+	waitLogsWritten(t, s)
 	done()
 	if len(c.logs) != 1 || c.logs[0] != "conn: hello" {
 		t.Errorf("log during the call: %v (want the connection's name as logger)", c.logs)

@@ -1,0 +1,164 @@
+package connection
+
+//lint:file-ignore SA1019 relaying a server's log messages (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tether-mcp/tether/controller/gateway/wire"
+)
+
+// The go-sdk's client hands a session's notifications to their handlers
+// one after another, on one goroutine. A log message relayed there to a
+// downstream client that does not read its stream (a full TCP window)
+// held that goroutine for as long as the write took, and with it every
+// other client's messages and the markers their requests' answers wait for
+// (order.go): one slow client delayed every other client of the backend by
+// up to relayDrain. So the handler only queues a message, per downstream
+// client, and a goroutine of that queue writes it; a request's marker goes
+// into its client's queue too, so that the answer waits for that client's
+// messages ahead of it and for nobody else's (docs/reliability.md G12).
+
+// Bounds of one downstream client's queue on one session: a client that
+// does not read holds at most this much of tether's memory per backend
+// session it calls. Past either, messages for it are dropped (counted, one
+// WARN a minute); a message is always taken when none is queued, however
+// large (the session's message bound caps it), so that each client gets
+// its messages one by one however slowly it reads.
+const (
+	maxQueuedLogs     = 64
+	maxQueuedLogBytes = 1 << 20
+)
+
+// logQueues are a session's queues of log messages for downstream
+// clients, keyed by wire.Caller.Client(). A queue exists while it holds
+// something or its goroutine writes; an idle session holds none.
+type logQueues struct {
+	mu sync.Mutex
+	m  map[any]*logQueue
+
+	log     *slog.Logger
+	dropped atomic.Uint64
+	warned  atomic.Int64 // unix nanos of the last WARN
+}
+
+type logQueue struct {
+	items []logItem
+	msgs  int   // messages among items (markers are not counted)
+	bytes int64 // their sizes
+}
+
+// logItem is a message for to (bounded by ctx, its request's), or a
+// request's marker n reached (mark).
+type logItem struct {
+	to   wire.Caller
+	ctx  context.Context
+	p    *mcp.LoggingMessageParams
+	size int64
+
+	mark *orderMark
+	n    uint64
+}
+
+// send queues p for to, written while ctx lasts; size is what it holds
+// (its data as JSON).
+func (q *logQueues) send(ctx context.Context, to wire.Caller, p *mcp.LoggingMessageParams, size int64) {
+	key := to.Client()
+	q.mu.Lock()
+	lq, start := q.queueLocked(key)
+	if lq.msgs >= maxQueuedLogs || (lq.msgs > 0 && lq.bytes+size > maxQueuedLogBytes) {
+		q.mu.Unlock()
+		q.drop()
+		return
+	}
+	lq.items = append(lq.items, logItem{to: to, ctx: ctx, p: p, size: size})
+	lq.msgs++
+	lq.bytes += size
+	q.mu.Unlock()
+	if start {
+		go q.run(key, lq)
+	}
+}
+
+// reach records marker n of m handled once every message queued before it
+// for m's client was written: at once when none is.
+func (q *logQueues) reach(m *orderMark, n uint64) {
+	q.mu.Lock()
+	lq := q.m[m.client]
+	if lq == nil {
+		q.mu.Unlock()
+		m.reached(n)
+		return
+	}
+	if last := len(lq.items) - 1; last >= 0 && lq.items[last].mark == m {
+		// A stream's markers follow one another: the last one stands for
+		// all, so that markers hold no more places than messages.
+		lq.items[last].n = max(lq.items[last].n, n)
+	} else {
+		lq.items = append(lq.items, logItem{mark: m, n: n})
+	}
+	q.mu.Unlock()
+}
+
+// queueLocked returns key's queue, made if need be; start says its
+// goroutine is to be started.
+func (q *logQueues) queueLocked(key any) (*logQueue, bool) {
+	if lq := q.m[key]; lq != nil {
+		return lq, false
+	}
+	if q.m == nil {
+		q.m = map[any]*logQueue{}
+	}
+	lq := &logQueue{}
+	q.m[key] = lq
+	return lq, true
+}
+
+// run writes key's queue until it is empty, then forgets it. A message
+// whose request ended is not written (its stream is gone, and so is the
+// session's once the session ended: every request's ctx derives from it).
+// Each write is bounded by the downstream's own bound (the gateway's
+// stream write timeout); the session's Close does not wait for it, which
+// would hold a backend's close on a client that does not read.
+func (q *logQueues) run(key any, lq *logQueue) {
+	for {
+		q.mu.Lock()
+		if len(lq.items) == 0 {
+			delete(q.m, key)
+			q.mu.Unlock()
+			return
+		}
+		it := lq.items[0]
+		lq.items[0] = logItem{}
+		lq.items = lq.items[1:]
+		if it.mark == nil {
+			lq.msgs--
+			lq.bytes -= it.size
+		}
+		q.mu.Unlock()
+		switch {
+		case it.mark != nil:
+			it.mark.reached(it.n)
+		case it.ctx.Err() == nil:
+			it.to.Log(it.p)
+		}
+	}
+}
+
+// drop counts a message dropped for a client whose queue is full, with
+// one WARN a minute.
+func (q *logQueues) drop() {
+	n := q.dropped.Add(1)
+	last := q.warned.Load()
+	now := time.Now().UnixNano()
+	if (n == 1 || now-last > int64(time.Minute)) && q.warned.CompareAndSwap(last, now) && q.log != nil {
+		q.log.Warn("dropped server log messages for a client that is not reading them", "dropped", n,
+			"queued", maxQueuedLogs, "queuedBytes", maxQueuedLogBytes)
+	}
+}
