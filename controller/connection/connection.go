@@ -143,6 +143,11 @@ type Session struct {
 	// those it answered from its store.
 	sdkToolsCleared atomic.Uint64
 	sdkToolsSent    atomic.Uint64
+	// sdkToolsClearing counts them as they reach the go-sdk, before it
+	// clears its pages; sdkToolsWake (toolsMu) wakes the calls that wait
+	// for the tools to be listed again (awaitToolHeaders).
+	sdkToolsClearing atomic.Uint64
+	sdkToolsWake     chan struct{}
 
 	// A tools/list refresh runs on a goroutine started on demand: an idle
 	// session holds none. refreshing means one runs (or is due once the
@@ -257,7 +262,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	// markAnswers beneath captureSend: probes sent through rawSend count
 	// answers too.
 	s.client.AddSendingMiddleware(s.captureSend, s.markAnswers)
-	s.client.AddReceivingMiddleware(s.relayRoots, s.swallowMarks)
+	s.client.AddReceivingMiddleware(s.relayRoots, s.swallowMarks, s.countToolsClearing)
 
 	var transport mcp.Transport
 	switch {

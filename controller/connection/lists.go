@@ -38,6 +38,7 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	if err := s.Err(); err != nil {
 		return false, err
 	}
+	defer s.wakeHeaderCalls()
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
 	tools, err := s.listToolsRaw(callCtx)
@@ -134,6 +135,102 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	changed = sum != s.toolsSum
 	s.tools, s.toolsSum = tools, sum
 	return changed, nil
+}
+
+// headerToolsWait bounds how long a call of a tool bound to headers waits
+// for the tools to be listed again after tools/list_changed
+// (awaitToolHeaders), as levelWait bounds the wait for a logging level.
+const headerToolsWait = time.Second
+
+// awaitToolHeaders holds a call of the tool name while the go-sdk's client
+// holds no tools because the server sent tools/list_changed and the
+// refresh has not listed them through it yet, when the tool binds
+// parameters to headers (x-mcp-header) in the list the session had. The
+// go-sdk sets a call's Mcp-Param-* headers from the tools it holds (it
+// takes no definition from its caller), so in that moment the call went
+// without them and the server refused it. The protocol has a client send
+// headers from a schema it holds and, when its schema is stale, obtain the
+// current one first (docs/contract.md §5): after list_changed the session's
+// is stale, so the call waits for the refresh, at most headerToolsWait
+// (and its own deadline); past that it goes as the go-sdk sends it.
+func (s *Session) awaitToolHeaders(ctx context.Context, name string) {
+	var bound <-chan time.Time
+	for {
+		s.toolsMu.Lock()
+		if !s.headersStaleLocked(name) {
+			s.toolsMu.Unlock()
+			return
+		}
+		if s.sdkToolsWake == nil {
+			s.sdkToolsWake = make(chan struct{})
+		}
+		wake := s.sdkToolsWake
+		s.toolsMu.Unlock()
+		if bound == nil {
+			t := time.NewTimer(headerToolsWait)
+			defer t.Stop()
+			bound = t.C
+		}
+		select {
+		case <-wake:
+		case <-bound:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// headersStaleLocked reports whether a call of the tool name would go
+// without its headers now: the tool binds parameters to headers, and the
+// go-sdk has cleared (or is clearing) the tools it held since they were
+// last listed through it. The caller holds toolsMu.
+func (s *Session) headersStaleLocked(name string) bool {
+	held := s.sdkTools
+	if !held.listed || !s.newProtocol() {
+		return false
+	}
+	cleared := s.sdkToolsCleared.Load()
+	if held.gen == cleared && s.sdkToolsClearing.Load() == cleared {
+		return false
+	}
+	return bindsHeaders(s.tools, name)
+}
+
+// wakeHeaderCalls wakes the calls awaitToolHeaders holds, to look again:
+// a refresh ended.
+func (s *Session) wakeHeaderCalls() {
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	if s.sdkToolsWake != nil {
+		close(s.sdkToolsWake)
+		s.sdkToolsWake = nil
+	}
+}
+
+// bindsHeaders reports whether the tool name of tools binds parameters to
+// headers.
+func bindsHeaders(tools []*mcp.Tool, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			b, err := json.Marshal(t.InputSchema)
+			return err == nil && bytes.Contains(b, []byte(`"x-mcp-header"`))
+		}
+	}
+	return false
+}
+
+// countToolsClearing is a receiving middleware of the session's client: it
+// counts a tools/list_changed before the go-sdk clears the tools it holds
+// (sdkToolsCleared counts it after, in the handler the go-sdk calls then),
+// so that a call never finds the tools cleared and not yet counted.
+func (s *Session) countToolsClearing(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/tools/list_changed" {
+			s.sdkToolsClearing.Add(1)
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // sdkTools is what the go-sdk's client holds of the tools refreshTools

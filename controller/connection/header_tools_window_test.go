@@ -1,0 +1,210 @@
+//go:build unix
+
+package connection
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// heldListServer is a 2026-07-28 server with a tool that binds its region
+// parameter to a header, whose tools/list waits for release once hold is
+// set (listing says one is waiting): it holds tether's refresh after a
+// tools/list_changed. regions collects the Mcp-Param-Region of each
+// tools/call.
+type heldListServer struct {
+	srv     *mcp.Server
+	url     string
+	hold    atomic.Bool
+	listing chan struct{} // closed when a held tools/list came
+	release chan struct{}
+
+	mu      sync.Mutex
+	regions []string
+}
+
+func newHeldListServer(t *testing.T) *heldListServer {
+	t.Helper()
+	h := &heldListServer{listing: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	h.srv = mcp.NewServer(&mcp.Implementation{Name: "header-window", Version: "1"}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	h.srv.AddTool(&mcp.Tool{Name: "regional", InputSchema: map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"region": map[string]any{"type": "string", "x-mcp-header": "Region"}},
+	}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	h.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" && h.hold.Load() {
+				once.Do(func() { close(h.listing) })
+				select {
+				case <-h.release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	sh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/call" {
+			h.mu.Lock()
+			h.regions = append(h.regions, r.Header.Get("Mcp-Param-Region"))
+			h.mu.Unlock()
+		}
+		sh.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	h.url = hs.URL
+	return h
+}
+
+func (h *heldListServer) calls() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.regions...)
+}
+
+// changeTools sends tools/list_changed with tools/list held, and returns
+// once tether's refresh waits on it: the go-sdk's client has dropped the
+// tools it held, and holds none until the refresh lists them again.
+func (h *heldListServer) changeTools(t *testing.T, ctx context.Context, s *Session) {
+	t.Helper()
+	h.hold.Store(true)
+	h.srv.AddTool(&mcp.Tool{Name: "third", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	select {
+	case <-h.listing:
+	case <-ctx.Done():
+		t.Fatal("tether did not list the tools again after tools/list_changed")
+	}
+	if s.sdkToolsCleared.Load() == 0 {
+		t.Fatal("the refresh lists, but the go-sdk saw no tools/list_changed")
+	}
+}
+
+func inHeaderWait() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Contains(string(buf[:n]), "(*Session).awaitToolHeaders")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// A call of a tool bound to a header that comes right after the server's
+// tools/list_changed, before tether's refresh listed the tools again, goes
+// out with its Mcp-Param-* header: the go-sdk, which sets the headers from
+// the tools it holds, holds none in that moment, and the call went without
+// it (the server refused it). It waits for the refresh instead, which is
+// held here until the call is seen waiting (or has gone without it).
+func TestHeaderToolCallAfterToolsChangeKeepsItsHeader(t *testing.T) {
+	h := newHeldListServer(t)
+	s := connect(t, Request{Spec: httpSpec(h.url, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h.changeTools(t, ctx, s)
+
+	var returned atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "regional", Arguments: map[string]any{"region": "eu-west"}}, nil)
+		if err == nil && res.IsError {
+			err = errors.New("the tool answered an error")
+		}
+		returned.Store(true)
+		done <- err
+	}()
+	for !returned.Load() && !inHeaderWait() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the call neither returned nor waited for the refresh")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(h.release)
+	err := <-done
+	if got := h.calls(); len(got) != 1 || got[0] != "eu-west" {
+		t.Errorf("Mcp-Param-Region of the call made right after tools/list_changed = %q, want eu-west", got)
+	}
+	if err != nil {
+		t.Errorf("CallTool: %v", err)
+	}
+}
+
+// The wait is bounded (headerToolsWait): a refresh that never ends does
+// not hold the call until its timeout; it goes out (without the header,
+// which the server then refuses, as the protocol has it).
+func TestHeaderToolCallWaitIsBounded(t *testing.T) {
+	h := newHeldListServer(t)
+	defer close(h.release)
+	s := connect(t, Request{Spec: httpSpec(h.url, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h.changeTools(t, ctx, s)
+	callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer callCancel()
+	_, err := s.CallTool(callCtx, &mcp.CallToolParams{Name: "regional", Arguments: map[string]any{"region": "eu-west"}}, nil)
+	if callCtx.Err() != nil {
+		t.Fatalf("the call waited for the held refresh until its deadline: %v", err)
+	}
+	var je *jsonrpc.Error
+	if got := h.calls(); len(got) != 1 || !errors.As(err, &je) {
+		t.Errorf("after the bound the call should reach the server and get its answer: calls %q, err %v", got, err)
+	}
+}
+
+// A tools/list_changed is counted before the go-sdk clears the tools it
+// holds (countToolsClearing), so that a call made between the go-sdk's
+// clearing and its handler, which counts it after, waits as well.
+func TestHeaderToolsStaleFromTheMomentTheGoSDKClears(t *testing.T) {
+	h := newHeldListServer(t)
+	s := connect(t, Request{Spec: httpSpec(h.url, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	stale := func() bool {
+		s.toolsMu.Lock()
+		defer s.toolsMu.Unlock()
+		return s.headersStaleLocked("regional")
+	}
+	if stale() {
+		t.Fatal("the tools are stale before any tools/list_changed")
+	}
+	var inside bool
+	handle := s.countToolsClearing(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+		inside = stale() // where the go-sdk clears, before its handler runs
+		return nil, nil
+	})
+	if _, err := handle(context.Background(), "notifications/tools/list_changed", &mcp.ToolListChangedRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if !inside {
+		t.Error("while the go-sdk cleared its tools, a call of a tool bound to a header would not have waited")
+	}
+}
