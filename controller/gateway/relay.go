@@ -159,9 +159,28 @@ func (g *Gateway) sendLevel() {
 	g.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, t := range targets {
-		wg.Go(func() { g.setBackendLevel(t, want) })
+		wg.Go(func() { g.askLevel(t, want) })
 	}
 	wg.Wait()
+}
+
+// askLevel asks one backend for level, and again for the level the clients
+// want now while that changed meanwhile: two asks of one backend (two
+// clients' changes at once, a reconnect's and a client's) are answered in
+// no set order, and the older level answered last would stay in force
+// until the next change. The ask that began after every other was answered
+// carries the level decided last.
+func (g *Gateway) askLevel(t *target, level mcp.LoggingLevel) {
+	for {
+		g.setBackendLevel(t, level)
+		g.levels.mu.Lock()
+		now := g.levels.sent
+		g.levels.mu.Unlock()
+		if now == level || now == "" || t.life.Err() != nil {
+			return
+		}
+		level = now
+	}
 }
 
 // setBackendLevel asks one backend for level.

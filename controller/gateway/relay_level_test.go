@@ -275,3 +275,37 @@ func TestLevelChangedDuringReconnectWins(t *testing.T) {
 		t.Errorf("the backend ends with the level %q, want debug (the client's latest)", got)
 	}
 }
+
+// Two clients change their levels at once: the backend ends with the
+// level the gateway decided last. The first client's ask is held at the
+// backend and answered after the second's; the older level, landing last,
+// stayed in force until the next change, and the second client's messages
+// at its level never came.
+func TestLevelChangesOfTwoClientsEndAtTheLast(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	b := &heldOnceBackend{levelBackend: newLevelBackend(nil), release: make(chan struct{})}
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: b})
+	first, second := dial(t, g, hs), dial(t, g, hs)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}) }()
+	select {
+	case <-b.asked: // info, held
+	case <-ctx.Done():
+		t.Fatal("the backend was never asked for the first client's level")
+	}
+	if err := second.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatalf("setLevel: %v", err)
+	}
+	if got := b.level.Load(); got != mcp.LoggingLevel("debug") {
+		t.Fatalf("after the second client's change the backend has %q, want debug", got)
+	}
+	close(b.release) // the first client's info answered last
+	if err := <-firstDone; err != nil {
+		t.Fatalf("setLevel: %v", err)
+	}
+	if got := b.level.Load(); got != mcp.LoggingLevel("debug") {
+		t.Errorf("the backend ends with the level %q, want debug (the most verbose, decided last)", got)
+	}
+}
