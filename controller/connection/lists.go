@@ -154,6 +154,9 @@ const headerToolsWait = time.Second
 // is stale, so the call waits for the refresh, at most headerToolsWait
 // (and its own deadline); past that it goes as the go-sdk sends it.
 func (s *Session) awaitToolHeaders(ctx context.Context, name string) {
+	if !s.newProtocol() {
+		return // the go-sdk sets such headers on 2026-07-28 sessions only
+	}
 	var bound <-chan time.Time
 	for {
 		s.toolsMu.Lock()
