@@ -29,6 +29,7 @@ type heldListServer struct {
 	hold    atomic.Bool
 	listing chan struct{} // closed when a held tools/list came
 	release chan struct{}
+	fail    atomic.Bool // a released tools/list fails
 
 	mu      sync.Mutex
 	regions []string
@@ -55,6 +56,9 @@ func newHeldListServer(t *testing.T) *heldListServer {
 				case <-h.release:
 				case <-ctx.Done():
 					return nil, ctx.Err()
+				}
+				if h.fail.Load() {
+					return nil, errors.New("tools/list failed")
 				}
 			}
 			return next(ctx, method, req)
@@ -137,13 +141,11 @@ func TestHeaderToolCallAfterToolsChangeKeepsItsHeader(t *testing.T) {
 		returned.Store(true)
 		done <- err
 	}()
-	for !returned.Load() && !inHeaderWait() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the call neither returned nor waited for the refresh")
-		case <-time.After(time.Millisecond):
-		}
-	}
+	// And a wait of its own, to see why it ends: the refresh, not the
+	// bound.
+	settled := make(chan bool, 1)
+	go func() { settled <- s.awaitToolHeaders(ctx, "regional") }()
+	waitHeaderWait(t, ctx, &returned)
 	close(h.release)
 	err := <-done
 	if got := h.calls(); len(got) != 1 || got[0] != "eu-west" {
@@ -151,6 +153,61 @@ func TestHeaderToolCallAfterToolsChangeKeepsItsHeader(t *testing.T) {
 	}
 	if err != nil {
 		t.Errorf("CallTool: %v", err)
+	}
+	if !<-settled {
+		t.Error("the wait ended with its bound, not with the refresh")
+	}
+}
+
+// waitHeaderWait waits until a goroutine waits in awaitToolHeaders, or
+// returned is set.
+func waitHeaderWait(t *testing.T, ctx context.Context, returned *atomic.Bool) {
+	t.Helper()
+	for !returned.Load() && !inHeaderWait() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the call neither returned nor waited for the refresh")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// A refresh that fails ends the wait too (the calls go as the go-sdk sends
+// them, as before), and no later call waits: no listing is to come until
+// the server's next notification.
+func TestHeaderToolCallWaitEndsWithAFailedRefresh(t *testing.T) {
+	h := newHeldListServer(t)
+	s := connect(t, Request{Spec: httpSpec(h.url, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h.fail.Store(true)
+	h.changeTools(t, ctx, s)
+	var returned atomic.Bool
+	settled := make(chan bool, 1)
+	go func() {
+		settled <- s.awaitToolHeaders(ctx, "regional")
+		returned.Store(true)
+	}()
+	waitHeaderWait(t, ctx, &returned)
+	close(h.release)
+	if !<-settled {
+		t.Error("a wait during a refresh that failed ended with its bound, not with the refresh")
+	}
+	for s.refreshDue() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the refresh never ended")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	s.toolsMu.Lock()
+	stale := s.headersStaleLocked("regional", s.refreshDue())
+	s.toolsMu.Unlock()
+	if stale {
+		t.Error("after the refresh failed, calls of the tool would still wait for one")
 	}
 }
 
@@ -189,9 +246,10 @@ func TestHeaderToolsStaleFromTheMomentTheGoSDKClears(t *testing.T) {
 		t.Fatalf("negotiated %s, want %s", v, protocol2026)
 	}
 	stale := func() bool {
+		due := s.refreshDue()
 		s.toolsMu.Lock()
 		defer s.toolsMu.Unlock()
-		return s.headersStaleLocked("regional")
+		return s.headersStaleLocked("regional", due)
 	}
 	if stale() {
 		t.Fatal("the tools are stale before any tools/list_changed")

@@ -38,7 +38,6 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	if err := s.Err(); err != nil {
 		return false, err
 	}
-	defer s.wakeHeaderCalls()
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
 	tools, err := s.listToolsRaw(callCtx)
@@ -152,17 +151,20 @@ const headerToolsWait = time.Second
 // headers from a schema it holds and, when its schema is stale, obtain the
 // current one first (docs/contract.md §5): after list_changed the session's
 // is stale, so the call waits for the refresh, at most headerToolsWait
-// (and its own deadline); past that it goes as the go-sdk sends it.
-func (s *Session) awaitToolHeaders(ctx context.Context, name string) {
+// (and its own deadline); past that it goes as the go-sdk sends it. It
+// reports false when the bound or ctx ended the wait, true when nothing
+// was (or is any more) to wait for.
+func (s *Session) awaitToolHeaders(ctx context.Context, name string) bool {
 	if !s.newProtocol() {
-		return // the go-sdk sets such headers on 2026-07-28 sessions only
+		return true // the go-sdk sets such headers on 2026-07-28 sessions only
 	}
 	var bound <-chan time.Time
 	for {
+		due := s.refreshDue()
 		s.toolsMu.Lock()
-		if !s.headersStaleLocked(name) {
+		if !s.headersStaleLocked(name, due) {
 			s.toolsMu.Unlock()
-			return
+			return true
 		}
 		if s.sdkToolsWake == nil {
 			s.sdkToolsWake = make(chan struct{})
@@ -177,31 +179,42 @@ func (s *Session) awaitToolHeaders(ctx context.Context, name string) {
 		select {
 		case <-wake:
 		case <-bound:
-			return
+			return false
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
 }
 
 // headersStaleLocked reports whether a call of the tool name would go
-// without its headers now: the tool binds parameters to headers, and the
-// go-sdk has cleared (or is clearing) the tools it held since they were
-// last listed through it. The caller holds toolsMu.
-func (s *Session) headersStaleLocked(name string) bool {
+// without its headers now, and a listing that ends that is to come: the
+// tool binds parameters to headers, and the go-sdk is clearing the tools it
+// held, or has cleared them since they were last listed through it while a
+// refresh is due or running (due). Once a refresh failed, none is to come
+// until the next notification, and calls do not wait for one. The caller
+// holds toolsMu.
+func (s *Session) headersStaleLocked(name string, due bool) bool {
 	held := s.sdkTools
 	if !held.listed || !s.newProtocol() {
 		return false
 	}
 	cleared := s.sdkToolsCleared.Load()
-	if held.gen == cleared && s.sdkToolsClearing.Load() == cleared {
+	clearing := s.sdkToolsClearing.Load() != cleared
+	if !clearing && (held.gen == cleared || !due) {
 		return false
 	}
 	return bindsHeaders(s.tools, name)
 }
 
+// refreshDue reports whether a refresh of the lists is due or running.
+func (s *Session) refreshDue() bool {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	return s.refreshing
+}
+
 // wakeHeaderCalls wakes the calls awaitToolHeaders holds, to look again:
-// a refresh ended.
+// the refreshes due ended.
 func (s *Session) wakeHeaderCalls() {
 	s.toolsMu.Lock()
 	defer s.toolsMu.Unlock()
@@ -642,6 +655,7 @@ func (s *Session) refreshAfterListChanged() {
 		if !s.refreshMore || s.ended {
 			s.refreshing = false
 			s.refreshMu.Unlock()
+			s.wakeHeaderCalls() // no refresh to wait for any more
 			return
 		}
 		s.refreshMu.Unlock()
