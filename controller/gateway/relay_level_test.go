@@ -227,8 +227,11 @@ type heldOnceBackend struct {
 }
 
 func (b *heldOnceBackend) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error {
+	// Counted before it is told: the ask a test waits for (asked) is the
+	// one held, not another that overtook it between.
+	first := b.calls.Add(1) == 1
 	b.asked <- struct{}{}
-	if b.calls.Add(1) == 1 {
+	if first {
 		select {
 		case <-b.release:
 		case <-ctx.Done():
