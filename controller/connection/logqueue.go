@@ -3,15 +3,12 @@ package connection
 //lint:file-ignore SA1019 relaying a server's log messages (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/tether-mcp/tether/controller/gateway/wire"
 )
 
 // The go-sdk's client hands a session's notifications to their handlers
@@ -27,7 +24,9 @@ import (
 
 // Bounds of one downstream client's queue on one session: a client that
 // does not read holds at most this much of tether's memory per backend
-// session it calls. Past either, messages for it are dropped (counted, one
+// session it calls, and only while its requests are in flight there (the
+// end of a request drops what is queued for it, forget), besides the one
+// message its writer is writing. Past either, messages for it are dropped (counted, one
 // WARN a minute); a message is always taken when none is queued, however
 // large (the session's message bound caps it), so that each client gets
 // its messages one by one however slowly it reads.
@@ -54,11 +53,10 @@ type logQueue struct {
 	bytes int64 // their sizes
 }
 
-// logItem is a message for to (bounded by ctx, its request's), or a
-// request's marker n reached (mark).
+// logItem is a message for the client of fl (while fl's request lasts), or
+// a request's marker n reached (mark).
 type logItem struct {
-	to   wire.Caller
-	ctx  context.Context
+	fl   *flight
 	p    *mcp.LoggingMessageParams
 	size int64
 
@@ -66,10 +64,10 @@ type logItem struct {
 	n    uint64
 }
 
-// send queues p for to, written while ctx lasts; size is what it holds
-// (its data as JSON).
-func (q *logQueues) send(ctx context.Context, to wire.Caller, p *mcp.LoggingMessageParams, size int64) {
-	key := to.Client()
+// send queues p for the client of fl, written while fl's request lasts;
+// size is what it holds (its data as JSON).
+func (q *logQueues) send(fl *flight, p *mcp.LoggingMessageParams, size int64) {
+	key := fl.caller.Client()
 	q.mu.Lock()
 	lq, start := q.queueLocked(key)
 	if lq.msgs >= maxQueuedLogs || (lq.msgs > 0 && lq.bytes+size > maxQueuedLogBytes) {
@@ -77,7 +75,7 @@ func (q *logQueues) send(ctx context.Context, to wire.Caller, p *mcp.LoggingMess
 		q.drop()
 		return
 	}
-	lq.items = append(lq.items, logItem{to: to, ctx: ctx, p: p, size: size})
+	lq.items = append(lq.items, logItem{fl: fl, p: p, size: size})
 	lq.msgs++
 	lq.bytes += size
 	q.mu.Unlock()
@@ -145,10 +143,34 @@ func (q *logQueues) run(key any, lq *logQueue) {
 		switch {
 		case it.mark != nil:
 			it.mark.reached(it.n)
-		case it.ctx.Err() == nil:
-			it.to.Log(it.p)
+		case it.fl.ctx.Err() == nil:
+			it.fl.caller.Log(it.p)
 		}
 	}
+}
+
+// forget drops what is queued for fl, whose request ended: its stream is
+// gone, and a client that does not read would otherwise hold its messages
+// until its writer got to them. A client's queue so holds messages of its
+// requests in flight only.
+func (q *logQueues) forget(fl *flight) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	lq := q.m[fl.caller.Client()]
+	if lq == nil {
+		return
+	}
+	kept := lq.items[:0]
+	for _, it := range lq.items {
+		if it.fl == fl && it.mark == nil {
+			lq.msgs--
+			lq.bytes -= it.size
+			continue
+		}
+		kept = append(kept, it)
+	}
+	clear(lq.items[len(kept):])
+	lq.items = kept
 }
 
 // drop counts a message dropped for a client whose queue is full, with

@@ -420,6 +420,7 @@ func (s *Session) inFlight(ctx context.Context) func() {
 		delete(f.m, id)
 		f.mu.Unlock()
 		cancel()
+		s.logs.forget(fl)
 		idle := fl.end()
 		select {
 		case <-idle:
@@ -498,7 +499,7 @@ func (s *Session) relayLog(to wire.Caller, p *mcp.LoggingMessageParams) {
 		return
 	}
 	if f, err := s.relatedFlight(); err == nil {
-		s.logs.send(f.ctx, f.caller, &out, size)
+		s.logs.send(f, &out, size)
 		return
 	}
 	if l := s.listenerOf(); l != nil {

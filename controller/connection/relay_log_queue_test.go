@@ -189,11 +189,12 @@ func TestLogQueueIsBounded(t *testing.T) {
 	release := make(chan struct{})
 	c := &gatedCaller{release: release, entered: make(chan struct{}), ctx: ctx}
 	msg := func(i int) *mcp.LoggingMessageParams { return &mcp.LoggingMessageParams{Level: "info", Data: i} }
+	fl := &flight{caller: c, ctx: ctx}
 
-	q.send(ctx, c, msg(0), 1)
+	q.send(fl, msg(0), 1)
 	<-c.entered // 0 is being written; the queue is empty
 	for i := 1; i <= maxQueuedLogs+3; i++ {
-		q.send(ctx, c, msg(i), 1)
+		q.send(fl, msg(i), 1)
 	}
 	if n := q.dropped.Load(); n != 3 {
 		t.Errorf("dropped %d messages past %d queued, want 3", n, maxQueuedLogs)
@@ -222,10 +223,11 @@ func TestLogQueueIsBounded(t *testing.T) {
 	// past the bound is not.
 	c2 := &gatedCaller{release: make(chan struct{}), entered: make(chan struct{}), ctx: ctx}
 	defer close(c2.release)
-	q.send(ctx, c2, msg(0), 1)
+	fl2 := &flight{caller: c2, ctx: ctx}
+	q.send(fl2, msg(0), 1)
 	<-c2.entered
-	q.send(ctx, c2, msg(1), maxQueuedLogBytes+1)
-	q.send(ctx, c2, msg(2), 1)
+	q.send(fl2, msg(1), maxQueuedLogBytes+1)
+	q.send(fl2, msg(2), 1)
 	if n := q.dropped.Load(); n != 4 {
 		t.Errorf("dropped %d messages in all, want 4 (one past the byte bound)", n)
 	}
@@ -290,12 +292,12 @@ func TestLogQueueSkipsEndedRequestsAndFoldsMarkers(t *testing.T) {
 	defer cancel()
 	c := &gatedCaller{release: make(chan struct{}), entered: make(chan struct{}), ctx: ctx}
 	msg := func(i int) *mcp.LoggingMessageParams { return &mcp.LoggingMessageParams{Level: "info", Data: i} }
-	q.send(ctx, c, msg(0), 1)
+	q.send(&flight{caller: c, ctx: ctx}, msg(0), 1)
 	<-c.entered
 	ended, end := context.WithCancel(ctx)
-	q.send(ended, c, msg(1), 1)
+	q.send(&flight{caller: c, ctx: ended}, msg(1), 1)
 	end()
-	q.send(ctx, c, msg(2), 1)
+	q.send(&flight{caller: c, ctx: ctx}, msg(2), 1)
 	m := &orderMark{client: c.Client()}
 	wake := make(chan struct{})
 	m.want, m.sent, m.wake = 3, 3, wake
@@ -316,5 +318,70 @@ func TestLogQueueSkipsEndedRequestsAndFoldsMarkers(t *testing.T) {
 	}
 	if got := fmt.Sprint(c.got()); got != "[0 2]" {
 		t.Errorf("wrote %s, want [0 2] (message 1's request had ended)", got)
+	}
+}
+
+// What is queued for a request that ended is dropped at once, not when the
+// client's writer gets to it: a client that does not read holds messages
+// of its requests in flight only. Another request's messages and the
+// markers stay.
+func TestLogQueueForgetsAnEndedRequest(t *testing.T) {
+	q := &logQueues{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := &gatedCaller{release: make(chan struct{}), entered: make(chan struct{}), ctx: ctx}
+	msg := func(i int) *mcp.LoggingMessageParams { return &mcp.LoggingMessageParams{Level: "info", Data: i} }
+	live := &flight{caller: c, ctx: ctx}
+	endedCtx, end := context.WithCancel(ctx)
+	ended := &flight{caller: c, ctx: endedCtx}
+	q.send(live, msg(0), 1)
+	<-c.entered
+	for i := 1; i <= 10; i++ {
+		q.send(ended, msg(i), 100)
+	}
+	q.send(live, msg(11), 1)
+	m := &orderMark{client: c.Client()}
+	wake := make(chan struct{})
+	m.want, m.sent, m.wake = 1, 1, wake
+	q.reach(m, 1)
+	end()
+	q.forget(ended)
+	q.mu.Lock()
+	lq := q.m[c.Client()]
+	msgs, bytes, items := lq.msgs, lq.bytes, len(lq.items)
+	q.mu.Unlock()
+	if msgs != 1 || bytes != 1 || items != 2 {
+		t.Errorf("after the request ended its client's queue holds %d messages, %d bytes, %d items; want 1, 1, 2 (the live request's message and the marker)", msgs, bytes, items)
+	}
+	close(c.release)
+	select {
+	case <-wake:
+	case <-ctx.Done():
+		t.Fatal("the marker was never reached")
+	}
+	if got := fmt.Sprint(c.got()); got != "[0 11]" {
+		t.Errorf("wrote %s, want [0 11]", got)
+	}
+}
+
+// The end of a request drops what its client's queue still holds for it
+// (inFlight).
+func TestLogQueueDropsARequestsMessagesAtItsEnd(t *testing.T) {
+	s := &Session{name: "conn", log: slog.New(slog.DiscardHandler), red: newRedactor(nil, nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := &gatedCaller{release: make(chan struct{}), entered: make(chan struct{}), ctx: ctx}
+	defer close(c.release)
+	done := s.inFlight(wire.WithCaller(ctx, c))
+	s.relayLog(nil, &mcp.LoggingMessageParams{Level: "info", Data: 0})
+	<-c.entered
+	for i := 1; i <= 5; i++ {
+		s.relayLog(nil, &mcp.LoggingMessageParams{Level: "info", Data: i})
+	}
+	done()
+	s.logs.mu.Lock()
+	defer s.logs.mu.Unlock()
+	if lq := s.logs.m[c.Client()]; lq == nil || lq.msgs != 0 || len(lq.items) != 0 {
+		t.Errorf("after the request ended its client's queue holds %+v, want nothing", lq)
 	}
 }
