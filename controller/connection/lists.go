@@ -149,7 +149,7 @@ const headerToolsWait = time.Second
 // takes no definition from its caller), so in that moment the call went
 // without them and the server refused it. The protocol has a client send
 // headers from a schema it holds and, when its schema is stale, obtain the
-// current one first (docs/contract.md §5): after list_changed the session's
+// current one first (docs/contract.md §5a): after list_changed the session's
 // is stale, so the call waits for the refresh, at most headerToolsWait
 // (and its own deadline); past that it goes as the go-sdk sends it. It
 // reports false when the bound or ctx ended the wait, true when nothing
