@@ -23,24 +23,6 @@ import (
 	"github.com/tether-mcp/tether/spec"
 )
 
-// waitLogsWritten waits until s holds no log message for any client.
-func waitLogsWritten(t *testing.T, s *Session) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s.logs.mu.Lock()
-		n := len(s.logs.m)
-		s.logs.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log messages for %d clients still queued", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // stuckCaller is a downstream client that asked for debug messages and
 // does not read them: its first message is taken only once release is
 // closed (a client whose stream's TCP window is full).

@@ -83,6 +83,24 @@ func TestRelatedFlight(t *testing.T) {
 	}
 }
 
+// waitLogsWritten waits until s holds no log message for any client.
+func waitLogsWritten(t *testing.T, s *Session) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.logs.mu.Lock()
+		n := len(s.logs.m)
+		s.logs.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log messages for %d clients still queued", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // blockingCaller is a client that answers sampling only when the request
 // is cancelled (or, when stubborn, never until release).
 type blockingCaller struct {
