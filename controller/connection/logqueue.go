@@ -4,6 +4,7 @@ package connection
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,8 @@ import (
 // does not read holds at most this much of tether's memory per backend
 // session it calls, and only while its requests are in flight there (the
 // end of a request drops what is queued for it, forget), besides the one
-// message its writer is writing. Past either, messages for it are dropped (counted, one
+// message its writer is writing and one marker per request in flight
+// (reach). Past either, messages for it are dropped (counted, one
 // WARN a minute); a message is always taken when none is queued, however
 // large (the session's message bound caps it), so that each client gets
 // its messages one by one however slowly it reads.
@@ -86,6 +88,13 @@ func (q *logQueues) send(fl *flight, p *mcp.LoggingMessageParams, size int64) {
 
 // reach records marker n of m handled once every message queued before it
 // for m's client was written: at once when none is.
+//
+// Only a request's last marker counts (its answer waits for the one before
+// it, and they come in order), so a marker of m still queued gives its
+// place up to this one, at the end: a queue holds one marker per request of
+// its client, however many a server's events bring. Markers of two streams
+// of one client that follow each other, while the client does not read and
+// its messages are dropped, otherwise took a place each without bound.
 func (q *logQueues) reach(m *orderMark, n uint64) {
 	q.mu.Lock()
 	lq := q.m[m.client]
@@ -94,14 +103,31 @@ func (q *logQueues) reach(m *orderMark, n uint64) {
 		m.reached(n)
 		return
 	}
-	if last := len(lq.items) - 1; last >= 0 && lq.items[last].mark == m {
-		// A stream's markers follow one another: the last one stands for
-		// all, so that markers hold no more places than messages.
-		lq.items[last].n = max(lq.items[last].n, n)
-	} else {
-		lq.items = append(lq.items, logItem{mark: m, n: n})
+	m.mu.Lock()
+	ended := m.ended // done, then forgetMark: nothing is queued for m after that
+	m.mu.Unlock()
+	if ended {
+		q.mu.Unlock()
+		return
 	}
+	if i := slices.IndexFunc(lq.items, func(it logItem) bool { return it.mark == m }); i >= 0 {
+		n = max(n, lq.items[i].n)
+		lq.items = slices.Delete(lq.items, i, i+1)
+	}
+	lq.items = append(lq.items, logItem{mark: m, n: n})
 	q.mu.Unlock()
+}
+
+// forgetMark drops m's marker from its client's queue: m's request ended,
+// and nobody waits for it.
+func (q *logQueues) forgetMark(m *orderMark) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	lq := q.m[m.client]
+	if lq == nil {
+		return
+	}
+	lq.items = slices.DeleteFunc(lq.items, func(it logItem) bool { return it.mark == m })
 }
 
 // queueLocked returns key's queue, made if need be; start says its

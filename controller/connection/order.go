@@ -234,6 +234,9 @@ func (m *orderMark) done() {
 	m.o.mu.Lock()
 	delete(m.o.marks, m.id)
 	m.o.mu.Unlock()
+	if m.o.logs != nil {
+		m.o.logs.forgetMark(m)
+	}
 	if conn != nil {
 		conn.forget(rid)
 	}

@@ -367,3 +367,82 @@ func TestLogQueueDropsARequestsMessagesAtItsEnd(t *testing.T) {
 		t.Errorf("after the request ended its client's queue holds %+v, want nothing", lq)
 	}
 }
+
+// A client with two requests in flight on one session, that does not read
+// while the server sends messages on both streams, holds one queued marker
+// per request, however many markers the server's events bring: its queue
+// is full, so the messages are dropped, and each stream's marker followed
+// the other's, so none folded into the last. Before, every marker took a
+// place of its own, past every bound (a hostile server grew tether without
+// end while a client did not read).
+func TestLogQueueHoldsOneMarkerPerRequest(t *testing.T) {
+	q := &logQueues{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := &gatedCaller{release: make(chan struct{}), entered: make(chan struct{}), ctx: ctx}
+	msg := func(i int) *mcp.LoggingMessageParams { return &mcp.LoggingMessageParams{Level: "info", Data: i} }
+	fl := &flight{caller: c, ctx: ctx}
+	q.send(fl, msg(0), 1)
+	<-c.entered
+	for i := 1; i <= maxQueuedLogs; i++ {
+		q.send(fl, msg(i), 1)
+	}
+	marks := []*orderMark{{client: c.Client()}, {client: c.Client()}}
+	const events = 1000
+	for n := range uint64(events) {
+		for _, m := range marks {
+			q.send(fl, msg(-1), 1) // past the bound: dropped
+			q.reach(m, n+1)
+		}
+	}
+	q.mu.Lock()
+	items := len(q.m[c.Client()].items)
+	q.mu.Unlock()
+	if want := maxQueuedLogs + len(marks); items != want {
+		t.Errorf("the queue holds %d items after %d markers of each of %d requests, want %d (its messages and one marker a request)", items, events, len(marks), want)
+	}
+	for _, m := range marks {
+		m.want, m.sent, m.wake = events, events, make(chan struct{})
+	}
+	waits := []chan struct{}{marks[0].wake, marks[1].wake}
+	close(c.release)
+	for i, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			t.Fatalf("request %d's last marker was never reached", i)
+		}
+	}
+	if got := c.got(); len(got) != maxQueuedLogs+1 {
+		t.Errorf("wrote %d messages, want %d", len(got), maxQueuedLogs+1)
+	}
+}
+
+// The end of a request (orderMark.done) drops its marker from its client's
+// queue: nobody waits for it any more, and a client that does not read
+// would otherwise hold one for each of its calls that ended.
+func TestLogQueueForgetsTheMarkerOfAnEndedRequest(t *testing.T) {
+	o := newOrder()
+	o.logs = &logQueues{}
+	q := o.logs
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := &gatedCaller{release: make(chan struct{}), entered: make(chan struct{}), ctx: ctx}
+	defer close(c.release)
+	q.send(&flight{caller: c, ctx: ctx}, &mcp.LoggingMessageParams{Level: "info", Data: 0}, 1)
+	<-c.entered
+	for i := range 10 {
+		m := &orderMark{o: o, id: o.ids.Add(1), client: c.Client()}
+		m.nextParams() // registered with its first marker
+		if !o.handled(fmt.Sprintf("%s.%d.1", o.nonce, m.id)) {
+			t.Fatalf("marker of request %d not taken for the session's", i)
+		}
+		m.done()
+	}
+	q.mu.Lock()
+	items := len(q.m[c.Client()].items)
+	q.mu.Unlock()
+	if items != 0 {
+		t.Errorf("the queue holds %d items after 10 requests ended, want none", items)
+	}
+}
