@@ -67,10 +67,17 @@ type logItem struct {
 }
 
 // send queues p for the client of fl, written while fl's request lasts;
-// size is what it holds (its data as JSON).
+// size is what it holds (its data as JSON). Nothing is queued once fl's
+// request ended: the end cancels fl.ctx before it forgets what is queued
+// (inFlight), so a message relayed for fl meanwhile (relatedFlight found
+// it just before) is not left behind in the queue.
 func (q *logQueues) send(fl *flight, p *mcp.LoggingMessageParams, size int64) {
 	key := fl.caller.Client()
 	q.mu.Lock()
+	if fl.ctx.Err() != nil {
+		q.mu.Unlock()
+		return
+	}
 	lq, start := q.queueLocked(key)
 	if lq.msgs >= maxQueuedLogs || (lq.msgs > 0 && lq.bytes+size > maxQueuedLogBytes) {
 		q.mu.Unlock()

@@ -446,3 +446,29 @@ func TestLogQueueForgetsTheMarkerOfAnEndedRequest(t *testing.T) {
 		t.Errorf("the queue holds %d items after 10 requests ended, want none", items)
 	}
 }
+
+// A message relayed for a request that has just ended (relatedFlight found
+// it before its end forgot its client's queue) is not queued: its stream
+// is gone, and a client that does not read would hold it until its writer
+// got to it.
+func TestLogQueueTakesNothingForAnEndedRequest(t *testing.T) {
+	q := &logQueues{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := &gatedCaller{release: make(chan struct{}), entered: make(chan struct{}), ctx: ctx}
+	defer close(c.release)
+	q.send(&flight{caller: c, ctx: ctx}, &mcp.LoggingMessageParams{Level: "info", Data: 0}, 1)
+	<-c.entered
+	endedCtx, end := context.WithCancel(ctx)
+	ended := &flight{caller: c, ctx: endedCtx}
+	end()
+	q.forget(ended)
+	q.send(ended, &mcp.LoggingMessageParams{Level: "info", Data: 1}, 1)
+	q.mu.Lock()
+	lq := q.m[c.Client()]
+	msgs, items := lq.msgs, len(lq.items)
+	q.mu.Unlock()
+	if msgs != 0 || items != 0 {
+		t.Errorf("the queue holds %d messages (%d items) for a request that ended, want none", msgs, items)
+	}
+}
