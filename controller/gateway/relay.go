@@ -116,14 +116,9 @@ func (g *Gateway) forgetLevel(client any) {
 	g.levels.mu.Unlock()
 }
 
-// wantedLevel is the most verbose level of the live client sessions.
-func (g *Gateway) wantedLevel() mcp.LoggingLevel {
-	live := map[*mcp.ServerSession]bool{}
-	for ss := range g.server.Sessions() {
-		live[ss] = true
-	}
-	g.levels.mu.Lock()
-	defer g.levels.mu.Unlock()
+// wantedLevelLocked is the most verbose level of the live client sessions
+// (live) and fast calls. The caller holds levels.mu.
+func (g *Gateway) wantedLevelLocked(live map[*mcp.ServerSession]bool) mcp.LoggingLevel {
 	var want mcp.LoggingLevel
 	for c, l := range g.levels.m {
 		if ss, ok := c.(*mcp.ServerSession); ok && !live[ss] {
@@ -140,9 +135,18 @@ func (g *Gateway) wantedLevel() mcp.LoggingLevel {
 // sendLevel asks every available backend for the wanted level when it
 // changed, and waits for their answers (each bounded by its callTimeout),
 // so that the level is in force when the client's setLevel is answered.
+//
+// The level is decided and recorded as sent under one hold of levels.mu:
+// decided before and recorded after, two changes at once could record the
+// older decision last, and every ask (askLevel) then ended at a level no
+// client wanted.
 func (g *Gateway) sendLevel() {
-	want := g.wantedLevel()
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range g.server.Sessions() {
+		live[ss] = true
+	}
 	g.levels.mu.Lock()
+	want := g.wantedLevelLocked(live)
 	changed := want != g.levels.sent
 	g.levels.sent = want
 	g.levels.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -310,5 +311,28 @@ func TestLevelChangesOfTwoClientsEndAtTheLast(t *testing.T) {
 	}
 	if got := b.level.Load(); got != mcp.LoggingLevel("debug") {
 		t.Errorf("the backend ends with the level %q, want debug (the most verbose, decided last)", got)
+	}
+}
+
+// Two changes of a client's level at once leave the level the backends
+// were asked for (levels.sent, which askLevel ends with) at the level the
+// clients want after both. Each change decided the level and recorded it
+// as sent under two holds of the lock: the older decision, recorded last,
+// left every backend at a level no client wanted (a few times in 20,000
+// rounds, every run).
+func TestLevelSentIsTheLevelWantedAfterChangesAtOnce(t *testing.T) {
+	g, _ := newTestGateway(t, Options{})
+	client := new(int) // a client of its own, as a fast call is
+	for round := range 20000 {
+		var wg sync.WaitGroup
+		wg.Go(func() { g.setLevel(client, "debug") })
+		wg.Go(func() { g.setLevel(client, "error") })
+		wg.Wait()
+		g.levels.mu.Lock()
+		sent, want := g.levels.sent, g.levels.m[client]
+		g.levels.mu.Unlock()
+		if sent != want {
+			t.Fatalf("round %d: the backends were last asked for %q, while the client wants %q", round, sent, want)
+		}
 	}
 }
