@@ -154,9 +154,15 @@ func (q *logQueues) queueLocked(key any) (*logQueue, bool) {
 // run writes key's queue until it is empty, then forgets it. A message
 // whose request ended is not written (its stream is gone, and so is the
 // session's once the session ended: every request's ctx derives from it).
-// Each write is bounded by the downstream's own bound (the gateway's
-// stream write timeout); the session's Close does not wait for it, which
-// would hold a backend's close on a client that does not read.
+// A write lasts as long as the downstream lets it: a legacy SSE client's
+// stream has the gateway's stream write timeout, but a call's own stream
+// (a POST's response, where the gateway bounds no write: a large answer to
+// a slow reader may take long) and stdio have none, so a client that holds
+// such a stream open and does not read holds its writer until it reads,
+// closes, or the gateway shuts down (which closes its connections once
+// --shutdown-timeout passed). The session's Close does not wait for it,
+// which would hold a backend's close on such a client; what the writer
+// holds is the session's queues, their bounds, and the one message.
 func (q *logQueues) run(key any, lq *logQueue) {
 	for {
 		q.mu.Lock()
