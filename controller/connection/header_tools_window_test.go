@@ -266,3 +266,61 @@ func TestHeaderToolsStaleFromTheMomentTheGoSDKClears(t *testing.T) {
 		t.Error("while the go-sdk cleared its tools, a call of a tool bound to a header would not have waited")
 	}
 }
+
+// A refresh that ends while a call looks at it wakes the call: the call
+// read the refresh as due, and the refresh ended (its wake found no call
+// waiting) before the call took the lock to wait. The call waited its
+// whole bound (headerToolsWait) for a wake that had gone by. Here the test
+// holds toolsMu while the call is on its way to it, and ends the refresh
+// then (a refresh that failed before the go-sdk listed anything).
+func TestHeaderToolCallSeesARefreshThatEndedAsItLooked(t *testing.T) {
+	h := newHeldListServer(t)
+	defer close(h.release)
+	s := connect(t, Request{Spec: httpSpec(h.url, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h.changeTools(t, ctx, s) // the refresh waits on its tools/list
+
+	s.toolsMu.Lock()
+	settled := make(chan bool, 1)
+	start := time.Now()
+	go func() { settled <- s.awaitToolHeaders(ctx, "regional") }()
+	for !headerWaitBlockedOnToolsMu() {
+		select {
+		case <-ctx.Done():
+			s.toolsMu.Unlock()
+			t.Fatal("the call never came to toolsMu")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	// The refresh ends here, as one whose listing failed: no longer due,
+	// and the go-sdk still holds no tools. Its wake finds no call waiting.
+	s.refreshMu.Lock()
+	s.refreshing = false
+	s.refreshMu.Unlock()
+	s.toolsMu.Unlock()
+	if !<-settled {
+		t.Errorf("the call waited %v, its whole bound, for a refresh that had ended", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// headerWaitBlockedOnToolsMu reports whether a goroutine in
+// awaitToolHeaders waits for a mutex.
+func headerWaitBlockedOnToolsMu() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			for g := range strings.SplitSeq(string(buf[:n]), "\n\n") {
+				if strings.Contains(g, "(*Session).awaitToolHeaders") && strings.Contains(g, "sync.(*Mutex).Lock") {
+					return true
+				}
+			}
+			return false
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}

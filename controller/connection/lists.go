@@ -160,9 +160,13 @@ func (s *Session) awaitToolHeaders(ctx context.Context, name string) bool {
 	}
 	var bound <-chan time.Time
 	for {
-		due := s.refreshDue()
+		// The wake is taken before the refresh is looked at: a refresh
+		// that ends after the look closes it (wakeHeaderCalls), one that
+		// ended before is seen not due. Looked at first, a refresh that
+		// ended between the look and the wait woke nobody, and the call
+		// waited its whole bound.
 		s.toolsMu.Lock()
-		if !s.headersStaleLocked(name, due) {
+		if !s.headersStaleLocked(name, true) {
 			s.toolsMu.Unlock()
 			return true
 		}
@@ -171,6 +175,13 @@ func (s *Session) awaitToolHeaders(ctx context.Context, name string) bool {
 		}
 		wake := s.sdkToolsWake
 		s.toolsMu.Unlock()
+		due := s.refreshDue()
+		s.toolsMu.Lock()
+		stale := s.headersStaleLocked(name, due)
+		s.toolsMu.Unlock()
+		if !stale {
+			return true
+		}
 		if bound == nil {
 			t := time.NewTimer(headerToolsWait)
 			defer t.Stop()
