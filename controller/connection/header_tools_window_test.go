@@ -324,3 +324,38 @@ func headerWaitBlockedOnToolsMu() bool {
 		buf = make([]byte, 2*len(buf))
 	}
 }
+
+// A call waits for the tools to be listed again, not for the rest of the
+// refresh: once the refresh listed them through the go-sdk, the call goes,
+// while the refresh goes on to the prompts and resources (a slow catalog
+// list held every such call until the refresh ended, up to the bound).
+// Here the session lists its tools itself while the refresh it started
+// stays held, so the refresh is still due when the tools are listed.
+func TestHeaderToolCallGoesOnceTheToolsAreListed(t *testing.T) {
+	h := newHeldListServer(t)
+	defer close(h.release)
+	s := connect(t, Request{Spec: httpSpec(h.url, "")})
+	if v := s.Server().ProtocolVersion; v < protocol2026 {
+		t.Fatalf("negotiated %s, want %s", v, protocol2026)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h.changeTools(t, ctx, s)
+	var returned atomic.Bool
+	settled := make(chan bool, 1)
+	go func() {
+		settled <- s.awaitToolHeaders(ctx, "regional")
+		returned.Store(true)
+	}()
+	waitHeaderWait(t, ctx, &returned)
+	h.hold.Store(false) // this listing is not held; the refresh's still is
+	if err := s.RefreshTools(ctx); err != nil {
+		t.Fatalf("RefreshTools: %v", err)
+	}
+	if !s.refreshDue() {
+		t.Fatal("the held refresh ended: the test proves nothing")
+	}
+	if !<-settled {
+		t.Error("the call waited its whole bound, after the tools were listed again, for the refresh to end")
+	}
+}

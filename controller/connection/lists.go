@@ -127,6 +127,9 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 		}
 		s.toolsMu.Lock()
 		s.sdkTools = next
+		// The go-sdk holds the tools again: the calls that wait for them
+		// go now, not once the refresh has listed the catalog too.
+		s.wakeHeaderCallsLocked()
 		s.toolsMu.Unlock()
 	}
 	s.toolsMu.Lock()
@@ -229,6 +232,11 @@ func (s *Session) refreshDue() bool {
 func (s *Session) wakeHeaderCalls() {
 	s.toolsMu.Lock()
 	defer s.toolsMu.Unlock()
+	s.wakeHeaderCallsLocked()
+}
+
+// wakeHeaderCallsLocked is wakeHeaderCalls with toolsMu held.
+func (s *Session) wakeHeaderCallsLocked() {
 	if s.sdkToolsWake != nil {
 		close(s.sdkToolsWake)
 		s.sdkToolsWake = nil
