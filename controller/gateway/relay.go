@@ -139,13 +139,16 @@ func (g *Gateway) wantedLevelLocked(live map[*mcp.ServerSession]bool) mcp.Loggin
 // The level is decided and recorded as sent under one hold of levels.mu:
 // decided before and recorded after, two changes at once could record the
 // older decision last, and every ask (askLevel) then ended at a level no
-// client wanted.
+// client wanted. The live sessions are read under it too: read before, a
+// session that began and recorded its level meanwhile was taken for one
+// that ended, and its level forgotten. A session records its level only
+// once the go-sdk server holds it, so one read after sees it.
 func (g *Gateway) sendLevel() {
+	g.levels.mu.Lock()
 	live := map[*mcp.ServerSession]bool{}
-	for ss := range g.server.Sessions() {
+	for ss := range g.server.Sessions() { // the go-sdk server's lock, a leaf
 		live[ss] = true
 	}
-	g.levels.mu.Lock()
 	want := g.wantedLevelLocked(live)
 	changed := want != g.levels.sent
 	g.levels.sent = want

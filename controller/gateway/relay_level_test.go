@@ -336,3 +336,77 @@ func TestLevelSentIsTheLevelWantedAfterChangesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A session that sets its level while another change is being decided
+// keeps its level: the change read the live sessions before it took the
+// lock, took the newer session for one that had ended, and forgot its
+// level (the backends were not asked for it, and the fast path wrote the
+// session no log messages). The test holds the lock while the change comes
+// to it, and a session initializes and records its level then.
+func TestLevelOfASessionNewerThanAChangeIsKept(t *testing.T) {
+	g, hs := newTestGateway(t, Options{})
+	first := dial(t, g, hs)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := first.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
+		t.Fatalf("setLevel: %v", err)
+	}
+	before := map[*mcp.ServerSession]bool{}
+	for ss := range g.server.Sessions() {
+		before[ss] = true
+	}
+
+	g.levels.mu.Lock()
+	changed := make(chan struct{})
+	go func() { defer close(changed); g.sendLevel() }()
+	for !sendLevelWaitsForTheLock() {
+		select {
+		case <-ctx.Done():
+			g.levels.mu.Unlock()
+			t.Fatal("the change never came to the lock")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	dial(t, g, hs) // initialized while the change waits
+	var second *mcp.ServerSession
+	for ss := range g.server.Sessions() {
+		if !before[ss] {
+			second = ss
+		}
+	}
+	if second == nil {
+		g.levels.mu.Unlock()
+		t.Fatal("the second session is not among the gateway's")
+	}
+	g.levels.m[second] = "debug" // as setLevel records it, before its own change
+	g.levels.mu.Unlock()
+	<-changed
+
+	if got := g.level(second); got != "debug" {
+		t.Errorf("the second session's level is %q after the change, want debug (it set it)", got)
+	}
+	g.levels.mu.Lock()
+	sent := g.levels.sent
+	g.levels.mu.Unlock()
+	if sent != "debug" {
+		t.Errorf("the backends were last asked for %q, want debug (the second session's)", sent)
+	}
+}
+
+// sendLevelWaitsForTheLock reports whether a goroutine in sendLevel waits
+// for a mutex.
+func sendLevelWaitsForTheLock() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			for g := range strings.SplitSeq(string(buf[:n]), "\n\n") {
+				if strings.Contains(g, "(*Gateway).sendLevel") && strings.Contains(g, "sync.(*Mutex).Lock") {
+					return true
+				}
+			}
+			return false
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
