@@ -41,6 +41,7 @@ func (s *Session) CallTool(ctx context.Context, p *mcp.CallToolParams, progress 
 	}
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
+	s.awaitToolHeaders(callCtx, p.Name) // the go-sdk sets its headers from the tools it holds (lists.go)
 	var answered bool
 	var token string
 	if progress != nil {

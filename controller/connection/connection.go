@@ -132,6 +132,7 @@ type Session struct {
 	listener listenerBox             // where resource updates and unrelated logs go
 	flights  flights                 // requests in flight that carry a downstream client
 	order    *order                  // keeps a request's log messages ahead of its answer (order.go)
+	logs     logQueues               // log messages on their way to each downstream client (logqueue.go)
 
 	toolsMu  sync.Mutex
 	tools    []*mcp.Tool       // replaced, never modified
@@ -142,6 +143,11 @@ type Session struct {
 	// those it answered from its store.
 	sdkToolsCleared atomic.Uint64
 	sdkToolsSent    atomic.Uint64
+	// sdkToolsClearing counts them as they reach the go-sdk, before it
+	// clears its pages; sdkToolsWake (toolsMu) wakes the calls that wait
+	// for the tools to be listed again (awaitToolHeaders).
+	sdkToolsClearing atomic.Uint64
+	sdkToolsWake     chan struct{}
 
 	// A tools/list refresh runs on a goroutine started on demand: an idle
 	// session holds none. refreshing means one runs (or is due once the
@@ -228,6 +234,8 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 		done:           make(chan struct{}),
 		order:          newOrder(),
 	}
+	s.logs.log = s.log
+	s.order.logs = &s.logs
 	maxMessage := req.MaxMessageBytes
 	if maxMessage <= 0 {
 		maxMessage = DefaultMaxMessageBytes
@@ -262,7 +270,7 @@ func (c *Connector) Connect(ctx context.Context, req Request) (*Session, error) 
 	// markAnswers beneath captureSend: probes sent through rawSend count
 	// answers too.
 	s.client.AddSendingMiddleware(s.captureSend, s.markAnswers)
-	s.client.AddReceivingMiddleware(s.relayRoots, s.swallowMarks)
+	s.client.AddReceivingMiddleware(s.relayRoots, s.swallowMarks, s.countToolsClearing)
 
 	var transport mcp.Transport
 	switch {

@@ -127,6 +127,9 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 		}
 		s.toolsMu.Lock()
 		s.sdkTools = next
+		// The go-sdk holds the tools again: the calls that wait for them
+		// go now, not once the refresh has listed the catalog too.
+		s.wakeHeaderCallsLocked()
 		s.toolsMu.Unlock()
 	}
 	s.toolsMu.Lock()
@@ -134,6 +137,135 @@ func (s *Session) refreshTools(ctx context.Context) (changed bool, err error) {
 	changed = sum != s.toolsSum
 	s.tools, s.toolsSum = tools, sum
 	return changed, nil
+}
+
+// headerToolsWait bounds how long a call of a tool bound to headers waits
+// for the tools to be listed again after tools/list_changed
+// (awaitToolHeaders), as levelWait bounds the wait for a logging level.
+const headerToolsWait = time.Second
+
+// awaitToolHeaders holds a call of the tool name while the go-sdk's client
+// holds no tools because the server sent tools/list_changed and the
+// refresh has not listed them through it yet, when the tool binds
+// parameters to headers (x-mcp-header) in the list the session had. The
+// go-sdk sets a call's Mcp-Param-* headers from the tools it holds (it
+// takes no definition from its caller), so in that moment the call went
+// without them and the server refused it. The protocol has a client send
+// headers from a schema it holds and, when its schema is stale, obtain the
+// current one first (docs/contract.md §5a): after list_changed the session's
+// is stale, so the call waits for the refresh, at most headerToolsWait
+// (and its own deadline); past that it goes as the go-sdk sends it. It
+// reports false when the bound or ctx ended the wait, true when nothing
+// was (or is any more) to wait for.
+func (s *Session) awaitToolHeaders(ctx context.Context, name string) bool {
+	if !s.newProtocol() {
+		return true // the go-sdk sets such headers on 2026-07-28 sessions only
+	}
+	var bound <-chan time.Time
+	for {
+		// The wake is taken before the refresh is looked at: a refresh
+		// that ends after the look closes it (wakeHeaderCalls), one that
+		// ended before is seen not due. Looked at first, a refresh that
+		// ended between the look and the wait woke nobody, and the call
+		// waited its whole bound.
+		s.toolsMu.Lock()
+		if !s.headersStaleLocked(name, true) {
+			s.toolsMu.Unlock()
+			return true
+		}
+		if s.sdkToolsWake == nil {
+			s.sdkToolsWake = make(chan struct{})
+		}
+		wake := s.sdkToolsWake
+		s.toolsMu.Unlock()
+		due := s.refreshDue()
+		s.toolsMu.Lock()
+		stale := s.headersStaleLocked(name, due)
+		s.toolsMu.Unlock()
+		if !stale {
+			return true
+		}
+		if bound == nil {
+			t := time.NewTimer(headerToolsWait)
+			defer t.Stop()
+			bound = t.C
+		}
+		select {
+		case <-wake:
+		case <-bound:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// headersStaleLocked reports whether a call of the tool name would go
+// without its headers now, and a listing that ends that is to come: the
+// tool binds parameters to headers, and the go-sdk is clearing the tools it
+// held, or has cleared them since they were last listed through it while a
+// refresh is due or running (due). Once a refresh failed, none is to come
+// until the next notification, and calls do not wait for one. The caller
+// holds toolsMu.
+func (s *Session) headersStaleLocked(name string, due bool) bool {
+	held := s.sdkTools
+	if !held.listed || !s.newProtocol() {
+		return false
+	}
+	cleared := s.sdkToolsCleared.Load()
+	clearing := s.sdkToolsClearing.Load() != cleared
+	if !clearing && (held.gen == cleared || !due) {
+		return false
+	}
+	return bindsHeaders(s.tools, name)
+}
+
+// refreshDue reports whether a refresh of the lists is due or running.
+func (s *Session) refreshDue() bool {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	return s.refreshing
+}
+
+// wakeHeaderCalls wakes the calls awaitToolHeaders holds, to look again:
+// the refreshes due ended.
+func (s *Session) wakeHeaderCalls() {
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	s.wakeHeaderCallsLocked()
+}
+
+// wakeHeaderCallsLocked is wakeHeaderCalls with toolsMu held.
+func (s *Session) wakeHeaderCallsLocked() {
+	if s.sdkToolsWake != nil {
+		close(s.sdkToolsWake)
+		s.sdkToolsWake = nil
+	}
+}
+
+// bindsHeaders reports whether the tool name of tools binds parameters to
+// headers.
+func bindsHeaders(tools []*mcp.Tool, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			b, err := json.Marshal(t.InputSchema)
+			return err == nil && bytes.Contains(b, []byte(`"x-mcp-header"`))
+		}
+	}
+	return false
+}
+
+// countToolsClearing is a receiving middleware of the session's client: it
+// counts a tools/list_changed before the go-sdk clears the tools it holds
+// (sdkToolsCleared counts it after, in the handler the go-sdk calls then),
+// so that a call never finds the tools cleared and not yet counted.
+func (s *Session) countToolsClearing(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/tools/list_changed" {
+			s.sdkToolsClearing.Add(1)
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // sdkTools is what the go-sdk's client holds of the tools refreshTools
@@ -542,6 +674,7 @@ func (s *Session) refreshAfterListChanged() {
 		if !s.refreshMore || s.ended {
 			s.refreshing = false
 			s.refreshMu.Unlock()
+			s.wakeHeaderCalls() // no refresh to wait for any more
 			return
 		}
 		s.refreshMu.Unlock()

@@ -42,10 +42,15 @@ import (
 // that follows a message, a marker event goes to the go-sdk; the go-sdk
 // queues it behind what came before, and when its handler reaches the
 // marker (swallowMarks) everything the server sent before that event has
-// been handled. The session keeps one entry per marked request in flight
-// and two counters in it, however many events a server sends. The request's answer waits for the last marker of its stream
-// (await), bounded by relayDrain. A request whose stream carried one event
-// (its answer alone, the usual case) gets no marker and waits for nothing.
+// been handled. The handler only queues a log message for its client
+// (logqueue.go), so a marker counts once its own client's messages queued
+// before it were written: the answer waits for that client's messages and
+// for no other client's. The session keeps one entry per marked request in
+// flight and two counters in it, however many events a server sends. The
+// request's answer waits for the last marker of its stream (await), bounded
+// by relayDrain: a client that does not read delays its own answers, no
+// one else's. A request whose stream carried one event (its answer alone,
+// the usual case) gets no marker and waits for nothing.
 //
 // A stdio (or container) session reads no HTTP, and a legacy SSE
 // session's answers come on its one event stream, which no request's
@@ -69,6 +74,9 @@ const metaKeyOrder = "io.tether/order"
 type order struct {
 	nonce string
 	ids   atomic.Uint64
+	// logs: a marker counts as handled once its client's messages queued
+	// before it were written (logqueue.go); nil: at once.
+	logs *logQueues
 
 	mu    sync.Mutex
 	marks map[uint64]*orderMark
@@ -97,7 +105,11 @@ func (o *order) handled(v string) bool {
 	o.mu.Lock()
 	m := o.marks[id]
 	o.mu.Unlock()
-	if m != nil {
+	switch {
+	case m == nil:
+	case o.logs != nil:
+		o.logs.reach(m, n)
+	default:
 		m.reached(n)
 	}
 	return true
@@ -107,8 +119,9 @@ func (o *order) handled(v string) bool {
 // round trips of its stream, or the stdio connection's Write): how many
 // were sent, the latest the go-sdk handled.
 type orderMark struct {
-	o  *order
-	id uint64
+	o      *order
+	id     uint64
+	client any // the request's downstream client (wire.Caller.Client)
 
 	mu      sync.Mutex
 	sent    uint64        // markers put in the request's stream
@@ -166,10 +179,11 @@ func (s *Session) withOrder(ctx context.Context) (context.Context, *orderMark) {
 	if s.order == nil {
 		return ctx, nil
 	}
-	if c := wire.CallerFrom(ctx); c == nil || c.LogLevel() == "" {
+	c := wire.CallerFrom(ctx)
+	if c == nil || c.LogLevel() == "" {
 		return ctx, nil
 	}
-	m := &orderMark{o: s.order, id: s.order.ids.Add(1)}
+	m := &orderMark{o: s.order, id: s.order.ids.Add(1), client: c.Client()}
 	return context.WithValue(ctx, orderKey{}, m), m
 }
 
@@ -220,6 +234,9 @@ func (m *orderMark) done() {
 	m.o.mu.Lock()
 	delete(m.o.marks, m.id)
 	m.o.mu.Unlock()
+	if m.o.logs != nil {
+		m.o.logs.forgetMark(m)
+	}
 	if conn != nil {
 		conn.forget(rid)
 	}

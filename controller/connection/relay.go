@@ -435,6 +435,7 @@ func (s *Session) inFlight(ctx context.Context) func() {
 		delete(f.m, id)
 		f.mu.Unlock()
 		cancel()
+		s.logs.forget(fl)
 		idle := fl.end()
 		select {
 		case <-idle:
@@ -478,9 +479,12 @@ func (s *Session) relatedFlight() (*flight, error) {
 	return last, nil
 }
 
-// relayLog hands a server's log message to the client it belongs to: to, or
-// the client of the only one in flight, else the Listener. The message is
-// redacted, and its logger is the connection's name when the server gave
+// relayLog hands a server's log message to the client it belongs to: to
+// (a raw call's own stream, read for that call alone), or the client of the
+// only one in flight, through that client's queue (logqueue.go: the go-sdk
+// hands every notification of the session over on one goroutine, which a
+// client that does not read must not hold), else the Listener. The message
+// is redacted, and its logger is the connection's name when the server gave
 // none.
 func (s *Session) relayLog(to wire.Caller, p *mcp.LoggingMessageParams) {
 	if p == nil {
@@ -491,8 +495,10 @@ func (s *Session) relayLog(to wire.Caller, p *mcp.LoggingMessageParams) {
 	if out.Logger == "" {
 		out.Logger = s.name
 	}
+	size := int64(len(out.Logger))
 	if out.Data != nil {
 		if b, err := json.Marshal(out.Data); err == nil {
+			size += int64(len(b))
 			if red := s.red.String(string(b)); red != string(b) {
 				var v any
 				if json.Unmarshal([]byte(red), &v) == nil {
@@ -503,13 +509,12 @@ func (s *Session) relayLog(to wire.Caller, p *mcp.LoggingMessageParams) {
 			}
 		}
 	}
-	if to == nil {
-		if f, err := s.relatedFlight(); err == nil {
-			to = f.caller
-		}
-	}
 	if to != nil {
 		to.Log(&out)
+		return
+	}
+	if f, err := s.relatedFlight(); err == nil {
+		s.logs.send(f, &out, size)
 		return
 	}
 	if l := s.listenerOf(); l != nil {

@@ -76,9 +76,28 @@ func TestRelatedFlight(t *testing.T) {
 	c := &fakeCaller{client: "D"}
 	done := s.inFlight(wire.WithCaller(ctx, c))
 	s.relayLog(nil, &mcp.LoggingMessageParams{Level: "info", Data: "hello"})
+	waitLogsWritten(t, s)
 	done()
 	if len(c.logs) != 1 || c.logs[0] != "conn: hello" {
 		t.Errorf("log during the call: %v (want the connection's name as logger)", c.logs)
+	}
+}
+
+// waitLogsWritten waits until s holds no log message for any client.
+func waitLogsWritten(t *testing.T, s *Session) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.logs.mu.Lock()
+		n := len(s.logs.m)
+		s.logs.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log messages for %d clients still queued", n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

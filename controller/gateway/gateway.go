@@ -608,21 +608,9 @@ func (g *Gateway) Set(c Connection) {
 			// their first call to it, not only for the calls after.
 			go func() {
 				defer close(levelSet)
-				g.setBackendLevel(t, level)
-				for t.life.Err() == nil {
-					// A client's change meanwhile (sendLevel) asked this
-					// backend as well, and its answer may have come before
-					// this older level's: ask again until the level asked
-					// last is the one the clients want.
-					g.levels.mu.Lock()
-					now := g.levels.sent
-					g.levels.mu.Unlock()
-					if now == level || now == "" {
-						return
-					}
-					level = now
-					g.setBackendLevel(t, level)
-				}
+				// A client's change meanwhile (sendLevel) asks this
+				// backend as well: askLevel ends with the level asked last.
+				g.askLevel(t, level)
 			}()
 		} else {
 			close(levelSet)

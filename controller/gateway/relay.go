@@ -116,14 +116,9 @@ func (g *Gateway) forgetLevel(client any) {
 	g.levels.mu.Unlock()
 }
 
-// wantedLevel is the most verbose level of the live client sessions.
-func (g *Gateway) wantedLevel() mcp.LoggingLevel {
-	live := map[*mcp.ServerSession]bool{}
-	for ss := range g.server.Sessions() {
-		live[ss] = true
-	}
-	g.levels.mu.Lock()
-	defer g.levels.mu.Unlock()
+// wantedLevelLocked is the most verbose level of the live client sessions
+// (live) and fast calls. The caller holds levels.mu.
+func (g *Gateway) wantedLevelLocked(live map[*mcp.ServerSession]bool) mcp.LoggingLevel {
 	var want mcp.LoggingLevel
 	for c, l := range g.levels.m {
 		if ss, ok := c.(*mcp.ServerSession); ok && !live[ss] {
@@ -140,9 +135,21 @@ func (g *Gateway) wantedLevel() mcp.LoggingLevel {
 // sendLevel asks every available backend for the wanted level when it
 // changed, and waits for their answers (each bounded by its callTimeout),
 // so that the level is in force when the client's setLevel is answered.
+//
+// The level is decided and recorded as sent under one hold of levels.mu:
+// decided before and recorded after, two changes at once could record the
+// older decision last, and every ask (askLevel) then ended at a level no
+// client wanted. The live sessions are read under it too: read before, a
+// session that began and recorded its level meanwhile was taken for one
+// that ended, and its level forgotten. A session records its level only
+// once the go-sdk server holds it, so one read after sees it.
 func (g *Gateway) sendLevel() {
-	want := g.wantedLevel()
 	g.levels.mu.Lock()
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range g.server.Sessions() { // the go-sdk server's lock, a leaf
+		live[ss] = true
+	}
+	want := g.wantedLevelLocked(live)
 	changed := want != g.levels.sent
 	g.levels.sent = want
 	g.levels.mu.Unlock()
@@ -159,9 +166,28 @@ func (g *Gateway) sendLevel() {
 	g.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, t := range targets {
-		wg.Go(func() { g.setBackendLevel(t, want) })
+		wg.Go(func() { g.askLevel(t, want) })
 	}
 	wg.Wait()
+}
+
+// askLevel asks one backend for level, and again for the level the clients
+// want now while that changed meanwhile: two asks of one backend (two
+// clients' changes at once, a reconnect's and a client's) are answered in
+// no set order, and the older level answered last would stay in force
+// until the next change. The ask that began after every other was answered
+// carries the level decided last.
+func (g *Gateway) askLevel(t *target, level mcp.LoggingLevel) {
+	for {
+		g.setBackendLevel(t, level)
+		g.levels.mu.Lock()
+		now := g.levels.sent
+		g.levels.mu.Unlock()
+		if now == level || now == "" || t.life.Err() != nil {
+			return
+		}
+		level = now
+	}
 }
 
 // setBackendLevel asks one backend for level.

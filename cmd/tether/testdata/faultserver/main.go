@@ -47,6 +47,7 @@ type options struct {
 	initDelay      time.Duration // delay the answer to initialize
 	ignoreStdinEOF bool          // keep running after stdin closes (a stubborn server)
 	logFlood       int           // once initialized, send log messages of this many bytes, one a millisecond
+	logsTool       bool          // serve the logs tool
 	out            *lockedWriter // stdout, over stdio (the stall tool writes there)
 }
 
@@ -66,6 +67,7 @@ func run() int {
 	flag.StringVar(&o.httpAddr, "http", "", "serve streamable HTTP at `ADDR`/mcp")
 	flag.DurationVar(&o.initDelay, "init-delay", 0, "answer initialize after `DURATION`")
 	flag.BoolVar(&o.ignoreStdinEOF, "ignore-stdin-eof", false, "keep running after stdin closes")
+	flag.BoolVar(&o.logsTool, "logs-tool", false, "serve the logs tool")
 	flag.IntVar(&o.logFlood, "log-flood", 0, "once initialized, send log messages of `N` bytes, one a millisecond (at the level the client set)")
 	flag.Parse()
 
@@ -226,6 +228,19 @@ func newServer(o *options) *mcp.Server {
 			return nil, ctx.Err()
 		}
 	})
+	if o.logsTool {
+		add("logs", "sends its count argument of log messages (info) of its bytes argument each, then answers", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ Count, Bytes int }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			for i := range a.Count {
+				data := fmt.Sprintf("%d:%s", i, strings.Repeat("l", a.Bytes))
+				if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "faultserver", Data: data}); err != nil {
+					return nil, err
+				}
+			}
+			return text("logged"), nil
+		})
+	}
 	add("big", "answers a text of its bytes argument", func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var a struct{ Bytes int }
 		_ = json.Unmarshal(req.Params.Arguments, &a)
