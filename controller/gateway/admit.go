@@ -562,6 +562,18 @@ func writeRPCError(w http.ResponseWriter, status int, msg string) {
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":%s}`, b)
 }
 
+// writeRPCErrorID answers a request the gateway refuses once its
+// JSON-RPC is read: a JSON-RPC error with the request's id (null when it
+// has none), status 200, as any answer to a request.
+func writeRPCErrorID(w http.ResponseWriter, id json.RawMessage, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(&jsonrpc.Error{Code: codeLimit, Message: msg})
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":%s}`, id, b)
+}
+
 // codeLimit is the JSON-RPC error code of a request refused by a limit of
 // the gateway (in the implementation-defined server error range).
 const codeLimit = -32000

@@ -78,10 +78,23 @@ func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handl
 		// passed on whole for the SDK to refuse.
 		body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes || !isListen(body) {
+		id, listen := listenID(body)
+		if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes || !listen {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// A listen is answered for its client's life and never shed at
+		// --max-connections: past its share of that bound it is refused at
+		// once (connlimit.go, holdListen).
+		release, bound, ok := holdListen(r.Context())
+		if !ok {
+			if warnListensFull(r.Context()) {
+				g.log.Warn("gateway refuses subscriptions/listen: open listens hold half its connection bound (--max-connections)", "maxListens", bound)
+			}
+			writeRPCErrorID(w, id, errListensFull(bound))
+			return
+		}
+		defer release()
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		defer context.AfterFunc(stop, cancel)()
@@ -89,13 +102,18 @@ func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handl
 	})
 }
 
-// isListen reports whether body is one subscriptions/listen request.
-func isListen(body []byte) bool {
+// listenID reports whether body is one subscriptions/listen request, and
+// its id.
+func listenID(body []byte) (json.RawMessage, bool) {
 	if !bytes.Contains(body, []byte("listen")) && !bytes.Contains(body, []byte(`\u`)) {
-		return false
+		return nil, false
 	}
 	var m struct {
-		Method string `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
 	}
-	return json.Unmarshal(body, &m) == nil && m.Method == "subscriptions/listen"
+	if json.Unmarshal(body, &m) != nil || m.Method != "subscriptions/listen" {
+		return nil, false
+	}
+	return m.ID, true
 }
