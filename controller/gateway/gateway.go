@@ -474,6 +474,7 @@ func New(opts Options) *Gateway {
 	g.sseInFlight.max = int64(opts.MaxConnections)
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
 	g.rounds.max = opts.MaxCallsInFlight
+	g.rounds.maxKeptBytes = roundResultsKeptBytes
 	g.relaysOut.max = maxRelaysOut
 	g.subs.init(opts.MaxSubscriptionsPerSession, opts.MaxSubscriptions)
 	g.routes.Store(&routeTable{})
