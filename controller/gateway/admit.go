@@ -360,8 +360,13 @@ func (c *sessionCapture) captureLocked() {
 		return
 	}
 	c.e = e
-	// Closed before the new id goes out: by then the new session counts.
-	c.g.evict(victims)
+	// Closed beside the new session's answer, which does not wait for the
+	// go-sdk's Close of each (it waits for the session's handlers): the
+	// victims are dropped from the table already, and answered 404 until
+	// closed.
+	if len(victims) > 0 && !c.g.evictions.goRun(func() { c.g.evict(victims) }) {
+		c.g.evict(victims) // the gateway is closing
+	}
 }
 
 func (c *sessionCapture) WriteHeader(code int) {
@@ -544,7 +549,7 @@ func (g *Gateway) closeSessions(victims []*sessionEntry) {
 		}
 	}
 	for _, s := range ss {
-		s.Close()
+		g.closeSession(s)
 	}
 	g.sessions.mu.Lock()
 	for _, v := range victims {

@@ -321,6 +321,19 @@ type Gateway struct {
 
 	levels levels // clients' logging levels (relay.go)
 	rounds rounds // backend calls of 2026-07-28 clients across rounds (rounds.go)
+
+	// evictions are the closes of sessions chosen to make room, run off
+	// the new client's request; renewals the reconnected backends'
+	// subscription renewals (subscriptions.go). Serving and Close wait
+	// for them (serve.go, tasks).
+	evictions, renewals tasks
+	// closeSession closes a session chosen to make room or idle: the
+	// go-sdk's Close, which waits for the session's handlers (tests slow
+	// it down).
+	closeSession func(*mcp.ServerSession)
+	// sweeps runs the session table's idle sweeper and the subscriptions'
+	// pruning once however many listeners serve the gateway (serve.go).
+	sweeps sweeps
 }
 
 // claim is one connection's bid for an exposed name.
@@ -475,6 +488,7 @@ func New(opts Options) *Gateway {
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
 	g.rounds.max = opts.MaxCallsInFlight
 	g.rounds.maxKeptBytes = roundResultsKeptBytes
+	g.closeSession = func(ss *mcp.ServerSession) { _ = ss.Close() }
 	g.relaysOut.max = maxRelaysOut
 	g.subs.init(opts.MaxSubscriptionsPerSession, opts.MaxSubscriptions)
 	g.routes.Store(&routeTable{})

@@ -501,7 +501,8 @@ func (g *Gateway) resubscribe(st *connState, t *target) {
 	if len(uris) == 0 {
 		return
 	}
-	go func() {
+	// Owned by the gateway (Close waits for it); none once it closes.
+	g.renewals.goRun(func() {
 		for _, uri := range uris {
 			// One at a time, busy while renewed: an unsubscribe of the
 			// URI meanwhile reaches the backend after the renewal.
@@ -520,7 +521,7 @@ func (g *Gateway) resubscribe(st *connState, t *target) {
 			done()
 			s.done(uri, sub)
 		}
-	}()
+	})
 }
 
 // resourceUpdated relays a backend's notifications/resources/updated to
