@@ -3,7 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -27,14 +27,7 @@ const disconnectBound = 2 * waitTimeout
 // its call cancelled after the call's client went away.
 func waitDisconnectEnded(t *testing.T, tb *testBackend) {
 	t.Helper()
-	select {
-	case err := <-tb.ended:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("backend handler ended with %v, want canceled", err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatalf("the backend did not see the call cancelled within %v of its client's going away: endWithPOST did not end it (the call ends at its callTimeout, %v)", waitTimeout, disconnectBound)
-	}
+	waitEndedOr(t, tb, fmt.Sprintf("the backend did not see the call cancelled within %v of its client's going away: endWithPOST did not end it (the call ends at its callTimeout, %v)", waitTimeout, disconnectBound))
 }
 
 // TestSDKPathClientDisconnect: a client of a classic session that goes

@@ -131,20 +131,7 @@ func TestOneSweeperPerTable(t *testing.T) {
 // is the gateway's: Close waits for it (it ends with its backend call), and
 // none starts after Close. Before, nobody waited for it.
 func TestRenewalOwned(t *testing.T) {
-	g, hs := newTestGateway(t, Options{})
-	b := newGatedBackend(t)
-	g.Set(Connection{Name: "g", Backend: b})
-	a := dial(t, g, hs)
-	errA := subscribeAsync(a, "item://g/1")
-	b.expectCall(t, "subscribe item://g/1")
-	b.answer <- nil
-	if err := result(t, errA); err != nil {
-		t.Fatal(err)
-	}
-	g.SetUnavailable("g", "", "ping timeout")
-	next := newGatedBackend(t)
-	g.Set(Connection{Name: "g", Backend: next})
-	next.expectCall(t, "subscribe item://g/1") // the renewal, waiting for its answer
+	g, _, next := renewing(t) // the renewal waits for next's answer
 
 	var answered atomic.Bool
 	closed := make(chan bool, 1)
