@@ -149,8 +149,11 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	// Subscriptions of clients that went away are dropped, and idle
-	// sessions closed, by one sweeper of each for every listener.
-	defer g.sweeps.start(g)()
+	// sessions closed, by one sweeper of each for every listener; this
+	// listener lets go of them when its shutdown begins.
+	stopSweeps := sync.OnceFunc(g.sweeps.start(g))
+	defer stopSweeps()
+	defer context.AfterFunc(ctx, stopSweeps)()
 	// At the bound, the connection stalled the longest makes room for a new
 	// one; when all are serving, the new one is closed at once rather than
 	// left to wait in the backlog (connlimit.go).
