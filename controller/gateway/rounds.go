@@ -79,6 +79,10 @@ type callRound struct {
 	// by rounds.mu.
 	kept      bool
 	keptBytes int64
+	// watched: a goroutine waits for the call's end to keep its result
+	// and forget its state (park starts one, at the call's first park).
+	// Guarded by rounds.mu.
+	watched bool
 }
 
 // result is the call's result as the go-sdk path answers it, whichever
@@ -187,15 +191,15 @@ type rounds struct {
 	keptBytes, maxKeptBytes int64
 }
 
-// keepResult keeps the result of cr, which ended while parked, for its
-// client's next round, under rounds.mu, and drops the oldest kept results
-// past the bounds. A call whose state is spent (a round took it) or that
-// is kept already keeps nothing.
-func (r *rounds) keepResult(cr *callRound) {
+// keepResult keeps the result of cr (of size bytes, resultBytes), which
+// ended while parked, for its client's next round, under rounds.mu, and
+// drops the oldest kept results past the bounds. A call whose state is
+// spent (a round took it) or that is kept already keeps nothing.
+func (r *rounds) keepResult(cr *callRound, size int64) {
 	if cr.kept || r.m[cr.state] != cr {
 		return
 	}
-	cr.kept, cr.keptBytes = true, cr.resultBytes()
+	cr.kept, cr.keptBytes = true, size
 	r.kept = append(r.kept, cr)
 	r.keptBytes += cr.keptBytes
 	for len(r.kept) > r.max || (r.keptBytes > r.maxKeptBytes && len(r.kept) > 1) {
@@ -230,7 +234,8 @@ func (r *rounds) unkeep(cr *callRound) {
 }
 
 // resultBytes is the size of the call's result as held: the bytes the
-// fast path kept, or the go-sdk path's result as it encodes.
+// fast path kept, or the go-sdk path's result as it encodes (measured
+// outside rounds.mu: a result may be megabytes).
 func (cr *callRound) resultBytes() int64 {
 	if cr.raw != nil {
 		return int64(len(cr.raw))
@@ -394,12 +399,18 @@ func (g *Gateway) park(cr *callRound) (string, bool) {
 	state := g.rounds.keep(cr)
 	cr.parked = true
 	g.rounds.parked++
+	watch := !cr.watched
+	cr.watched = true
 	g.rounds.mu.Unlock()
+	if !watch {
+		return state, true // its first park watches for its end
+	}
 	go func() { // forget the call's state a while after the call ended
 		<-cr.done
+		size := cr.resultBytes()
 		g.rounds.mu.Lock()
 		g.rounds.unpark(cr)
-		g.rounds.keepResult(cr)
+		g.rounds.keepResult(cr, size)
 		g.rounds.mu.Unlock()
 		time.AfterFunc(roundResultKept, func() {
 			g.rounds.mu.Lock()
