@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -226,6 +227,32 @@ func TestEndWithPOST(t *testing.T) {
 		if ended != tc.wantEnded {
 			t.Errorf("%s with header %v: context ended %v, want %v", tc.method, tc.header, ended, tc.wantEnded)
 		}
+	}
+}
+
+// TestCallOfAGoneClientNotSent: a call whose client is gone before it is
+// sent (its request ended by endWithPOST before dispatch) does not reach
+// the backend, and ends canceled: sent, its cancellation could overtake it
+// and leave it running on the backend.
+func TestCallOfAGoneClientNotSent(t *testing.T) {
+	g := New(Options{Logger: testLogger(t)})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: offering([]string{"t"}, nil, nil, nil)})
+	rt, _ := g.routes.Load().route("a_t")
+	if rt.target == nil {
+		t.Fatal("a_t has no route")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sent := false
+	s := g.sendCall(ctx, rt, "a_t", func(context.Context, route) (bool, bool, error) {
+		sent = true
+		return true, false, nil
+	})
+	if sent {
+		t.Error("the call of a client gone before it was sent reached the backend")
+	}
+	if !errors.Is(s.err, context.Canceled) || !errors.Is(s.callErr, context.Canceled) {
+		t.Errorf("the call ended with %v (call context %v), want canceled", s.err, s.callErr)
 	}
 }
 

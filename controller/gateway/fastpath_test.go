@@ -176,7 +176,7 @@ func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFix
 		})
 	f.bs = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.tb.srv }, nil))
 	t.Cleanup(f.bs.Close)
-	t.Cleanup(func() { close(unblock) })
+	t.Cleanup(func() { close(unblock); close(f.tb.stop) })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	secret := fastSecret
