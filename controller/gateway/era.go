@@ -61,12 +61,15 @@ func byEra(classic, modern http.Handler) http.Handler {
 	})
 }
 
-// endListens ends the 2026-07-28 clients' subscriptions/listen requests
-// when stop is done (the listener's shutdown begins). Such a request is
-// the client's channel for list_changed and resource updates, open for the
+// endListens ends the subscriptions/listen requests when stop is done (the
+// listener's shutdown begins), and holds them to their share of the
+// connection bound (holdListen). Such a request is the 2026-07-28
+// client's channel for list_changed and resource updates, open for the
 // client's life, as a classic session's standalone stream is: left to run,
 // it was counted among the POSTs in flight that shutdown lets finish, and
-// held tether's exit for the whole --shutdown-timeout. Other requests run
+// held tether's exit for the whole --shutdown-timeout. The go-sdk serves
+// one on a classic session's POST too, open as long: it is in front of
+// both eras (byEra), so that no listen escapes either. Other requests run
 // on: a call in flight gets its answer.
 func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,12 +111,13 @@ func listenID(body []byte) (json.RawMessage, bool) {
 	if !bytes.Contains(body, []byte("listen")) && !bytes.Contains(body, []byte(`\u`)) {
 		return nil, false
 	}
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	if json.Unmarshal(body, &m) != nil || m.Method != "subscriptions/listen" {
+	// Keys matched exactly, as the go-sdk's decoder matches them: a
+	// struct would take "Method" for "method", and a listen whose body
+	// also names another method that way went uncounted (holdListen).
+	var m map[string]json.RawMessage
+	var method string
+	if json.Unmarshal(body, &m) != nil || json.Unmarshal(m["method"], &method) != nil || method != "subscriptions/listen" {
 		return nil, false
 	}
-	return m.ID, true
+	return m["id"], true
 }

@@ -104,7 +104,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// The fast path cancels its own calls when their client goes away;
 	// what reaches the go-sdk is named for endWithPOST (a session's POST)
 	// or cleared of a client's name (every other request).
-	h := g.withFastPath(g.watchPOSTs(byEra(g.sdk, g.endListens(ctx, g.modern))))
+	h := g.withFastPath(g.watchPOSTs(g.endListens(ctx, byEra(g.sdk, g.modern))))
 	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)
