@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -567,16 +568,31 @@ func writeRPCError(w http.ResponseWriter, status int, msg string) {
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":%s}`, b)
 }
 
-// writeRPCErrorID answers a request the gateway refuses once its
+// writeRPCErrorIDs answers a request the gateway refuses once its
 // JSON-RPC is read: a JSON-RPC error with the request's id (null when it
-// has none), status 200, as any answer to a request.
-func writeRPCErrorID(w http.ResponseWriter, id json.RawMessage, msg string) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
+// has none), status 200, as any answer to a request; for a batch, an
+// array of one such error for each of its requests (ids).
+func writeRPCErrorIDs(w http.ResponseWriter, ids []json.RawMessage, batch bool, msg string) {
 	b, _ := json.Marshal(&jsonrpc.Error{Code: codeLimit, Message: msg})
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":%s}`, id, b)
+	if !batch || len(ids) == 0 {
+		id := json.RawMessage("null")
+		if len(ids) > 0 {
+			id = ids[0]
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":%s}`, id, b)
+		return
+	}
+	var out bytes.Buffer
+	out.WriteByte('[')
+	for i, id := range ids {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		fmt.Fprintf(&out, `{"jsonrpc":"2.0","id":%s,"error":%s}`, id, b)
+	}
+	out.WriteByte(']')
+	_, _ = w.Write(out.Bytes())
 }
 
 // codeLimit is the JSON-RPC error code of a request refused by a limit of

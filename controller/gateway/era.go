@@ -81,7 +81,7 @@ func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handl
 		// passed on whole for the SDK to refuse.
 		body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		id, listen := listenID(body)
+		ids, batch, listen := listenIDs(body)
 		if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes || !listen {
 			next.ServeHTTP(w, r)
 			return
@@ -94,7 +94,7 @@ func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handl
 			if warnListensFull(r.Context()) {
 				g.log.Warn("gateway refuses subscriptions/listen: open listens hold half its connection bound (--max-connections)", "maxListens", bound)
 			}
-			writeRPCErrorID(w, id, errListensFull(bound))
+			writeRPCErrorIDs(w, ids, batch, errListensFull(bound))
 			return
 		}
 		defer release()
@@ -105,19 +105,35 @@ func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handl
 	})
 }
 
-// listenID reports whether body is one subscriptions/listen request, and
-// its id.
-func listenID(body []byte) (json.RawMessage, bool) {
+// listenIDs reports whether body is a subscriptions/listen request, or a
+// batch that holds one (the go-sdk serves batches on a classic session of
+// a protocol before 2025-06-18), and the ids of the requests it carries,
+// each of which an answer that refuses it names.
+func listenIDs(body []byte) (ids []json.RawMessage, batch, listen bool) {
 	if !bytes.Contains(body, []byte("listen")) && !bytes.Contains(body, []byte(`\u`)) {
-		return nil, false
+		return nil, false, false
 	}
-	// Keys matched exactly, as the go-sdk's decoder matches them: a
-	// struct would take "Method" for "method", and a listen whose body
-	// also names another method that way went uncounted (holdListen).
-	var m map[string]json.RawMessage
-	var method string
-	if json.Unmarshal(body, &m) != nil || json.Unmarshal(m["method"], &method) != nil || method != "subscriptions/listen" {
-		return nil, false
+	msgs := []json.RawMessage{body}
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
+		if json.Unmarshal(body, &msgs) != nil {
+			return nil, false, false
+		}
+		batch = true
 	}
-	return m["id"], true
+	for _, raw := range msgs {
+		// Keys matched exactly, as the go-sdk's decoder matches them: a
+		// struct would take "Method" for "method", and a listen whose
+		// body also names another method that way went uncounted
+		// (holdListen).
+		var m map[string]json.RawMessage
+		var method string
+		if json.Unmarshal(raw, &m) != nil || json.Unmarshal(m["method"], &method) != nil {
+			continue
+		}
+		listen = listen || method == "subscriptions/listen"
+		if id, ok := m["id"]; ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, batch, listen
 }

@@ -39,14 +39,17 @@ func postListen(t *testing.T, ctx context.Context, url, body string, header map[
 // TestListensCountedHoweverSent: the share of --max-connections that
 // listens hold counts every subscriptions/listen the go-sdk serves as one:
 // a body whose keys the gateway read without regard to case ("Method"
-// beside "method", which the go-sdk's decoder does not match) and a
-// listen on a classic session's POST both held a connection for the
-// client's life outside the count.
+// beside "method", which the go-sdk's decoder does not match), a listen on
+// a classic session's POST, and one in a batch (which the go-sdk serves
+// on a session of 2025-03-26) each held a connection for the client's life
+// outside the count. One past the share is answered with the error, as a
+// batch is answered: an array.
 func TestListensCountedHoweverSent(t *testing.T) {
 	const maxConn = 4
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + modernProtocol + `","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}`
 	cases := []struct {
 		name   string
+		batch  bool
 		body   func(id int) string
 		header func(t *testing.T, url string) map[string]string
 	}{{
@@ -65,6 +68,24 @@ func TestListensCountedHoweverSent(t *testing.T) {
 		header: func(t *testing.T, url string) map[string]string {
 			sid := initSession(t, url, nil)
 			return map[string]string{sessionIDHeader: sid, protocolVersionHeader: "2025-06-18"}
+		},
+	}, {
+		name:  "a batch on a classic session of 2025-03-26",
+		batch: true,
+		body: func(id int) string {
+			return fmt.Sprintf(`[{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}]`, id)
+		},
+		header: func(t *testing.T, url string) map[string]string {
+			resp, body := do(t, http.MethodPost, url, strings.Replace(initializeBody, "2025-06-18", "2025-03-26", 1), nil)
+			sid := resp.Header.Get(sessionIDHeader)
+			if resp.StatusCode != http.StatusOK || sid == "" {
+				t.Fatalf("initialize: %d %q %s", resp.StatusCode, sid, body)
+			}
+			h := map[string]string{sessionIDHeader: sid, protocolVersionHeader: "2025-03-26"}
+			if resp, body := do(t, http.MethodPost, url, initializedBody, h); resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("notifications/initialized: %d %s", resp.StatusCode, body)
+			}
+			return h
 		},
 	}}
 	for _, tc := range cases {
@@ -86,6 +107,15 @@ func TestListensCountedHoweverSent(t *testing.T) {
 			}
 			if open > maxConn/2 {
 				t.Fatalf("%d listens open at --max-connections %d, want %d at most; refused: %q", open, maxConn, maxConn/2, answers)
+			}
+			want := `200 {"jsonrpc":"2.0","id":`
+			if tc.batch {
+				want = `200 [{"jsonrpc":"2.0","id":`
+			}
+			for _, a := range answers {
+				if !strings.HasPrefix(a, want) || !strings.Contains(a, `"error":{"code":-32000,`) || !strings.Contains(a, "--max-connections") {
+					t.Errorf("a listen past the share got %s, want %s… with the error naming --max-connections", a, want)
+				}
 			}
 		})
 	}
