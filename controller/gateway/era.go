@@ -114,10 +114,7 @@ func listenIDs(body []byte) (ids []json.RawMessage, batch, listen bool) {
 		return nil, false, false
 	}
 	msgs := []json.RawMessage{body}
-	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
-		if json.Unmarshal(body, &msgs) != nil {
-			return nil, false, false
-		}
+	if decodeAsSDK(body, &msgs) == nil {
 		batch = true
 	}
 	for _, raw := range msgs {
@@ -127,7 +124,7 @@ func listenIDs(body []byte) (ids []json.RawMessage, batch, listen bool) {
 		// (holdListen).
 		var m map[string]json.RawMessage
 		var method string
-		if json.Unmarshal(raw, &m) != nil || json.Unmarshal(m["method"], &method) != nil {
+		if decodeAsSDK(raw, &m) != nil || json.Unmarshal(m["method"], &method) != nil {
 			continue
 		}
 		listen = listen || method == "subscriptions/listen"
@@ -136,4 +133,12 @@ func listenIDs(body []byte) (ids []json.RawMessage, batch, listen bool) {
 		}
 	}
 	return ids, batch, listen
+}
+
+// decodeAsSDK decodes the first JSON value of data into v as the go-sdk
+// reads a message (a decoder: bytes past the value are left unread, where
+// json.Unmarshal refuses them, and a listen followed by a byte went
+// uncounted).
+func decodeAsSDK(data []byte, v any) error {
+	return json.NewDecoder(bytes.NewReader(data)).Decode(v)
 }

@@ -61,6 +61,14 @@ func TestListensCountedHoweverSent(t *testing.T) {
 			return map[string]string{protocolVersionHeader: modernProtocol, methodHeader: "subscriptions/listen"}
 		},
 	}, {
+		name: "bytes past the request, which the go-sdk's decoder leaves unread",
+		body: func(id int) string {
+			return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},%s}} x`, id, meta)
+		},
+		header: func(*testing.T, string) map[string]string {
+			return map[string]string{protocolVersionHeader: modernProtocol, methodHeader: "subscriptions/listen"}
+		},
+	}, {
 		name: "a classic session",
 		body: func(id int) string {
 			return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`, id)
