@@ -121,6 +121,9 @@ func rawListen(ctx context.Context, t *testing.T, url string, id int) (*http.Res
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	// A refused listen's connection closes with its answer, leaving its
+	// place to the new client's connections.
+	req.Close = true
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	resp, err := (&http.Client{Transport: tr}).Do(req)

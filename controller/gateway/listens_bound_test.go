@@ -31,6 +31,9 @@ func openListen(t *testing.T, ctx context.Context, url string, id int) (*http.Re
 	req := eraRequest(ctx, url, string(body))
 	req.Header.Set(methodHeader, "subscriptions/listen")
 	req.Header.Del(nameHeader)
+	// A refused listen's connection closes with its answer: kept idle, the
+	// test's own connections took the places the new client's need.
+	req.Close = true
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	return (&http.Client{Transport: tr}).Do(req)
