@@ -307,6 +307,12 @@ func (s *sweeps) start(g *Gateway) (release func()) {
 		ctx, stop := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
 		s.stop, s.stopped = stop, stopped
+		// Counted before they start: whoever sees a listener serve sees
+		// its sweepers counted.
+		s.running.Add(1)
+		if g.sessions.idle > 0 {
+			s.running.Add(1)
+		}
 		go s.run(ctx, g, stopped)
 	}
 	return func() {
@@ -330,7 +336,6 @@ func (s *sweeps) run(ctx context.Context, g *Gateway, stopped chan struct{}) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		s.running.Add(1)
 		defer s.running.Add(-1)
 		tick := time.NewTicker(subscriptionPrune)
 		defer tick.Stop()
@@ -345,7 +350,6 @@ func (s *sweeps) run(ctx context.Context, g *Gateway, stopped chan struct{}) {
 	})
 	if g.sessions.idle > 0 {
 		wg.Go(func() {
-			s.running.Add(1)
 			defer s.running.Add(-1)
 			g.closeIdleSessions(ctx)
 		})
