@@ -319,6 +319,14 @@ func (t *sessionTable) lruIdle(client string, mine bool) *sessionEntry {
 	return best
 }
 
+// maxEvictionsInFlight bounds the closes of sessions evicted at
+// --max-sessions that run beside their new sessions' answers (each a
+// goroutine holding its victims): a close waits for the session's
+// handlers, and a flood of initializes would otherwise start one for each
+// however slow they were. Past it, an initialize closes its victim on its
+// own path, as it did before closes ran beside.
+const maxEvictionsInFlight = 64
+
 // sessionCapture admits the session a POST without a session id creates,
 // by the id the go-sdk issues in the response header (it sets one only for
 // an initialize it accepted), before the first byte goes out: the client
@@ -364,9 +372,11 @@ func (c *sessionCapture) captureLocked() {
 	// Closed beside the new session's answer, which does not wait for the
 	// go-sdk's Close of each (it waits for the session's handlers): the
 	// victims are dropped from the table already, and answered 404 until
-	// closed.
+	// closed. On the request's path when the gateway is closing, or while
+	// maxEvictionsInFlight closes run: a flood of initializes then waits
+	// for its own.
 	if len(victims) > 0 && !c.g.evictions.goRun(func() { c.g.evict(victims) }) {
-		c.g.evict(victims) // the gateway is closing
+		c.g.evict(victims)
 	}
 }
 

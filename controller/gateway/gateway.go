@@ -326,7 +326,7 @@ type Gateway struct {
 	// the new client's request; renewals the reconnected backends'
 	// subscription renewals (subscriptions.go). Serving and Close wait
 	// for them (serve.go, tasks).
-	evictions, renewals tasks
+	evictions, renewals tasks // evictions: maxEvictionsInFlight at once
 	// closeSession closes a session chosen to make room or idle: the
 	// go-sdk's Close, which waits for the session's handlers (tests slow
 	// it down).
@@ -489,6 +489,7 @@ func New(opts Options) *Gateway {
 	g.rounds.max = opts.MaxCallsInFlight
 	g.rounds.maxKeptBytes = roundResultsKeptBytes
 	g.closeSession = func(ss *mcp.ServerSession) { _ = ss.Close() }
+	g.evictions.max = maxEvictionsInFlight
 	g.relaysOut.max = maxRelaysOut
 	g.subs.init(opts.MaxSubscriptionsPerSession, opts.MaxSubscriptions)
 	g.routes.Store(&routeTable{})

@@ -70,6 +70,56 @@ func TestEvictionBesideInitialize(t *testing.T) {
 	}
 }
 
+// TestEvictionsInFlightBounded: the closes of evicted sessions that run
+// beside their new sessions' answers are bounded (maxEvictionsInFlight; 1
+// here): past the bound, an initialize closes its victim on its own path,
+// so a flood of initializes while closes are slow does not start a
+// goroutine for each. Before, every eviction started one.
+func TestEvictionsInFlightBounded(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), MaxSessions: 1})
+	g.evictions.max = 1
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
+	g.closeSession = func(ss *mcp.ServerSession) {
+		entered <- struct{}{}
+		<-release
+		_ = ss.Close()
+	}
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	t.Cleanup(func() { close(release) }) // before serving stops
+	awaitClose := func(what string) {
+		t.Helper()
+		select {
+		case <-entered:
+		case <-time.After(waitTimeout):
+			t.Fatalf("%s was never closed", what)
+		}
+	}
+	initSession(t, url, nil)
+	initSession(t, url, nil) // the first's close runs beside, held
+	awaitClose("the first session")
+	third := make(chan error, 1)
+	go func() {
+		resp, body, err := postNoT(url, initializeBody)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("initialize: %d %s", resp.StatusCode, body)
+		}
+		third <- err
+	}()
+	awaitClose("the second session")
+	g.evictions.mu.Lock()
+	running := g.evictions.n
+	g.evictions.mu.Unlock()
+	if running != 1 {
+		t.Errorf("%d evictions run beside their answers at a bound of 1, want 1 (the next on its initialize's path)", running)
+	}
+	select {
+	case err := <-third:
+		t.Fatalf("the initialize past the bound was answered before its victim's close (%v)", err)
+	default:
+	}
+}
+
 // TestOneSweeperPerTable: a gateway served on TCP and on a control socket
 // at once runs one idle-session sweeper and one subscription pruner over
 // its one session table and its subscriptions, not one of each per

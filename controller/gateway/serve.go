@@ -233,16 +233,17 @@ func (g *Gateway) Close() {
 type tasks struct {
 	mu     sync.Mutex
 	n      int
+	max    int           // goroutines at once, 0 for no bound
 	idle   chan struct{} // closed when n drops to 0; nil while n is 0
 	closed bool
 }
 
 // goRun runs f in a goroutine of t's; false, and f not run, once t is
-// closed.
+// closed or while max of them run.
 func (t *tasks) goRun(f func()) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.closed || (t.max > 0 && t.n >= t.max) {
 		return false
 	}
 	if t.n == 0 {
