@@ -123,7 +123,8 @@ func TestEvictionsInFlightBounded(t *testing.T) {
 // TestOneSweeperPerTable: a gateway served on TCP and on a control socket
 // at once runs one idle-session sweeper and one subscription pruner over
 // its one session table and its subscriptions, not one of each per
-// listener; they stop when the last listener does.
+// listener; they stop when the last listener does, and a listener served
+// after that runs them again.
 func TestOneSweeperPerTable(t *testing.T) {
 	g := New(Options{Logger: testLogger(t), SessionTimeout: time.Hour})
 	url, stopTCP := serveOn(t, g, "127.0.0.1:0", "")
@@ -174,6 +175,20 @@ func TestOneSweeperPerTable(t *testing.T) {
 	}
 	if n := g.sweeps.running.Load(); n != 0 {
 		t.Errorf("%d sweepers run after every listener stopped", n)
+	}
+
+	// A listener served once every other stopped runs them again.
+	_, stopAgain := serveOn(t, g, "127.0.0.1:0", "")
+	for deadline := time.Now().Add(waitTimeout); g.sweeps.running.Load() != 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sweepers run for a listener served after the others stopped, want 2", g.sweeps.running.Load())
+		}
+	}
+	if err := stopAgain(); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.sweeps.running.Load(); n != 0 {
+		t.Errorf("%d sweepers run after the last listener stopped again", n)
 	}
 }
 
