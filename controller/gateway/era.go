@@ -101,7 +101,15 @@ func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handl
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		defer context.AfterFunc(stop, cancel)()
-		next.ServeHTTP(w, r.WithContext(ctx))
+		// A stream as a session's standalone one is, with its bound on a
+		// write (withStreamDeadline): the go-sdk server notifies sessions
+		// one after another, and a listen whose client stopped reading
+		// held every update after it, and its connection, for good.
+		sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: g.opts.StreamWriteTimeout, cut: cancel}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		if sw.failed.Load() {
+			g.log.Warn("gateway closed a subscriptions/listen: its client did not read it", "writeTimeout", sw.d)
+		}
 	})
 }
 
