@@ -246,7 +246,10 @@ type Gateway struct {
 	// in flight (sse.go).
 	sse         sseSessions
 	sseInFlight inflight
-	downs       downSessions
+	// sseListens are the SSE sessions' subscriptions/listen requests in
+	// flight, at most half of sseInFlight's bound (endWithSSEStream).
+	sseListens atomic.Int64
+	downs      downSessions
 	// templateMatches counts the URI-against-template matches the catalog
 	// tries (catTable.match), for tests of how that work grows.
 	templateMatches atomic.Int64
