@@ -122,8 +122,9 @@ func listenIDs(body []byte) (ids []json.RawMessage, batch, listen bool) {
 		return nil, false, false
 	}
 	msgs := []json.RawMessage{body}
-	if decodeAsSDK(body, &msgs) == nil {
-		batch = true
+	var all []json.RawMessage // left alone by a failed decode
+	if decodeAsSDK(body, &all) == nil {
+		msgs, batch = all, true
 	}
 	for _, raw := range msgs {
 		// Keys matched exactly, as the go-sdk's decoder matches them: a
