@@ -710,6 +710,9 @@ func runController(ctx context.Context, o *runOptions, stderr io.Writer) error {
 	}
 	cancel(nil)
 	servers.Wait()
+	// The gateway's own goroutines (evictions, subscription renewals)
+	// end once the backends are closed.
+	gw.Close()
 	// Export what the final reconciles recorded; a collector that is gone
 	// must not hold the exit up for long.
 	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)

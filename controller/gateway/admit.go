@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -318,6 +319,14 @@ func (t *sessionTable) lruIdle(client string, mine bool) *sessionEntry {
 	return best
 }
 
+// maxEvictionsInFlight bounds the closes of sessions evicted at
+// --max-sessions that run beside their new sessions' answers (each a
+// goroutine holding its victims): a close waits for the session's
+// handlers, and a flood of initializes would otherwise start one for each
+// however slow they were. Past it, an initialize closes its victim on its
+// own path, as it did before closes ran beside.
+const maxEvictionsInFlight = 64
+
 // sessionCapture admits the session a POST without a session id creates,
 // by the id the go-sdk issues in the response header (it sets one only for
 // an initialize it accepted), before the first byte goes out: the client
@@ -360,8 +369,15 @@ func (c *sessionCapture) captureLocked() {
 		return
 	}
 	c.e = e
-	// Closed before the new id goes out: by then the new session counts.
-	c.g.evict(victims)
+	// Closed beside the new session's answer, which does not wait for the
+	// go-sdk's Close of each (it waits for the session's handlers): the
+	// victims are dropped from the table already, and answered 404 until
+	// closed. On the request's path when the gateway is closing, or while
+	// maxEvictionsInFlight closes run: a flood of initializes then waits
+	// for its own.
+	if len(victims) > 0 && !c.g.evictions.goRun(func() { c.g.evict(victims) }) {
+		c.g.evict(victims)
+	}
 }
 
 func (c *sessionCapture) WriteHeader(code int) {
@@ -544,7 +560,7 @@ func (g *Gateway) closeSessions(victims []*sessionEntry) {
 		}
 	}
 	for _, s := range ss {
-		s.Close()
+		g.closeSession(s)
 	}
 	g.sessions.mu.Lock()
 	for _, v := range victims {
@@ -560,6 +576,33 @@ func writeRPCError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":%s}`, b)
+}
+
+// writeRPCErrorIDs answers a request the gateway refuses once its
+// JSON-RPC is read: a JSON-RPC error with the request's id (null when it
+// has none), status 200, as any answer to a request; for a batch, an
+// array of one such error for each of its requests (ids).
+func writeRPCErrorIDs(w http.ResponseWriter, ids []json.RawMessage, batch bool, msg string) {
+	b, _ := json.Marshal(&jsonrpc.Error{Code: codeLimit, Message: msg})
+	w.Header().Set("Content-Type", "application/json")
+	if !batch || len(ids) == 0 {
+		id := json.RawMessage("null")
+		if len(ids) > 0 {
+			id = ids[0]
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":%s}`, id, b)
+		return
+	}
+	var out bytes.Buffer
+	out.WriteByte('[')
+	for i, id := range ids {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		fmt.Fprintf(&out, `{"jsonrpc":"2.0","id":%s,"error":%s}`, id, b)
+	}
+	out.WriteByte(']')
+	_, _ = w.Write(out.Bytes())
 }
 
 // codeLimit is the JSON-RPC error code of a request refused by a limit of

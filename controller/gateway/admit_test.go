@@ -173,6 +173,7 @@ func TestSessionsBounded(t *testing.T) {
 	for range 20 { // a client that never DELETEs
 		ids = append(ids, initSession(t, url, nil))
 	}
+	g.evictions.wait() // sessions evicted are closed beside the new ones' answers
 	if n := sessionCount(g); n > 3 {
 		t.Fatalf("the gateway holds %d sessions, over --max-sessions 3", n)
 	}
@@ -584,6 +585,7 @@ func TestSessionsCreatedConcurrently(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	g.evictions.wait()
 	if n := sessionCount(g); n > 2 {
 		t.Fatalf("the gateway holds %d sessions, over --max-sessions 2", n)
 	}
@@ -664,6 +666,7 @@ func TestSessionsBoundedWhateverTheBody(t *testing.T) {
 				t.Errorf("%s: the go-sdk did not take it for an initialize: %d %s", body, resp.StatusCode, got)
 			}
 		}
+		g.evictions.wait()
 		if n := sessionCount(g); n > 2 {
 			t.Errorf("%s: the gateway holds %d sessions, over --max-sessions 2", body, n)
 		}

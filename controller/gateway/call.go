@@ -241,6 +241,16 @@ type sendFunc func(ctx context.Context, r route) (answered, isError bool, err er
 // one.
 func (g *Gateway) sendCall(ctx context.Context, r route, name string, send sendFunc) sent {
 	s := sent{t: r.target}
+	if err := ctx.Err(); err != nil {
+		// Its client is gone already (endWithPOST ends a request
+		// dispatched after its POST ended): sent now, the call's
+		// cancellation, sent beside it, could reach the backend first,
+		// which ignores it for an id it does not know yet, and the call
+		// would run on there (seen in TestSDKPathClientDisconnect under
+		// load: the backend's handler never ended).
+		s.err, s.callErr = err, err
+		return s
+	}
 	callCtx, done := s.t.callContext(ctx)
 	s.t.awaitLevel(callCtx)
 	s.answered, s.isError, s.err = send(callCtx, r)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -26,6 +27,14 @@ import (
 // POST would meet the close: it goes after the streams (shedRank), while
 // such connections are few (atWorkBudget). A
 // connection with a call being answered is never shed.
+//
+// A 2026-07-28 client's subscriptions/listen is a POST answered for the
+// client's life: it is a call being answered, and never shed, since the
+// go-sdk client does not open a closed listen again (its subscriptions
+// would be lost without a word). Listens hold at most half the bound
+// instead (holdListen): one past that is answered at once with an error
+// naming --max-connections, and the other half stays for clients that
+// connect and call, whatever number of listens a flood opens.
 
 // Phases of a client connection, as the shedding policy sees them.
 const (
@@ -62,10 +71,61 @@ type connLimiter struct {
 
 	shed, refused atomic.Int64 // connections closed at the bound (tests, logs)
 	warnedAt      atomic.Int64 // unix nanoseconds of the last WARN
+
+	// listens counts the subscriptions/listen requests being answered on
+	// the limiter's connections, at most maxListens (holdListen).
+	listens        atomic.Int64
+	maxListens     int64
+	listensRefused atomic.Int64 // listens answered with the bound's error (tests, logs)
+	listenWarnedAt atomic.Int64 // unix nanoseconds of the last WARN about them
 }
 
 func newConnLimiter(max int) *connLimiter {
-	return &connLimiter{max: max, conns: make(map[*limitedConn]struct{}, max)}
+	return &connLimiter{max: max, conns: make(map[*limitedConn]struct{}, max), maxListens: int64(maxListensOf(max))}
+}
+
+// maxListensOf is how many subscriptions/listen requests may be open at
+// once on a limiter bounding max connections: half of them, rounded down.
+// A listen is never shed, so without this share listens as many as the
+// bound locked every new client out for the listeners' lives.
+func maxListensOf(max int) int { return max / 2 }
+
+// errListensFull is the answer to a subscriptions/listen past the listens'
+// share of --max-connections.
+func errListensFull(bound int64) string {
+	return fmt.Sprintf("tether: cannot open subscriptions/listen: %d listens are open, the gateway's bound on them (half of --max-connections, so that listens never hold every connection); retry once a listen ends", bound)
+}
+
+// holdListen takes a listen's place on the limiter that holds the
+// connection of ctx, and gives release to call when the listen ends. ok is
+// false, and nothing taken, when the limiter's listens are at their bound.
+// A request on no limited connection (the gateway's bare Handler) takes
+// nothing.
+func holdListen(ctx context.Context) (release func(), bound int64, ok bool) {
+	c, limited := ctx.Value(connKey{}).(*limitedConn)
+	if !limited {
+		return func() {}, 0, true
+	}
+	l := c.l
+	if l.listens.Add(1) > l.maxListens {
+		l.listens.Add(-1)
+		l.listensRefused.Add(1)
+		return nil, l.maxListens, false
+	}
+	return func() { l.listens.Add(-1) }, l.maxListens, true
+}
+
+// warnListensFull reports whether a WARN about refused listens is due on
+// the limiter of ctx: one a minute at most, so that a flood does not
+// flood the log.
+func warnListensFull(ctx context.Context) bool {
+	c, limited := ctx.Value(connKey{}).(*limitedConn)
+	if !limited {
+		return false
+	}
+	now := time.Now().UnixNano()
+	last := c.l.listenWarnedAt.Load()
+	return now-last > int64(time.Minute) && c.l.listenWarnedAt.CompareAndSwap(last, now)
 }
 
 // limitedConn is a client connection the limiter holds, with its phase,

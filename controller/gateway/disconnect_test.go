@@ -3,7 +3,10 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +16,20 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// disconnectBound is the callTimeout of the disconnect tests' calls. A
+// call endWithPOST fails to end (a regression) ends at it: the test then
+// fails with its own message (waitDisconnectEnded) instead of hanging in
+// its cleanups, whose session closes wait for the call, until the
+// package's timeout.
+const disconnectBound = 2 * waitTimeout
+
+// waitDisconnectEnded waits, at most waitTimeout, for the backend to see
+// its call cancelled after the call's client went away.
+func waitDisconnectEnded(t *testing.T, tb *testBackend) {
+	t.Helper()
+	waitEndedOr(t, tb, fmt.Sprintf("the backend did not see the call cancelled within %v of its client's going away: endWithPOST did not end it (the call ends at its callTimeout, %v)", waitTimeout, disconnectBound))
+}
 
 // TestSDKPathClientDisconnect: a client of a classic session that goes
 // away mid-call, without notifications/cancelled, ends a call the go-sdk
@@ -32,7 +49,7 @@ func TestSDKPathClientDisconnect(t *testing.T) {
 			`{"jsonrpc":"2.0","id":"d-2","method":"tools/call","params":{"name":"a_block"}}]`, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFastFixture(t, false, 0)
+			f := newFastFixture(t, false, disconnectBound)
 			c := rawSession(t, f.g, f.url, tc.version)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -48,7 +65,7 @@ func TestSDKPathClientDisconnect(t *testing.T) {
 			cancel()
 			<-done
 			for range tc.calls {
-				waitEnded(t, f.tb)
+				waitDisconnectEnded(t, f.tb)
 			}
 			waitFor(t, "every call recorded canceled", func() bool { return f.obs.count("a/canceled") == tc.calls })
 			if n := f.g.fastCalls.Load(); n != 0 {
@@ -58,7 +75,7 @@ func TestSDKPathClientDisconnect(t *testing.T) {
 	}
 
 	t.Run("gone before dispatch", func(t *testing.T) {
-		f := newFastFixture(t, false, 0)
+		f := newFastFixture(t, false, disconnectBound)
 		// Hold the call, outside every middleware of the gateway's, until
 		// its POST has ended: the go-sdk dispatches it late.
 		posted := make(chan struct{})
@@ -86,7 +103,7 @@ func TestSDKPathClientDisconnect(t *testing.T) {
 		waitFor(t, "the call recorded canceled", func() bool { return f.obs.count("a/canceled") == 1 })
 		select {
 		case <-f.tb.entered:
-			waitEnded(t, f.tb)
+			waitDisconnectEnded(t, f.tb)
 		default:
 		}
 	})
@@ -210,6 +227,87 @@ func TestEndWithPOST(t *testing.T) {
 		if ended != tc.wantEnded {
 			t.Errorf("%s with header %v: context ended %v, want %v", tc.method, tc.header, ended, tc.wantEnded)
 		}
+	}
+}
+
+// TestCallOfAGoneClientNotSent: a call whose client is gone before it is
+// sent (its request ended by endWithPOST before dispatch) does not reach
+// the backend, and ends canceled: sent, its cancellation could overtake it
+// and leave it running on the backend.
+func TestCallOfAGoneClientNotSent(t *testing.T) {
+	g := New(Options{Logger: testLogger(t)})
+	g.Set(Connection{Name: "a", Prefix: "a", Backend: offering([]string{"t"}, nil, nil, nil)})
+	rt, _ := g.routes.Load().route("a_t")
+	if rt.target == nil {
+		t.Fatal("a_t has no route")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sent := false
+	s := g.sendCall(ctx, rt, "a_t", func(context.Context, route) (bool, bool, error) {
+		sent = true
+		return true, false, nil
+	})
+	if sent {
+		t.Error("the call of a client gone before it was sent reached the backend")
+	}
+	if !errors.Is(s.err, context.Canceled) || !errors.Is(s.callErr, context.Canceled) {
+		t.Errorf("the call ended with %v (call context %v), want canceled", s.err, s.callErr)
+	}
+}
+
+// TestEndWithPOSTSaysWhy: the DEBUG line of a request endWithPOST ends
+// says why its POST ended: the client went away (the POST's context ended
+// while it was served), or the go-sdk ended the POST first (its session
+// was closed), or the POST had ended before the request was dispatched.
+// It said "client disconnected" for all three.
+func TestEndWithPOSTSaysWhy(t *testing.T) {
+	logs := &lockedBuffer{}
+	g := New(Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	entered := make(chan struct{}, 1)
+	h := g.endWithPOST(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return nil, nil
+	})
+	call := func(header http.Header) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			req := &mcp.ServerRequest[*mcp.CallToolParamsRaw]{Params: &mcp.CallToolParamsRaw{}, Extra: &mcp.RequestExtra{Header: header}}
+			_, _ = h(context.Background(), methodCallTool, req)
+		}()
+		return done
+	}
+	for _, tc := range []struct {
+		name string
+		end  func(leave context.CancelFunc, forget func()) // how the POST ends
+		want string
+	}{
+		{"client gone", func(leave context.CancelFunc, forget func()) { leave(); forget() }, "gateway ended a request: its client disconnected"},
+		{"session closed", func(leave context.CancelFunc, forget func()) { forget(); leave() }, "gateway ended a request: its session was closed"},
+	} {
+		ctx, leave := context.WithCancel(context.Background())
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", nil)
+		_, forget := g.notices.watch(httptest.NewRecorder(), r)
+		done := call(r.Header)
+		// The request runs on while its POST lives; then the POST ends.
+		<-entered
+		tc.end(leave, forget)
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			t.Fatalf("%s: the request was not ended", tc.name)
+		}
+		if !strings.Contains(logs.String(), tc.want) {
+			t.Errorf("%s: the log says\n%s\nwant %q", tc.name, logs.String(), tc.want)
+		}
+	}
+	done := call(http.Header{noticesHeader: {"999"}}) // a POST no longer in flight
+	<-entered
+	<-done
+	if want := "gateway ended a request: its POST had ended before it was dispatched"; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log says\n%s\nwant %q", logs.String(), want)
 	}
 }
 

@@ -61,12 +61,15 @@ func byEra(classic, modern http.Handler) http.Handler {
 	})
 }
 
-// endListens ends the 2026-07-28 clients' subscriptions/listen requests
-// when stop is done (the listener's shutdown begins). Such a request is
-// the client's channel for list_changed and resource updates, open for the
+// endListens ends the subscriptions/listen requests when stop is done (the
+// listener's shutdown begins), and holds them to their share of the
+// connection bound (holdListen). Such a request is the 2026-07-28
+// client's channel for list_changed and resource updates, open for the
 // client's life, as a classic session's standalone stream is: left to run,
 // it was counted among the POSTs in flight that shutdown lets finish, and
-// held tether's exit for the whole --shutdown-timeout. Other requests run
+// held tether's exit for the whole --shutdown-timeout. The go-sdk serves
+// one on a classic session's POST too, open as long: it is in front of
+// both eras (byEra), so that no listen escapes either. Other requests run
 // on: a call in flight gets its answer.
 func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,24 +81,73 @@ func (g *Gateway) endListens(stop context.Context, next http.Handler) http.Handl
 		// passed on whole for the SDK to refuse.
 		body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxRequestBodyBytes+1))
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes || !isListen(body) {
+		ids, batch, listen := listenIDs(body)
+		if err != nil || int64(len(body)) > g.opts.MaxRequestBodyBytes || !listen {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// A listen is answered for its client's life and never shed at
+		// --max-connections: past its share of that bound it is refused at
+		// once (connlimit.go, holdListen).
+		release, bound, ok := holdListen(r.Context())
+		if !ok {
+			if warnListensFull(r.Context()) {
+				g.log.Warn("gateway refuses subscriptions/listen: open listens hold half its connection bound (--max-connections)", "maxListens", bound)
+			}
+			writeRPCErrorIDs(w, ids, batch, errListensFull(bound))
+			return
+		}
+		defer release()
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		defer context.AfterFunc(stop, cancel)()
-		next.ServeHTTP(w, r.WithContext(ctx))
+		// A stream as a session's standalone one is, with its bound on a
+		// write (withStreamDeadline): the go-sdk server notifies sessions
+		// one after another, and a listen whose client stopped reading
+		// held every update after it, and its connection, for good.
+		sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: g.opts.StreamWriteTimeout, cut: cancel}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		if sw.failed.Load() {
+			g.log.Warn("gateway closed a subscriptions/listen: its client did not read it", "writeTimeout", sw.d)
+		}
 	})
 }
 
-// isListen reports whether body is one subscriptions/listen request.
-func isListen(body []byte) bool {
+// listenIDs reports whether body is a subscriptions/listen request, or a
+// batch that holds one (the go-sdk serves batches on a classic session of
+// a protocol before 2025-06-18), and the ids of the requests it carries,
+// each of which an answer that refuses it names.
+func listenIDs(body []byte) (ids []json.RawMessage, batch, listen bool) {
 	if !bytes.Contains(body, []byte("listen")) && !bytes.Contains(body, []byte(`\u`)) {
-		return false
+		return nil, false, false
 	}
-	var m struct {
-		Method string `json:"method"`
+	msgs := []json.RawMessage{body}
+	var all []json.RawMessage // left alone by a failed decode
+	if decodeAsSDK(body, &all) == nil {
+		msgs, batch = all, true
 	}
-	return json.Unmarshal(body, &m) == nil && m.Method == "subscriptions/listen"
+	for _, raw := range msgs {
+		// Keys matched exactly, as the go-sdk's decoder matches them: a
+		// struct would take "Method" for "method", and a listen whose
+		// body also names another method that way went uncounted
+		// (holdListen).
+		var m map[string]json.RawMessage
+		var method string
+		if decodeAsSDK(raw, &m) != nil || json.Unmarshal(m["method"], &method) != nil {
+			continue
+		}
+		listen = listen || method == "subscriptions/listen"
+		if id, ok := m["id"]; ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, batch, listen
+}
+
+// decodeAsSDK decodes the first JSON value of data into v as the go-sdk
+// reads a message (a decoder: bytes past the value are left unread, where
+// json.Unmarshal refuses them, and a listen followed by a byte went
+// uncounted).
+func decodeAsSDK(data []byte, v any) error {
+	return json.NewDecoder(bytes.NewReader(data)).Decode(v)
 }

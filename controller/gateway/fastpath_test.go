@@ -176,7 +176,7 @@ func newFastFixture(t *testing.T, fast bool, callTimeout time.Duration) *fastFix
 		})
 	f.bs = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.tb.srv }, nil))
 	t.Cleanup(f.bs.Close)
-	t.Cleanup(func() { close(unblock) })
+	t.Cleanup(func() { close(unblock); close(f.tb.stop) })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	secret := fastSecret
@@ -432,13 +432,20 @@ type fastCase struct {
 
 func waitEnded(t *testing.T, tb *testBackend) {
 	t.Helper()
+	waitEndedOr(t, tb, "the backend never saw the call canceled")
+}
+
+// waitEndedOr waits, at most waitTimeout, for tb's blocking tool to end
+// cancelled; failing that, the test fails with msg.
+func waitEndedOr(t *testing.T, tb *testBackend, msg string) {
+	t.Helper()
 	select {
 	case err := <-tb.ended:
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("backend handler ended with %v, want canceled", err)
 		}
 	case <-time.After(waitTimeout):
-		t.Fatal("the backend never saw the call canceled")
+		t.Fatal(msg)
 	}
 }
 

@@ -246,7 +246,10 @@ type Gateway struct {
 	// in flight (sse.go).
 	sse         sseSessions
 	sseInFlight inflight
-	downs       downSessions
+	// sseListens are the SSE sessions' subscriptions/listen requests in
+	// flight, at most half of sseInFlight's bound (endWithSSEStream).
+	sseListens atomic.Int64
+	downs      downSessions
 	// templateMatches counts the URI-against-template matches the catalog
 	// tries (catTable.match), for tests of how that work grows.
 	templateMatches atomic.Int64
@@ -321,6 +324,19 @@ type Gateway struct {
 
 	levels levels // clients' logging levels (relay.go)
 	rounds rounds // backend calls of 2026-07-28 clients across rounds (rounds.go)
+
+	// evictions are the closes of sessions chosen to make room, run off
+	// the new client's request; renewals the reconnected backends'
+	// subscription renewals (subscriptions.go). Serving and Close wait
+	// for them (serve.go, tasks).
+	evictions, renewals tasks // evictions: maxEvictionsInFlight at once
+	// closeSession closes a session chosen to make room or idle: the
+	// go-sdk's Close, which waits for the session's handlers (tests slow
+	// it down).
+	closeSession func(*mcp.ServerSession)
+	// sweeps runs the session table's idle sweeper and the subscriptions'
+	// pruning once however many listeners serve the gateway (serve.go).
+	sweeps sweeps
 }
 
 // claim is one connection's bid for an exposed name.
@@ -474,6 +490,9 @@ func New(opts Options) *Gateway {
 	g.sseInFlight.max = int64(opts.MaxConnections)
 	g.calls.max, g.bodies.max = int64(opts.MaxCallsInFlight), opts.MaxRequestBytesInFlight
 	g.rounds.max = opts.MaxCallsInFlight
+	g.rounds.maxKeptBytes = roundResultsKeptBytes
+	g.closeSession = func(ss *mcp.ServerSession) { _ = ss.Close() }
+	g.evictions.max = maxEvictionsInFlight
 	g.relaysOut.max = maxRelaysOut
 	g.subs.init(opts.MaxSubscriptionsPerSession, opts.MaxSubscriptions)
 	g.routes.Store(&routeTable{})

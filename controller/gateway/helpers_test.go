@@ -148,6 +148,11 @@ type testBackend struct {
 	// nobody is listening for it any more: the test holds the result back
 	// until it has seen the notifications.
 	release chan struct{}
+	// stop, closed when a test that closes it ends (newFastFixture), ends
+	// a blocking tool its call's cancellation never reached: the backend's
+	// close would otherwise wait for it for good, and the package's
+	// timeout end the run instead of the test's own failure.
+	stop chan struct{}
 }
 
 func newTestBackend(name string) *testBackend {
@@ -158,6 +163,7 @@ func newTestBackend(name string) *testBackend {
 		entered: make(chan struct{}, 8),
 		ended:   make(chan error, 8),
 		release: make(chan struct{}),
+		stop:    make(chan struct{}),
 	}
 	record := func(req *mcp.CallToolRequest) {
 		select {
@@ -183,7 +189,14 @@ func newTestBackend(name string) *testBackend {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			record(req)
 			tb.entered <- struct{}{}
-			<-ctx.Done()
+			select {
+			case <-ctx.Done():
+			case <-tb.stop:
+				// The test ended and never cancelled the call: the
+				// server's close must not wait for it.
+				tb.ended <- errors.New("the test ended with the call running")
+				return nil, errors.New("the test ended")
+			}
 			tb.ended <- ctx.Err()
 			return nil, ctx.Err()
 		})

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,15 @@ const roundStatePrefix = "tether-round-"
 // call's result instead of "no call in flight".
 const roundResultKept = 30 * time.Second
 
+// roundResultsKeptBytes bounds the bytes of the results kept for rounds
+// to come (rounds.keepResult), beside their count (--max-calls-in-flight):
+// each is up to a server's message (--max-message-bytes, 16 MiB by
+// default), and a client with a backend that ends its calls while they
+// wait could otherwise have the gateway hold one for every call it parked
+// in the last roundResultKept. Four of the default's largest fit; a
+// larger result is still kept, alone.
+const roundResultsKeptBytes = 64 << 20
+
 // callRound is a backend call running across a client's requests.
 type callRound struct {
 	asks chan *roundAsk
@@ -64,6 +74,15 @@ type callRound struct {
 	// it). Both guarded by rounds.mu.
 	parked bool
 	state  string
+	// kept: the call ended while parked, and its result waits in
+	// rounds.kept (keptBytes of it) for the client's next round. Guarded
+	// by rounds.mu.
+	kept      bool
+	keptBytes int64
+	// watched: a goroutine waits for the call's end to keep its result
+	// and forget its state (park starts one, at the call's first park).
+	// Guarded by rounds.mu.
+	watched bool
 }
 
 // result is the call's result as the go-sdk path answers it, whichever
@@ -163,6 +182,69 @@ type rounds struct {
 	// (max) of their own (docs/contract.md, Limits).
 	parked, max int
 	seq         atomic.Uint64
+	// kept are the calls that ended while parked, oldest first: their
+	// results wait for their clients' next rounds (roundResultKept at
+	// most), at most max of them and maxKeptBytes of their results
+	// (keptBytes) but the newest; past that the oldest is dropped, and its
+	// client's next round gets "no call in flight".
+	kept                    []*callRound
+	keptBytes, maxKeptBytes int64
+}
+
+// keepResult keeps the result of cr (of size bytes, resultBytes), which
+// ended while parked, for its client's next round, under rounds.mu, and
+// drops the oldest kept results past the bounds. A call whose state is
+// spent (a round took it) or that is kept already keeps nothing.
+func (r *rounds) keepResult(cr *callRound, size int64) {
+	if cr.kept || r.m[cr.state] != cr {
+		return
+	}
+	cr.kept, cr.keptBytes = true, size
+	r.kept = append(r.kept, cr)
+	r.keptBytes += cr.keptBytes
+	for len(r.kept) > r.max || (r.keptBytes > r.maxKeptBytes && len(r.kept) > 1) {
+		r.forget(r.kept[0])
+	}
+}
+
+// forget drops cr's state, under rounds.mu, and its result if kept: no
+// round can take it any more, and the timer that forgets cr at
+// roundResultKept holds cr until then.
+func (r *rounds) forget(cr *callRound) {
+	if r.m[cr.state] == cr {
+		delete(r.m, cr.state)
+	}
+	if cr.kept {
+		r.unkeep(cr)
+		cr.res, cr.raw = nil, nil
+	}
+}
+
+// unkeep takes cr's result out of the kept ones, under rounds.mu: a
+// round took it, or it is forgotten.
+func (r *rounds) unkeep(cr *callRound) {
+	if !cr.kept {
+		return
+	}
+	cr.kept = false
+	r.keptBytes -= cr.keptBytes
+	if i := slices.Index(r.kept, cr); i >= 0 {
+		r.kept = slices.Delete(r.kept, i, i+1)
+	}
+}
+
+// resultBytes is the size of the call's result as held: the bytes the
+// fast path kept, or the go-sdk path's result as it encodes (measured
+// outside rounds.mu: a result may be megabytes).
+func (cr *callRound) resultBytes() int64 {
+	if cr.raw != nil {
+		return int64(len(cr.raw))
+	}
+	if cr.res == nil {
+		return 0
+	}
+	b, _ := json.Marshal(cr.res)
+	return int64(len(b))
 }
 
 // unpark is called, under rounds.mu, when cr stops waiting for its
@@ -220,6 +302,7 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 		cr = g.rounds.m[p.RequestState]
 		delete(g.rounds.m, p.RequestState)
 		if cr != nil {
+			g.rounds.unkeep(cr)
 			cr.mu.Lock()
 			// This request waits from before its answers go: what the
 			// backend sends in reply to them is its.
@@ -250,7 +333,7 @@ func (g *Gateway) callInRounds(ctx context.Context, c *caller, t *target, name s
 		}
 		g.rounds.mu.Unlock()
 		if cr == nil {
-			return nil, nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out)", p.Name, p.RequestState))}
+			return nil, nil, sent{t: t, err: callError(fmt.Sprintf("tool %q: requestState %q names no call in flight (it ended, or timed out, or its result was dropped for newer ones past the gateway's bound on kept results)", p.Name, p.RequestState))}
 		}
 		if again != nil {
 			// The call's state is forgotten as park arranged.
@@ -316,17 +399,22 @@ func (g *Gateway) park(cr *callRound) (string, bool) {
 	state := g.rounds.keep(cr)
 	cr.parked = true
 	g.rounds.parked++
+	watch := !cr.watched
+	cr.watched = true
 	g.rounds.mu.Unlock()
+	if !watch {
+		return state, true // its first park watches for its end
+	}
 	go func() { // forget the call's state a while after the call ended
 		<-cr.done
+		size := cr.resultBytes()
 		g.rounds.mu.Lock()
 		g.rounds.unpark(cr)
+		g.rounds.keepResult(cr, size)
 		g.rounds.mu.Unlock()
 		time.AfterFunc(roundResultKept, func() {
 			g.rounds.mu.Lock()
-			if g.rounds.m[cr.state] == cr {
-				delete(g.rounds.m, cr.state)
-			}
+			g.rounds.forget(cr)
 			g.rounds.mu.Unlock()
 		})
 	}()

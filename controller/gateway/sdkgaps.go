@@ -65,9 +65,13 @@ type cancelNotices struct {
 	// post is the POST's request context (endWithPOST).
 	post context.Context
 	mu   sync.Mutex
-	n    int
-	owed int           // notices the relays given up on this stream wait for
-	more chan struct{} // closed at the next count
+	// over: the POST's ServeHTTP returned; clientGone: its context had
+	// ended by then (the client went away), rather than the go-sdk ending
+	// the POST (its session closed).
+	over, clientGone bool
+	n                int
+	owed             int           // notices the relays given up on this stream wait for
+	more             chan struct{} // closed at the next count
 }
 
 // owe records one more relay given up on the stream and returns the count
@@ -178,10 +182,26 @@ func (s *streamNotices) watch(w http.ResponseWriter, r *http.Request) (http.Resp
 	s.mu.Unlock()
 	r.Header.Set(noticesHeader, key)
 	return noticeWriter{ResponseWriter: w, notices: cn}, func() {
+		cn.mu.Lock()
+		cn.over, cn.clientGone = true, cn.post.Err() != nil
+		cn.mu.Unlock()
 		s.mu.Lock()
 		delete(s.m, key)
 		s.mu.Unlock()
 	}
+}
+
+// whyEnded says why the POST's context ended: its client went away
+// (before the POST's ServeHTTP returned: net/http ends the context then),
+// or the go-sdk ended the POST first, which it does when the session
+// closes (a DELETE, the idle timeout, an eviction, shutdown).
+func (c *cancelNotices) whyEnded() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.over || c.clientGone {
+		return "its client disconnected"
+	}
+	return "its session was closed"
 }
 
 // of returns the notices of the POST that carried a request.
@@ -254,8 +274,12 @@ func (g *Gateway) endWithPOST(next mcp.MethodHandler) mcp.MethodHandler {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		end := func() {
+			why := "its POST had ended before it was dispatched"
+			if post != nil {
+				why = post.whyEnded()
+			}
+			g.log.Debug("gateway ended a request: "+why, "method", method)
 			cancel()
-			g.log.Debug("gateway ended a request whose client disconnected", "method", method)
 		}
 		if post == nil || post.post.Err() != nil {
 			end() // now, not from AfterFunc's goroutine: nothing starts

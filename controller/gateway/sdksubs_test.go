@@ -51,19 +51,7 @@ func TestSDKForgetsURIsOfSessionsThatEnded(t *testing.T) {
 		d.cs.Close()
 	}
 	// The go-sdk ends a session once its DELETE is served.
-	for deadline := time.Now().Add(waitTimeout); ; {
-		n := 0
-		for range g.server.Sessions() {
-			n++
-		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions left, want the live one", n)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the server's sessions: no event for them
-	}
+	waitServerSessions(t, g, 1, "the live one")
 	gone := g.pruneSubscriptions(ctx)
 	if len(gone) != 15 {
 		t.Fatalf("pruning found %d URIs nobody holds, want 15: %v", len(gone), gone)
@@ -81,18 +69,7 @@ func TestSDKForgetsURIsOfSessionsThatEnded(t *testing.T) {
 	// A second sweep opens a session of its own and leaves none behind:
 	// the live one stays alone.
 	sweepSDK(ctx, g.server, []string{"item://g/none"}, testLogger(t))
-	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(10 * time.Millisecond) {
-		n := 0
-		for range g.server.Sessions() {
-			n++
-		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions after the sweeps, want the live one alone", n)
-		}
-	}
+	waitServerSessions(t, g, 1, "the live one alone")
 }
 
 // TestSDKForgetsURIsOfRemovedConnections: a URI the gateway forgot when
@@ -116,19 +93,7 @@ func TestSDKForgetsURIsOfRemovedConnections(t *testing.T) {
 		t.Errorf("pruning, with the session live, took out %v", got)
 	}
 	d.cs.Close()
-	for deadline := time.Now().Add(waitTimeout); ; {
-		n := 0
-		for range g.server.Sessions() {
-			n++
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions left, want none", n)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the server's sessions: no event for them
-	}
+	waitServerSessions(t, g, 0, "none")
 	gone := g.pruneSubscriptions(ctx)
 	if len(gone) != 1 || gone[0] != "item://g/1" {
 		t.Fatalf("pruning found %v, want item://g/1", gone)
@@ -151,18 +116,7 @@ func TestSweepLeavesNoSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	sweepSDK(ctx, g.server, []string{"item://g/none"}, testLogger(t))
-	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(10 * time.Millisecond) {
-		n := 0
-		for range g.server.Sessions() {
-			n++
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a sweep the server still has %d sessions, want none: the sweep left its session behind", n)
-		}
-	}
+	waitServerSessions(t, g, 0, "none after a sweep: the sweep left its session behind")
 	d := dial(t, g, hs)
 	if err := d.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://g/1"}); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -102,7 +104,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 	// The fast path cancels its own calls when their client goes away;
 	// what reaches the go-sdk is named for endWithPOST (a session's POST)
 	// or cleared of a client's name (every other request).
-	h := g.withFastPath(g.watchPOSTs(byEra(g.sdk, g.endListens(ctx, g.modern))))
+	h := g.withFastPath(g.watchPOSTs(g.endListens(ctx, byEra(g.sdk, g.modern))))
 	h = g.withBodyBudget(g.admitSessions(clientOf(token), g.withStreamDeadline(g.opts.StreamWriteTimeout, h)))
 	if token != nil {
 		h = requireBearer(token, h)
@@ -146,31 +148,12 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
-	// Subscriptions of clients that went away without unsubscribing are
-	// dropped now and then (pruneSubscriptions).
-	pruned := make(chan struct{})
-	pctx, stopPrune := context.WithCancel(ctx)
-	defer func() { stopPrune(); <-pruned }()
-	go func() {
-		defer close(pruned)
-		tick := time.NewTicker(subscriptionPrune)
-		defer tick.Stop()
-		for {
-			select {
-			case <-pctx.Done():
-				return
-			case <-tick.C:
-				sweepSDK(pctx, g.server, g.pruneSubscriptions(pctx), g.log)
-			}
-		}
-	}()
-	// Sessions idle for the session timeout are closed (closeIdleSessions).
-	if g.sessions.idle > 0 {
-		swept := make(chan struct{})
-		ictx, stopIdle := context.WithCancel(ctx)
-		defer func() { stopIdle(); <-swept }()
-		go func() { defer close(swept); g.closeIdleSessions(ictx) }()
-	}
+	// Subscriptions of clients that went away are dropped, and idle
+	// sessions closed, by one sweeper of each for every listener; this
+	// listener lets go of them when its shutdown begins.
+	stopSweeps := sync.OnceFunc(g.sweeps.start(g))
+	defer stopSweeps()
+	defer context.AfterFunc(ctx, stopSweeps)()
 	// At the bound, the connection stalled the longest makes room for a new
 	// one; when all are serving, the new one is closed at once rather than
 	// left to wait in the backlog (connlimit.go).
@@ -216,15 +199,162 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener, token *bearerToken
 		srv.Close()
 	}
 	<-served // Serve returned ErrServerClosed once Shutdown began
-	// A session initialized while the first close ran is closed now; then
-	// the goroutines that watch the sessions for the fast path end.
+	// A session initialized while the first close ran is closed now, and
+	// the closes of sessions evicted for new ones finish; then the
+	// goroutines that watch the sessions for the fast path end.
 	g.closeHTTPSessions()
+	g.evictions.wait()
 	g.downs.wg.Wait()
 	g.log.Info("gateway stopped", "addr", ln.Addr().String())
 	if err != nil {
 		return fmt.Errorf("gateway: shutdown: %w", err)
 	}
 	return nil
+}
+
+// Close waits for what the gateway runs on its own beside its listeners:
+// the closes of sessions evicted for new ones, and the renewals of a
+// reconnected backend's subscriptions (each bounded by its connection's
+// callTimeout and the backend's life, which ends when the controller
+// closes it). Nothing new of either starts once Close was called: an
+// eviction then closes its sessions on the request's path, and a renewal
+// is not made. Call it once the listeners were served and the backends
+// closed.
+func (g *Gateway) Close() {
+	g.evictions.close()
+	g.renewals.close()
+}
+
+// tasks owns goroutines that must end before their owner stops: wait
+// waits for those running, close also refuses new ones. A WaitGroup
+// cannot do the same: Add at zero may not race a Wait, and evictions (of
+// any listener's requests) and renewals (of the controller's Set) start
+// while a listener's shutdown waits.
+type tasks struct {
+	mu     sync.Mutex
+	n      int
+	max    int           // goroutines at once, 0 for no bound
+	idle   chan struct{} // closed when n drops to 0; nil while n is 0
+	closed bool
+}
+
+// goRun runs f in a goroutine of t's; false, and f not run, once t is
+// closed or while max of them run.
+func (t *tasks) goRun(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || (t.max > 0 && t.n >= t.max) {
+		return false
+	}
+	if t.n == 0 {
+		t.idle = make(chan struct{})
+	}
+	t.n++
+	go func() {
+		defer t.done()
+		f()
+	}()
+	return true
+}
+
+func (t *tasks) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n--; t.n == 0 {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
+// wait returns once no goroutine of t's runs.
+func (t *tasks) wait() {
+	for {
+		t.mu.Lock()
+		idle := t.idle
+		t.mu.Unlock()
+		if idle == nil {
+			return
+		}
+		<-idle
+	}
+}
+
+// close refuses new goroutines, then waits for those running.
+func (t *tasks) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.wait()
+}
+
+// sweeps runs the gateway's sweepers, one of each, while at least one
+// listener serves: the session table and the subscriptions are the
+// gateway's, not one listener's, and serving TCP and the control socket
+// ran two of each over them.
+type sweeps struct {
+	mu      sync.Mutex
+	users   int
+	stop    context.CancelFunc
+	stopped chan struct{}
+	running atomic.Int32 // sweepers running (tests)
+}
+
+// start runs the sweepers if no listener runs them yet, and returns what
+// the listener calls when it stops: the last one stops them and waits.
+func (s *sweeps) start(g *Gateway) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.users++; s.users == 1 {
+		ctx, stop := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		s.stop, s.stopped = stop, stopped
+		// Counted before they start: whoever sees a listener serve sees
+		// its sweepers counted.
+		s.running.Add(1)
+		if g.sessions.idle > 0 {
+			s.running.Add(1)
+		}
+		go s.run(ctx, g, stopped)
+	}
+	return func() {
+		s.mu.Lock()
+		s.users--
+		last := s.users == 0
+		stop, stopped := s.stop, s.stopped
+		s.mu.Unlock()
+		if last {
+			stop()
+			<-stopped
+		}
+	}
+}
+
+// run sweeps until ctx is done: subscriptions of clients that went away
+// without unsubscribing are dropped now and then (pruneSubscriptions), and
+// sessions idle for the session timeout closed (closeIdleSessions).
+func (s *sweeps) run(ctx context.Context, g *Gateway, stopped chan struct{}) {
+	defer close(stopped)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		defer s.running.Add(-1)
+		tick := time.NewTicker(subscriptionPrune)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				sweepSDK(ctx, g.server, g.pruneSubscriptions(ctx), g.log)
+			}
+		}
+	})
+	if g.sessions.idle > 0 {
+		wg.Go(func() {
+			defer s.running.Add(-1)
+			g.closeIdleSessions(ctx)
+		})
+	}
 }
 
 // closeHTTPSessions ends the server's streamable HTTP sessions; a stdio

@@ -273,6 +273,28 @@ func TestServeShutdownModernListen(t *testing.T) {
 	}
 }
 
+// Shutdown ends a subscriptions/listen on a classic session's POST too,
+// which the go-sdk serves as long: it held the drain for half the bound.
+func TestServeShutdownClassicListen(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), ShutdownTimeout: 30 * time.Second})
+	url, stop := serveOn(t, g, "127.0.0.1:0", "")
+	sid := initSession(t, url, nil)
+	ctx, cancel := context.WithCancel(context.Background()) // held open by the client until the test ends
+	defer cancel()
+	open, answer := postListen(t, ctx, url, `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`,
+		map[string]string{sessionIDHeader: sid, protocolVersionHeader: "2025-06-18"})
+	if open == nil {
+		t.Fatalf("the listen on a classic session: %s", answer)
+	}
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Errorf("Serve returned %v after ctx was done, want nil", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("shutdown took %v with a listen on a classic session, want well under the 30s bound", el)
+	}
+}
+
 // The stdio gateway runs in a child process (this test binary) so that it
 // really owns stdin and stdout.
 func TestServeStdio(t *testing.T) {

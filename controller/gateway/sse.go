@@ -119,6 +119,17 @@ func (g *Gateway) endWithSSEStream(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
+		if method == "subscriptions/listen" {
+			// Served for the stream's life: listens hold at most half
+			// the bound, as over /mcp (holdListen), and the other half
+			// stays for the sessions' other requests.
+			bound := int64(maxListensOf(int(g.sseInFlight.max)))
+			if g.sseListens.Add(1) > bound {
+				g.sseListens.Add(-1)
+				return nil, &jsonrpc.Error{Code: codeLimit, Message: errListensFull(bound)}
+			}
+			defer g.sseListens.Add(-1)
+		}
 		if !strings.HasPrefix(method, "notifications/") {
 			if !g.sseInFlight.acquire(1) {
 				return nil, &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -225,6 +226,32 @@ func TestSSERequestsInFlightAreBounded(t *testing.T) {
 	})
 	s.cancel()
 	waitFor(t, "the waits end with the stream", func() bool { return g.firstWaiting.Load() == 0 && g.sseInFlight.n.Load() == 0 })
+}
+
+// TestSSEListensHoldHalfTheBound: an SSE session's subscriptions/listen
+// is served for its stream's life and holds a place among the requests of
+// SSE sessions in flight: listens hold at most half of them, and one past
+// that is answered with the error naming --max-connections, so the other
+// requests are served. Before, 4 listens of one session at
+// --max-connections 4 had every other request of every SSE session
+// refused until its stream ended.
+func TestSSEListensHoldHalfTheBound(t *testing.T) {
+	g := New(Options{Logger: testLogger(t), SSE: true, MaxConnections: 4})
+	url, _ := serveOn(t, g, "127.0.0.1:0", "")
+	s := openSSESession(t, url)
+	for id := 1; id <= 4; id++ {
+		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`, id))
+	}
+	waitFor(t, "the listens past half the bound are refused", func() bool {
+		return s.streamed(`"id":3,"error"`) && s.streamed(`"id":4,"error"`) && s.streamed("(half of --max-connections")
+	})
+	s.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	waitFor(t, "a ping with listens at their share is answered", func() bool { return s.streamed(`"id":9,"result"`) })
+	if s.streamed(`"id":1,"error"`) || s.streamed(`"id":2,"error"`) {
+		t.Error("a listen within the share was refused")
+	}
+	s.cancel()
+	waitFor(t, "the listens end with the stream", func() bool { return g.sseListens.Load() == 0 && g.sseInFlight.n.Load() == 0 })
 }
 
 // TestSSECallInFlightAnsweredAtShutdown: at shutdown a call in flight of

@@ -70,25 +70,35 @@ func expectUpdate(t *testing.T, b *richBackend, rc *richClient, uri string) {
 	}
 }
 
-// TestSubscriptionsPerSessionBound: a classic session holds at most
-// --max-subscriptions-per-session URIs; one more is refused naming the
-// flag, and nothing else is lost: its subscriptions still deliver, a
-// re-subscribe to one it holds is no new place, another session is
-// unaffected, and an unsubscribe frees a place.
-func TestSubscriptionsPerSessionBound(t *testing.T) {
-	b := newRichBackend(t, "b")
-	g := New(Options{Logger: testLogger(t), MaxSubscriptionsPerSession: 2})
+// twoSubscribed is a gateway (opts, with a test logger) in front of the
+// rich backend b, and two classic clients: a holds item://b/1 and
+// item://b/2, which the backend was subscribed to; ctx ends with the test.
+func twoSubscribed(t *testing.T, opts Options) (b *richBackend, g *Gateway, a, other *richClient, ctx context.Context) {
+	t.Helper()
+	b = newRichBackend(t, "b")
+	opts.Logger = testLogger(t)
+	g = New(opts)
 	url, _ := serveOn(t, g, "127.0.0.1:0", "")
 	g.Set(Connection{Name: "b", Prefix: "pb", Backend: b.connect(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	a, other := dialRich(t, url, "", nil), dialRich(t, url, "", nil)
+	t.Cleanup(cancel)
+	a, other = dialRich(t, url, "", nil), dialRich(t, url, "", nil)
 	for _, uri := range []string{"item://b/1", "item://b/2"} {
 		if err := a.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 			t.Fatal(err)
 		}
 		expectBackend(t, b, "subscribe "+uri)
 	}
+	return b, g, a, other, ctx
+}
+
+// TestSubscriptionsPerSessionBound: a classic session holds at most
+// --max-subscriptions-per-session URIs; one more is refused naming the
+// flag, and nothing else is lost: its subscriptions still deliver, a
+// re-subscribe to one it holds is no new place, another session is
+// unaffected, and an unsubscribe frees a place.
+func TestSubscriptionsPerSessionBound(t *testing.T) {
+	b, g, a, other, ctx := twoSubscribed(t, Options{MaxSubscriptionsPerSession: 2})
 	err := a.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://b/3"})
 	if err == nil || !strings.Contains(err.Error(), "--max-subscriptions-per-session") || !strings.Contains(err.Error(), "holds 2 resource subscriptions") {
 		t.Fatalf("the third subscribe of a session bounded to 2: %v, want an error naming --max-subscriptions-per-session", err)
@@ -122,19 +132,7 @@ func TestSubscriptionsPerSessionBound(t *testing.T) {
 // it is refused naming the flag, one to a URI already held is not, and a
 // place comes back when its last subscriber lets go or its session ends.
 func TestSubscriptionsTotalBound(t *testing.T) {
-	b := newRichBackend(t, "b")
-	g := New(Options{Logger: testLogger(t), MaxSubscriptions: 2})
-	url, _ := serveOn(t, g, "127.0.0.1:0", "")
-	g.Set(Connection{Name: "b", Prefix: "pb", Backend: b.connect(t)})
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	a, other := dialRich(t, url, "", nil), dialRich(t, url, "", nil)
-	for _, uri := range []string{"item://b/1", "item://b/2"} {
-		if err := a.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			t.Fatal(err)
-		}
-		expectBackend(t, b, "subscribe "+uri)
-	}
+	b, g, a, other, ctx := twoSubscribed(t, Options{MaxSubscriptions: 2})
 	err := other.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "item://b/3"})
 	if err == nil || !strings.Contains(err.Error(), "(--max-subscriptions)") || !strings.Contains(err.Error(), "subscriptions to 2 resources") {
 		t.Fatalf("a third distinct URI with the gateway bounded to 2: %v, want an error naming --max-subscriptions", err)

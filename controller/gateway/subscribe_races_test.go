@@ -98,6 +98,40 @@ func subscribeAsync(d *downstream, uri string) <-chan error {
 	return errc
 }
 
+// subscribeThrough has d subscribe to uri, a URI nobody holds yet, and b
+// answer the backend's subscribe: the first subscriber's round trip.
+func subscribeThrough(t *testing.T, d *downstream, b *gatedBackend, uri string) {
+	t.Helper()
+	errc := subscribeAsync(d, uri)
+	b.expectCall(t, "subscribe "+uri)
+	b.answer <- nil
+	if err := result(t, errc); err != nil {
+		t.Fatalf("subscribe %s: %v", uri, err)
+	}
+}
+
+func unsubscribeAsync(d *downstream, uri string) <-chan error {
+	errc := make(chan error, 1)
+	go func() { errc <- d.cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: uri}) }()
+	return errc
+}
+
+// waitServerSessions waits until the go-sdk server holds n sessions (want
+// says which): it ends a session once its DELETE is served, or its close
+// has run.
+func waitServerSessions(t *testing.T, g *Gateway, n int, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(10 * time.Millisecond) { // polling the server's sessions: no event for them
+		got := sessionCount(g)
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions left, want %s", got, want)
+		}
+	}
+}
+
 func result(t *testing.T, errc <-chan error) error {
 	t.Helper()
 	select {
@@ -189,14 +223,8 @@ func TestSubscribeDuringLastUnsubscribe(t *testing.T) {
 	b := newGatedBackend(t)
 	g.Set(Connection{Name: "g", Backend: b})
 	a, c := dial(t, g, hs), dial(t, g, hs)
-	errA := subscribeAsync(a, "item://g/1")
-	b.expectCall(t, "subscribe item://g/1")
-	b.answer <- nil
-	if err := result(t, errA); err != nil {
-		t.Fatal(err)
-	}
-	unsub := make(chan error, 1)
-	go func() { unsub <- a.cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: "item://g/1"}) }()
+	subscribeThrough(t, a, b, "item://g/1")
+	unsub := unsubscribeAsync(a, "item://g/1")
 	b.expectCall(t, "unsubscribe item://g/1")
 	was := g.subs.waits.Load()
 	errC := subscribeAsync(c, "item://g/1")
@@ -223,19 +251,14 @@ func TestSubscriptionsFreedWhenConnectionRemoved(t *testing.T) {
 	b := newGatedBackend(t)
 	g.Set(Connection{Name: "g", Backend: b})
 	a := dial(t, g, hs)
-	errA := subscribeAsync(a, "item://g/1")
-	b.expectCall(t, "subscribe item://g/1")
-	b.answer <- nil
-	if err := result(t, errA); err != nil {
-		t.Fatal(err)
-	}
+	subscribeThrough(t, a, b, "item://g/1")
 	g.Remove("g")
 	if uris, places := heldSubscriptions(t, g); len(uris) != 0 || places != 0 {
 		t.Errorf("after its connection was removed the gateway holds %v (%d places)", uris, places)
 	}
 	next := newGatedBackend(t)
 	g.Set(Connection{Name: "h", Backend: next})
-	errA = subscribeAsync(a, "item://g/1")
+	errA := subscribeAsync(a, "item://g/1")
 	next.expectCall(t, "subscribe item://g/1")
 	next.answer <- nil
 	if err := result(t, errA); err != nil {
@@ -246,28 +269,31 @@ func TestSubscriptionsFreedWhenConnectionRemoved(t *testing.T) {
 	}
 }
 
+// renewing is a gateway whose connection g reconnected while client a
+// held item://g/1 through it: the new backend, next, is being subscribed
+// again (the renewal), its call waiting for next's answer.
+func renewing(t *testing.T) (g *Gateway, a *downstream, next *gatedBackend) {
+	t.Helper()
+	g, hs := newTestGateway(t, Options{})
+	b := newGatedBackend(t)
+	g.Set(Connection{Name: "g", Backend: b})
+	a = dial(t, g, hs)
+	subscribeThrough(t, a, b, "item://g/1")
+	g.SetUnavailable("g", "", "ping timeout")
+	next = newGatedBackend(t)
+	g.Set(Connection{Name: "g", Backend: next})
+	next.expectCall(t, "subscribe item://g/1") // the renewal
+	return g, a, next
+}
+
 // TestRenewalBeforeUnsubscribe: a reconnected backend is subscribed again
 // to the URIs clients hold through it; an unsubscribe that comes while
 // that renewal runs reaches the backend after it, so the backend is left
 // holding nothing nobody holds.
 func TestRenewalBeforeUnsubscribe(t *testing.T) {
-	g, hs := newTestGateway(t, Options{})
-	b := newGatedBackend(t)
-	g.Set(Connection{Name: "g", Backend: b})
-	a := dial(t, g, hs)
-	errA := subscribeAsync(a, "item://g/1")
-	b.expectCall(t, "subscribe item://g/1")
-	b.answer <- nil
-	if err := result(t, errA); err != nil {
-		t.Fatal(err)
-	}
-	g.SetUnavailable("g", "", "ping timeout")
-	next := newGatedBackend(t)
-	g.Set(Connection{Name: "g", Backend: next})
-	next.expectCall(t, "subscribe item://g/1") // the renewal
+	g, a, next := renewing(t)
 	was := g.subs.waits.Load()
-	unsub := make(chan error, 1)
-	go func() { unsub <- a.cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: "item://g/1"}) }()
+	unsub := unsubscribeAsync(a, "item://g/1")
 	waitForWaiter(t, g, next, was)
 	next.answer <- nil
 	next.expectCall(t, "unsubscribe item://g/1")
@@ -290,27 +316,10 @@ func TestPruneWaitsOneURIAtATime(t *testing.T) {
 	g.Set(Connection{Name: "g", Backend: b})
 	a, c := dial(t, g, hs), dial(t, g, hs)
 	for _, uri := range []string{"item://g/1", "item://g/2"} {
-		errA := subscribeAsync(a, uri)
-		b.expectCall(t, "subscribe "+uri)
-		b.answer <- nil
-		if err := result(t, errA); err != nil {
-			t.Fatal(err)
-		}
+		subscribeThrough(t, a, b, uri)
 	}
 	a.cs.Close()
-	for deadline := time.Now().Add(waitTimeout); ; {
-		n := 0
-		for range g.server.Sessions() {
-			n++
-		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions left, want c's", n)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the server's sessions: no event for them
-	}
+	waitServerSessions(t, g, 1, "c's")
 	pruned := make(chan []string, 1)
 	go func() { pruned <- g.pruneSubscriptions(context.Background()) }()
 	var first string
@@ -361,20 +370,14 @@ func TestSubscriptionStaysWithItsOwner(t *testing.T) {
 	g.Set(Connection{Name: "a", Backend: a})
 	g.Set(Connection{Name: "b", Backend: b})
 	c1, c2 := dial(t, g, hs), dial(t, g, hs)
-	errc := subscribeAsync(c1, "item://g/1")
-	a.expectCall(t, "subscribe item://g/1")
-	a.answer <- nil
-	if err := result(t, errc); err != nil {
-		t.Fatal(err)
-	}
+	subscribeThrough(t, c1, a, "item://g/1")
 	a.templates = nil // a stops offering the URI: b owns it now
 	g.Set(Connection{Name: "a", Backend: a})
 	if err := result(t, subscribeAsync(c2, "item://g/1")); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []*downstream{c1, c2} {
-		unsub := make(chan error, 1)
-		go func() { unsub <- c.cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: "item://g/1"}) }()
+		unsub := unsubscribeAsync(c, "item://g/1")
 		if c == c2 {
 			select {
 			case got := <-b.calls:

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,14 @@ type subscription struct {
 	// manifest was removed while a backend call for the URI was running.
 	owner    *connState
 	sessions map[*mcp.ServerSession]bool
+	// again counts, per 2026-07-28 session, the listens that hold the
+	// URI beside the first: over stdio every listen of a client is its one
+	// session's, and a session held a URI once however many of its listens
+	// named it, so the end of the first took it from the others (and from
+	// the backend). Such a session lets go of the URI when its last
+	// listen ends. A classic session's resources/subscribe is idempotent
+	// and its unsubscribe final: it counts once.
+	again map[*mcp.ServerSession]int
 	// busy, while a backend call for the URI runs, is closed when it
 	// returns; nil otherwise.
 	busy chan struct{}
@@ -124,6 +133,7 @@ func (s *subscriptions) forget(uri string, sub *subscription) {
 		s.orphan(uri, ss)
 	}
 	clear(sub.sessions)
+	clear(sub.again)
 	if s.byURI[uri] == sub {
 		delete(s.byURI, uri)
 	}
@@ -162,7 +172,15 @@ func (s *subscriptions) join(ctx context.Context, uri string, ss *mcp.ServerSess
 	case err != nil:
 		return nil, false, err
 	case sub != nil && sub.sessions[ss]:
-		return nil, false, nil // held already: no new place
+		// Held already: no new place; another listen of the session
+		// holds it too.
+		if listens(ss) {
+			if sub.again == nil {
+				sub.again = map[*mcp.ServerSession]int{}
+			}
+			sub.again[ss]++
+		}
+		return nil, false, nil
 	case s.perSession[ss] >= s.maxPerSession:
 		s.refused.Add(1)
 		return nil, false, &jsonrpc.Error{Code: codeLimit, Message: fmt.Sprintf(
@@ -206,27 +224,47 @@ func (s *subscriptions) settle(uri string, sub *subscription, ss *mcp.ServerSess
 
 // leave removes ss from uri's subscribers. When it was the last, the entry
 // stays, busy, while the caller unsubscribes owner's backend, then calls
-// done.
-func (s *subscriptions) leave(uri string, ss *mcp.ServerSession) (last *subscription, owner *connState) {
+// done. held: another listen of ss holds uri still, and ss stays.
+func (s *subscriptions) leave(uri string, ss *mcp.ServerSession) (last *subscription, owner *connState, held bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sub := s.byURI[uri]; sub == nil || !sub.sessions[ss] {
-		return nil, nil // not subscribed: nothing to undo (nor to wait for)
+		return nil, nil, false // not subscribed: nothing to undo (nor to wait for)
 	}
 	// A holder waits only for a renewal (the other calls run while
 	// nobody holds the URI); each call is bounded by callTimeout.
 	sub, _ := s.waitIdle(context.Background(), uri)
 	if sub == nil || !sub.sessions[ss] {
-		return nil, nil
+		return nil, nil, false
+	}
+	if n := sub.again[ss]; n > 0 {
+		if n == 1 {
+			delete(sub.again, ss)
+		} else {
+			sub.again[ss] = n - 1
+		}
+		return nil, nil, true
 	}
 	delete(sub.sessions, ss)
 	s.release(ss)
 	if len(sub.sessions) > 0 {
-		return nil, nil
+		return nil, nil, false
 	}
 	sub.busy = make(chan struct{})
-	return sub, sub.owner
+	return sub, sub.owner, false
 }
+
+// listens reports whether ss subscribes by subscriptions/listen (the
+// 2026-07-28 protocol), where each of its listens holds what it names.
+func listens(ss *mcp.ServerSession) bool { return roundsClient(ss) }
+
+// errListenHolds answers the go-sdk's unsubscribe at the end of a listen
+// whose session holds the URI through another listen: an error is what
+// keeps the go-sdk server from dropping the session's subscription to it
+// (Server.unsubscribe returns before its bookkeeping), and the listen's
+// end discards it. TestStdioListensShareAURI fails if a go-sdk upgrade
+// changes either.
+var errListenHolds = errors.New("another subscriptions/listen of this session holds the URI")
 
 // done ends a backend call made for a busy entry (leave's, prune's,
 // renew's): an entry nobody holds, or whose owner left, is dropped.
@@ -296,7 +334,10 @@ func (g *Gateway) warnSubscriptionsFull() {
 // unsubscribe from a URI unsubscribes the backend.
 func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
 	uri := req.Params.URI
-	last, owner := g.subs.leave(uri, req.Session)
+	last, owner, held := g.subs.leave(uri, req.Session)
+	if held {
+		return errListenHolds
+	}
 	if last == nil {
 		return nil
 	}
@@ -360,6 +401,7 @@ func (g *Gateway) pruneSubscriptions(ctx context.Context) []string {
 		for ss := range sub.sessions {
 			if !live[ss] {
 				delete(sub.sessions, ss)
+				delete(sub.again, ss)
 			}
 		}
 		if len(sub.sessions) == 0 {
@@ -459,7 +501,8 @@ func (g *Gateway) resubscribe(st *connState, t *target) {
 	if len(uris) == 0 {
 		return
 	}
-	go func() {
+	// Owned by the gateway (Close waits for it); none once it closes.
+	g.renewals.goRun(func() {
 		for _, uri := range uris {
 			// One at a time, busy while renewed: an unsubscribe of the
 			// URI meanwhile reaches the backend after the renewal.
@@ -478,7 +521,7 @@ func (g *Gateway) resubscribe(st *connState, t *target) {
 			done()
 			s.done(uri, sub)
 		}
-	}()
+	})
 }
 
 // resourceUpdated relays a backend's notifications/resources/updated to
