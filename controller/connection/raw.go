@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -228,6 +229,24 @@ type rawExchange struct {
 	// flight is the downstream client the request is made for: what the
 	// server sends on the request's stream is that client's. nil if none.
 	flight *flight
+
+	// questions are the server's requests (sampling, elicitation, roots)
+	// that came on the stream and are being relayed to the client, by
+	// their id as the server wrote it (compacted): each is relayed on a
+	// goroutine of its own while the stream is read on, so that the
+	// server's notifications/cancelled for one of them, or the call's
+	// answer, is read while the client is still asked. The exchange ends
+	// them when it returns (endQuestions).
+	qmu       sync.Mutex
+	questions map[string]*question
+	asking    int           // question goroutines not yet returned
+	idle      chan struct{} // closed when asking drops to 0 after endQuestions began
+}
+
+// question is one server request relayed to the client.
+type question struct {
+	cancel    context.CancelFunc
+	withdrawn bool // the server cancelled it: it gets no answer
 }
 
 // rawMessage is any JSON-RPC message, decoded only as far as routing needs.
@@ -246,6 +265,7 @@ func (x *rawExchange) call(ctx context.Context, body []byte) (json.RawMessage, e
 	if err != nil {
 		return nil, err
 	}
+	defer x.endQuestions()
 	prevID := ""
 	for resumes := 0; ; {
 		result, lastEventID, retry, err := x.read(ctx, resp)
@@ -406,8 +426,17 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 		// The server asks the client something while it works on the
 		// call: this call's client, since it came on the call's stream
 		// (after the progress it sent before: relayTo).
-		res, err := x.s.relayRequest(ctx, x.flight, m.Method, m.Params)
-		x.s.sendRaw(ctx, relayAnswer(m.ID, res, err))
+		x.ask(ctx, m)
+	case m.Method == "notifications/cancelled":
+		// The server withdraws a question it asked on this stream (the
+		// go-sdk client's handlers, which do not see this stream, would
+		// have their ctx cancelled by it).
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(m.Params, &p) == nil {
+			x.withdraw(p.RequestID)
+		}
 	case m.Method != "" && isID:
 		// Anything else (ping): answer as tether's go-sdk client does;
 		// it does not see this stream, so it cannot answer itself.
@@ -436,6 +465,96 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 		x.s.log.Debug("raw tools/call: notification on the call's stream ignored", "method", m.Method)
 	}
 	return nil, nil
+}
+
+// ask relays the server's request m to the client on a goroutine of its
+// own and sends the server the client's answer, unless the server
+// withdrew the request meanwhile (the spec: no response to a cancelled
+// request) or the exchange ended. Past relaysPerRequest questions at once
+// the server is answered with errTooManyRelays on the reading goroutine,
+// as relayTo would answer it: no goroutine, no question.
+func (x *rawExchange) ask(ctx context.Context, m rawMessage) {
+	x.qmu.Lock()
+	if x.asking >= relaysPerRequest {
+		x.qmu.Unlock()
+		x.s.sendRaw(ctx, relayAnswer(m.ID, nil, x.s.relayError(m.Method, errTooManyRelays)))
+		return
+	}
+	qctx, cancel := context.WithCancel(ctx)
+	q := &question{cancel: cancel}
+	key := compactID(m.ID)
+	if x.questions == nil {
+		x.questions = make(map[string]*question)
+	}
+	x.questions[key] = q
+	x.asking++
+	x.qmu.Unlock()
+	go func() {
+		res, err := x.s.relayRequest(qctx, x.flight, m.Method, m.Params)
+		x.qmu.Lock()
+		withdrawn := q.withdrawn
+		if x.questions[key] == q {
+			delete(x.questions, key)
+		}
+		x.qmu.Unlock()
+		if !withdrawn && ctx.Err() == nil {
+			x.s.sendRaw(ctx, relayAnswer(m.ID, res, err))
+		}
+		cancel()
+		x.qmu.Lock()
+		if x.asking--; x.asking == 0 && x.idle != nil {
+			close(x.idle)
+		}
+		x.qmu.Unlock()
+	}()
+}
+
+// withdraw ends the question the server asked with id, if it is still
+// being relayed.
+func (x *rawExchange) withdraw(id json.RawMessage) {
+	x.qmu.Lock()
+	q := x.questions[compactID(id)]
+	if q != nil {
+		q.withdrawn = true
+	}
+	x.qmu.Unlock()
+	if q != nil {
+		q.cancel()
+	}
+}
+
+// endQuestions ends the questions still relayed when the exchange returns
+// (their call is over) and waits for their goroutines, at most relayDrain
+// for a client that does not let go, as a flight's end does (inFlight).
+func (x *rawExchange) endQuestions() {
+	x.qmu.Lock()
+	for _, q := range x.questions {
+		q.cancel()
+	}
+	if x.asking == 0 {
+		x.qmu.Unlock()
+		return
+	}
+	x.idle = make(chan struct{})
+	idle := x.idle
+	x.qmu.Unlock()
+	t := time.NewTimer(relayDrain)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+}
+
+// compactID is a JSON-RPC id as a map key: its JSON without whitespace,
+// so that the id a notifications/cancelled names matches the request's
+// however the server spaced either.
+func compactID(id json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, id) != nil {
+		return string(id)
+	}
+	return b.String()
 }
 
 // relayAnswer is the response to a server's request: the client's answer

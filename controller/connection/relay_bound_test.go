@@ -22,14 +22,12 @@ import (
 )
 
 // A server that sends many requests (sampling) on one call's stream has
-// at most relaysPerRequest of them put to the client at once on the go-sdk
-// session's road, whose client runs each on a goroutine of its own; the
-// rest are refused at once with an error naming the bound, and the call
-// goes on. (The raw exchange relays them one at a time, reading nothing
-// more of the stream meanwhile.)
+// at most relaysPerRequest of them put to the client at once, on both
+// roads a call takes; the rest are refused at once with an error naming
+// the bound, and the call goes on.
 func TestServerRequestsRelayedAtOnceAreBounded(t *testing.T) {
 	const asked = relaysPerRequest + 24
-	for _, road := range []string{"CallTool"} {
+	for _, road := range []string{"CallTool", "CallToolRaw"} {
 		t.Run(road, func(t *testing.T) {
 			srv := echoServer()
 			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)

@@ -20,14 +20,12 @@ import (
 
 // A server that cancels its own question (notifications/cancelled for the
 // sampling request it sent while working on a call) ends the question
-// tether relays for it: the client's request ends, on the go-sdk session's
-// road. (The raw exchange reads nothing more of the call's stream while
-// the client is asked, so that what the server sends meanwhile reaches the
-// client's next round of a 2026-07-28 call, docs/contract.md: there the
-// question ends when the client answers, or with the call.) The server's
-// tool waits for the question to end before it answers the call.
+// tether relays for it: the client's request ends, on both roads a call
+// takes (the go-sdk session, the raw exchange, which read the question on
+// the call's stream). The server's tool waits for the question to end
+// before it answers the call.
 func TestServerCancelEndsRelayedQuestion(t *testing.T) {
-	for _, road := range []string{"CallTool"} {
+	for _, road := range []string{"CallTool", "CallToolRaw"} {
 		t.Run(road, func(t *testing.T) {
 			c := &blockingCaller{fakeCaller: fakeCaller{client: "A", caps: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}},
 				entered: make(chan struct{}), release: make(chan struct{})}
