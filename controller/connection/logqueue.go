@@ -3,6 +3,7 @@ package connection
 //lint:file-ignore SA1019 relaying a server's log messages (deprecated as of 2026-07-28, live on every earlier protocol) is what the gateway promises
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"sync"
@@ -27,9 +28,10 @@ import (
 // does not read holds at most this much of tether's memory per backend
 // session it calls, and only while its requests are in flight there (the
 // end of a request drops what is queued for it, forget), besides the one
-// message its writer is writing and one marker per request in flight
-// (reach). Past either, messages for it are dropped (counted, one
-// WARN a minute); a message is always taken when none is queued, however
+// message its writer is writing, one marker per request in flight
+// (reach) and one place per server request waiting to be relayed
+// (flush). Past either, messages for it are dropped (counted, one WARN a
+// minute); a message is always taken when none is queued, however
 // large (the session's message bound caps it), so that each client gets
 // its messages one by one however slowly it reads.
 const (
@@ -47,6 +49,9 @@ type logQueues struct {
 	log     *slog.Logger
 	dropped atomic.Uint64
 	warned  atomic.Int64 // unix nanos of the last WARN
+	// flushing, when set, is told that flush waits for a client's
+	// messages (tests).
+	flushing func()
 }
 
 type logQueue struct {
@@ -55,8 +60,9 @@ type logQueue struct {
 	bytes int64 // their sizes
 }
 
-// logItem is a message for the client of fl (while fl's request lasts), or
-// a request's marker n reached (mark).
+// logItem is a message for the client of fl (while fl's request lasts), a
+// request's marker n reached (mark), or a server request's place behind
+// the messages before it (written: flush).
 type logItem struct {
 	fl   *flight
 	p    *mcp.LoggingMessageParams
@@ -64,6 +70,8 @@ type logItem struct {
 
 	mark *orderMark
 	n    uint64
+
+	written chan struct{}
 }
 
 // send queues p for the client of fl, written while fl's request lasts;
@@ -125,6 +133,45 @@ func (q *logQueues) reach(m *orderMark, n uint64) {
 	q.mu.Unlock()
 }
 
+// flush returns once the messages queued for fl's client before it were
+// written, at most relayDrain later (a client that does not read delays
+// its own questions as it delays its own answers), or when ctx ends. A
+// server that sends a log message and then asks the client something
+// (sampling, elicitation, roots) has them reach the client in that order,
+// as they did when the go-sdk's handler wrote each message itself: the
+// go-sdk hands the request over only once the message before it was
+// handled, which is now its queueing (relayTo). For a 2026-07-28 client
+// the question is its round's answer, after which that round takes no
+// message: one written later was lost.
+func (q *logQueues) flush(ctx context.Context, fl *flight) {
+	q.mu.Lock()
+	lq := q.m[fl.caller.Client()]
+	if lq == nil { // nothing queued, nothing being written
+		q.mu.Unlock()
+		return
+	}
+	written := make(chan struct{})
+	lq.items = append(lq.items, logItem{written: written})
+	q.mu.Unlock()
+	if q.flushing != nil {
+		q.flushing()
+	}
+	t := time.NewTimer(relayDrain)
+	defer t.Stop()
+	select {
+	case <-written:
+		return
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	// Given up: its place goes, as an ended request's marker does.
+	q.mu.Lock()
+	if lq := q.m[fl.caller.Client()]; lq != nil {
+		lq.items = slices.DeleteFunc(lq.items, func(it logItem) bool { return it.written == written })
+	}
+	q.mu.Unlock()
+}
+
 // forgetMark drops m's marker from its client's queue: m's request ended,
 // and nobody waits for it.
 func (q *logQueues) forgetMark(m *orderMark) {
@@ -174,7 +221,7 @@ func (q *logQueues) run(key any, lq *logQueue) {
 		it := lq.items[0]
 		lq.items[0] = logItem{}
 		lq.items = lq.items[1:]
-		if it.mark == nil {
+		if it.p != nil {
 			lq.msgs--
 			lq.bytes -= it.size
 		}
@@ -182,6 +229,8 @@ func (q *logQueues) run(key any, lq *logQueue) {
 		switch {
 		case it.mark != nil:
 			it.mark.reached(it.n)
+		case it.written != nil:
+			close(it.written)
 		case it.fl.ctx.Err() == nil:
 			it.fl.caller.Log(it.p)
 		}
@@ -201,7 +250,7 @@ func (q *logQueues) forget(fl *flight) {
 	}
 	kept := lq.items[:0]
 	for _, it := range lq.items {
-		if it.fl == fl && it.mark == nil {
+		if it.fl == fl && it.p != nil {
 			lq.msgs--
 			lq.bytes -= it.size
 			continue

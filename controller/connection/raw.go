@@ -241,6 +241,14 @@ type rawExchange struct {
 	questions map[string]*question
 	asking    int           // question goroutines not yet returned
 	idle      chan struct{} // closed when asking drops to 0 after endQuestions began
+	// waiting counts the questions whose client has not answered yet;
+	// held are the log messages the stream brought meanwhile (qmu), which
+	// go to the client once a question is answered, before its answer
+	// goes back to the server (holdLog, releaseLogs). logMu orders their
+	// writes with the stream's later messages.
+	waiting int
+	held    []*mcp.LoggingMessageParams
+	logMu   sync.Mutex
 }
 
 // question is one server request relayed to the client.
@@ -444,11 +452,11 @@ func (x *rawExchange) handle(ctx context.Context, msg []byte) (json.RawMessage, 
 	case m.Method == "notifications/message":
 		var p mcp.LoggingMessageParams
 		if json.Unmarshal(m.Params, &p) == nil {
-			var to wire.Caller
-			if x.flight != nil {
-				to = x.flight.caller
+			x.logMu.Lock()
+			if !x.holdLog(&p) {
+				x.s.relayLog(x.caller(), &p)
 			}
-			x.s.relayLog(to, &p)
+			x.logMu.Unlock()
 		}
 	case m.Method == "notifications/resources/updated":
 		var p mcp.ResourceUpdatedNotificationParams
@@ -488,9 +496,11 @@ func (x *rawExchange) ask(ctx context.Context, m rawMessage) {
 	}
 	x.questions[key] = q
 	x.asking++
+	x.waiting++
 	x.qmu.Unlock()
 	go func() {
 		res, err := x.s.relayRequest(qctx, x.flight, m.Method, m.Params)
+		x.releaseLogs()
 		x.qmu.Lock()
 		withdrawn := q.withdrawn
 		if x.questions[key] == q {
@@ -507,6 +517,53 @@ func (x *rawExchange) ask(ctx context.Context, m rawMessage) {
 		}
 		x.qmu.Unlock()
 	}()
+}
+
+// caller is the client of the exchange's request, nil if none.
+func (x *rawExchange) caller() wire.Caller {
+	if x.flight == nil {
+		return nil
+	}
+	return x.flight.caller
+}
+
+// holdLog keeps p, a log message read while a question waits for its
+// client, until the question is answered (releaseLogs), and reports
+// whether it did. The stream is read on while the client is asked (so
+// that the server's cancel and the call's answer are seen), but what the
+// server sends meanwhile is the client's next round's, on a 2026-07-28
+// client (docs/contract.md §5: a message written between rounds reached no
+// one), and came after the question for every client. At most
+// maxQueuedLogs are held; later ones are dropped as a full log queue
+// drops them. The caller holds logMu.
+func (x *rawExchange) holdLog(p *mcp.LoggingMessageParams) bool {
+	x.qmu.Lock()
+	defer x.qmu.Unlock()
+	if x.waiting == 0 {
+		return false
+	}
+	if len(x.held) < maxQueuedLogs {
+		x.held = append(x.held, p)
+	} else {
+		x.s.logs.drop()
+	}
+	return true
+}
+
+// releaseLogs counts one question answered (or given up) and writes the
+// log messages held meanwhile to the client, in order, before the answer
+// goes back to the server.
+func (x *rawExchange) releaseLogs() {
+	x.logMu.Lock()
+	defer x.logMu.Unlock()
+	x.qmu.Lock()
+	x.waiting--
+	held := x.held
+	x.held = nil
+	x.qmu.Unlock()
+	for _, p := range held {
+		x.s.relayLog(x.caller(), p)
+	}
 }
 
 // withdraw ends the question the server asked with id, if it is still

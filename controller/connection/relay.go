@@ -586,6 +586,9 @@ func (s *Session) relayTo(ctx context.Context, to *flight, method string) (*flig
 	}
 	rctx, cancel := context.WithCancel(to.ctx)
 	stop := context.AfterFunc(ctx, cancel)
+	// The log messages the server sent its client before the question
+	// reach the client first (logqueue.go, flush).
+	s.logs.flush(rctx, to)
 	if r := progressFrom(to.ctx); r != nil {
 		// A server that reports progress and then asks its client
 		// something has that progress reach the client first, as it sent

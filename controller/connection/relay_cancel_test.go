@@ -7,8 +7,10 @@ package connection
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,4 +110,108 @@ type endingCaller struct {
 func (c *endingCaller) CreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
 	defer close(c.ended)
 	return c.blockingCaller.CreateMessage(ctx, p)
+}
+
+// askedCaller is a client asked for a sample that answers once release is
+// closed, and records its log messages and its answer in order.
+type askedCaller struct {
+	fakeCaller
+	entered chan struct{}
+	release chan struct{}
+
+	mu   sync.Mutex
+	seen []string
+}
+
+func (c *askedCaller) LogLevel() mcp.LoggingLevel { return "debug" }
+
+func (c *askedCaller) Log(p *mcp.LoggingMessageParams) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = append(c.seen, fmt.Sprint(p.Data))
+}
+
+func (c *askedCaller) CreateMessage(ctx context.Context, _ *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	close(c.entered)
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	c.seen = append(c.seen, "answer")
+	c.mu.Unlock()
+	return &mcp.CreateMessageWithToolsResult{Model: "m", Content: []mcp.Content{&mcp.TextContent{Text: "a"}}}, nil
+}
+
+func (c *askedCaller) got() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprint(c.seen)
+}
+
+// A log message the server sends on a raw call's stream while its question
+// waits for the client reaches the client once the client answered, as it
+// did when the stream was not read meanwhile: for a 2026-07-28 client it is
+// the next round's (docs/contract.md §5). The server pings on the stream
+// after the message: once tether answered the ping it read the message.
+func TestRawLogWhileAskedWaitsForTheAnswer(t *testing.T) {
+	c := &askedCaller{fakeCaller: fakeCaller{client: "A", caps: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}},
+		entered: make(chan struct{}), release: make(chan struct{})}
+	pinged := make(chan string, 1)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{}}})
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			asked := make(chan error, 1)
+			go func() {
+				_, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 1,
+					Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "?"}}}})
+				asked <- err
+			}()
+			select {
+			case <-c.entered:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "while asked"})
+			err := req.Session.Ping(ctx, nil)
+			pinged <- fmt.Sprint(err)
+			if err := <-asked; err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
+	ctx, cancel := context.WithTimeout(wire.WithCaller(t.Context(), c), 20*time.Second)
+	defer cancel()
+	if err := s.SetLogLevel(ctx, "debug"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.CallToolRaw(ctx, "ask", nil, nil)
+		done <- err
+	}()
+	select {
+	case err := <-pinged:
+		if err != "<nil>" {
+			t.Fatalf("ping: %s", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the server never pinged")
+	}
+	if got := c.got(); got != "[]" {
+		t.Errorf("while its question waited the client got %s, want nothing yet", got)
+	}
+	close(c.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := c.got(); got != "[answer while asked]" {
+		t.Errorf("the client saw %s, want [answer while asked]", got)
+	}
 }

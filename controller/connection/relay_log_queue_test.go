@@ -472,3 +472,87 @@ func TestLogQueueTakesNothingForAnEndedRequest(t *testing.T) {
 		t.Errorf("the queue holds %d messages (%d items) for a request that ended, want none", msgs, items)
 	}
 }
+
+// askingCaller is a client that asked for debug messages and samples: its
+// first message is taken only once release is closed; asked is closed when
+// a question reaches it, and each write and question is recorded in order.
+type askingCaller struct {
+	fakeCaller
+	entered chan struct{}
+	release chan struct{}
+	asked   chan struct{}
+	ctx     context.Context
+	once    sync.Once
+
+	mu   sync.Mutex
+	seen []string
+}
+
+func (c *askingCaller) LogLevel() mcp.LoggingLevel { return "debug" }
+
+func (c *askingCaller) Log(p *mcp.LoggingMessageParams) {
+	c.once.Do(func() {
+		close(c.entered)
+		select {
+		case <-c.release:
+		case <-c.ctx.Done():
+		}
+	})
+	c.mu.Lock()
+	c.seen = append(c.seen, fmt.Sprint(p.Data))
+	c.mu.Unlock()
+}
+
+func (c *askingCaller) CreateMessage(context.Context, *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	c.mu.Lock()
+	c.seen = append(c.seen, "question")
+	c.mu.Unlock()
+	close(c.asked)
+	return &mcp.CreateMessageWithToolsResult{Model: "m"}, nil
+}
+
+// A server that sends a log message and then asks its client something
+// (the go-sdk's handlers: the message is queued, the question relayed on)
+// has them reach the client in that order: the question waits for the
+// messages queued for its client before it (docs/reliability.md G12).
+// Before, the question went while the message was still being written:
+// a 2026-07-28 client's round ended with the question, and the message
+// written after it reached no one.
+func TestQuestionWaitsForItsClientsQueuedLogs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := &Session{name: "conn", log: slog.New(slog.DiscardHandler), red: newRedactor(nil, nil)}
+	waiting := make(chan struct{})
+	var once sync.Once
+	s.logs.flushing = func() { once.Do(func() { close(waiting) }) }
+	c := &askingCaller{
+		fakeCaller: fakeCaller{client: "A", caps: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}},
+		entered:    make(chan struct{}), release: make(chan struct{}), asked: make(chan struct{}), ctx: ctx,
+	}
+	end := s.inFlight(wire.WithCaller(ctx, c))
+	defer end()
+	s.relayLog(nil, &mcp.LoggingMessageParams{Level: "info", Data: "m0"})
+	<-c.entered
+	answered := make(chan error, 1)
+	go func() {
+		_, err := s.relayRequest(ctx, nil, methodCreateMessage, nil)
+		answered <- err
+	}()
+	select {
+	case <-c.asked:
+		t.Error("the question reached the client while the log message the server sent before it was still being written")
+	case <-waiting:
+	case <-ctx.Done():
+		t.Fatal("the question neither went nor waited")
+	}
+	close(c.release)
+	if err := <-answered; err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	c.mu.Lock()
+	got := fmt.Sprint(c.seen)
+	c.mu.Unlock()
+	if got != "[m0 question]" {
+		t.Errorf("the client saw %s, want [m0 question]", got)
+	}
+}
