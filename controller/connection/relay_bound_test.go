@@ -34,6 +34,7 @@ func TestServerRequestsRelayedAtOnceAreBounded(t *testing.T) {
 			var mu sync.Mutex
 			refused := 0
 			allRefused := make(chan struct{})
+			c := &countingCaller{fakeCaller: fakeCaller{client: "A", caps: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}}}
 			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				m, id := rpcOf(r)
 				switch {
@@ -60,6 +61,12 @@ func TestServerRequestsRelayedAtOnceAreBounded(t *testing.T) {
 					case <-time.After(10 * time.Second):
 						text = "not refused"
 					}
+					// The call ends its questions when it is answered:
+					// answered before every question reached the client,
+					// the client was asked fewer at once than it would be.
+					for deadline := time.Now().Add(10 * time.Second); c.most() < relaysPerRequest && time.Now().Before(deadline); {
+						time.Sleep(time.Millisecond)
+					}
 					fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":%q}]}}\n\n", id, text)
 					return
 				}
@@ -67,7 +74,6 @@ func TestServerRequestsRelayedAtOnceAreBounded(t *testing.T) {
 			}))
 			t.Cleanup(hs.Close)
 			s := connect(t, Request{Spec: httpSpec(hs.URL, "")})
-			c := &countingCaller{fakeCaller: fakeCaller{client: "A", caps: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}}}
 			ctx, cancel := context.WithTimeout(wire.WithCaller(t.Context(), c), 20*time.Second)
 			defer cancel()
 			var text string
